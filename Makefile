@@ -1,0 +1,34 @@
+# LatchClaw — every target is a thin wrapper over cargo.
+CARGO ?= cargo
+DEMO_DIR := $(CURDIR)/target/demo
+BIN := target/debug/latchclaw
+
+.PHONY: build test lint bench demo release clean-demo
+
+build:
+	$(CARGO) build
+
+# The one test command (README, .ci/run): format, lints, then every test.
+test: lint
+	$(CARGO) test
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# Benchmarks (not timed tests): release binary size, wall time and peak RSS.
+bench:
+	$(CARGO) bench --bench oneshot
+
+# End to end on the built-in mock provider, in a throwaway state dir.
+demo: build clean-demo
+	LATCHCLAW_HOME=$(DEMO_DIR)/state HOME=$(DEMO_DIR)/home $(BIN) init --workspace $(CURDIR)
+	LATCHCLAW_HOME=$(DEMO_DIR)/state HOME=$(DEMO_DIR)/home $(BIN) agent -m "What files are in this project?"
+	LATCHCLAW_HOME=$(DEMO_DIR)/state HOME=$(DEMO_DIR)/home $(BIN) receipt verify
+
+clean-demo:
+	rm -rf $(DEMO_DIR)
+
+release:
+	$(CARGO) build --release
+	@ls -l target/release/latchclaw

@@ -1,0 +1,175 @@
+//! Channels carry messages between a person and the runtime. Only `cli`
+//! exists so far: one-shot (`agent -m`) and the REPL. Operator approval is a
+//! channel matter too: the CLI asks on the controlling terminal.
+
+use crate::error::{Result, exit};
+use crate::providers::Provider;
+use crate::runtime::{Runtime, TurnOutcome};
+use crate::security::Decision;
+use serde_json::Value;
+use std::io::{BufRead, Write};
+
+pub enum Approval {
+    Approved,
+    Denied(String),
+}
+
+/// Asks a person whether a call may run. Only the runtime calls it, so
+/// nothing in a model's output can answer for the operator.
+pub trait Approver {
+    fn ask(&self, tool: &str, decision: &Decision, args: &Value) -> Approval;
+}
+
+/// Asks on `/dev/tty`, so it works when stdin is a pipe; with no terminal
+/// (cron) the answer is no.
+pub struct TtyApprover;
+
+impl Approver for TtyApprover {
+    fn ask(&self, tool: &str, d: &Decision, args: &Value) -> Approval {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty");
+        let Ok(mut tty) = tty else {
+            return Approval::Denied(
+                "no terminal to ask the operator (unattended run): denied".into(),
+            );
+        };
+        let prompt = format!(
+            "\nlatchclaw wants to run a tool\n  tool: {tool}\n  risk: {}\n  reason: {}\n  arguments: {args}\nApprove? [y/N] ",
+            d.risk.as_str(),
+            d.reason
+        );
+        if tty
+            .write_all(prompt.as_bytes())
+            .and_then(|_| tty.flush())
+            .is_err()
+        {
+            return Approval::Denied("the terminal could not be written: denied".into());
+        }
+        let mut answer = String::new();
+        if std::io::BufReader::new(&tty)
+            .read_line(&mut answer)
+            .is_err()
+        {
+            return Approval::Denied("no answer from the terminal: denied".into());
+        }
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Approval::Approved,
+            _ => Approval::Denied("the operator did not approve".into()),
+        }
+    }
+}
+
+pub trait Channel {
+    fn name(&self) -> &str;
+    /// Runs the channel until it ends; returns the process exit code.
+    fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32>;
+    fn send(&mut self, conversation_id: &str, message: &str) -> Result<()>;
+    // Part of the channel contract (SPEC §11); the gateway will stream drafts.
+    #[allow(dead_code)]
+    fn supports_draft_updates(&self) -> bool {
+        false
+    }
+}
+
+pub struct CliChannel {
+    /// `-m`: run this one message and exit.
+    pub message: Option<String>,
+    pub conversation: Option<String>,
+    pub json: bool,
+}
+
+impl CliChannel {
+    fn deliver(&mut self, outcome: &TurnOutcome) -> Result<()> {
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string(outcome).unwrap_or_else(|_| "{}".into())
+            );
+            Ok(())
+        } else {
+            self.send(&outcome.conversation_id, &outcome.answer)
+        }
+    }
+
+    fn repl(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
+        eprintln!(
+            "latchclaw {} — provider {}; /help for commands, /exit to leave",
+            env!("CARGO_PKG_VERSION"),
+            provider.name()
+        );
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        loop {
+            eprint!("latchclaw> ");
+            let _ = std::io::stderr().flush();
+            line.clear();
+            if stdin.lock().read_line(&mut line)? == 0 {
+                eprintln!();
+                return Ok(exit::OK);
+            }
+            let input = line.trim();
+            match input.split_once(' ').unwrap_or((input, "")) {
+                ("", _) => continue,
+                ("/exit" | "/quit", _) => return Ok(exit::OK),
+                ("/help", _) => eprintln!(
+                    "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n/exit  leave"
+                ),
+                ("/tools", _) => {
+                    for t in rt.tool_specs() {
+                        eprintln!("{:14} {}", t.name, t.description);
+                    }
+                }
+                ("/policy", _) => eprintln!("{}", rt.gate.describe(rt.cfg)),
+                ("/memory", q) => match rt.memory.search(q, 10) {
+                    Ok(hits) if hits.is_empty() => eprintln!("no matches"),
+                    Ok(hits) => {
+                        for h in hits {
+                            eprintln!(
+                                "{}  {}  {}: {}",
+                                h.conversation_id, h.timestamp, h.role, h.snippet
+                            );
+                        }
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                },
+                (cmd, _) if cmd.starts_with('/') => {
+                    eprintln!("unknown command {cmd}; /help lists them")
+                }
+                _ => match rt.agent_turn(provider, self.conversation.as_deref(), input) {
+                    Ok(outcome) => {
+                        self.conversation = Some(outcome.conversation_id.clone());
+                        self.deliver(&outcome)?;
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                },
+            }
+        }
+    }
+}
+
+impl Channel for CliChannel {
+    fn name(&self) -> &str {
+        "cli"
+    }
+
+    fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
+        log::info!(target: "event::channel_started", "channel={}", self.name());
+        match self.message.clone() {
+            Some(m) => {
+                let outcome = rt.agent_turn(provider, self.conversation.as_deref(), &m)?;
+                self.deliver(&outcome)?;
+                Ok(outcome.exit_code())
+            }
+            None => self.repl(rt, provider),
+        }
+    }
+
+    fn send(&mut self, _conversation_id: &str, message: &str) -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{message}")?;
+        out.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,937 @@
+//! Command line: lexopt reads the raw arguments into [`Args`], which is then
+//! checked against the command it names and dispatched to a plain function.
+//! Help texts sit next to the commands they describe.
+
+use crate::channels::{Channel, CliChannel, TtyApprover};
+use crate::config::{self, Config, TOOL_NAMES};
+use crate::error::{Error, Result, exit};
+use crate::memory::Memory;
+use crate::receipts::{ReceiptLog, Verify};
+use crate::runtime::Runtime;
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  internal error (a bug; please report it)
+  2  usage or config error
+  3  runtime error: provider failed (after fallbacks), database, file system
+  4  refused by policy: a tool call was denied
+  5  emergency stop: a tool call was refused because ESTOP is on
+  6  limit reached: max_tool_rounds
+  7  integrity: the receipt chain is broken or damaged";
+
+fn top_help() -> String {
+    format!(
+        "latchclaw {} — a small, local-first agent runtime
+
+Usage: latchclaw [--config PATH] <command> [options]
+
+Commands:
+  init [--workspace DIR] [--force]   create the state dir, config, memory database and workspace
+  config validate                    check the config; every error at once
+  config show [--json]               the effective config, secrets redacted
+  provider list [--json]             configured providers
+  tool list [--json]                 tools, their risk and whether they are enabled
+  tool run NAME --json ARGS          run one tool through the security gate
+  agent -m MESSAGE [--json]          one turn: the answer on stdout, then exit
+  agent                              interactive REPL
+  memory list|search QUERY|show ID|clear --yes
+  receipt list|verify [--json]       the tool receipt chain
+  estop [--clear]                    emergency stop: refuse every tool call until cleared
+
+Global options:
+  --config PATH   config file (default: $LATCHCLAW_HOME/config.toml, ~/.latchclaw/config.toml)
+  -h, --help      help for any command, e.g. `latchclaw memory --help`
+  -V, --version   print the version
+
+Environment:
+  LATCHCLAW_HOME        state directory (default ~/.latchclaw)
+  LATCHCLAW_LOG=json    logs as JSON lines on stderr
+  LATCHCLAW_LOG_LEVEL   error|warn|info|debug|trace (or RUST_LOG); default warn
+
+{EXIT_CODES}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Help for a command path; `None` when the path names no command.
+fn help_for(words: &[String]) -> Option<String> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let text = match w.as_slice() {
+        [] => return Some(top_help()),
+        ["init", ..] => {
+            "Usage: latchclaw init [--workspace DIR] [--force]
+
+Creates the state directory, a default config (kept if one exists), the
+memory database and the workspace. The default config's `local` provider is
+the built-in mock, so `latchclaw agent -m ...` works straight away.
+
+  --workspace DIR   workspace to write into the new config (default ~/latchclaw-workspace)
+  --force           overwrite an existing config file"
+        }
+        ["config", "validate", ..] => {
+            "Usage: latchclaw config validate
+
+Loads the config and reports every error in one run, each with its key path
+(wrong types, values outside the allowed set, unknown keys, malformed TOML
+with line and column). Exit 0 when valid, 2 otherwise."
+        }
+        ["config", "show", ..] => {
+            "Usage: latchclaw config show [--json]
+
+Prints the effective config (defaults filled in, paths expanded). API keys
+are never printed: only the name of their environment variable and whether
+it is set."
+        }
+        ["config", ..] => "Usage: latchclaw config validate | config show [--json]",
+        ["provider", ..] => {
+            "Usage: latchclaw provider list [--json]
+
+Lists configured providers: name, kind, model, base URL and whether the API
+key variable is set (never its value)."
+        }
+        ["tool", "run", ..] => {
+            "Usage: latchclaw tool run NAME --json ARGS
+
+Runs one tool through the same security gate as the agent and prints the
+result as one JSON object. Every attempt writes a receipt.
+
+  --json ARGS   the tool arguments as a JSON object, e.g. '{\"path\": \".\"}'"
+        }
+        ["tool", ..] => {
+            "Usage: latchclaw tool list [--json] | tool run NAME --json ARGS
+
+`list` shows each tool, its base risk and whether the cli channel enables it."
+        }
+        ["agent", ..] => {
+            "Usage: latchclaw agent [-m MESSAGE] [--conversation ID | -c] [--json]
+
+With -m, runs one turn and prints only the answer on stdout; logs and
+approval questions go to stderr and the terminal. Without -m, starts a REPL
+(/tools, /memory QUERY, /policy, /exit).
+
+  -m, --message MESSAGE   the user message for a one-shot turn
+  --conversation ID       continue an earlier conversation
+  -c, --continue          continue the most recent conversation
+  --json                  print one JSON object: answer, tool calls, rounds, usage"
+        }
+        ["memory", ..] => {
+            "Usage: latchclaw memory list [--limit N] [--json]
+       latchclaw memory search QUERY [--limit N] [--json]
+       latchclaw memory show CONVERSATION_ID [--json]
+       latchclaw memory clear --yes
+
+`search` is full-text, ranked by relevance with recent turns boosted; any
+text is accepted (operators and quotes are searched as words)."
+        }
+        ["receipt", ..] => {
+            "Usage: latchclaw receipt list [--json] | receipt verify [--json]
+
+`verify` replays the hash chain and prints `ok: N receipts, head HASH`, or
+the 1-based position of the first broken receipt and why (exit 7)."
+        }
+        ["estop", ..] => {
+            "Usage: latchclaw estop [--clear]
+
+Creates the ESTOP file: every tool call is refused (with a receipt) until
+`latchclaw estop --clear` removes it. The agent can still answer in text."
+        }
+        _ => return None,
+    };
+    Some(format!("{text}\n\n{EXIT_CODES}"))
+}
+
+/// The raw command line: what was given, before it is checked against the
+/// command it names.
+#[derive(Debug, Default)]
+struct Args {
+    words: Vec<String>,
+    /// Options seen, by long name, to reject ones the command does not take.
+    seen: Vec<&'static str>,
+    config: Option<PathBuf>,
+    help: bool,
+    version: bool,
+    json: bool,
+    json_args: Option<String>,
+    message: Option<String>,
+    conversation: Option<String>,
+    workspace: Option<PathBuf>,
+    limit: Option<u32>,
+    yes: bool,
+    resume_latest: bool,
+    clear: bool,
+    force: bool,
+}
+
+fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut a = Args::default();
+    let bad = |e: lexopt::Error| Error::usage(format!("{e}; see `latchclaw --help`"));
+    while let Some(arg) = p.next().map_err(bad)? {
+        let name: &'static str = match arg {
+            Short('h') | Long("help") => {
+                a.help = true;
+                continue;
+            }
+            Short('V') | Long("version") => {
+                a.version = true;
+                continue;
+            }
+            Long("config") => {
+                a.config = Some(p.value().map_err(bad)?.into());
+                continue;
+            }
+            // `tool run NAME --json ARGS` takes a value; elsewhere it is a switch.
+            Long("json") if a.words.first().is_some_and(|w| w == "tool") => {
+                a.json_args = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "json-args"
+            }
+            Long("json") => {
+                a.json = true;
+                "json"
+            }
+            Short('m') | Long("message") => {
+                a.message = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "message"
+            }
+            Long("conversation") => {
+                a.conversation = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "conversation"
+            }
+            Short('c') | Long("continue") => {
+                a.resume_latest = true;
+                "continue"
+            }
+            Long("workspace") => {
+                a.workspace = Some(p.value().map_err(bad)?.into());
+                "workspace"
+            }
+            Long("limit") => {
+                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                a.limit = Some(v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::usage(format!("--limit: \"{v}\" is not a positive whole number"))
+                })?);
+                "limit"
+            }
+            Long("yes") => {
+                a.yes = true;
+                "yes"
+            }
+            Long("clear") => {
+                a.clear = true;
+                "clear"
+            }
+            Long("force") => {
+                a.force = true;
+                "force"
+            }
+            Value(v) => {
+                a.words.push(v.string().map_err(bad)?);
+                continue;
+            }
+            _ => return Err(bad(arg.unexpected())),
+        };
+        a.seen.push(name);
+    }
+    Ok(a)
+}
+
+impl Args {
+    /// Rejects options the command does not take, naming the ones it does.
+    fn only(&self, cmd: &str, allowed: &[&str]) -> Result<()> {
+        if let Some(bad) = self.seen.iter().find(|s| !allowed.contains(s)) {
+            let shown = if *bad == "json-args" { "json" } else { bad };
+            let list = if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed
+                    .iter()
+                    .map(|a| format!("--{}", if *a == "json-args" { "json" } else { a }))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(Error::usage(format!(
+                "`latchclaw {cmd}` does not take --{shown}; its options: {list}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn load_config(&self) -> Result<Config> {
+        let cfg = Config::load(self.config.as_deref())?;
+        log::info!(target: "event::startup", "version={}", env!("CARGO_PKG_VERSION"));
+        log::info!(target: "event::config_path", "path={} loaded={}", cfg.config_path.display(), cfg.source.is_some());
+        log::info!(target: "event::workspace_path", "path={}", cfg.workspace_dir.display());
+        Ok(cfg)
+    }
+}
+
+/// Entry point: parses, dispatches, and returns the exit code.
+pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
+    let a = parse(argv)?;
+    if a.help {
+        return match help_for(&a.words) {
+            Some(h) => {
+                println!("{h}");
+                Ok(exit::OK)
+            }
+            None => Err(unknown_command(&a.words)),
+        };
+    }
+    if a.version {
+        println!("latchclaw {}", env!("CARGO_PKG_VERSION"));
+        return Ok(exit::OK);
+    }
+    let w: Vec<&str> = a.words.iter().map(String::as_str).collect();
+    match w.as_slice() {
+        [] => {
+            eprintln!("{}", top_help());
+            Err(Error::usage("no command given"))
+        }
+        ["init"] => cmd_init(&a),
+        ["config", "validate"] => cmd_config_validate(&a),
+        ["config", "show"] => cmd_config_show(&a),
+        ["provider", "list"] => cmd_provider_list(&a),
+        ["tool", "list"] => cmd_tool_list(&a),
+        ["tool", "run", name] => cmd_tool_run(&a, name),
+        ["tool", "run"] => Err(Error::usage(
+            "`latchclaw tool run` needs a tool name: latchclaw tool run NAME --json ARGS",
+        )),
+        ["agent"] => cmd_agent(&a),
+        ["memory", sub @ ..] => cmd_memory(&a, sub),
+        ["receipt", "list"] => cmd_receipt_list(&a),
+        ["receipt", "verify"] => cmd_receipt_verify(&a),
+        ["estop"] => cmd_estop(&a),
+        _ => Err(unknown_command(&a.words)),
+    }
+}
+
+fn unknown_command(words: &[String]) -> Error {
+    Error::usage(format!(
+        "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
+         agent, memory list|search|show|clear, receipt list|verify, estop (see `latchclaw --help`)",
+        words.join(" ")
+    ))
+}
+
+fn print_json(v: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())
+    );
+}
+
+/// A TOML string literal that survives config loading (`$` is expanded there).
+fn toml_path_literal(p: &std::path::Path) -> String {
+    let s = p.display().to_string().replace('$', "$$");
+    toml::Value::String(s).to_string()
+}
+
+fn cmd_init(a: &Args) -> Result<i32> {
+    a.only("init", &["workspace", "force"])?;
+    let state = config::state_dir()?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", state.display())))?;
+    let path = match &a.config {
+        Some(p) => p.clone(),
+        None => state.join("config.toml"),
+    };
+    let workspace = match &a.workspace {
+        Some(w) => {
+            let abs = std::path::absolute(w)
+                .map_err(|e| Error::usage(format!("--workspace {}: {e}", w.display())))?;
+            toml_path_literal(&abs)
+        }
+        None => "\"~/latchclaw-workspace\"".into(),
+    };
+    let exists = path.exists();
+    let action = if exists && !a.force {
+        "kept (use --force to overwrite)"
+    } else {
+        let text = INIT_CONFIG.replace("{workspace}", &workspace);
+        std::fs::write(&path, text)
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
+        if exists { "overwritten" } else { "created" }
+    };
+    let cfg = Config::load(Some(&path))?;
+    std::fs::create_dir_all(&cfg.workspace_dir).map_err(|e| {
+        Error::runtime(format!(
+            "cannot create workspace {}: {e}",
+            cfg.workspace_dir.display()
+        ))
+    })?;
+    Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)?;
+    println!("state dir  {}", cfg.state_dir.display());
+    println!("config     {} ({action})", path.display());
+    println!("memory     {}", cfg.memory_path.display());
+    println!("receipts   {}", cfg.receipts_path.display());
+    println!("workspace  {}", cfg.workspace_dir.display());
+    println!("next: latchclaw agent -m \"What files are in this project?\"");
+    Ok(exit::OK)
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+const INIT_CONFIG: &str = r#"# LatchClaw configuration, written by `latchclaw init`.
+# Every key, with its default, is described in config.example.toml.
+# Paths may use ~ and $VAR / ${VAR}; relative paths are relative to this file.
+
+workspace_dir = {workspace}
+default_provider = "local"
+default_model = "mock"
+
+[security]
+autonomy = "supervised"            # readonly | supervised | full
+workspace_only = true
+forbidden_paths = ["/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh"]
+forbidden_commands = ["rm", "shutdown", "reboot", "halt", "poweroff", "mkfs", "dd", "sudo", "su", "doas"]
+audit_log = true
+
+# The built-in deterministic provider: no network, no key.
+[providers.models.local]
+kind = "mock"
+model = "mock"
+
+[providers.models.openai_compatible]
+kind = "openai-compatible"
+base_url = "http://localhost:1234/v1"
+model = "local-model"
+api_key_env = "OPENAI_API_KEY"     # the variable's name; the key itself stays in the environment
+
+[channels.cli]
+enabled = true
+tools_allow = ["file_read", "file_list", "time", "memory_search", "shell"]
+
+# [memory]
+# path = "~/.latchclaw/memory.sqlite"     # default: memory.sqlite in the state dir
+# [receipts]
+# path = "~/.latchclaw/tool_receipts.log" # default: tool_receipts.log in the state dir
+"#;
+
+fn cmd_config_validate(a: &Args) -> Result<i32> {
+    a.only("config validate", &[])?;
+    let cfg = a.load_config()?;
+    match &cfg.source {
+        Some(p) => println!(
+            "ok: {} ({} providers, default \"{}\", autonomy {})",
+            p.display(),
+            cfg.providers.len(),
+            cfg.default_provider,
+            cfg.security.autonomy.as_str()
+        ),
+        None => println!(
+            "ok: no config file at {}; defaults apply",
+            cfg.config_path.display()
+        ),
+    }
+    Ok(exit::OK)
+}
+
+fn env_is_set(name: &Option<String>) -> Option<bool> {
+    name.as_ref()
+        .map(|n| std::env::var_os(n).is_some_and(|v| !v.is_empty()))
+}
+
+/// The effective config as JSON; API keys appear only as the variable name
+/// and whether it is set.
+fn config_value(cfg: &Config) -> Value {
+    let providers: serde_json::Map<String, Value> = cfg
+        .providers
+        .values()
+        .map(|p| {
+            let mut v =
+                json!({"kind": p.kind.as_str(), "model": p.model, "timeout_secs": p.timeout_secs});
+            let m = v.as_object_mut().expect("object literal");
+            if let Some(u) = &p.base_url {
+                m.insert("base_url".into(), u.clone().into());
+            }
+            if let Some(k) = &p.api_key_env {
+                m.insert("api_key_env".into(), k.clone().into());
+                m.insert("api_key_set".into(), env_is_set(&p.api_key_env).into());
+            }
+            if let Some(f) = &p.fixture {
+                m.insert("fixture".into(), f.display().to_string().into());
+            }
+            if let Some(f) = &p.record_requests {
+                m.insert("record_requests".into(), f.display().to_string().into());
+            }
+            if !p.providers.is_empty() {
+                m.insert("providers".into(), p.providers.clone().into());
+            }
+            if let Some(t) = p.temperature {
+                m.insert("temperature".into(), t.into());
+            }
+            (p.name.clone(), v)
+        })
+        .collect();
+    let paths = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    json!({
+        "workspace_dir": cfg.workspace_dir.display().to_string(),
+        "default_provider": cfg.default_provider,
+        "default_model": cfg.default_model,
+        "max_tool_rounds": cfg.max_tool_rounds,
+        "max_response_bytes": cfg.max_response_bytes,
+        "tool_timeout_secs": cfg.tool_timeout_secs,
+        "shell_timeout_secs": cfg.shell_timeout_secs,
+        "http_timeout_secs": cfg.http_timeout_secs,
+        "tool_output_max_bytes": cfg.tool_output_max_bytes,
+        "security": {
+            "autonomy": cfg.security.autonomy.as_str(),
+            "workspace_only": cfg.security.workspace_only,
+            "forbidden_paths": paths(&cfg.security.forbidden_paths),
+            "forbidden_commands": cfg.security.forbidden_commands,
+            "audit_log": cfg.security.audit_log,
+            "shell_allowlist": cfg.security.shell_allowlist,
+        },
+        "providers": {"models": providers},
+        "channels": {"cli": {"enabled": cfg.cli_enabled, "tools_allow": cfg.cli_tools_allow}},
+        "memory": {
+            "backend": "sqlite",
+            "path": cfg.memory_path.display().to_string(),
+            "busy_timeout_ms": cfg.memory_busy_timeout_ms,
+            "context_turns": cfg.memory_context_turns,
+        },
+        "receipts": {"enabled": cfg.receipts_enabled, "path": cfg.receipts_path.display().to_string()},
+    })
+}
+
+fn cmd_config_show(a: &Args) -> Result<i32> {
+    a.only("config show", &["json"])?;
+    let cfg = a.load_config()?;
+    let v = config_value(&cfg);
+    if a.json {
+        print_json(&v);
+    } else {
+        let source = match &cfg.source {
+            Some(p) => p.display().to_string(),
+            None => format!("{} (absent: defaults)", cfg.config_path.display()),
+        };
+        let t: toml::Table = serde_json::from_value(v)
+            .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
+        print!("# effective config from {source}\n{t}");
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_provider_list(a: &Args) -> Result<i32> {
+    a.only("provider list", &["json"])?;
+    let cfg = a.load_config()?;
+    let rows: Vec<Value> = cfg
+        .providers
+        .values()
+        .map(|p| {
+            json!({
+                "name": p.name, "kind": p.kind.as_str(), "model": p.model,
+                "base_url": p.base_url, "api_key_env": p.api_key_env,
+                "api_key_set": env_is_set(&p.api_key_env),
+                "default": p.name == cfg.default_provider,
+                "providers": p.providers,
+            })
+        })
+        .collect();
+    if a.json {
+        print_json(&rows);
+        return Ok(exit::OK);
+    }
+    println!(
+        "{:20} {:18} {:14} {:28} KEY",
+        "NAME", "KIND", "MODEL", "BASE URL"
+    );
+    for p in cfg.providers.values() {
+        let key = match (&p.api_key_env, env_is_set(&p.api_key_env)) {
+            (Some(k), Some(true)) => format!("{k} (set)"),
+            (Some(k), _) => format!("{k} (not set)"),
+            (None, _) => "-".into(),
+        };
+        let mut name = p.name.clone();
+        if p.name == cfg.default_provider {
+            name.push_str(" *");
+        }
+        let url = match p.kind {
+            crate::config::ProviderKind::Reliable => p.providers.join(" -> "),
+            _ => p.base_url.clone().unwrap_or_else(|| "-".into()),
+        };
+        println!(
+            "{name:20} {:18} {:14} {url:28} {key}",
+            p.kind.as_str(),
+            p.model
+        );
+    }
+    println!("(* = default_provider)");
+    Ok(exit::OK)
+}
+
+fn cmd_tool_list(a: &Args) -> Result<i32> {
+    a.only("tool list", &["json"])?;
+    let cfg = a.load_config()?;
+    let rows: Vec<Value> = TOOL_NAMES
+        .iter()
+        .map(|name| {
+            let tool = crate::tools::find(name);
+            json!({
+                "name": name,
+                "implemented": tool.is_some(),
+                "enabled": cfg.cli_tools_allow.iter().any(|t| t == name),
+                "risk": match *name {
+                    "time" | "file_list" | "file_read" | "memory_search" => "low",
+                    "file_write" => "medium",
+                    "shell" => "medium (allowlisted) / high",
+                    _ => "low (allowed domain) / high",
+                },
+                "description": tool.map_or("not implemented in this version", |t| t.description()),
+            })
+        })
+        .collect();
+    if a.json {
+        print_json(&rows);
+        return Ok(exit::OK);
+    }
+    println!("{:14} {:8} {:28} DESCRIPTION", "TOOL", "ENABLED", "RISK");
+    for r in &rows {
+        println!(
+            "{:14} {:8} {:28} {}",
+            r["name"].as_str().unwrap_or(""),
+            if r["enabled"] == true { "yes" } else { "no" },
+            r["risk"].as_str().unwrap_or(""),
+            r["description"].as_str().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_tool_run(a: &Args, name: &str) -> Result<i32> {
+    a.only("tool run", &["json-args"])?;
+    if !TOOL_NAMES.contains(&name) {
+        return Err(Error::usage(format!(
+            "unknown tool \"{name}\"; known tools: {}",
+            TOOL_NAMES.join(", ")
+        )));
+    }
+    let raw = a.json_args.as_deref().unwrap_or("{}");
+    let args: Value = serde_json::from_str(raw).map_err(|e| {
+        Error::usage(format!(
+            "--json: invalid JSON ({e}); give the arguments as a JSON object, e.g. '{{\"path\": \".\"}}'"
+        ))
+    })?;
+    if !args.is_object() {
+        return Err(Error::usage(
+            "--json: the arguments must be a JSON object, e.g. '{\"path\": \".\"}'",
+        ));
+    }
+    let cfg = a.load_config()?;
+    let approver = TtyApprover;
+    let rt = Runtime::new(&cfg, &approver)?;
+    let (record, result) = rt.execute_tool("cli-tool-run", name, &args)?;
+    print_json(&json!({
+        "tool": name,
+        "status": record.status,
+        "risk": record.risk,
+        "reason": record.reason,
+        "receipt_id": record.receipt_id,
+        "success": result.success,
+        "output": result.output,
+        "error": result.error,
+        "metadata": result.metadata,
+    }));
+    Ok(match record.status {
+        "denied" if record.estop => exit::ESTOP,
+        "denied" => exit::POLICY,
+        "failed" => exit::RUNTIME,
+        _ => exit::OK,
+    })
+}
+
+fn cmd_agent(a: &Args) -> Result<i32> {
+    a.only("agent", &["message", "conversation", "continue", "json"])?;
+    if a.resume_latest && a.conversation.is_some() {
+        return Err(Error::usage(
+            "give either --conversation ID or --continue, not both",
+        ));
+    }
+    let cfg = a.load_config()?;
+    if !cfg.cli_enabled {
+        return Err(Error::usage(
+            "the cli channel is disabled (channels.cli.enabled = false)",
+        ));
+    }
+    let provider = crate::providers::build(&cfg, &cfg.default_provider)?;
+    let approver = TtyApprover;
+    let rt = Runtime::new(&cfg, &approver)?;
+    let conversation = match a.resume_latest {
+        true => Some(
+            rt.memory
+                .latest_conversation()?
+                .ok_or_else(|| Error::usage("--continue: there is no earlier conversation"))?,
+        ),
+        false => a.conversation.clone(),
+    };
+    let mut channel = CliChannel {
+        message: a.message.clone(),
+        conversation,
+        json: a.json,
+    };
+    if channel
+        .message
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        return Err(Error::usage("-m: the message is empty"));
+    }
+    channel.start(&rt, provider.as_ref())
+}
+
+fn open_memory(a: &Args) -> Result<Memory> {
+    let cfg = a.load_config()?;
+    Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+fn cmd_memory(a: &Args, sub: &[&str]) -> Result<i32> {
+    match sub {
+        ["list"] => {
+            a.only("memory list", &["json", "limit"])?;
+            let list = open_memory(a)?.list(a.limit.unwrap_or(50))?;
+            if a.json {
+                print_json(&list);
+            } else if list.is_empty() {
+                eprintln!("no conversations yet");
+            } else {
+                println!(
+                    "{:32} {:>5}  {:24}  FIRST MESSAGE",
+                    "CONVERSATION", "TURNS", "LAST ACTIVITY"
+                );
+                for c in list {
+                    println!(
+                        "{:32} {:>5}  {:24}  {}",
+                        c.conversation_id,
+                        c.turns,
+                        c.last_activity,
+                        one_line(&c.first_message, 60)
+                    );
+                }
+            }
+        }
+        ["search", query] => {
+            a.only("memory search", &["json", "limit"])?;
+            let hits = open_memory(a)?.search(query, a.limit.unwrap_or(20))?;
+            if a.json {
+                print_json(&hits);
+            } else if hits.is_empty() {
+                eprintln!("no matches for \"{query}\"");
+            } else {
+                for h in hits {
+                    println!(
+                        "{}  {}  {:9}  {}",
+                        h.conversation_id,
+                        h.timestamp,
+                        h.role,
+                        one_line(&h.snippet, 100)
+                    );
+                }
+            }
+        }
+        ["search"] | ["search", _, _, ..] => {
+            return Err(Error::usage(
+                "memory search takes one QUERY (quote it if it has spaces)",
+            ));
+        }
+        ["show", id] => {
+            a.only("memory show", &["json"])?;
+            let turns = open_memory(a)?.turns(id, None)?;
+            if turns.is_empty() {
+                return Err(Error::usage(format!(
+                    "no conversation \"{id}\"; `latchclaw memory list` shows them"
+                )));
+            }
+            if a.json {
+                print_json(&turns);
+            } else {
+                for t in turns {
+                    println!("[{}] {}: {}", t.timestamp, t.role, t.content);
+                    if let Some(calls) = t.tool_calls {
+                        println!("    tool calls: {calls}");
+                    }
+                }
+            }
+        }
+        ["clear"] => {
+            a.only("memory clear", &["yes"])?;
+            if !a.yes {
+                return Err(Error::usage(
+                    "memory clear deletes every conversation; add --yes to confirm",
+                ));
+            }
+            let n = open_memory(a)?.clear()?;
+            println!("deleted {n} turns");
+        }
+        _ => {
+            return Err(Error::usage(
+                "usage: latchclaw memory list | search QUERY | show CONVERSATION_ID | clear --yes",
+            ));
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_receipt_list(a: &Args) -> Result<i32> {
+    a.only("receipt list", &["json"])?;
+    let cfg = a.load_config()?;
+    let rows = ReceiptLog::new(&cfg.receipts_path).list()?;
+    if a.json {
+        let v: Vec<Value> = rows
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|raw| json!({"unparsable": raw})))
+            .collect();
+        print_json(&v);
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        eprintln!("no receipts in {}", cfg.receipts_path.display());
+    }
+    for (i, r) in rows.iter().enumerate() {
+        match r {
+            Ok(v) => println!(
+                "{:>5}  {}  {}  {:14} {:9} {:7} {}",
+                i + 1,
+                v["id"].as_str().unwrap_or("?"),
+                v["timestamp"].as_str().unwrap_or("?"),
+                v["tool"].as_str().unwrap_or("?"),
+                v["status"].as_str().unwrap_or("?"),
+                v["risk"].as_str().unwrap_or("?"),
+                one_line(v["reason"].as_str().unwrap_or(""), 70)
+            ),
+            Err(raw) => println!("{:>5}  <unparsable: {}>", i + 1, one_line(raw, 60)),
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_receipt_verify(a: &Args) -> Result<i32> {
+    a.only("receipt verify", &["json"])?;
+    let cfg = a.load_config()?;
+    let report = ReceiptLog::new(&cfg.receipts_path).verify()?;
+    match report {
+        Verify::Ok { count, head } => {
+            if a.json {
+                print_json(&json!({"ok": true, "receipts": count, "head": head}));
+            } else {
+                println!("ok: {count} receipts, head {head}");
+            }
+            Ok(exit::OK)
+        }
+        Verify::Broken {
+            position,
+            count,
+            why,
+        } => {
+            if a.json {
+                print_json(
+                    &json!({"ok": false, "receipts": count, "broken_at": position, "reason": why}),
+                );
+            } else {
+                println!("broken: receipt {position} of {count}: {why}");
+            }
+            Ok(exit::INTEGRITY)
+        }
+    }
+}
+
+fn cmd_estop(a: &Args) -> Result<i32> {
+    a.only("estop", &["clear"])?;
+    let cfg = a.load_config()?;
+    let path = cfg.estop_path();
+    if a.clear {
+        match std::fs::remove_file(&path) {
+            Ok(()) => println!("emergency stop cleared ({} removed)", path.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                println!("emergency stop was not on")
+            }
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot remove {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+        return Ok(exit::OK);
+    }
+    std::fs::create_dir_all(&cfg.state_dir)
+        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", cfg.state_dir.display())))?;
+    std::fs::write(&path, format!("engaged {}\n", crate::util::now_rfc3339()))
+        .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
+    log::warn!(target: "event::estop_triggered", "path={}", path.display());
+    println!(
+        "emergency stop on: every tool call is refused until `latchclaw estop --clear` ({})",
+        path.display()
+    );
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Result<Args> {
+        parse(s.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn json_is_a_value_for_tool_run_and_a_switch_elsewhere() {
+        let a = args(&["tool", "run", "time", "--json", "{}"]).unwrap();
+        assert_eq!(a.json_args.as_deref(), Some("{}"));
+        let a = args(&["receipt", "list", "--json"]).unwrap();
+        assert!(a.json && a.words == ["receipt", "list"]);
+    }
+
+    #[test]
+    fn options_a_command_does_not_take_are_rejected() {
+        let a = args(&["memory", "list", "--yes"]).unwrap();
+        let e = a.only("memory list", &["json", "limit"]).unwrap_err();
+        assert!(
+            e.msg.contains("--yes") && e.msg.contains("--json, --limit"),
+            "{e}"
+        );
+        assert!(args(&["--limit", "zero"]).is_err());
+        assert!(args(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn every_command_has_help() {
+        for c in [
+            "init",
+            "config validate",
+            "config show",
+            "provider list",
+            "tool list",
+            "tool run",
+            "agent",
+            "memory list",
+            "receipt verify",
+            "estop",
+        ] {
+            let words: Vec<String> = c.split(' ').map(String::from).collect();
+            assert!(help_for(&words).is_some_and(|h| h.contains("Usage")), "{c}");
+        }
+        assert!(help_for(&["bogus".into()]).is_none());
+    }
+}

@@ -1,0 +1,100 @@
+//! One error type for the binary; its kind decides the process exit code.
+
+use std::fmt;
+
+/// Exit codes, documented in README.md and `latchclaw --help`.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const INTERNAL: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const RUNTIME: i32 = 3;
+    pub const POLICY: i32 = 4;
+    pub const ESTOP: i32 = 5;
+    pub const LIMIT: i32 = 6;
+    pub const INTEGRITY: i32 = 7;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Bad command line or bad config.
+    Usage,
+    /// Provider, database, file system: something failed while running.
+    Runtime,
+    /// The receipt chain (or another integrity check) failed.
+    Integrity,
+    /// A bug: a state the code should never reach.
+    Internal,
+}
+
+#[derive(Debug)]
+pub struct Error {
+    pub kind: Kind,
+    pub msg: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: Kind, msg: impl Into<String>) -> Error {
+        Error {
+            kind,
+            msg: msg.into(),
+        }
+    }
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::new(Kind::Usage, msg)
+    }
+    pub fn runtime(msg: impl Into<String>) -> Error {
+        Error::new(Kind::Runtime, msg)
+    }
+    pub fn exit_code(&self) -> i32 {
+        match self.kind {
+            Kind::Usage => exit::USAGE,
+            Kind::Runtime => exit::RUNTIME,
+            Kind::Integrity => exit::INTEGRITY,
+            Kind::Internal => exit::INTERNAL,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Error {
+        let busy = matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        );
+        if busy {
+            Error::runtime(format!(
+                "memory database is locked by another process and stayed locked past \
+                 memory.busy_timeout_ms: {e}"
+            ))
+        } else {
+            Error::runtime(format!("memory database error: {e}"))
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::runtime(format!("I/O error: {e}"))
+    }
+}
+
+/// Attaches "what we were doing" to an I/O error.
+pub trait IoContext<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::runtime(format!("{}: {e}", what())))
+    }
+}

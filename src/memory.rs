@@ -1,0 +1,486 @@
+//! Conversation memory in SQLite: every turn persisted, FTS5 search.
+//!
+//! WAL mode and a busy timeout let several `latchclaw` processes (cron jobs
+//! overlapping a REPL) share the database. The schema version lives in
+//! `PRAGMA user_version`; migrations only move forward.
+
+use crate::error::{Error, Result};
+use crate::util;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE conversations (
+    id         TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    updated_unix INTEGER NOT NULL
+);
+CREATE TABLE turns (
+    id              INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id),
+    turn_id         TEXT NOT NULL UNIQUE,
+    timestamp       TEXT NOT NULL,
+    ts_unix         INTEGER NOT NULL,
+    role            TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    content         TEXT NOT NULL,
+    tool_calls      TEXT,
+    tool_results    TEXT,
+    provider        TEXT,
+    model           TEXT,
+    metadata        TEXT
+);
+CREATE INDEX turns_by_conversation ON turns(conversation_id, id);
+CREATE INDEX conversations_by_update ON conversations(updated_unix);
+CREATE VIRTUAL TABLE turns_fts USING fts5(
+    content, content = 'turns', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+    INSERT INTO turns_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+    INSERT INTO turns_fts(turns_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+"#];
+
+pub struct Memory {
+    conn: Connection,
+}
+
+/// A turn about to be stored.
+#[derive(Debug, Default, Clone)]
+pub struct NewTurn<'a> {
+    pub conversation_id: &'a str,
+    pub role: &'a str,
+    pub content: &'a str,
+    pub tool_calls: Option<String>,
+    pub tool_results: Option<String>,
+    pub provider: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub metadata: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    pub conversation_id: String,
+    pub turn_id: String,
+    pub timestamp: String,
+    pub role: String,
+    pub content: String,
+    pub tool_calls: Option<serde_json::Value>,
+    pub tool_results: Option<serde_json::Value>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationSummary {
+    pub conversation_id: String,
+    pub turns: i64,
+    pub created_at: String,
+    pub last_activity: String,
+    pub first_message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    pub conversation_id: String,
+    pub turn_id: String,
+    pub timestamp: String,
+    pub role: String,
+    pub snippet: String,
+    pub score: f64,
+}
+
+fn json_col(s: Option<String>) -> Option<serde_json::Value> {
+    s.map(|s| serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
+}
+
+/// Turns free text into an FTS5 query that cannot be a syntax error: only
+/// letter/digit runs survive, each quoted as a phrase with prefix match, so
+/// operators (`NEAR`, `OR`, `-`, `:`, `*`, quotes) are searched as words.
+pub fn fts_query(input: &str, join: &str) -> Option<String> {
+    let terms: Vec<String> = input
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("\"{}\"*", t.to_lowercase()))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(join))
+}
+
+impl Memory {
+    pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<Memory> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = Connection::open(path).map_err(|e| {
+            Error::runtime(format!(
+                "cannot open memory database {}: {e}",
+                path.display()
+            ))
+        })?;
+        conn.busy_timeout(Duration::from_millis(busy_timeout_ms))?;
+        let mem = Memory { conn };
+        mem.migrate()?;
+        Ok(mem)
+    }
+
+    fn version(&self) -> Result<usize> {
+        let v: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        Ok(v as usize)
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let v = self.version()?;
+        if v > MIGRATIONS.len() {
+            return Err(Error::runtime(format!(
+                "memory database schema version {v} is newer than this latchclaw supports ({}); upgrade latchclaw",
+                MIGRATIONS.len()
+            )));
+        }
+        if v < MIGRATIONS.len() {
+            // WAL is persistent in the file, so it is set once, with the schema.
+            self.conn
+                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            let result = (|| {
+                // Another process may have migrated while we waited for the lock.
+                let now = self.version()?;
+                for (i, sql) in MIGRATIONS.iter().enumerate().skip(now) {
+                    self.conn.execute_batch(sql)?;
+                    self.conn
+                        .execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+                }
+                Ok::<(), Error>(())
+            })();
+            match result {
+                Ok(()) => self.conn.execute_batch("COMMIT")?,
+                Err(e) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
+        }
+        self.conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        Ok(())
+    }
+
+    pub fn conversation_exists(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT 1 FROM conversations WHERE id = ?1",
+                [id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Stores one turn (creating its conversation if new); returns its id.
+    pub fn add_turn(&self, t: &NewTurn) -> Result<String> {
+        let turn_id = util::new_id("turn");
+        let (secs, nanos) = util::now_unix();
+        let ts = util::rfc3339(secs, nanos, 0);
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT INTO conversations (id, created_at, updated_at, updated_unix) VALUES (?1, ?2, ?2, ?3)
+             ON CONFLICT(id) DO UPDATE SET updated_at = ?2, updated_unix = ?3",
+            params![t.conversation_id, ts, secs],
+        )?;
+        tx.execute(
+            "INSERT INTO turns (conversation_id, turn_id, timestamp, ts_unix, role, content,
+                                tool_calls, tool_results, provider, model, metadata)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                t.conversation_id,
+                turn_id,
+                ts,
+                secs,
+                t.role,
+                t.content,
+                t.tool_calls,
+                t.tool_results,
+                t.provider,
+                t.model,
+                t.metadata
+            ],
+        )?;
+        tx.commit()?;
+        log::info!(target: "event::memory_persisted", "conversation={} turn={turn_id} role={}", t.conversation_id, t.role);
+        Ok(turn_id)
+    }
+
+    /// The last `limit` turns of a conversation, oldest first.
+    pub fn turns(&self, conversation_id: &str, limit: Option<u32>) -> Result<Vec<Turn>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT * FROM (
+                SELECT id, conversation_id, turn_id, timestamp, role, content, tool_calls,
+                       tool_results, provider, model, metadata
+                FROM turns WHERE conversation_id = ?1 ORDER BY id DESC LIMIT ?2
+             ) ORDER BY id",
+        )?;
+        let limit = limit.map_or(-1, i64::from);
+        let rows = stmt.query_map(params![conversation_id, limit], |r| {
+            Ok(Turn {
+                conversation_id: r.get(1)?,
+                turn_id: r.get(2)?,
+                timestamp: r.get(3)?,
+                role: r.get(4)?,
+                content: r.get(5)?,
+                tool_calls: json_col(r.get(6)?),
+                tool_results: json_col(r.get(7)?),
+                provider: r.get(8)?,
+                model: r.get(9)?,
+                metadata: json_col(r.get(10)?),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Conversations, most recently active first.
+    pub fn list(&self, limit: u32) -> Result<Vec<ConversationSummary>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT c.id, c.created_at, c.updated_at,
+                    (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
+                    coalesce((SELECT content FROM turns t WHERE t.conversation_id = c.id
+                              AND t.role = 'user' ORDER BY t.id LIMIT 1), '')
+             FROM conversations c ORDER BY c.updated_unix DESC, c.rowid DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit], |r| {
+            Ok(ConversationSummary {
+                conversation_id: r.get(0)?,
+                created_at: r.get(1)?,
+                last_activity: r.get(2)?,
+                turns: r.get(3)?,
+                first_message: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Ranked search: FTS5 bm25, with recent turns boosted (up to ×2 for a
+    /// turn from now, fading over about a month). All terms must match; if
+    /// none does, any term may. Input with no words at all falls back to a
+    /// plain case-insensitive substring match.
+    pub fn search(&self, query: &str, limit: u32) -> Result<Vec<Hit>> {
+        let (now, _) = util::now_unix();
+        for join in [" ", " OR "] {
+            let Some(q) = fts_query(query, join) else {
+                return self.search_substring(query, limit);
+            };
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT t.conversation_id, t.turn_id, t.timestamp, t.role,
+                        snippet(turns_fts, 0, '[', ']', '…', 16),
+                        bm25(turns_fts) * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score
+                 FROM turns_fts JOIN turns t ON t.id = turns_fts.rowid
+                 WHERE turns_fts MATCH ?1
+                 ORDER BY score LIMIT ?3",
+            )?;
+            let hits: Vec<Hit> = stmt
+                .query_map(params![q, now, limit], |r| {
+                    Ok(Hit {
+                        conversation_id: r.get(0)?,
+                        turn_id: r.get(1)?,
+                        timestamp: r.get(2)?,
+                        role: r.get(3)?,
+                        snippet: r.get(4)?,
+                        score: -r.get::<_, f64>(5)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            if !hits.is_empty() || !q.contains(' ') {
+                return Ok(hits);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn search_substring(&self, query: &str, limit: u32) -> Result<Vec<Hit>> {
+        let needle = query.trim();
+        if needle.is_empty() {
+            return Ok(Vec::new());
+        }
+        let escaped: String = needle
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let mut stmt = self.conn.prepare(
+            "SELECT conversation_id, turn_id, timestamp, role, substr(content, 1, 200)
+             FROM turns WHERE content LIKE '%' || ?1 || '%' ESCAPE '\\'
+             ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![escaped, limit], |r| {
+            Ok(Hit {
+                conversation_id: r.get(0)?,
+                turn_id: r.get(1)?,
+                timestamp: r.get(2)?,
+                role: r.get(3)?,
+                snippet: r.get(4)?,
+                score: 0.0,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Deletes every conversation; returns how many turns went.
+    pub fn clear(&self) -> Result<usize> {
+        let tx = self.conn.unchecked_transaction()?;
+        let n = tx.execute("DELETE FROM turns", [])?;
+        tx.execute("DELETE FROM conversations", [])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// The most recently active conversation, if any.
+    pub fn latest_conversation(&self) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM conversations ORDER BY updated_unix DESC, rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem() -> (Memory, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mem"));
+        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        (m, dir)
+    }
+
+    fn add(m: &Memory, conv: &str, role: &str, content: &str) {
+        m.add_turn(&NewTurn {
+            conversation_id: conv,
+            role,
+            content,
+            ..Default::default()
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn hostile_queries_never_raise_fts_errors() {
+        let (m, dir) = mem();
+        add(
+            &m,
+            "c1",
+            "user",
+            "The Aardvark adapter: NEAR the \"quoted\" *star* - minus",
+        );
+        for q in [
+            "",
+            " ",
+            "\"",
+            "\"\"\"",
+            "*",
+            "-",
+            ":",
+            "NEAR",
+            "NEAR(",
+            "a OR",
+            "AND",
+            "NOT x",
+            "col:val",
+            "^x",
+            "(",
+            ")",
+            "{}",
+            "'",
+            "é",
+            "日本語",
+            "🦀",
+            "x*y",
+            "-aardvark",
+            "\u{0}",
+            "content:aardvark",
+            "aardvark\"",
+            "%",
+            "_",
+            "\\",
+        ] {
+            m.search(q, 10).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        }
+        let hits = m.search("aardvark", 10).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].conversation_id, "c1");
+        assert_eq!(m.search("AARDVARK adapter", 10).unwrap().len(), 1);
+        assert_eq!(m.search("NEAR", 10).unwrap().len(), 1);
+        assert_eq!(m.search("*star*", 10).unwrap().len(), 1);
+        assert_eq!(m.search("aardv", 10).unwrap().len(), 1, "prefix match");
+        assert_eq!(m.search("\"", 10).unwrap().len(), 1, "substring fallback");
+        assert_eq!(m.search("zebra", 10).unwrap().len(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ranking_prefers_relevance_then_any_term() {
+        let (m, dir) = mem();
+        add(&m, "a", "user", "weather report for monday");
+        add(&m, "b", "user", "rust rust rust borrow checker rust");
+        add(
+            &m,
+            "c",
+            "user",
+            "a note mentioning rust once among many other words here",
+        );
+        let hits = m.search("rust", 10).unwrap();
+        assert_eq!(
+            hits.iter()
+                .map(|h| h.conversation_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b", "c"]
+        );
+        // No turn has both words, so any-term matching takes over.
+        let hits = m.search("monday borrow", 10).unwrap();
+        assert_eq!(hits.len(), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn list_show_clear_and_migration_version() {
+        let (m, dir) = mem();
+        add(&m, "c1", "user", "hi");
+        add(&m, "c1", "assistant", "hello");
+        add(&m, "c2", "user", "later");
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+        let l = m.list(10).unwrap();
+        assert_eq!(l.len(), 2);
+        let c1 = l.iter().find(|c| c.conversation_id == "c1").unwrap();
+        assert_eq!((c1.turns, c1.first_message.as_str()), (2, "hi"));
+        let t = m.turns("c1", None).unwrap();
+        assert_eq!(
+            t.iter().map(|t| t.role.as_str()).collect::<Vec<_>>(),
+            ["user", "assistant"]
+        );
+        assert_eq!(m.turns("c1", Some(1)).unwrap()[0].content, "hello");
+        assert_eq!(m.clear().unwrap(), 3);
+        assert!(m.list(10).unwrap().is_empty());
+        assert!(m.search("hello", 10).unwrap().is_empty());
+        // Reopening an up-to-date database is a no-op; a newer one is refused.
+        drop(m);
+        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        m.conn.execute_batch("PRAGMA user_version = 99").unwrap();
+        drop(m);
+        let err = Memory::open(&dir.join("m.sqlite"), 1000).err().unwrap();
+        assert!(err.msg.contains("newer"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,199 @@
+//! Model providers behind one small trait. The runtime only sees
+//! [`Provider`]; which server (or script) answers is decided here.
+
+mod mock;
+mod reliable;
+
+use crate::config::{Config, ProviderKind};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use mock::MockProvider;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    Tool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Message {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatRequest {
+    pub system_prompt: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ChatResponse {
+    pub final_text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Option<Usage>,
+    /// The provider that actually answered (differs from the configured one
+    /// behind `reliable`).
+    pub provider: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderErrorKind {
+    Network,
+    Timeout,
+    Auth,
+    RateLimit,
+    Server,
+    BadRequest,
+    BadResponse,
+}
+
+impl ProviderErrorKind {
+    pub const ALLOWED: &'static [&'static str] = &[
+        "network",
+        "timeout",
+        "auth",
+        "rate_limit",
+        "server",
+        "bad_request",
+        "bad_response",
+    ];
+    pub fn as_str(self) -> &'static str {
+        Self::ALLOWED[self as usize]
+    }
+    pub fn parse(s: &str) -> Option<ProviderErrorKind> {
+        use ProviderErrorKind::*;
+        [
+            Network,
+            Timeout,
+            Auth,
+            RateLimit,
+            Server,
+            BadRequest,
+            BadResponse,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+    /// Errors another provider might not have.
+    pub fn falls_back(self) -> bool {
+        use ProviderErrorKind::*;
+        matches!(self, Network | Timeout | Auth | RateLimit | Server)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProviderError {
+    pub kind: ProviderErrorKind,
+    pub provider: String,
+    pub message: String,
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "provider \"{}\" failed ({}): {}",
+            self.provider,
+            self.kind.as_str(),
+            self.message
+        )
+    }
+}
+
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Capabilities {
+    pub native_tool_calls: bool,
+    pub deterministic: bool,
+}
+
+pub trait Provider {
+    fn name(&self) -> &str;
+    // Part of the provider contract (SPEC §5); `provider test` will report it.
+    #[allow(dead_code)]
+    fn capabilities(&self) -> Capabilities;
+    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+}
+
+/// Builds the named provider (and, for `reliable`, the ones it wraps).
+pub fn build(cfg: &Config, name: &str) -> Result<Box<dyn Provider>> {
+    build_inner(cfg, name, &mut Vec::new())
+}
+
+fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<dyn Provider>> {
+    if stack.iter().any(|s| s == name) {
+        stack.push(name.to_string());
+        return Err(Error::usage(format!(
+            "provider cycle: {}",
+            stack.join(" -> ")
+        )));
+    }
+    let p = cfg.provider(name)?;
+    log::info!(target: "event::provider_selected", "provider={name} kind={}", p.kind.as_str());
+    match p.kind {
+        ProviderKind::Mock => Ok(Box::new(MockProvider::from_config(p)?)),
+        ProviderKind::Reliable => {
+            stack.push(name.to_string());
+            let inner = p
+                .providers
+                .iter()
+                .map(|n| build_inner(cfg, n, stack))
+                .collect::<Result<Vec<_>>>()?;
+            stack.pop();
+            Ok(Box::new(reliable::Reliable::new(name, inner)))
+        }
+        ProviderKind::OpenAiCompatible | ProviderKind::Router => Err(Error::usage(format!(
+            "provider \"{name}\": kind \"{}\" is not implemented in this version of latchclaw; \
+             use a \"mock\" or \"reliable\" provider",
+            p.kind.as_str()
+        ))),
+    }
+}

@@ -1,0 +1,463 @@
+//! The tamper-evident receipt chain: one JSON line per attempted tool call,
+//! each carrying the SHA-256 of the one before it.
+//!
+//! `receipt_hash = SHA256(canonical JSON of the receipt without receipt_hash)`,
+//! where canonical JSON is compact with keys sorted (serde_json's default map
+//! is a BTreeMap). Appends hold an exclusive lock on the log from reading the
+//! last hash until the new line is on disk, so overlapping cron jobs keep one
+//! valid chain.
+
+use crate::error::{Error, IoContext, Kind, Result};
+use crate::util;
+use serde_json::{Map, Value};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+const FIELDS: &[&str] = &[
+    "id",
+    "timestamp",
+    "conversation_id",
+    "tool",
+    "args_hash",
+    "result_hash",
+    "status",
+    "risk",
+    "reason",
+    "previous_hash",
+    "receipt_hash",
+];
+
+pub const STATUSES: &[&str] = &["allowed", "approved", "denied", "failed"];
+
+pub struct ReceiptLog {
+    path: PathBuf,
+}
+
+/// What a caller knows about one attempted call.
+pub struct NewReceipt<'a> {
+    pub conversation_id: &'a str,
+    pub tool: &'a str,
+    pub args: &'a Value,
+    pub result: &'a Value,
+    pub status: &'a str,
+    pub risk: &'a str,
+    pub reason: &'a str,
+}
+
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub id: String,
+    pub receipt_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verify {
+    Ok {
+        count: u64,
+        head: String,
+    },
+    Broken {
+        position: u64,
+        count: u64,
+        why: String,
+    },
+}
+
+pub fn canonical_json(v: &Value) -> String {
+    // serde_json without `preserve_order` keeps object keys sorted.
+    v.to_string()
+}
+
+pub fn hash_value(v: &Value) -> String {
+    util::sha256_hex(canonical_json(v).as_bytes())
+}
+
+/// The hash a receipt should carry: over every field but `receipt_hash`.
+fn compute_hash(obj: &Map<String, Value>) -> String {
+    let mut copy = obj.clone();
+    copy.remove("receipt_hash");
+    hash_value(&Value::Object(copy))
+}
+
+impl ReceiptLog {
+    pub fn new(path: &Path) -> ReceiptLog {
+        ReceiptLog {
+            path: path.to_path_buf(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one receipt under an exclusive lock and flushes it to disk.
+    pub fn append(&self, r: &NewReceipt) -> Result<Written> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).ctx(|| format!("cannot create {}", dir.display()))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&self.path)
+            .ctx(|| format!("cannot open receipts log {}", self.path.display()))?;
+        file.lock()
+            .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
+        let result = self.append_locked(&mut file, r);
+        let _ = file.unlock();
+        result
+    }
+
+    fn append_locked(&self, file: &mut File, r: &NewReceipt) -> Result<Written> {
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        let previous_hash = self.last_hash(file, len)?;
+        let id = util::new_id("receipt");
+        let mut obj = Map::new();
+        obj.insert("id".into(), id.clone().into());
+        obj.insert("timestamp".into(), util::now_rfc3339().into());
+        obj.insert("conversation_id".into(), r.conversation_id.into());
+        obj.insert("tool".into(), r.tool.into());
+        obj.insert("args_hash".into(), hash_value(r.args).into());
+        obj.insert("result_hash".into(), hash_value(r.result).into());
+        obj.insert("status".into(), r.status.into());
+        obj.insert("risk".into(), r.risk.into());
+        obj.insert("reason".into(), r.reason.into());
+        obj.insert("previous_hash".into(), previous_hash.into());
+        let receipt_hash = compute_hash(&obj);
+        obj.insert("receipt_hash".into(), receipt_hash.clone().into());
+        let mut line = canonical_json(&Value::Object(obj));
+        line.push('\n');
+        let written = file
+            .write_all(line.as_bytes())
+            .and_then(|_| file.sync_data());
+        if let Err(e) = written {
+            // Cut off whatever part of the line landed so no torn line stays.
+            let _ = file.set_len(len);
+            return Err(Error::runtime(format!(
+                "cannot write receipt to {}: {e}",
+                self.path.display()
+            )));
+        }
+        log::info!(target: "event::receipt_written", "id={id} tool={} status={}", r.tool, r.status);
+        Ok(Written { id, receipt_hash })
+    }
+
+    /// Fails when the next append would be refused (torn or altered tail),
+    /// so a tool is not run only to find its receipt cannot be written.
+    pub fn check_appendable(&self) -> Result<()> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok(());
+        };
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        self.last_hash(&file, len).map(|_| ())
+    }
+
+    /// Reads the hash of the last receipt, refusing to build on a torn or
+    /// altered last line.
+    fn last_hash(&self, file: &File, len: u64) -> Result<String> {
+        if len == 0 {
+            return Ok(GENESIS.to_string());
+        }
+        let mut chunk = 4096u64;
+        loop {
+            let start = len.saturating_sub(chunk);
+            let mut buf = vec![0u8; (len - start) as usize];
+            file.read_exact_at(&mut buf, start)
+                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            if buf.last() != Some(&b'\n') {
+                return Err(Error::new(
+                    Kind::Integrity,
+                    format!(
+                        "receipts log {} ends with a torn line (a crash mid-write?); \
+                         no receipt is appended until it is repaired — see `latchclaw receipt verify`",
+                        self.path.display()
+                    ),
+                ));
+            }
+            let body = &buf[..buf.len() - 1];
+            match body.iter().rposition(|&b| b == b'\n') {
+                Some(i) => return self.hash_of_line(&body[i + 1..]),
+                None if start == 0 => return self.hash_of_line(body),
+                None => chunk *= 4,
+            }
+        }
+    }
+
+    fn hash_of_line(&self, line: &[u8]) -> Result<String> {
+        let broken = |why: &str| {
+            Error::new(
+                Kind::Integrity,
+                format!(
+                    "the last receipt in {} is {why}; no receipt is appended on top of it — see `latchclaw receipt verify`",
+                    self.path.display()
+                ),
+            )
+        };
+        let v: Value = serde_json::from_slice(line).map_err(|_| broken("unparsable"))?;
+        let obj = v.as_object().ok_or_else(|| broken("not a JSON object"))?;
+        let stated = obj
+            .get("receipt_hash")
+            .and_then(Value::as_str)
+            .ok_or_else(|| broken("missing its receipt_hash"))?;
+        if compute_hash(obj) != stated {
+            return Err(broken("altered (its hash does not match its contents)"));
+        }
+        Ok(stated.to_string())
+    }
+
+    fn open_for_read(&self) -> Result<Option<File>> {
+        match File::open(&self.path) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::runtime(format!(
+                "cannot read receipts log {}: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Replays the whole log in one streaming pass; memory stays flat.
+    pub fn verify(&self) -> Result<Verify> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok(Verify::Ok {
+                count: 0,
+                head: GENESIS.into(),
+            });
+        };
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let mut line = Vec::new();
+        let mut prev = GENESIS.to_string();
+        let mut position = 0u64;
+        let mut first_break: Option<(u64, String)> = None;
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            if n == 0 {
+                break;
+            }
+            position += 1;
+            if first_break.is_some() {
+                continue;
+            }
+            match check_line(&line, &prev) {
+                Ok(hash) => prev = hash,
+                Err(why) => first_break = Some((position, why)),
+            }
+        }
+        Ok(match first_break {
+            None => Verify::Ok {
+                count: position,
+                head: prev,
+            },
+            Some((p, why)) => Verify::Broken {
+                position: p,
+                count: position,
+                why,
+            },
+        })
+    }
+
+    /// Every line, parsed where possible (`Err` holds the raw text).
+    pub fn list(&self) -> Result<Vec<std::result::Result<Value, String>>> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok(Vec::new());
+        };
+        let reader = BufReader::new(file);
+        let mut out = Vec::new();
+        for line in reader.split(b'\n') {
+            let line = line.ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            out.push(
+                serde_json::from_slice::<Value>(&line)
+                    .map_err(|_| String::from_utf8_lossy(&line).into_owned()),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Checks one line against the previous hash; returns this line's hash.
+fn check_line(line: &[u8], prev: &str) -> std::result::Result<String, String> {
+    let Some(body) = line.strip_suffix(b"\n") else {
+        return Err("torn line: the last line has no newline (a crash mid-write?)".into());
+    };
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("unparsable line: {e}"))?;
+    let obj = v.as_object().ok_or("unparsable line: not a JSON object")?;
+    for f in FIELDS {
+        if !obj.get(*f).is_some_and(Value::is_string) {
+            return Err(format!("missing or non-string field \"{f}\""));
+        }
+    }
+    if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(format!("unexpected field \"{extra}\""));
+    }
+    let status = obj["status"].as_str().unwrap_or_default();
+    if !STATUSES.contains(&status) {
+        return Err(format!("unknown status \"{status}\""));
+    }
+    let stated_prev = obj["previous_hash"].as_str().unwrap_or_default();
+    if stated_prev != prev {
+        return Err(format!(
+            "broken link: previous_hash {stated_prev} does not match the hash of the receipt before it ({prev})"
+        ));
+    }
+    let stated = obj["receipt_hash"].as_str().unwrap_or_default();
+    let actual = compute_hash(obj);
+    if stated != actual {
+        return Err(format!(
+            "bad hash: receipt_hash {stated} does not match its contents ({actual}); the receipt was altered"
+        ));
+    }
+    Ok(actual)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn log_with(n: usize) -> (ReceiptLog, PathBuf) {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-rcpt"));
+        let log = ReceiptLog::new(&dir.join("r.log"));
+        for i in 0..n {
+            log.append(&NewReceipt {
+                conversation_id: "c",
+                tool: "time",
+                args: &json!({ "i": i }),
+                result: &json!("ok"),
+                status: "allowed",
+                risk: "low",
+                reason: "test",
+            })
+            .unwrap();
+        }
+        (log, dir)
+    }
+
+    fn lines(log: &ReceiptLog) -> Vec<String> {
+        std::fs::read_to_string(log.path())
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn write_lines(log: &ReceiptLog, l: &[String], trailing_newline: bool) {
+        let mut s = l.join("\n");
+        if trailing_newline {
+            s.push('\n');
+        }
+        std::fs::write(log.path(), s).unwrap();
+    }
+
+    fn broken_at(log: &ReceiptLog) -> (u64, String) {
+        match log.verify().unwrap() {
+            Verify::Broken { position, why, .. } => (position, why),
+            ok => panic!("expected broken, got {ok:?}"),
+        }
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        assert_eq!(
+            canonical_json(&json!({"b": 1, "a": {"d": 2, "c": 3}})),
+            r#"{"a":{"c":3,"d":2},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn chain_verifies_and_links() {
+        let (log, dir) = log_with(3);
+        let l = lines(&log);
+        let v: Vec<Value> = l.iter().map(|s| serde_json::from_str(s).unwrap()).collect();
+        assert_eq!(v[0]["previous_hash"], GENESIS);
+        assert_eq!(v[1]["previous_hash"], v[0]["receipt_hash"]);
+        assert!(v[0]["id"].as_str().unwrap().starts_with("receipt-"));
+        match log.verify().unwrap() {
+            Verify::Ok { count, head } => assert_eq!(
+                (count, head.as_str()),
+                (3, v[2]["receipt_hash"].as_str().unwrap())
+            ),
+            b => panic!("{b:?}"),
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn tampering_is_located() {
+        let (log, dir) = log_with(3);
+        let orig = lines(&log);
+
+        let mut edited = orig.clone();
+        edited[1] = edited[1].replace("\"allowed\"", "\"approved\"");
+        write_lines(&log, &edited, true);
+        let (p, why) = broken_at(&log);
+        assert_eq!(p, 2);
+        assert!(why.starts_with("bad hash"), "{why}");
+
+        write_lines(&log, &[orig[0].clone(), orig[2].clone()], true);
+        let (p, why) = broken_at(&log);
+        assert_eq!((p, why.starts_with("broken link")), (2, true), "{why}");
+
+        write_lines(
+            &log,
+            &[orig[1].clone(), orig[0].clone(), orig[2].clone()],
+            true,
+        );
+        assert_eq!(broken_at(&log).0, 1);
+
+        let mut torn = orig.clone();
+        torn[2].truncate(40);
+        write_lines(&log, &torn, false);
+        let (p, why) = broken_at(&log);
+        assert_eq!((p, why.starts_with("torn")), (3, true), "{why}");
+        // The next append refuses to build on the torn line.
+        let err = log
+            .append(&NewReceipt {
+                conversation_id: "c",
+                tool: "time",
+                args: &json!({}),
+                result: &json!(null),
+                status: "allowed",
+                risk: "low",
+                reason: "",
+            })
+            .unwrap_err();
+        assert!(err.msg.contains("torn"), "{err}");
+        assert_eq!(lines(&log).len(), 3, "nothing appended");
+
+        write_lines(
+            &log,
+            &[orig[0].clone(), "garbage".into(), orig[2].clone()],
+            true,
+        );
+        let (p, why) = broken_at(&log);
+        assert_eq!((p, why.starts_with("unparsable")), (2, true));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn empty_or_missing_log_is_ok() {
+        let log = ReceiptLog::new(Path::new("/nonexistent-latchclaw/r.log"));
+        assert_eq!(
+            log.verify().unwrap(),
+            Verify::Ok {
+                count: 0,
+                head: GENESIS.into()
+            }
+        );
+    }
+}

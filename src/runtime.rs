@@ -1,0 +1,385 @@
+//! The agent loop (SPEC §6) and the one path every tool call takes:
+//! gate → (approval) → tool → receipt → memory.
+
+use crate::channels::{Approval, Approver};
+use crate::config::Config;
+use crate::error::{Error, Kind, Result, exit};
+use crate::memory::{Memory, NewTurn};
+use crate::providers::{ChatRequest, Message, Provider, Role, ToolCall, ToolSpec, Usage};
+use crate::receipts::{NewReceipt, ReceiptLog};
+use crate::security::{Gate, Verdict};
+use crate::tools::{self, ToolCtx, ToolResult};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::cell::RefCell;
+use std::time::Instant;
+
+pub struct Runtime<'a> {
+    pub cfg: &'a Config,
+    pub gate: Gate,
+    pub memory: Memory,
+    receipts: Option<ReceiptLog>,
+    approver: &'a dyn Approver,
+    /// Hash of the last receipt this process wrote.
+    receipts_head: RefCell<Option<String>>,
+}
+
+/// One attempted tool call, as reported to the user.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub tool: String,
+    pub arguments: Value,
+    pub status: &'static str,
+    pub risk: &'static str,
+    pub reason: String,
+    pub receipt_id: Option<String>,
+    #[serde(skip)]
+    pub estop: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TurnOutcome {
+    pub conversation_id: String,
+    pub answer: String,
+    pub provider: String,
+    pub model: String,
+    pub tool_calls: Vec<CallRecord>,
+    pub rounds: u32,
+    pub exit_reason: &'static str,
+    pub usage: Usage,
+    pub duration_ms: u128,
+    /// The receipt chain's head after this turn (when it wrote receipts).
+    pub receipts_head: Option<String>,
+}
+
+impl TurnOutcome {
+    /// Success, or why the run is not a clean success (README: exit codes).
+    pub fn exit_code(&self) -> i32 {
+        if self.exit_reason == "max_tool_rounds" {
+            exit::LIMIT
+        } else if self.tool_calls.iter().any(|c| c.estop) {
+            exit::ESTOP
+        } else if self.tool_calls.iter().any(|c| c.status == "denied") {
+            exit::POLICY
+        } else {
+            exit::OK
+        }
+    }
+}
+
+impl<'a> Runtime<'a> {
+    pub fn new(cfg: &'a Config, approver: &'a dyn Approver) -> Result<Runtime<'a>> {
+        let memory = Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)?;
+        Ok(Runtime {
+            cfg,
+            gate: Gate::new(cfg, &cfg.cli_tools_allow),
+            memory,
+            receipts: cfg
+                .receipts_enabled
+                .then(|| ReceiptLog::new(&cfg.receipts_path)),
+            approver,
+            receipts_head: RefCell::new(None),
+        })
+    }
+
+    /// Tools the model is told about: implemented and enabled on the channel.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        tools::all()
+            .iter()
+            .filter(|t| self.cfg.cli_tools_allow.iter().any(|a| a == t.name()))
+            .map(|t| ToolSpec {
+                name: t.name().into(),
+                description: t.description().into(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
+    pub fn system_prompt(&self) -> String {
+        let ws = match self.gate.workspace() {
+            Ok(w) => w.display().to_string(),
+            Err(e) => e,
+        };
+        format!(
+            "You are LatchClaw, a careful local assistant. Answer briefly and plainly.\n\
+             Use a tool only when it helps; you will get its result back as a tool message.\n\
+             Policy: autonomy is {}; the workspace is {ws}{}; latchclaw's own state files are never reachable; \
+             a refused tool call comes back as an error with the reason: do not retry it in another form.",
+            self.gate.autonomy().as_str(),
+            if self.cfg.security.workspace_only {
+                " and tools cannot reach paths outside it"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// Gate → approval → tool → receipt. Denials and failures are results the
+    /// model can read; only a receipt that cannot be written is an error.
+    pub fn execute_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+    ) -> Result<(CallRecord, ToolResult)> {
+        log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        let d = self.gate.decide(name, args);
+        let mut reason = d.reason.clone();
+        let run = |status: &'static str| -> Result<(&'static str, ToolResult)> {
+            let Some(tool) = tools::find(name) else {
+                return Ok((
+                    "failed",
+                    ToolResult::err(format!("unknown tool \"{name}\"")),
+                ));
+            };
+            // Never run a tool whose receipt could not be written afterwards.
+            if let Some(r) = &self.receipts {
+                r.check_appendable()?;
+            }
+            let ctx = ToolCtx {
+                cfg: self.cfg,
+                gate: &self.gate,
+                memory: &self.memory,
+                path: d.path.as_deref(),
+            };
+            let result = tool.invoke(args, &ctx);
+            if result.success {
+                log::info!(target: "event::tool_completed", "tool={name}");
+                Ok((status, result))
+            } else {
+                log::info!(target: "event::tool_failed", "tool={name} error={}", result.error.as_deref().unwrap_or(""));
+                Ok(("failed", result))
+            }
+        };
+        let (status, mut result) = match d.verdict {
+            Verdict::Allow => run("allowed")?,
+            Verdict::Ask => match self.approver.ask(name, &d, args) {
+                Approval::Approved => {
+                    log::info!(target: "event::tool_approved", "tool={name}");
+                    reason = format!("{reason}; approved by the operator");
+                    run("approved")?
+                }
+                Approval::Denied(why) => {
+                    reason = format!("{reason}; {why}");
+                    ("denied", ToolResult::err(format!("denied: {reason}")))
+                }
+            },
+            Verdict::Deny => (
+                "denied",
+                ToolResult::err(format!("denied by policy: {reason}")),
+            ),
+        };
+        if status == "denied" {
+            let line = format!("tool={name} risk={} reason={reason}", d.risk.as_str());
+            if self.cfg.security.audit_log {
+                log::warn!(target: "event::tool_denied", "{line}");
+            } else {
+                log::info!(target: "event::tool_denied", "{line}");
+            }
+        }
+        let mut receipt_id = None;
+        if let Some(log) = &self.receipts {
+            let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let written = log.append(&NewReceipt {
+                conversation_id,
+                tool: name,
+                args,
+                result: &result_value,
+                status,
+                risk: d.risk.as_str(),
+                reason: &reason,
+            })?;
+            receipt_id = Some(written.id);
+            *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
+        }
+        result.receipt_id = receipt_id.clone();
+        Ok((
+            CallRecord {
+                tool: name.to_string(),
+                arguments: args.clone(),
+                status,
+                risk: d.risk.as_str(),
+                reason,
+                receipt_id,
+                estop: d.estop,
+            },
+            result,
+        ))
+    }
+
+    /// Earlier turns of a conversation as provider messages. A window that
+    /// starts inside a tool exchange drops the orphaned tool results.
+    fn history(&self, conversation_id: &str) -> Result<Vec<Message>> {
+        let turns = self
+            .memory
+            .turns(conversation_id, Some(self.cfg.memory_context_turns))?;
+        let mut out: Vec<Message> = Vec::new();
+        for t in turns {
+            let role = match t.role.as_str() {
+                "user" => Role::User,
+                "assistant" => Role::Assistant,
+                "tool" => Role::Tool,
+                _ => continue,
+            };
+            if role == Role::Tool && out.is_empty() {
+                continue;
+            }
+            let tool_calls: Vec<ToolCall> = t
+                .tool_calls
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            let tool_call_id = t
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("tool_call_id"))
+                .and_then(Value::as_str)
+                .map(String::from);
+            out.push(Message {
+                role,
+                content: t.content,
+                tool_calls,
+                tool_call_id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// One user turn: provider ↔ tools until a text answer or the round limit.
+    pub fn agent_turn(
+        &self,
+        provider: &dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+    ) -> Result<TurnOutcome> {
+        let started = Instant::now();
+        let conv = match conversation_id {
+            Some(id) => {
+                if !self.memory.conversation_exists(id)? {
+                    return Err(Error::usage(format!(
+                        "no conversation \"{id}\"; `latchclaw memory list` shows them"
+                    )));
+                }
+                id.to_string()
+            }
+            None => {
+                let id = crate::util::new_id("conv");
+                log::info!(target: "event::conversation_started", "conversation={id}");
+                id
+            }
+        };
+        let mut messages = self.history(&conv)?;
+        let model = self
+            .cfg
+            .provider(provider.name())
+            .map(|p| p.model.clone())
+            .unwrap_or_else(|_| self.cfg.default_model.clone());
+        self.memory.add_turn(&NewTurn {
+            conversation_id: &conv,
+            role: "user",
+            content: message,
+            provider: Some(provider.name()),
+            model: Some(&model),
+            ..Default::default()
+        })?;
+        messages.push(Message::new(Role::User, message));
+        let mut req = ChatRequest {
+            system_prompt: self.system_prompt(),
+            messages,
+            tools: self.tool_specs(),
+            model: model.clone(),
+            temperature: self
+                .cfg
+                .provider(provider.name())
+                .ok()
+                .and_then(|p| p.temperature),
+            metadata: Default::default(),
+        };
+        let mut calls = Vec::new();
+        let mut usage = Usage::default();
+        let mut rounds = 0;
+        loop {
+            let resp = provider.chat(&req).map_err(|e| {
+                log::error!(target: "event::provider_error", "{e}");
+                Error::new(Kind::Runtime, e.to_string())
+            })?;
+            if let Some(u) = &resp.usage {
+                usage.prompt_tokens += u.prompt_tokens;
+                usage.completion_tokens += u.completion_tokens;
+            }
+            let meta = json!({"answered_by": resp.provider, "round": rounds}).to_string();
+            let done = resp.tool_calls.is_empty();
+            if done || rounds >= self.cfg.max_tool_rounds {
+                let (answer, reason) = if done {
+                    (resp.final_text, "completed")
+                } else {
+                    let note = format!(
+                        "stopped: the model still wanted tools after max_tool_rounds ({}) rounds",
+                        self.cfg.max_tool_rounds
+                    );
+                    let text = if resp.final_text.is_empty() {
+                        note
+                    } else {
+                        format!("{}\n[{note}]", resp.final_text)
+                    };
+                    (text, "max_tool_rounds")
+                };
+                self.memory.add_turn(&NewTurn {
+                    conversation_id: &conv,
+                    role: "assistant",
+                    content: &answer,
+                    provider: Some(&resp.provider),
+                    model: Some(&resp.model),
+                    metadata: Some(meta),
+                    ..Default::default()
+                })?;
+                return Ok(TurnOutcome {
+                    conversation_id: conv,
+                    answer,
+                    provider: resp.provider,
+                    model: resp.model,
+                    tool_calls: calls,
+                    rounds,
+                    exit_reason: reason,
+                    usage,
+                    duration_ms: started.elapsed().as_millis(),
+                    receipts_head: self.receipts_head.borrow().clone(),
+                });
+            }
+            rounds += 1;
+            self.memory.add_turn(&NewTurn {
+                conversation_id: &conv,
+                role: "assistant",
+                content: &resp.final_text,
+                tool_calls: Some(serde_json::to_string(&resp.tool_calls).unwrap_or_default()),
+                provider: Some(&resp.provider),
+                model: Some(&resp.model),
+                metadata: Some(meta),
+                ..Default::default()
+            })?;
+            req.messages.push(Message {
+                tool_calls: resp.tool_calls.clone(),
+                ..Message::new(Role::Assistant, resp.final_text.clone())
+            });
+            for call in &resp.tool_calls {
+                let (record, result) = self.execute_tool(&conv, &call.name, &call.arguments)?;
+                let content = result.for_model();
+                self.memory.add_turn(&NewTurn {
+                    conversation_id: &conv,
+                    role: "tool",
+                    content: &content,
+                    tool_results: Some(json!([{"tool": call.name, "result": result}]).to_string()),
+                    metadata: Some(
+                        json!({"tool_call_id": call.id, "status": record.status, "receipt_id": record.receipt_id})
+                            .to_string(),
+                    ),
+                    ..Default::default()
+                })?;
+                req.messages.push(Message {
+                    tool_call_id: Some(call.id.clone()),
+                    ..Message::new(Role::Tool, content)
+                });
+                calls.push(record);
+            }
+        }
+    }
+}

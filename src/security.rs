@@ -1,0 +1,619 @@
+//! The security gate: the one place that decides whether a tool call runs.
+//!
+//! Every path that can run a tool (the agent loop, `tool run`) calls
+//! [`Gate::decide`] and obeys its verdict; tools never decide for themselves.
+//! Paths are judged after resolving symlinks ourselves, so `..`, `~`,
+//! absolute paths and links that leave the workspace are all seen for what
+//! they point at.
+
+use crate::config::{Autonomy, Config};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt;
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+/// More symlink hops than this and we treat the path as a loop.
+const MAX_SYMLINK_HOPS: u32 = 40;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Risk {
+    Low,
+    Medium,
+    High,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub risk: Risk,
+    pub verdict: Verdict,
+    pub reason: String,
+    /// True when the emergency stop caused the denial.
+    pub estop: bool,
+    /// The resolved path the tool must use (tools that take a path).
+    pub path: Option<PathBuf>,
+}
+
+impl Decision {
+    fn deny(risk: Risk, reason: impl Into<String>) -> Decision {
+        Decision {
+            risk,
+            verdict: Verdict::Deny,
+            reason: reason.into(),
+            estop: false,
+            path: None,
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({} risk): {}",
+            self.verdict.as_str(),
+            self.risk.as_str(),
+            self.reason
+        )
+    }
+}
+
+/// What the gate needs to know, resolved once per process.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    autonomy: Autonomy,
+    workspace_only: bool,
+    workspace: Result<PathBuf, String>,
+    /// Each forbidden path as written and as resolved.
+    forbidden: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
+    estop_path: PathBuf,
+    tools_allow: Vec<String>,
+    home: Option<PathBuf>,
+}
+
+/// Whether the emergency stop is on. Anything but "not found" counts as on,
+/// so an unreadable state directory fails closed.
+pub fn estop_engaged(path: &Path) -> Option<String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Some(format!(
+            "emergency stop is on ({} exists; `latchclaw estop --clear` lifts it)",
+            path.display()
+        )),
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) => Some(format!(
+            "emergency stop state cannot be checked ({}: {e}); treating it as on",
+            path.display()
+        )),
+    }
+}
+
+/// Both spellings of a path: as given, and with symlinks resolved.
+fn both_forms(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if let Ok(r) = resolve(&lexical_normalize(&p))
+            && r != p
+        {
+            out.push(r);
+        }
+        out.push(p);
+    }
+    out
+}
+
+impl Gate {
+    pub fn new(cfg: &Config, tools_allow: &[String]) -> Gate {
+        let workspace = std::fs::canonicalize(&cfg.workspace_dir).map_err(|e| {
+            format!(
+                "the workspace {} is not usable ({e}); `latchclaw init` creates it",
+                cfg.workspace_dir.display()
+            )
+        });
+        Gate {
+            autonomy: cfg.security.autonomy,
+            workspace_only: cfg.security.workspace_only,
+            workspace,
+            forbidden: both_forms(cfg.security.forbidden_paths.iter().cloned()),
+            protected: both_forms(cfg.protected_paths()),
+            estop_path: cfg.estop_path(),
+            tools_allow: tools_allow.to_vec(),
+            home: crate::util::home_dir(),
+        }
+    }
+
+    pub fn autonomy(&self) -> Autonomy {
+        self.autonomy
+    }
+
+    pub fn workspace(&self) -> Result<&Path, String> {
+        self.workspace.as_deref().map_err(Clone::clone)
+    }
+
+    /// The single decision point: risk, verdict and reason for one call.
+    pub fn decide(&self, tool: &str, args: &Value) -> Decision {
+        let base = base_risk(tool);
+        if let Some(reason) = estop_engaged(&self.estop_path) {
+            return Decision {
+                estop: true,
+                ..Decision::deny(base, reason)
+            };
+        }
+        if !self.tools_allow.iter().any(|t| t == tool) {
+            return Decision::deny(
+                base,
+                format!(
+                    "tool \"{tool}\" is not enabled on this channel (channels.cli.tools_allow: {})",
+                    self.tools_allow.join(", ")
+                ),
+            );
+        }
+        let Some(obj) = args.as_object() else {
+            return Decision::deny(base, "tool arguments must be a JSON object");
+        };
+        let (risk, path) = match tool {
+            "time" | "memory_search" => (Risk::Low, None),
+            "file_list" | "file_read" => {
+                let raw = match obj.get("path") {
+                    Some(Value::String(p)) => p.as_str(),
+                    None if tool == "file_list" => ".",
+                    Some(_) => return Decision::deny(base, "\"path\" must be a string"),
+                    None => return Decision::deny(base, "\"path\" is required"),
+                };
+                match self.check_path(raw) {
+                    Ok(p) => (Risk::Low, Some(p)),
+                    Err(reason) => return Decision::deny(base, reason),
+                }
+            }
+            _ => {
+                return Decision::deny(
+                    Risk::High,
+                    format!("tool \"{tool}\" is not implemented in this version of latchclaw"),
+                );
+            }
+        };
+        let read_only = matches!(tool, "time" | "memory_search" | "file_list" | "file_read");
+        let (verdict, reason) = verdict_for(self.autonomy, risk, read_only);
+        Decision {
+            risk,
+            verdict,
+            reason,
+            estop: false,
+            path,
+        }
+    }
+
+    /// Resolves a tool's path argument and checks it against the path
+    /// policy. Returns the resolved path the tool must use.
+    pub fn check_path(&self, raw: &str) -> Result<PathBuf, String> {
+        if raw.contains('\0') {
+            return Err("path contains a NUL byte".into());
+        }
+        if raw.is_empty() {
+            return Err("path is empty".into());
+        }
+        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let expanded = if let Some(rest) = raw.strip_prefix('~') {
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
+            }
+            let home = self.home.as_ref().ok_or("\"~\" used but HOME is not set")?;
+            home.join(rest.trim_start_matches('/'))
+        } else {
+            PathBuf::from(raw)
+        };
+        let absolute = workspace.join(expanded);
+        let lexical = lexical_normalize(&absolute);
+        let resolved =
+            resolve(&absolute).map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
+        for p in [&lexical, &resolved] {
+            if let Some(hit) = self.protected.iter().find(|s| p.starts_with(s)) {
+                return Err(format!(
+                    "\"{raw}\" is latchclaw's own state ({}), which tools can never reach",
+                    hit.display()
+                ));
+            }
+            if let Some(hit) = self.forbidden.iter().find(|f| p.starts_with(f)) {
+                return Err(format!(
+                    "\"{raw}\" is under a forbidden path ({}; security.forbidden_paths)",
+                    hit.display()
+                ));
+            }
+        }
+        if self.workspace_only && !resolved.starts_with(workspace) {
+            return Err(format!(
+                "\"{raw}\" resolves to {}, outside the workspace {} (security.workspace_only = true)",
+                resolved.display(),
+                workspace.display()
+            ));
+        }
+        if let Ok(md) = std::fs::metadata(&resolved)
+            && md.is_file()
+            && md.nlink() > 1
+        {
+            return Err(format!(
+                "\"{raw}\" has {} hard links; files with more than one link are refused \
+                 because the other name may be outside the workspace",
+                md.nlink()
+            ));
+        }
+        Ok(resolved)
+    }
+
+    /// The policy in force, for `/policy` and the operator.
+    pub fn describe(&self, cfg: &Config) -> String {
+        let list = |v: &[PathBuf]| {
+            v.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "autonomy: {}
+workspace: {}
+workspace_only: {}
+forbidden paths: {}
+             forbidden commands: {}
+shell allowlist: {}
+tools enabled: {}
+state (never reachable): {}",
+            self.autonomy.as_str(),
+            match &self.workspace {
+                Ok(w) => w.display().to_string(),
+                Err(e) => e.clone(),
+            },
+            self.workspace_only,
+            list(&cfg.security.forbidden_paths),
+            cfg.security.forbidden_commands.join(", "),
+            cfg.security.shell_allowlist.join(", "),
+            self.tools_allow.join(", "),
+            cfg.state_dir.display()
+        )
+    }
+
+    /// True when `p` is (inside) one of the runtime's own state paths; file
+    /// listings hide such entries.
+    pub fn is_protected(&self, p: &Path) -> bool {
+        self.protected.iter().any(|s| p.starts_with(s))
+    }
+}
+
+/// The built-in risk of a tool before its arguments are looked at.
+fn base_risk(tool: &str) -> Risk {
+    match tool {
+        "time" | "memory_search" | "file_list" | "file_read" => Risk::Low,
+        "file_write" => Risk::Medium,
+        _ => Risk::High,
+    }
+}
+
+/// Autonomy × risk. `full` still asks for high risk and never lifts the
+/// forbidden lists or the workspace boundary (those deny before this).
+fn verdict_for(autonomy: Autonomy, risk: Risk, read_only: bool) -> (Verdict, String) {
+    let a = autonomy.as_str();
+    match (autonomy, risk) {
+        (Autonomy::ReadOnly, Risk::Low) if read_only => (
+            Verdict::Allow,
+            "low-risk read-only call under readonly".into(),
+        ),
+        (Autonomy::ReadOnly, _) => (
+            Verdict::Deny,
+            format!(
+                "{} risk: readonly autonomy runs low-risk read-only tools only",
+                risk.as_str()
+            ),
+        ),
+        (_, Risk::Low) => (Verdict::Allow, format!("low risk under {a}")),
+        (Autonomy::Supervised, Risk::Medium) => (
+            Verdict::Ask,
+            "medium risk under supervised needs the operator's approval".into(),
+        ),
+        (Autonomy::Full, Risk::Medium) => (Verdict::Allow, "medium risk under full".into()),
+        (Autonomy::Supervised, Risk::High) => (
+            Verdict::Deny,
+            "high risk is blocked under supervised autonomy".into(),
+        ),
+        (Autonomy::Full, Risk::High) => (
+            Verdict::Ask,
+            "high risk under full needs the operator's approval".into(),
+        ),
+    }
+}
+
+/// Removes `.` and folds `..` without touching the file system.
+pub fn lexical_normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Resolves an absolute path like `realpath`, following symlinks (at most
+/// [`MAX_SYMLINK_HOPS`]) through every existing component. Components that do
+/// not exist yet are appended as written (`..` among them folds lexically,
+/// which is what the kernel would do once they are created as directories).
+/// Errors other than "not found" fail closed.
+pub fn resolve(path: &Path) -> Result<PathBuf, String> {
+    let mut queue: VecDeque<OsString> = VecDeque::new();
+    let mut out = PathBuf::from("/");
+    let mut hops = 0;
+    let mut missing = 0usize;
+    push_front_components(&mut queue, path, &mut out);
+    while let Some(name) = queue.pop_front() {
+        if name == ".." {
+            missing = missing.saturating_sub(1);
+            out.pop();
+            continue;
+        }
+        let candidate = out.join(&name);
+        if missing > 0 {
+            out = candidate;
+            missing += 1;
+            continue;
+        }
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(md) if md.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(format!(
+                        "more than {MAX_SYMLINK_HOPS} symlinks at {} (a loop?)",
+                        candidate.display()
+                    ));
+                }
+                let target = std::fs::read_link(&candidate)
+                    .map_err(|e| format!("cannot read link {}: {e}", candidate.display()))?;
+                push_front_components(&mut queue, &target, &mut out);
+            }
+            Ok(_) => out = candidate,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                out = candidate;
+                missing = 1;
+            }
+            Err(e) => return Err(format!("{}: {e}", candidate.display())),
+        }
+    }
+    Ok(out)
+}
+
+/// Queues the components of `p` ahead of what is left; an absolute `p`
+/// restarts from the root.
+fn push_front_components(queue: &mut VecDeque<OsString>, p: &Path, out: &mut PathBuf) {
+    let mut parts = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => {
+                *out = PathBuf::from("/");
+                parts.clear();
+            }
+            Component::CurDir => {}
+            Component::ParentDir => parts.push(OsString::from("..")),
+            Component::Normal(n) => parts.push(n.to_os_string()),
+        }
+    }
+    for part in parts.into_iter().rev() {
+        queue.push_front(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    struct Fx {
+        _dir: TempDir,
+        root: PathBuf,
+        gate: Gate,
+    }
+
+    struct TempDir(PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn fixture(extra: &str) -> Fx {
+        let root = std::env::temp_dir().join(crate::util::new_id("latchclaw-sec"));
+        std::fs::create_dir_all(root.join("ws/sub")).unwrap();
+        std::fs::create_dir_all(root.join("state")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::write(root.join("outside/secret.txt"), "s").unwrap();
+        std::fs::write(root.join("ws/a.txt"), "a").unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let text = format!(
+            "workspace_dir = \"{ws}\"\n[security]\nforbidden_paths = [\"/etc\", \"{ws}/private\"]\n{extra}",
+            ws = root.join("ws").display()
+        );
+        let cfg =
+            Config::from_text(&text, &root.join("state/config.toml"), root.join("state")).unwrap();
+        let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+        Fx {
+            _dir: TempDir(root.clone()),
+            root,
+            gate,
+        }
+    }
+
+    fn read(fx: &Fx, p: &str) -> Result<PathBuf, String> {
+        fx.gate.check_path(p)
+    }
+
+    #[test]
+    fn plain_workspace_paths_resolve() {
+        let fx = fixture("");
+        assert_eq!(read(&fx, "a.txt").unwrap(), fx.root.join("ws/a.txt"));
+        assert_eq!(
+            read(&fx, "./sub/../a.txt").unwrap(),
+            fx.root.join("ws/a.txt")
+        );
+        assert_eq!(read(&fx, ".").unwrap(), fx.root.join("ws"));
+        assert_eq!(
+            read(&fx, "new/file.txt").unwrap(),
+            fx.root.join("ws/new/file.txt")
+        );
+    }
+
+    #[test]
+    fn escapes_are_denied() {
+        let fx = fixture("");
+        for p in [
+            "../outside/secret.txt",
+            "sub/../../outside/secret.txt",
+            "/etc/passwd",
+            "/etc/../etc/passwd",
+            "~/.ssh/id_rsa",
+            "~",
+            "/",
+            "missing/../../outside",
+        ] {
+            assert!(read(&fx, p).is_err(), "{p} should be denied");
+        }
+        assert!(read(&fx, "~root/x").unwrap_err().contains("~user"));
+        assert!(read(&fx, "a\0b").unwrap_err().contains("NUL"));
+        assert!(read(&fx, "").is_err());
+    }
+
+    #[test]
+    fn symlinks_are_followed_before_deciding() {
+        let fx = fixture("");
+        let ws = fx.root.join("ws");
+        symlink(fx.root.join("outside/secret.txt"), ws.join("link")).unwrap();
+        symlink(fx.root.join("outside"), ws.join("dirlink")).unwrap();
+        symlink(fx.root.join("outside/nothing-yet"), ws.join("dangling")).unwrap();
+        symlink("loop2", ws.join("loop1")).unwrap();
+        symlink("loop1", ws.join("loop2")).unwrap();
+        symlink("a.txt", ws.join("inside")).unwrap();
+        symlink("/etc", ws.join("etc")).unwrap();
+        assert!(
+            read(&fx, "link")
+                .unwrap_err()
+                .contains("outside the workspace")
+        );
+        assert!(read(&fx, "dirlink/secret.txt").is_err());
+        assert!(read(&fx, "dangling").is_err());
+        assert!(read(&fx, "loop1").unwrap_err().contains("loop"));
+        assert!(read(&fx, "etc/passwd").unwrap_err().contains("forbidden"));
+        assert_eq!(read(&fx, "inside").unwrap(), ws.join("a.txt"));
+    }
+
+    #[test]
+    fn forbidden_paths_apply_inside_the_workspace() {
+        let fx = fixture("");
+        std::fs::create_dir_all(fx.root.join("ws/private")).unwrap();
+        std::fs::write(fx.root.join("ws/private/k"), "k").unwrap();
+        assert!(read(&fx, "private/k").unwrap_err().contains("forbidden"));
+        assert!(
+            read(&fx, "sub/../private")
+                .unwrap_err()
+                .contains("forbidden")
+        );
+    }
+
+    #[test]
+    fn state_files_are_unreachable_even_with_workspace_only_off() {
+        let fx = fixture("workspace_only = false\n");
+        let state = fx.root.join("state");
+        std::fs::write(state.join("tool_receipts.log"), "").unwrap();
+        let s = state.display().to_string();
+        assert!(
+            read(&fx, &format!("{s}/tool_receipts.log"))
+                .unwrap_err()
+                .contains("own state")
+        );
+        assert!(read(&fx, &format!("{s}/memory.sqlite-wal")).is_err());
+        assert!(read(&fx, &s).is_err());
+        symlink(&state, fx.root.join("ws/st")).unwrap();
+        assert!(
+            read(&fx, "st/config.toml")
+                .unwrap_err()
+                .contains("own state")
+        );
+        // workspace_only = false lets other outside paths through.
+        assert!(read(&fx, "../outside/secret.txt").is_ok());
+    }
+
+    #[test]
+    fn hard_links_are_refused() {
+        let fx = fixture("");
+        std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
+        assert!(read(&fx, "hl").unwrap_err().contains("hard links"));
+    }
+
+    #[test]
+    fn verdicts_follow_autonomy_and_risk() {
+        use Autonomy::*;
+        use Risk::*;
+        let table = [
+            (ReadOnly, Low, true, Verdict::Allow),
+            (ReadOnly, Low, false, Verdict::Deny),
+            (ReadOnly, Medium, false, Verdict::Deny),
+            (ReadOnly, High, false, Verdict::Deny),
+            (Supervised, Low, true, Verdict::Allow),
+            (Supervised, Medium, false, Verdict::Ask),
+            (Supervised, High, false, Verdict::Deny),
+            (Full, Low, true, Verdict::Allow),
+            (Full, Medium, false, Verdict::Allow),
+            (Full, High, false, Verdict::Ask),
+        ];
+        for (a, r, ro, want) in table {
+            assert_eq!(verdict_for(a, r, ro).0, want, "{a:?} {r:?}");
+        }
+    }
+
+    #[test]
+    fn decide_denies_unknown_tools_bad_args_and_estop() {
+        let fx = fixture("");
+        let d = fx
+            .gate
+            .decide("file_read", &serde_json::json!({"path": "/etc/passwd"}));
+        assert_eq!(d.verdict, Verdict::Deny);
+        let d = fx.gate.decide("file_read", &serde_json::json!("a.txt"));
+        assert!(d.reason.contains("JSON object"));
+        let d = fx.gate.decide("launch_missiles", &serde_json::json!({}));
+        assert_eq!((d.verdict, d.risk), (Verdict::Deny, Risk::High));
+        let d = fx
+            .gate
+            .decide("time", &serde_json::json!({"approved": true}));
+        assert_eq!(d.verdict, Verdict::Allow);
+        std::fs::write(fx.root.join("state/ESTOP"), "").unwrap();
+        let d = fx.gate.decide("time", &serde_json::json!({}));
+        assert!(d.estop && d.verdict == Verdict::Deny, "{d}");
+    }
+}

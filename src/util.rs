@@ -1,0 +1,155 @@
+//! Small helpers shared by several modules: time stamps, ids, hashing, output caps.
+
+use sha2::{Digest, Sha256};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Seconds and nanoseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_unix() -> (i64, u32) {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(_) => (0, 0),
+    }
+}
+
+/// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a Unix time; `offset_secs` shifts to local
+/// time and replaces `Z` with `+HH:MM`.
+pub fn rfc3339(secs: i64, nanos: u32, offset_secs: i64) -> String {
+    let t = secs + offset_secs;
+    let (y, mo, d) = civil_from_days(t.div_euclid(86_400));
+    let s = t.rem_euclid(86_400);
+    let zone = if offset_secs == 0 {
+        "Z".to_string()
+    } else {
+        let sign = if offset_secs < 0 { '-' } else { '+' };
+        let o = offset_secs.abs();
+        format!("{sign}{:02}:{:02}", o / 3600, (o % 3600) / 60)
+    };
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}{zone}",
+        s / 3600,
+        (s % 3600) / 60,
+        s % 60,
+        nanos / 1_000_000
+    )
+}
+
+pub fn now_rfc3339() -> String {
+    let (s, n) = now_unix();
+    rfc3339(s, n, 0)
+}
+
+/// A short random id with a prefix and the UTC date, e.g. `conv-20261121-3f9a0c1d2b4e`.
+pub fn new_id(prefix: &str) -> String {
+    let (s, _) = now_unix();
+    let (y, m, d) = civil_from_days(s.div_euclid(86_400));
+    format!(
+        "{prefix}-{y:04}{m:02}{d:02}-{:012x}",
+        fastrand::u64(..) >> 16
+    )
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    let digest = Sha256::digest(data);
+    let mut out = String::with_capacity(64);
+    for b in digest.iter() {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 15), 16).unwrap_or('0'));
+    }
+    out
+}
+
+/// Largest index `<= i` that is a char boundary of `s`.
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Caps `s` at about `max` bytes, keeping the head and the tail around a
+/// visible marker so the model and the user can see that something was cut.
+pub fn truncate_middle(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let head = floor_boundary(s, max / 2);
+    let mut tail = s.len() - (max - head);
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n…[truncated: {} of {} bytes omitted]…\n{}",
+        &s[..head],
+        tail - head,
+        s.len(),
+        &s[tail..]
+    )
+}
+
+/// Home directory from `$HOME`; `None` when unset or empty.
+pub fn home_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339(0, 0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(951_782_400, 5_000_000, 0),
+            "2000-02-29T00:00:00.005Z"
+        );
+        assert_eq!(
+            rfc3339(1_795_305_600, 0, 3600),
+            "2026-11-22T01:00:00.000+01:00"
+        );
+        assert_eq!(
+            rfc3339(0, 0, -5 * 3600 - 1800),
+            "1969-12-31T18:30:00.000-05:30"
+        );
+    }
+
+    #[test]
+    fn sha256_matches_known_vector() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn truncation_keeps_head_tail_and_marker() {
+        let s = "a".repeat(100) + &"é".repeat(100) + &"z".repeat(100);
+        let t = truncate_middle(&s, 64);
+        assert!(t.starts_with("aaaa"));
+        assert!(t.ends_with("zzzz"));
+        assert!(t.contains("truncated"));
+        assert_eq!(truncate_middle("short", 64), "short");
+    }
+
+    #[test]
+    fn ids_are_prefixed_and_distinct() {
+        let a = new_id("conv");
+        let b = new_id("conv");
+        assert!(a.starts_with("conv-"));
+        assert_ne!(a, b);
+    }
+}
