@@ -30,6 +30,8 @@ pub enum Kind {
 pub struct Error {
     pub kind: Kind,
     pub msg: String,
+    /// SQLite said "busy" or "locked": worth a retry.
+    pub busy: bool,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -39,6 +41,7 @@ impl Error {
         Error {
             kind,
             msg: msg.into(),
+            busy: false,
         }
     }
     pub fn usage(msg: impl Into<String>) -> Error {
@@ -72,10 +75,13 @@ impl From<rusqlite::Error> for Error {
             Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
         );
         if busy {
-            Error::runtime(format!(
-                "memory database is locked by another process and stayed locked past \
-                 memory.busy_timeout_ms: {e}"
-            ))
+            Error {
+                busy: true,
+                ..Error::runtime(format!(
+                    "memory database is locked by another process and stayed locked past \
+                     memory.busy_timeout_ms: {e}"
+                ))
+            }
         } else {
             Error::runtime(format!("memory database error: {e}"))
         }

@@ -127,8 +127,18 @@ impl Memory {
         })?;
         conn.busy_timeout(Duration::from_millis(busy_timeout_ms))?;
         let mem = Memory { conn };
-        mem.migrate()?;
-        Ok(mem)
+        // Switching to WAL needs a moment of exclusive access, and SQLite
+        // reports some lock conflicts without calling the busy handler, so
+        // processes racing to create the database retry here.
+        let deadline = std::time::Instant::now() + Duration::from_millis(busy_timeout_ms);
+        loop {
+            match mem.migrate() {
+                Err(e) if e.busy && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5 + fastrand::u64(..10)));
+                }
+                other => return other.map(|_| mem),
+            }
+        }
     }
 
     fn version(&self) -> Result<usize> {
@@ -148,8 +158,14 @@ impl Memory {
         }
         if v < MIGRATIONS.len() {
             // WAL is persistent in the file, so it is set once, with the schema.
-            self.conn
-                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+            let mode: String = self
+                .conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(Error::runtime(format!(
+                    "memory database: cannot switch to WAL mode (got {mode})"
+                )));
+            }
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
             let result = (|| {
                 // Another process may have migrated while we waited for the lock.

@@ -1,0 +1,395 @@
+//! Command-line contract: help, bad input, the path policy through
+//! `tool run`, locking and concurrency.
+
+mod common;
+
+use common::{Env, lit};
+use std::os::unix::fs::symlink;
+
+#[test]
+fn help_on_every_command_and_version() {
+    let env = Env::new();
+    for args in [
+        &["--help"][..],
+        &["init", "--help"],
+        &["config", "validate", "--help"],
+        &["config", "show", "--help"],
+        &["provider", "list", "--help"],
+        &["tool", "list", "--help"],
+        &["tool", "run", "--help"],
+        &["agent", "--help"],
+        &["memory", "list", "--help"],
+        &["memory", "search", "--help"],
+        &["memory", "show", "--help"],
+        &["memory", "clear", "--help"],
+        &["receipt", "list", "--help"],
+        &["receipt", "verify", "--help"],
+        &["estop", "--help"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        assert!(
+            r.stdout.contains("Usage") && r.stdout.contains("Exit codes"),
+            "{args:?}"
+        );
+    }
+    let r = env.run(&["--version"]);
+    assert_eq!(
+        r.stdout,
+        format!("latchclaw {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_clear_message() {
+    let env = Env::new();
+    env.config("");
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "no command"),
+        (&["frobnicate"], "unknown command"),
+        (
+            &["tool", "run", "teleport", "--json", "{}"],
+            "unknown tool \"teleport\"; known tools:",
+        ),
+        (&["tool", "run", "time", "--json", "{nope"], "invalid JSON"),
+        (
+            &["tool", "run", "time", "--json", "[1]"],
+            "must be a JSON object",
+        ),
+        (&["tool", "run"], "needs a tool name"),
+        (&["memory", "clear"], "--yes"),
+        (&["memory", "list", "--yes"], "does not take --yes"),
+        (&["memory", "show", "conv-nope"], "no conversation"),
+        (&["memory", "list", "--limit", "-3"], "--limit"),
+        (&["agent", "--bogus"], "invalid option"),
+        (&["agent", "-m"], "missing argument"),
+        (&["agent", "-m", "  "], "empty"),
+        (
+            &["agent", "--conversation", "conv-missing", "-m", "x"],
+            "no conversation",
+        ),
+        (
+            &[
+                "--config",
+                "/nonexistent/latchclaw.toml",
+                "config",
+                "validate",
+            ],
+            "cannot read config",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(want),
+            "{args:?} should say {want:?}: {r:?}"
+        );
+        assert!(!r.stderr.contains("panicked"), "{r:?}");
+    }
+}
+
+#[test]
+fn config_errors_all_at_once_with_key_paths() {
+    let env = Env::new();
+    env.config(
+        "max_tool_rounds = \"many\"\nmystery = 1\ndefault_provider = \"ghost\"\n\
+         [security]\nautonomy = \"godmode\"\nworkspace_only = 1\n\
+         [memory]\nbackend = \"postgres\"\n\
+         [providers.models.p]\nkind = \"telepathy\"\n",
+    );
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for want in [
+        "7 errors",
+        "max_tool_rounds: expected an integer",
+        "mystery: unknown key",
+        "default_provider: \"ghost\" is not defined",
+        "security.autonomy: \"godmode\" is not allowed; allowed values: readonly, supervised, full",
+        "security.workspace_only: expected true or false",
+        "memory.backend: \"postgres\" is not allowed; allowed values: sqlite",
+        "providers.models.p.kind: \"telepathy\" is not allowed; allowed values: mock, openai-compatible, reliable, router",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?}: {r:?}");
+    }
+}
+
+#[test]
+fn malformed_toml_names_line_and_column() {
+    let env = Env::new();
+    std::fs::write(
+        env.state.join("config.toml"),
+        "a = 1\n[security\nautonomy = 2\n",
+    )
+    .unwrap();
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("malformed TOML at line 2, column"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn unknown_provider_and_unimplemented_kinds_are_clear() {
+    let env = Env::new();
+    env.config("default_provider = \"cloud\"\n[providers.models.cloud]\nkind = \"router\"\n");
+    let r = env.run(&["agent", "-m", "hi"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not implemented"), "{r:?}");
+    env.config(
+        "default_provider = \"a\"\n[providers.models.a]\nkind = \"reliable\"\nproviders = [\"b\"]\n\
+         [providers.models.b]\nkind = \"reliable\"\nproviders = [\"a\"]\n",
+    );
+    let r = env.run(&["agent", "-m", "hi"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("provider cycle: a -> b -> a"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn env_expansion_in_config_paths() {
+    let env = Env::new();
+    let fixture = common::fixture("hello.toml");
+    std::fs::write(
+        env.state.join("config.toml"),
+        "workspace_dir = \"${LC_TEST_WS}\"\ndefault_provider = \"m\"\n\
+         [providers.models.m]\nkind = \"mock\"\nfixture = \"$LC_TEST_FIXTURE\"\n\
+         [receipts]\npath = \"~/receipts/log.jsonl\"\n",
+    )
+    .unwrap();
+    let vars = [
+        ("LC_TEST_WS", env.ws.to_str().unwrap()),
+        ("LC_TEST_FIXTURE", fixture.to_str().unwrap()),
+    ];
+    let r = env.run_env(&["agent", "-m", "hi"], &vars);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "hello\n"), "{r:?}");
+    let r = env.run_env(&["config", "show", "--json"], &vars);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        v["receipts"]["path"],
+        env.home.join("receipts/log.jsonl").display().to_string()
+    );
+    // An unset variable is an error naming it.
+    let r = env.run(&["config", "validate"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("LC_TEST_WS is not set"),
+        "{r:?}"
+    );
+}
+
+fn read(env: &Env, path: &str) -> common::Run {
+    env.run(&[
+        "tool",
+        "run",
+        "file_read",
+        "--json",
+        &serde_json::json!({ "path": path }).to_string(),
+    ])
+}
+
+#[test]
+fn path_policy_escapes_are_denied_through_the_binary() {
+    let env = Env::new();
+    env.config(&format!(
+        "[security]\nforbidden_paths = [\"/etc\", \"~/.ssh\", {}]\n",
+        lit(&env.ws.join("private"))
+    ));
+    let outside = env.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "TOP-SECRET").unwrap();
+    std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
+    std::fs::write(env.home.join(".ssh/id_rsa"), "TOP-SECRET").unwrap();
+    std::fs::create_dir_all(env.ws.join("private")).unwrap();
+    std::fs::write(env.ws.join("private/key"), "TOP-SECRET").unwrap();
+    std::fs::write(env.ws.join("ok.txt"), "fine").unwrap();
+    symlink(outside.join("secret.txt"), env.ws.join("link-out")).unwrap();
+    symlink(&outside, env.ws.join("dir-out")).unwrap();
+    symlink(outside.join("not-yet"), env.ws.join("dangling")).unwrap();
+    symlink("loop-b", env.ws.join("loop-a")).unwrap();
+    symlink("loop-a", env.ws.join("loop-b")).unwrap();
+    symlink(&env.state, env.ws.join("state-link")).unwrap();
+    std::fs::hard_link(outside.join("secret.txt"), env.ws.join("hard")).unwrap();
+
+    let ok = read(&env, "ok.txt");
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(ok.stdout.contains("fine"));
+
+    for (p, why) in [
+        ("../outside/secret.txt", "outside the workspace"),
+        ("./../outside/secret.txt", "outside the workspace"),
+        (
+            "nonexistent/../../outside/secret.txt",
+            "outside the workspace",
+        ),
+        ("/etc/passwd", "forbidden path"),
+        ("/etc/../etc/passwd", "forbidden path"),
+        ("~/.ssh/id_rsa", "forbidden path"),
+        ("~root/.bashrc", "~user"),
+        ("link-out", "outside the workspace"),
+        ("dir-out/secret.txt", "outside the workspace"),
+        ("dangling", "outside the workspace"),
+        ("loop-a", "loop"),
+        ("private/key", "forbidden path"),
+        ("./private/../private/key", "forbidden path"),
+        ("state-link/config.toml", "own state"),
+        ("hard", "hard links"),
+        ("ok.txt\u{0}", "NUL"),
+    ] {
+        let r = read(&env, p);
+        assert_eq!(r.code, 4, "{p}: {r:?}");
+        assert!(r.stdout.contains(why), "{p} should mention {why:?}: {r:?}");
+        assert!(!r.stdout.contains("TOP-SECRET"), "{p}: {r:?}");
+    }
+    let rc = env.receipts();
+    assert_eq!(rc.len(), 17);
+    assert_eq!(rc.iter().filter(|r| r["status"] == "denied").count(), 16);
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+
+    let r = env.run(&[
+        "tool",
+        "run",
+        "file_list",
+        "--json",
+        r#"{"path": "dir-out"}"#,
+    ]);
+    assert_eq!(r.code, 4, "{r:?}");
+}
+
+#[test]
+fn state_files_are_unreachable_even_without_workspace_only() {
+    let env = Env::new();
+    env.config("[security]\nworkspace_only = false\nforbidden_paths = []\n");
+    env.run(&["tool", "run", "time", "--json", "{}"]);
+    for f in [
+        "config.toml",
+        "tool_receipts.log",
+        "memory.sqlite",
+        "memory.sqlite-wal",
+        "ESTOP",
+        "",
+    ] {
+        let p = env.state.join(f).display().to_string();
+        let r = read(&env, &p);
+        assert_eq!(r.code, 4, "{p}: {r:?}");
+        assert!(r.stdout.contains("own state"), "{r:?}");
+    }
+    // The workspace contains the state dir: listing hides it.
+    let env2 = Env::new();
+    std::fs::write(
+        env2.state.join("config.toml"),
+        format!("workspace_dir = {}\n", lit(&env2.home)),
+    )
+    .unwrap();
+    let r = env2.run(&["tool", "run", "file_list", "--json", "{}"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains(".latchclaw"), "{r:?}");
+    assert!(r.stdout.contains("own state hidden"), "{r:?}");
+}
+
+#[test]
+fn file_read_refuses_binary_fifos_and_caps_output() {
+    let env = Env::new();
+    env.config("tool_output_max_bytes = 1024\n");
+    std::fs::write(env.ws.join("bin"), [0u8, 159, 146, 150, 0xff]).unwrap();
+    std::fs::write(env.ws.join("big.txt"), "x".repeat(5000)).unwrap();
+    let fifo = std::ffi::CString::new(env.ws.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: plain libc call on a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let r = read(&env, "bin");
+    assert!(
+        r.code == 3 && r.stdout.contains("not a UTF-8 text file"),
+        "{r:?}"
+    );
+    let r = read(&env, "fifo");
+    assert!(
+        r.code == 3 && r.stdout.contains("not a regular file"),
+        "{r:?}"
+    );
+    let r = read(&env, "big.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("truncated: showing the first 1024 of 5000 bytes"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn locked_database_waits_then_fails_clearly() {
+    let env = Env::new();
+    env.config("[memory]\nbusy_timeout_ms = 300\n");
+    assert_eq!(env.run(&["agent", "-m", "warm up"]).code, 0);
+    let conn = rusqlite::Connection::open(env.state.join("memory.sqlite")).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = std::time::Instant::now();
+    let r = env.run(&["agent", "-m", "hi"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("locked"), "{r:?}");
+    assert!(started.elapsed().as_millis() >= 300, "it waited first");
+    conn.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(env.run(&["agent", "-m", "hi"]).code, 0);
+}
+
+#[test]
+fn unreadable_receipts_log_is_a_clear_error() {
+    let env = Env::new();
+    env.config("");
+    std::fs::create_dir(env.state.join("tool_receipts.log")).unwrap();
+    for args in [
+        &["receipt", "verify"][..],
+        &["receipt", "list"],
+        &["tool", "run", "time", "--json", "{}"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
+        assert!(r.stderr.contains("tool_receipts.log"), "{r:?}");
+    }
+}
+
+#[test]
+fn eight_processes_fifty_receipts_each_keep_one_chain() {
+    let env = Env::new();
+    env.config("");
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let mut cmd = env.command(&["tool", "run", "time", "--json", "{}"]);
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let out = cmd.output().unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let r = env.run(&["receipt", "verify"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("ok: 400 receipts"), "{r:?}");
+}
+
+#[test]
+fn memory_clear_and_continue() {
+    let env = Env::new();
+    env.mock("by_message.toml", "", "");
+    env.run(&["agent", "-m", "first"]);
+    let (_, v) = env.json(&["agent", "-c", "-m", "second", "--json"]);
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["conversation_id"], v["conversation_id"]);
+    assert_eq!(list[0]["turns"], 4);
+    // The resumed turn carried the earlier messages to the provider.
+    let reqs = env.requests();
+    assert_eq!(reqs[1]["request"]["messages"].as_array().unwrap().len(), 3);
+    let r = env.run(&["memory", "clear", "--yes"]);
+    assert!(r.code == 0 && r.stdout.contains("deleted 4 turns"), "{r:?}");
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    assert!(list.as_array().unwrap().is_empty());
+}
