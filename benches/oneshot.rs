@@ -1,1 +1,159 @@
-fn main() {}
+//! `make bench`: whole-process figures for the release binary, measured here
+//! (no timing assertions anywhere in `make test`).
+//!
+//! Wall time is the median of repeated runs after a warm-up, from spawn to
+//! exit; peak RSS is the child's `ru_maxrss` from `wait4`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_latchclaw");
+const WARMUP: usize = 5;
+const RUNS: usize = 41;
+
+struct Sample {
+    wall: Duration,
+    max_rss_kib: i64,
+}
+
+/// Runs the binary once; returns wall time and peak RSS.
+fn run_once(home: &Path, args: &[&str]) -> Sample {
+    let start = Instant::now();
+    let child = Command::new(BIN)
+        .args(args)
+        .env("LATCHCLAW_HOME", home.join(".latchclaw"))
+        .env("HOME", home)
+        .env_remove("LATCHCLAW_LOG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn latchclaw");
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid out-parameter; wait4 reaps our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    assert!(pid > 0, "wait4 failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "latchclaw {args:?} failed with status {status}"
+    );
+    Sample {
+        wall,
+        max_rss_kib: usage.ru_maxrss,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+struct Figure {
+    ms: f64,
+    rss_mib: f64,
+}
+
+fn measure(home: &Path, args: &[&str]) -> Figure {
+    for _ in 0..WARMUP {
+        run_once(home, args);
+    }
+    let samples: Vec<Sample> = (0..RUNS).map(|_| run_once(home, args)).collect();
+    Figure {
+        ms: median(samples.iter().map(|s| s.wall.as_secs_f64() * 1e3).collect()),
+        rss_mib: samples.iter().map(|s| s.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
+
+fn row(figure: &str, value: String, budget: &str, ok: bool) {
+    println!(
+        "| {figure:<44} | {value:>12} | {budget:>10} | {:<4} |",
+        if ok { "ok" } else { "MISS" }
+    );
+}
+
+fn main() {
+    // `cargo bench` passes flags such as `--bench`; none are needed here.
+    let home: PathBuf =
+        std::env::temp_dir().join(format!("latchclaw-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(home.join("ws")).unwrap();
+    for i in 0..20 {
+        std::fs::write(home.join("ws").join(format!("file-{i}.txt")), "x").unwrap();
+    }
+    let ws = home.join("ws");
+    run_once(&home, &["init", "--workspace", ws.to_str().unwrap()]);
+
+    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0) as f64 / 1_048_576.0;
+    let version = measure(&home, &["--version"]);
+    let text = measure(&home, &["agent", "-m", "hello there"]);
+    let one_tool = measure(&home, &["agent", "-m", "list the files"]);
+
+    println!("latchclaw {} — {}", env!("CARGO_PKG_VERSION"), machine());
+    println!("median of {RUNS} runs after {WARMUP} warm-up runs; peak RSS is the largest seen\n");
+    println!(
+        "| {:<44} | {:>12} | {:>10} | {:<4} |",
+        "figure", "value", "budget", ""
+    );
+    println!(
+        "|{}|{}|{}|{}|",
+        "-".repeat(46),
+        "-".repeat(14),
+        "-".repeat(12),
+        "-".repeat(6)
+    );
+    row(
+        "stripped release binary",
+        format!("{size:.2} MiB"),
+        "3.5 MiB",
+        size <= 3.5,
+    );
+    row(
+        "latchclaw --version, median",
+        format!("{:.2} ms", version.ms),
+        "-",
+        true,
+    );
+    row(
+        "agent -m, mock, text only: median",
+        format!("{:.2} ms", text.ms),
+        "10 ms",
+        text.ms <= 10.0,
+    );
+    row(
+        "agent -m, mock, text only: peak RSS",
+        format!("{:.2} MiB", text.rss_mib),
+        "8 MiB",
+        text.rss_mib <= 8.0,
+    );
+    row(
+        "agent -m, mock, 1 tool round: median",
+        format!("{:.2} ms", one_tool.ms),
+        "10 ms",
+        one_tool.ms <= 10.0,
+    );
+    row(
+        "agent -m, mock, 1 tool round: peak RSS",
+        format!("{:.2} MiB", one_tool.rss_mib),
+        "8 MiB",
+        one_tool.rss_mib <= 8.0,
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

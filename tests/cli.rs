@@ -393,3 +393,28 @@ fn memory_clear_and_continue() {
     let (_, list) = env.json(&["memory", "list", "--json"]);
     assert!(list.as_array().unwrap().is_empty());
 }
+
+#[test]
+fn example_config_is_valid_and_complete() {
+    let env = Env::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let r = env.run(&["--config", example.to_str().unwrap(), "config", "validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Every key `config show` prints is documented in the example.
+    let text = std::fs::read_to_string(&example).unwrap();
+    let (_, v) = env.json(&[
+        "--config",
+        example.to_str().unwrap(),
+        "config",
+        "show",
+        "--json",
+    ]);
+    for (k, val) in v.as_object().unwrap() {
+        assert!(text.contains(k.as_str()), "{k} undocumented");
+        if let Some(obj) = val.as_object().filter(|_| k != "providers" && k != "channels") {
+            for sub in obj.keys() {
+                assert!(text.contains(&format!("{sub} ")), "{k}.{sub} undocumented");
+            }
+        }
+    }
+}
