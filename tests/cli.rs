@@ -411,7 +411,10 @@ fn example_config_is_valid_and_complete() {
     ]);
     for (k, val) in v.as_object().unwrap() {
         assert!(text.contains(k.as_str()), "{k} undocumented");
-        if let Some(obj) = val.as_object().filter(|_| k != "providers" && k != "channels") {
+        if let Some(obj) = val
+            .as_object()
+            .filter(|_| k != "providers" && k != "channels")
+        {
             for sub in obj.keys() {
                 assert!(text.contains(&format!("{sub} ")), "{k}.{sub} undocumented");
             }
