@@ -97,6 +97,19 @@ pub struct Hit {
     pub score: f64,
 }
 
+/// Columns: conversation_id, turn_id, timestamp, role, snippet, score
+/// (bm25-based, lower is better).
+fn hit_from_row(r: &rusqlite::Row) -> rusqlite::Result<Hit> {
+    Ok(Hit {
+        conversation_id: r.get(0)?,
+        turn_id: r.get(1)?,
+        timestamp: r.get(2)?,
+        role: r.get(3)?,
+        snippet: r.get(4)?,
+        score: -r.get::<_, f64>(5)?,
+    })
+}
+
 fn json_col(s: Option<String>) -> Option<serde_json::Value> {
     s.map(|s| serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
 }
@@ -312,16 +325,7 @@ impl Memory {
                  ORDER BY score LIMIT ?3",
             )?;
             let hits: Vec<Hit> = stmt
-                .query_map(params![q, now, limit], |r| {
-                    Ok(Hit {
-                        conversation_id: r.get(0)?,
-                        turn_id: r.get(1)?,
-                        timestamp: r.get(2)?,
-                        role: r.get(3)?,
-                        snippet: r.get(4)?,
-                        score: -r.get::<_, f64>(5)?,
-                    })
-                })?
+                .query_map(params![q, now, limit], hit_from_row)?
                 .collect::<rusqlite::Result<_>>()?;
             if !hits.is_empty() || !q.contains(' ') {
                 return Ok(hits);
@@ -344,19 +348,10 @@ impl Memory {
             .collect();
         let mut stmt = self.conn.prepare(
             "SELECT conversation_id, turn_id, timestamp, role, substr(content, 1, 200)
-             FROM turns WHERE content LIKE '%' || ?1 || '%' ESCAPE '\\'
+             , 0.0 FROM turns WHERE content LIKE '%' || ?1 || '%' ESCAPE '\\'
              ORDER BY id DESC LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![escaped, limit], |r| {
-            Ok(Hit {
-                conversation_id: r.get(0)?,
-                turn_id: r.get(1)?,
-                timestamp: r.get(2)?,
-                role: r.get(3)?,
-                snippet: r.get(4)?,
-                score: 0.0,
-            })
-        })?;
+        let rows = stmt.query_map(params![escaped, limit], hit_from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
