@@ -3,11 +3,12 @@
 //! Help texts sit next to the commands they describe.
 
 use crate::channels::{Channel, CliChannel, TtyApprover};
-use crate::config::{self, Config, TOOL_NAMES};
+use crate::config::{self, Autonomy, Config, TOOL_NAMES};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
 use crate::receipts::{ReceiptLog, Verify};
 use crate::runtime::Runtime;
+use crate::security::Gate;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -36,6 +37,8 @@ Commands:
   provider list [--json]             configured providers
   tool list [--json]                 tools, their risk and whether they are enabled
   tool run NAME --json ARGS          run one tool through the security gate
+  policy check TOOL --json ARGS      the gate's decision for a call, without running it
+  policy show                        autonomy, workspace boundary, forbidden lists, allowlists
   agent -m MESSAGE [--json]          one turn: the answer on stdout, then exit
   agent                              interactive REPL
   memory list|search QUERY|show ID|clear --yes
@@ -133,6 +136,22 @@ text is accepted (operators and quotes are searched as words)."
 `verify` replays the hash chain and prints `ok: N receipts, head HASH`, or
 the 1-based position of the first broken receipt and why (exit 7)."
         }
+        ["policy", "check", ..] => {
+            "Usage: latchclaw policy check TOOL --json ARGS [--autonomy LEVEL]
+
+Evaluates the security gate for one call without running anything and
+prints {\"tool\", \"risk\", \"decision\", \"reason\"}; decision is allow, ask
+or deny. Exit 0 whenever a decision was made.
+
+  --json ARGS         the tool arguments as a JSON object
+  --autonomy LEVEL    judge as readonly, supervised or full instead of the config's level"
+        }
+        ["policy", ..] => {
+            "Usage: latchclaw policy show | policy check TOOL --json ARGS [--autonomy LEVEL]
+
+`show` prints the autonomy level, the workspace boundary, the forbidden paths
+and commands, the shell allowlist and the enabled tools."
+        }
         ["estop", ..] => {
             "Usage: latchclaw estop [--clear]
 
@@ -159,6 +178,7 @@ struct Args {
     message: Option<String>,
     conversation: Option<String>,
     workspace: Option<PathBuf>,
+    autonomy: Option<String>,
     limit: Option<u32>,
     yes: bool,
     resume_latest: bool,
@@ -185,8 +205,12 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 a.config = Some(p.value().map_err(bad)?.into());
                 continue;
             }
-            // `tool run NAME --json ARGS` takes a value; elsewhere it is a switch.
-            Long("json") if a.words.first().is_some_and(|w| w == "tool") => {
+            // `tool run NAME --json ARGS` and `policy check` take a value;
+            // elsewhere it is a switch.
+            Long("json")
+                if a.words.first().is_some_and(|w| w == "tool")
+                    || a.words.get(1).is_some_and(|w| w == "check") =>
+            {
                 a.json_args = Some(p.value().map_err(bad)?.string().map_err(bad)?);
                 "json-args"
             }
@@ -205,6 +229,10 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             Short('c') | Long("continue") => {
                 a.resume_latest = true;
                 "continue"
+            }
+            Long("autonomy") => {
+                a.autonomy = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "autonomy"
             }
             Long("workspace") => {
                 a.workspace = Some(p.value().map_err(bad)?.into());
@@ -306,6 +334,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         ["receipt", "list"] => cmd_receipt_list(&a),
         ["receipt", "verify"] => cmd_receipt_verify(&a),
         ["estop"] => cmd_estop(&a),
+        ["policy", "check", tool] => cmd_policy_check(&a, tool),
+        ["policy", "check"] => Err(Error::usage(
+            "`latchclaw policy check` needs a tool name: latchclaw policy check TOOL --json ARGS",
+        )),
+        ["policy", "show"] => cmd_policy_show(&a),
         _ => Err(unknown_command(&a.words)),
     }
 }
@@ -313,7 +346,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
 fn unknown_command(words: &[String]) -> Error {
     Error::usage(format!(
         "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
-         agent, memory list|search|show|clear, receipt list|verify, estop (see `latchclaw --help`)",
+         policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop \
+         (see `latchclaw --help`)",
         words.join(" ")
     ))
 }
@@ -612,23 +646,7 @@ fn cmd_tool_list(a: &Args) -> Result<i32> {
 
 fn cmd_tool_run(a: &Args, name: &str) -> Result<i32> {
     a.only("tool run", &["json-args"])?;
-    if !TOOL_NAMES.contains(&name) {
-        return Err(Error::usage(format!(
-            "unknown tool \"{name}\"; known tools: {}",
-            TOOL_NAMES.join(", ")
-        )));
-    }
-    let raw = a.json_args.as_deref().unwrap_or("{}");
-    let args: Value = serde_json::from_str(raw).map_err(|e| {
-        Error::usage(format!(
-            "--json: invalid JSON ({e}); give the arguments as a JSON object, e.g. '{{\"path\": \".\"}}'"
-        ))
-    })?;
-    if !args.is_object() {
-        return Err(Error::usage(
-            "--json: the arguments must be a JSON object, e.g. '{\"path\": \".\"}'",
-        ));
-    }
+    let args = parse_tool_args(a, name)?;
     let cfg = a.load_config()?;
     let approver = TtyApprover;
     let rt = Runtime::new(&cfg, &approver)?;
@@ -650,6 +668,56 @@ fn cmd_tool_run(a: &Args, name: &str) -> Result<i32> {
         "failed" => exit::RUNTIME,
         _ => exit::OK,
     })
+}
+
+fn parse_tool_args(a: &Args, name: &str) -> Result<Value> {
+    if !TOOL_NAMES.contains(&name) {
+        return Err(Error::usage(format!(
+            "unknown tool \"{name}\"; known tools: {}",
+            TOOL_NAMES.join(", ")
+        )));
+    }
+    let raw = a.json_args.as_deref().unwrap_or("{}");
+    let args: Value = serde_json::from_str(raw).map_err(|e| {
+        Error::usage(format!(
+            "--json: invalid JSON ({e}); give the arguments as a JSON object, e.g. '{{\"path\": \".\"}}'"
+        ))
+    })?;
+    if !args.is_object() {
+        return Err(Error::usage(
+            "--json: the arguments must be a JSON object, e.g. '{\"path\": \".\"}'",
+        ));
+    }
+    Ok(args)
+}
+
+fn cmd_policy_check(a: &Args, name: &str) -> Result<i32> {
+    a.only("policy check", &["json-args", "autonomy"])?;
+    let args = parse_tool_args(a, name)?;
+    let cfg = a.load_config()?;
+    let mut gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+    if let Some(level) = &a.autonomy {
+        let autonomy = Autonomy::parse(level).ok_or_else(|| {
+            Error::usage(format!(
+                "--autonomy: \"{level}\" is not allowed; allowed values: {}",
+                Autonomy::ALLOWED.join(", ")
+            ))
+        })?;
+        gate = gate.with_autonomy(autonomy);
+    }
+    let d = gate.decide(name, &args);
+    println!(
+        "{}",
+        json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason})
+    );
+    Ok(exit::OK)
+}
+
+fn cmd_policy_show(a: &Args) -> Result<i32> {
+    a.only("policy show", &[])?;
+    let cfg = a.load_config()?;
+    println!("{}", Gate::new(&cfg, &cfg.cli_tools_allow).describe(&cfg));
+    Ok(exit::OK)
 }
 
 fn cmd_agent(a: &Args) -> Result<i32> {
@@ -927,6 +995,8 @@ mod tests {
             "agent",
             "memory list",
             "receipt verify",
+            "policy check",
+            "policy show",
             "estop",
         ] {
             let words: Vec<String> = c.split(' ').map(String::from).collect();

@@ -10,14 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+#[rustfmt::skip]
 pub const TOOL_NAMES: &[&str] = &[
-    "time",
-    "file_list",
-    "file_read",
-    "file_write",
-    "shell",
-    "http",
-    "memory_search",
+    "time", "file_list", "file_read", "file_write", "shell", "http", "memory_search",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,6 +91,8 @@ pub struct Security {
     pub forbidden_commands: Vec<String>,
     pub audit_log: bool,
     pub shell_allowlist: Vec<String>,
+    /// Environment variables passed to shell commands besides the minimal set.
+    pub shell_env_passthrough: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -113,6 +110,7 @@ pub struct Config {
     pub shell_timeout_secs: u64,
     pub http_timeout_secs: u64,
     pub tool_output_max_bytes: usize,
+    pub file_write_max_bytes: usize,
     pub security: Security,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub cli_enabled: bool,
@@ -444,13 +442,15 @@ fn default_forbidden_paths() -> Vec<&'static str> {
     vec!["/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh"]
 }
 
+#[rustfmt::skip]
 pub const DEFAULT_FORBIDDEN_COMMANDS: &[&str] = &[
     "rm", "shutdown", "reboot", "halt", "poweroff", "mkfs", "dd", "sudo", "su", "doas",
 ];
 
+#[rustfmt::skip]
 pub const DEFAULT_SHELL_ALLOWLIST: &[&str] = &[
-    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "pwd", "date", "git", "sort",
-    "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which", "true",
+    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "pwd", "date", "git",
+    "sort", "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which", "true",
 ];
 
 pub const DEFAULT_TOOLS_ALLOW: &[&str] =
@@ -587,6 +587,8 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
     let http_timeout_secs = r.int(&mut top, "http_timeout_secs", 20, 1, 3600);
     let tool_output_max_bytes =
         r.int(&mut top, "tool_output_max_bytes", 64 * 1024, 256, 16 << 20) as usize;
+    let file_write_max_bytes =
+        r.int(&mut top, "file_write_max_bytes", 1 << 20, 1, 1 << 30) as usize;
 
     let mut sec = r
         .table(&mut top, "security")
@@ -611,6 +613,9 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
     let shell_allowlist = r
         .list(&mut sec, "shell_allowlist")
         .unwrap_or_else(|| strings(DEFAULT_SHELL_ALLOWLIST));
+    let shell_env_passthrough = r
+        .list(&mut sec, "shell_env_passthrough")
+        .unwrap_or_default();
     r.finish(sec);
 
     let providers = read_providers(r, &mut top, &default_model);
@@ -662,6 +667,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         shell_timeout_secs,
         http_timeout_secs,
         tool_output_max_bytes,
+        file_write_max_bytes,
         security: Security {
             autonomy,
             workspace_only,
@@ -669,6 +675,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
             forbidden_commands,
             audit_log,
             shell_allowlist,
+            shell_env_passthrough,
         },
         providers,
         cli_enabled,

@@ -140,7 +140,7 @@ impl<'a> Runtime<'a> {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
-                path: d.path.as_deref(),
+                decision: &d,
             };
             let result = tool.invoke(args, &ctx);
             if result.success {
@@ -201,7 +201,7 @@ impl<'a> Runtime<'a> {
                 risk: d.risk.as_str(),
                 reason,
                 receipt_id,
-                estop: d.estop,
+                estop: d.estop || result.estop,
             },
             result,
         ))

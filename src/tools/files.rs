@@ -49,7 +49,7 @@ impl Tool for FileList {
         })
     }
     fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
-        let Some(dir) = ctx.path else {
+        let Some(dir) = ctx.path() else {
             return ToolResult::err("internal: no resolved path from the gate");
         };
         let shown = display_rel(ctx, dir);
@@ -132,7 +132,7 @@ impl Tool for FileRead {
         })
     }
     fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
-        let Some(path) = ctx.path else {
+        let Some(path) = ctx.path() else {
             return ToolResult::err("internal: no resolved path from the gate");
         };
         let shown = display_rel(ctx, path);
@@ -189,5 +189,135 @@ impl Tool for FileRead {
             metadata: Some(json!({"path": shown, "bytes": md.len()})),
             ..ToolResult::ok(out)
         }
+    }
+}
+
+pub struct FileWrite;
+
+impl Tool for FileWrite {
+    fn name(&self) -> &'static str {
+        "file_write"
+    }
+    fn description(&self) -> &'static str {
+        "Writes a UTF-8 text file in the workspace (replacing it atomically), creating missing directories."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "file, relative to the workspace"},
+                "content": {"type": "string", "description": "the whole new content"}
+            },
+            "required": ["path", "content"]
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let Some(path) = ctx.path() else {
+            return ToolResult::err("internal: no resolved path from the gate");
+        };
+        let Some(content) = args.get("content").and_then(Value::as_str) else {
+            return ToolResult::err("\"content\" (a string) is required");
+        };
+        let shown = display_rel(ctx, path);
+        match write_atomic(path, content.as_bytes()) {
+            Ok(()) => ToolResult {
+                metadata: Some(json!({"path": shown, "bytes": content.len()})),
+                ..ToolResult::ok(format!("wrote {} bytes to {shown}", content.len()))
+            },
+            Err(e) => ToolResult::err(format!("cannot write {shown}: {e}")),
+        }
+    }
+}
+
+/// Creates missing parent directories one level at a time (never following
+/// a symlink that appeared since the gate decided), writes a temporary file
+/// beside the target, syncs it and renames it over the target.
+fn write_atomic(path: &Path, data: &[u8]) -> Result<(), String> {
+    let parent = path.parent().ok_or("no parent directory")?;
+    let mut missing = Vec::new();
+    let mut p = parent;
+    while std::fs::symlink_metadata(p).is_err() {
+        missing.push(p.to_path_buf());
+        p = p.parent().ok_or("no existing ancestor")?;
+    }
+    for dir in missing.iter().rev() {
+        std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    // The gate resolved `parent` with every symlink followed; if it no longer
+    // resolves to itself, something was swapped in: refuse.
+    match std::fs::canonicalize(parent) {
+        Ok(c) if c == parent => {}
+        _ => return Err("the directory changed while the call ran; refused".into()),
+    }
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if md.file_type().is_symlink() {
+            return Err("the target became a symlink; refused".into());
+        }
+        if md.nlink() > 1 {
+            return Err("the target has more than one hard link; refused".into());
+        }
+    }
+    let mode = std::fs::metadata(path).map_or(0o644, |m| m.mode() & 0o7777);
+    let name = path.file_name().ok_or("no file name")?.to_string_lossy();
+    let tmp = parent.join(format!(".{name}.latchclaw-{:08x}.tmp", fastrand::u32(..)));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        std::io::Write::write_all(&mut f, data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(parent)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_creates_dirs_and_refuses_swapped_targets() {
+        let root = std::env::temp_dir().join(crate::util::new_id("latchclaw-fw"));
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let target = root.join("a/b/c.txt");
+        write_atomic(&target, b"one").unwrap();
+        write_atomic(&target, b"two").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "two");
+        // A symlink planted after the decision is not written through.
+        let outside = root.join("outside.txt");
+        std::fs::write(&outside, "keep").unwrap();
+        let link = root.join("a/link.txt");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        assert!(write_atomic(&link, b"x").unwrap_err().contains("symlink"));
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        // A directory swapped for a symlink after the decision is refused.
+        std::fs::create_dir(root.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("d")).unwrap();
+        assert!(
+            write_atomic(&root.join("d/x.txt"), b"x")
+                .unwrap_err()
+                .contains("changed")
+        );
+        // A hard-linked target is refused.
+        std::fs::hard_link(&outside, root.join("hl")).unwrap();
+        assert!(
+            write_atomic(&root.join("hl"), b"x")
+                .unwrap_err()
+                .contains("hard link")
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(root.join("a/b"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(leftovers.len(), 1, "no temporary files left");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -3,10 +3,11 @@
 //! [`crate::security::Gate::decide`], whose resolved path it must use.
 
 mod files;
+mod shell;
 
 use crate::config::Config;
 use crate::memory::Memory;
-use crate::security::Gate;
+use crate::security::{Decision, Gate};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -15,8 +16,14 @@ pub struct ToolCtx<'a> {
     pub cfg: &'a Config,
     pub gate: &'a Gate,
     pub memory: &'a Memory,
-    /// The path the gate resolved and approved, for tools that take one.
-    pub path: Option<&'a Path>,
+    /// The gate's decision: the resolved path or argv the tool must use.
+    pub decision: &'a Decision,
+}
+
+impl ToolCtx<'_> {
+    pub fn path(&self) -> Option<&Path> {
+        self.decision.path.as_deref()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +36,9 @@ pub struct ToolResult {
     pub metadata: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt_id: Option<String>,
+    /// The emergency stop ended the run.
+    #[serde(skip)]
+    pub estop: bool,
 }
 
 impl ToolResult {
@@ -39,6 +49,7 @@ impl ToolResult {
             error: None,
             metadata: None,
             receipt_id: None,
+            estop: false,
         }
     }
     pub fn err(error: impl Into<String>) -> ToolResult {
@@ -48,12 +59,14 @@ impl ToolResult {
             error: Some(error.into()),
             metadata: None,
             receipt_id: None,
+            estop: false,
         }
     }
     /// What the model reads as the tool message.
     pub fn for_model(&self) -> String {
         match &self.error {
-            Some(e) => format!("error: {e}"),
+            Some(e) if self.output.is_empty() => format!("error: {e}"),
+            Some(e) => format!("error: {e}\n{}", self.output),
             None => self.output.clone(),
         }
     }
@@ -66,7 +79,14 @@ pub trait Tool: Sync {
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
 }
 
-static TOOLS: &[&dyn Tool] = &[&Time, &files::FileList, &files::FileRead, &MemorySearch];
+static TOOLS: &[&dyn Tool] = &[
+    &Time,
+    &files::FileList,
+    &files::FileRead,
+    &files::FileWrite,
+    &shell::Shell,
+    &MemorySearch,
+];
 
 /// Implemented tools, in a stable order.
 pub fn all() -> &'static [&'static dyn Tool] {

@@ -6,6 +6,8 @@
 //! absolute paths and links that leave the workspace are all seen for what
 //! they point at.
 
+pub mod shell;
+
 use crate::config::{Autonomy, Config};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -61,6 +63,8 @@ pub struct Decision {
     pub estop: bool,
     /// The resolved path the tool must use (tools that take a path).
     pub path: Option<PathBuf>,
+    /// shell: the argv to run directly when the command needs no shell.
+    pub argv: Option<Vec<String>>,
 }
 
 impl Decision {
@@ -71,6 +75,7 @@ impl Decision {
             reason: reason.into(),
             estop: false,
             path: None,
+            argv: None,
         }
     }
 }
@@ -99,6 +104,9 @@ pub struct Gate {
     estop_path: PathBuf,
     tools_allow: Vec<String>,
     home: Option<PathBuf>,
+    forbidden_commands: Vec<String>,
+    shell_allowlist: Vec<String>,
+    file_write_max_bytes: usize,
 }
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
@@ -148,7 +156,25 @@ impl Gate {
             estop_path: cfg.estop_path(),
             tools_allow: tools_allow.to_vec(),
             home: crate::util::home_dir(),
+            forbidden_commands: cfg
+                .security
+                .forbidden_commands
+                .iter()
+                .map(|c| c.to_lowercase())
+                .collect(),
+            shell_allowlist: cfg.security.shell_allowlist.clone(),
+            file_write_max_bytes: cfg.file_write_max_bytes,
         }
+    }
+
+    /// The same gate under another autonomy level (`policy check --autonomy`).
+    pub fn with_autonomy(mut self, autonomy: Autonomy) -> Gate {
+        self.autonomy = autonomy;
+        self
+    }
+
+    pub fn estop_path(&self) -> &Path {
+        &self.estop_path
     }
 
     pub fn autonomy(&self) -> Autonomy {
@@ -180,18 +206,57 @@ impl Gate {
         let Some(obj) = args.as_object() else {
             return Decision::deny(base, "tool arguments must be a JSON object");
         };
-        let (risk, path) = match tool {
-            "time" | "memory_search" => (Risk::Low, None),
+        let string_arg = |key: &str| match obj.get(key) {
+            Some(Value::String(s)) => Ok(s.as_str()),
+            Some(_) => Err(Decision::deny(base, format!("\"{key}\" must be a string"))),
+            None => Err(Decision::deny(base, format!("\"{key}\" is required"))),
+        };
+        let mut argv = None;
+        let (risk, path, why) = match tool {
+            "time" | "memory_search" => (Risk::Low, None, String::new()),
             "file_list" | "file_read" => {
-                let raw = match obj.get("path") {
-                    Some(Value::String(p)) => p.as_str(),
-                    None if tool == "file_list" => ".",
-                    Some(_) => return Decision::deny(base, "\"path\" must be a string"),
-                    None => return Decision::deny(base, "\"path\" is required"),
+                let raw = match (tool, obj.get("path")) {
+                    ("file_list", None) => ".",
+                    _ => match string_arg("path") {
+                        Ok(p) => p,
+                        Err(d) => return d,
+                    },
                 };
                 match self.check_path(raw) {
-                    Ok(p) => (Risk::Low, Some(p)),
+                    Ok(p) => (Risk::Low, Some(p), String::new()),
                     Err(reason) => return Decision::deny(base, reason),
+                }
+            }
+            "file_write" => {
+                let (raw, content) = match (string_arg("path"), string_arg("content")) {
+                    (Ok(p), Ok(c)) => (p, c),
+                    (Err(d), _) | (_, Err(d)) => return d,
+                };
+                if content.len() > self.file_write_max_bytes {
+                    return Decision::deny(
+                        base,
+                        format!(
+                            "content is {} bytes; the limit is {} (file_write_max_bytes)",
+                            content.len(),
+                            self.file_write_max_bytes
+                        ),
+                    );
+                }
+                match self.check_write_path(raw) {
+                    Ok(p) => (Risk::Medium, Some(p), String::new()),
+                    Err(reason) => return Decision::deny(base, reason),
+                }
+            }
+            "shell" => {
+                let cmd = match string_arg("command") {
+                    Ok(c) => c,
+                    Err(d) => return d,
+                };
+                let a = shell::analyze(cmd, self);
+                argv = a.argv;
+                match a.judgement {
+                    shell::Judgement::Deny(reason) => return Decision::deny(Risk::High, reason),
+                    shell::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
             _ => {
@@ -201,15 +266,69 @@ impl Gate {
                 );
             }
         };
-        let read_only = matches!(tool, "time" | "memory_search" | "file_list" | "file_read");
-        let (verdict, reason) = verdict_for(self.autonomy, risk, read_only);
+        let read_only = match tool {
+            "time" | "memory_search" | "file_list" | "file_read" => true,
+            "shell" => risk == Risk::Low,
+            _ => false,
+        };
+        let (verdict, mut reason) = verdict_for(self.autonomy, risk, read_only);
+        if !why.is_empty() {
+            reason = format!("{reason}: {why}");
+        }
         Decision {
             risk,
             verdict,
             reason,
             estop: false,
             path,
+            argv,
         }
+    }
+
+    /// The read policy plus what writing adds: no symlink as the target, no
+    /// directory, nothing inside a `.git` directory (hooks and config there
+    /// run code later).
+    pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
+        let resolved = self.check_path(raw)?;
+        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let written = lexical_normalize(&self.absolute(raw)?);
+        if std::fs::symlink_metadata(&written).is_ok_and(|m| m.file_type().is_symlink())
+            || std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return Err(format!(
+                "\"{raw}\" is a symlink; writing through a symlink is refused"
+            ));
+        }
+        if resolved.is_dir() {
+            return Err(format!("\"{raw}\" is a directory"));
+        }
+        if resolved
+            .strip_prefix(workspace)
+            .unwrap_or(&resolved)
+            .components()
+            .any(|c| c.as_os_str() == ".git")
+        {
+            return Err(format!(
+                "\"{raw}\" is inside a .git directory, where hooks and config run code"
+            ));
+        }
+        Ok(resolved)
+    }
+
+    /// A path argument made absolute (`~` expanded, relative to the
+    /// workspace), before any symlink is followed.
+    fn absolute(&self, raw: &str) -> Result<PathBuf, String> {
+        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let expanded = if let Some(rest) = raw.strip_prefix('~') {
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
+            }
+            let home = self.home.as_ref().ok_or("\"~\" used but HOME is not set")?;
+            home.join(rest.trim_start_matches('/'))
+        } else {
+            PathBuf::from(raw)
+        };
+        Ok(workspace.join(expanded))
     }
 
     /// Resolves a tool's path argument and checks it against the path
@@ -222,16 +341,7 @@ impl Gate {
             return Err("path is empty".into());
         }
         let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
-        let expanded = if let Some(rest) = raw.strip_prefix('~') {
-            if !(rest.is_empty() || rest.starts_with('/')) {
-                return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
-            }
-            let home = self.home.as_ref().ok_or("\"~\" used but HOME is not set")?;
-            home.join(rest.trim_start_matches('/'))
-        } else {
-            PathBuf::from(raw)
-        };
-        let absolute = workspace.join(expanded);
+        let absolute = self.absolute(raw)?;
         let lexical = lexical_normalize(&absolute);
         let resolved =
             resolve(&absolute).map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
@@ -278,14 +388,9 @@ impl Gate {
                 .join(", ")
         };
         format!(
-            "autonomy: {}
-workspace: {}
-workspace_only: {}
-forbidden paths: {}
-             forbidden commands: {}
-shell allowlist: {}
-tools enabled: {}
-state (never reachable): {}",
+            "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
+             forbidden commands: {}\nshell allowlist: {}\ntools enabled: {}\n\
+             state (never reachable): {}",
             self.autonomy.as_str(),
             match &self.workspace {
                 Ok(w) => w.display().to_string(),
@@ -304,6 +409,36 @@ state (never reachable): {}",
     /// listings hide such entries.
     pub fn is_protected(&self, p: &Path) -> bool {
         self.protected.iter().any(|s| p.starts_with(s))
+    }
+}
+
+impl shell::Policy for Gate {
+    fn forbidden_command(&self, lower_basename: &str) -> bool {
+        self.forbidden_commands.iter().any(|c| c == lower_basename)
+    }
+
+    fn allowlisted(&self, name: &str) -> bool {
+        self.shell_allowlist.iter().any(|c| c == name)
+    }
+
+    fn check_path(&self, raw: &str) -> Result<(), String> {
+        Gate::check_path(self, raw).map(|_| ())
+    }
+
+    fn resolve_command(&self, raw: &str) -> Option<String> {
+        let ws = self.workspace.as_ref().ok()?;
+        let r = resolve(&ws.join(raw)).ok()?;
+        r.file_name().map(|n| n.to_string_lossy().into_owned())
+    }
+
+    fn list_dir(&self, raw_dir: &str) -> Option<Vec<String>> {
+        let dir = Gate::check_path(self, raw_dir).ok()?;
+        let rd = std::fs::read_dir(dir).ok()?;
+        Some(
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        )
     }
 }
 
