@@ -449,8 +449,9 @@ pub const DEFAULT_FORBIDDEN_COMMANDS: &[&str] = &[
 
 #[rustfmt::skip]
 pub const DEFAULT_SHELL_ALLOWLIST: &[&str] = &[
-    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "pwd", "date", "git",
-    "sort", "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which", "true",
+    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "printf", "pwd", "date",
+    "git", "sed", "sort", "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which",
+    "basename", "dirname", "true",
 ];
 
 pub const DEFAULT_TOOLS_ALLOW: &[&str] =

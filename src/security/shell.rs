@@ -197,7 +197,9 @@ impl<'a> Lexer<'a> {
                         }
                         Some('&') => {
                             self.pos += 1;
+                            // bash's `|&`: judged as a pipe, and high risk.
                             self.toks.push(Tok::Unsupported("`|&`"));
+                            self.toks.push(Tok::Op(Op::Pipe));
                         }
                         _ => self.toks.push(Tok::Op(Op::Pipe)),
                     }
@@ -958,8 +960,12 @@ fn judge_command(argv: &[Word], piped_into: bool, policy: &dyn Policy, depth: u3
                     "`{l}` code matches the destructive pattern `{p}`"
                 ));
             }
+            if let Some(name) = names_forbidden(&w.text, policy) {
+                return Judgement::Deny(format!("`{l}` code names the forbidden command `{name}`"));
+            }
         }
-        return Judgement::high(format!("`{l}` runs code the gate cannot check"));
+        return Judgement::high(format!("`{l}` runs code the gate cannot check"))
+            .max(scan_args(args, policy));
     }
     if name.contains('/') {
         return Judgement::high(format!(
@@ -979,6 +985,14 @@ fn judge_command(argv: &[Word], piped_into: bool, policy: &dyn Policy, depth: u3
     let filtered = base.max(arg_filters(name, args, policy, depth));
     if matches!(filtered, Judgement::Deny(_)) || name == "echo" || name == "printf" {
         return filtered;
+    }
+    // An option that runs other code (`git -c`, `rg --pre`, `sed e`) must
+    // not name a forbidden command.
+    if matches!(filtered, Judgement::Risk(Risk::High, _)) {
+        let scanned = scan_args(args, policy);
+        if matches!(scanned, Judgement::Deny(_)) {
+            return scanned;
+        }
     }
     filtered.max(check_path_args(name, args, policy))
 }
@@ -1199,8 +1213,21 @@ fn judge_shell(
         None if piped_into || args.is_empty() => Judgement::Deny(format!(
             "`{l}` reading commands from its input runs code the gate cannot see"
         )),
-        None => Judgement::high(format!("`{l}` runs a script the gate does not read")),
+        None => Judgement::high(format!("`{l}` runs a script the gate does not read"))
+            .max(scan_args(args, policy)),
     }
+}
+
+/// A forbidden command named as a word anywhere in a code string.
+fn names_forbidden(code: &str, policy: &dyn Policy) -> Option<String> {
+    code.split(|c: char| !(c.is_alphanumeric() || "._-/".contains(c)))
+        .map(|t| basename(t).to_lowercase())
+        .find(|b| {
+            !b.is_empty()
+                && (policy.forbidden_command(b)
+                    || DESTRUCTIVE.contains(&b.as_str())
+                    || ALWAYS_DENY.contains(&b.as_str()) && b != ".")
+        })
 }
 
 /// Arguments of a program that is not allowlisted: a forbidden command named
@@ -1210,15 +1237,21 @@ fn scan_args(args: &[Word], policy: &dyn Policy) -> Judgement {
         if w.expansion == Some(Exp::Substitution) {
             return Judgement::Deny("an argument contains a substitution".into());
         }
-        let b = basename(&w.text).to_lowercase();
-        if policy.forbidden_command(&b)
-            || ALWAYS_DENY.contains(&b.as_str())
-            || DESTRUCTIVE.contains(&b.as_str())
-        {
+        if let Some(name) = names_forbidden(&w.text, policy) {
             return Judgement::Deny(format!(
-                "an argument names the forbidden command `{}`, which this program may run",
+                "argument `{}` names the forbidden command `{name}`, which this program may run",
                 w.text
             ));
+        }
+        // Paths this program may touch get the file tools' path policy.
+        let t = w.text.as_str();
+        let value = t.split_once('=').map_or(t, |(_, v)| v);
+        for p in [t, value] {
+            if (p.starts_with('/') || p.starts_with('~') || p.contains("../") || p == "..")
+                && let Err(e) = policy.check_path(p)
+            {
+                return Judgement::Deny(e);
+            }
         }
     }
     Judgement::Risk(Risk::Low, String::new())
