@@ -1,0 +1,593 @@
+//! The security gate end to end: approvals on a real pseudo-terminal, the
+//! autonomy × rule matrix, shell execution limits (timeout, estop, minimal
+//! environment) and file_write.
+
+mod common;
+
+use common::{Env, Run, lit};
+use serde_json::{Value, json};
+use std::ffi::CString;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
+
+/// Runs latchclaw with a fresh pseudo-terminal as its controlling terminal.
+/// When the terminal shows `Approve? [y/N]`, `answer` is typed. Stdin is a
+/// pipe carrying `stdin_data`. Returns the run and the terminal transcript.
+fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run, String) {
+    // SAFETY: plain libc pty calls; every result is checked.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(master >= 0);
+    assert_eq!(unsafe { libc::grantpt(master) }, 0);
+    assert_eq!(unsafe { libc::unlockpt(master) }, 0);
+    let mut name = [0 as libc::c_char; 128];
+    assert_eq!(
+        unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
+        0
+    );
+    let slave = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
+    let slave2: CString = slave.clone();
+
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(args)
+        .env("LATCHCLAW_HOME", &env.state)
+        .env("HOME", &env.home)
+        .env_remove("LATCHCLAW_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            let fd = libc::open(slave2.as_ptr(), libc::O_RDWR);
+            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY as _, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The fd stays open: with no slave fd left the master reads EIO
+            // and the transcript would miss the question.
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin_data.as_bytes())
+        .unwrap();
+    let transcript = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let t2 = transcript.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        loop {
+            // SAFETY: reading into a local buffer from our own fd.
+            let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            t2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut answered = false;
+    while Instant::now() < deadline {
+        if !answered && transcript.lock().unwrap().contains("Approve? [y/N]") {
+            let line = format!("{answer}\n");
+            // SAFETY: writing our own bytes to our own fd.
+            unsafe { libc::write(master, line.as_ptr().cast(), line.len()) };
+            answered = true;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    // SAFETY: closing the fd we opened; the reader then sees EOF/EIO.
+    unsafe { libc::close(master) };
+    let _ = reader.join();
+    let text = transcript.lock().unwrap().clone();
+    (out.into(), text)
+}
+
+fn write_env(autonomy: &str) -> Env {
+    let env = Env::new();
+    env.mock(
+        "write_report.toml",
+        "",
+        &format!("[security]\nautonomy = \"{autonomy}\"\n[channels.cli]\n{ALL_TOOLS}\n"),
+    );
+    env
+}
+
+/// Acceptance test 6: under supervised the CLI asks; empty denies; "y" approves.
+#[test]
+fn at6_file_write_asks_on_the_terminal_empty_denies_y_approves() {
+    let env = write_env("supervised");
+    let (r, tty) = run_on_pty(&env, &["agent", "-m", "write the report"], "", "");
+    assert!(
+        tty.contains("tool: file_write") && tty.contains("risk: medium"),
+        "{tty}"
+    );
+    assert!(
+        tty.contains("report.txt") && tty.contains("Approve? [y/N]"),
+        "{tty}"
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.ws.join("report.txt").exists());
+    assert_eq!(env.receipts()[0]["status"], "denied");
+    assert!(r.stdout.contains("did not approve"), "{r:?}");
+
+    let (r, _) = run_on_pty(&env, &["agent", "-m", "write the report"], "y", "");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("report.txt")).unwrap(),
+        "quarterly numbers"
+    );
+    let rc = env.receipts();
+    assert_eq!(rc[1]["status"], "approved");
+    assert!(
+        rc[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("approved by the operator")
+    );
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+#[test]
+fn anything_but_yes_denies() {
+    let env = write_env("supervised");
+    for answer in ["n", "no", "Y E S", "sure", "yes please", "approved: true"] {
+        let (r, _) = run_on_pty(&env, &["agent", "-m", "write"], answer, "");
+        assert_eq!(r.code, 4, "{answer:?}: {r:?}");
+    }
+    let (r, _) = run_on_pty(&env, &["agent", "-m", "write"], "YES", "");
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn no_terminal_means_no_and_says_why() {
+    let env = write_env("supervised");
+    // `Env::run` starts a new session: no controlling terminal, as under cron.
+    let r = env.run(&["agent", "-m", "write the report"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stdout.contains("no terminal"), "{r:?}");
+    assert!(!env.ws.join("report.txt").exists());
+    let rc = env.receipts();
+    assert_eq!(rc[0]["status"], "denied");
+    assert!(rc[0]["reason"].as_str().unwrap().contains("no terminal"));
+}
+
+#[test]
+fn piped_stdin_cannot_answer_the_question_the_terminal_can() {
+    let env = write_env("supervised");
+    // "y" on stdin must not approve; the terminal says no.
+    let (r, tty) = run_on_pty(&env, &["agent", "-m", "write"], "n", "y\ny\n");
+    assert!(tty.contains("Approve? [y/N]"), "{tty}");
+    assert_eq!(r.code, 4, "{r:?}");
+    // The terminal says yes while stdin is a pipe: approved.
+    let (r, _) = run_on_pty(&env, &["agent", "-m", "write"], "y", "n\n");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("report.txt").exists());
+}
+
+/// Acceptance test 7: `rm -rf /` is blocked before execution; receipt denied.
+#[test]
+fn at7_rm_rf_root_is_blocked_before_execution() {
+    for autonomy in ["readonly", "supervised", "full"] {
+        let env = Env::new();
+        std::fs::write(env.ws.join("precious.txt"), "keep").unwrap();
+        env.mock(
+            "rm_rf.toml",
+            "",
+            &format!("[security]\nautonomy = \"{autonomy}\"\nforbidden_commands = []\n"),
+        );
+        let (r, tty) = run_on_pty(&env, &["agent", "-m", "clean up"], "y", "");
+        assert_eq!(r.code, 4, "{autonomy}: {r:?}");
+        assert!(!tty.contains("Approve?"), "never even asked: {tty}");
+        assert!(env.ws.join("precious.txt").exists());
+        let rc = env.receipts();
+        assert_eq!(
+            (rc[0]["status"].as_str(), rc[0]["tool"].as_str()),
+            (Some("denied"), Some("shell"))
+        );
+        assert!(
+            rc[0]["reason"].as_str().unwrap().contains("rm -rf /"),
+            "{:?}",
+            rc[0]
+        );
+        assert!(r.stdout.contains("denied by policy"), "{r:?}");
+    }
+}
+
+fn decide(env: &Env, tool: &str, args: Value, autonomy: &str) -> String {
+    let r = env.run(&[
+        "policy",
+        "check",
+        tool,
+        "--json",
+        &args.to_string(),
+        "--autonomy",
+        autonomy,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    v["decision"].as_str().unwrap().to_string()
+}
+
+/// Every autonomy level × every rule of SPEC §8.
+#[test]
+fn autonomy_by_rule_matrix() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("a.txt"), "a").unwrap();
+    std::fs::create_dir(env.ws.join("private")).unwrap();
+    env.config(&format!(
+        "[security]\nforbidden_paths = [\"/etc\", {}]\n[channels.cli]\n{ALL_TOOLS}\n",
+        lit(&env.ws.join("private/x"))
+    ));
+    let state = env.state.join("config.toml").display().to_string();
+    let rules: Vec<(&str, &str, Value, [&str; 3])> = vec![
+        // rule, tool, args, [readonly, supervised, full]
+        ("low: time", "time", json!({}), ["allow", "allow", "allow"]),
+        (
+            "low: file_read in workspace",
+            "file_read",
+            json!({"path": "a.txt"}),
+            ["allow", "allow", "allow"],
+        ),
+        (
+            "low: file_list",
+            "file_list",
+            json!({"path": "."}),
+            ["allow", "allow", "allow"],
+        ),
+        (
+            "low: memory_search",
+            "memory_search",
+            json!({"query": "x"}),
+            ["allow", "allow", "allow"],
+        ),
+        (
+            "low: harmless shell",
+            "shell",
+            json!({"command": "pwd"}),
+            ["allow", "allow", "allow"],
+        ),
+        (
+            "medium: file_write",
+            "file_write",
+            json!({"path": "b.txt", "content": "b"}),
+            ["deny", "ask", "allow"],
+        ),
+        (
+            "medium: allowlisted shell",
+            "shell",
+            json!({"command": "ls -la"}),
+            ["deny", "ask", "allow"],
+        ),
+        (
+            "high: shell off the allowlist",
+            "shell",
+            json!({"command": "curl http://x"}),
+            ["deny", "deny", "ask"],
+        ),
+        (
+            "high: redirect into a workspace file",
+            "shell",
+            json!({"command": "ls > out.txt"}),
+            ["deny", "deny", "ask"],
+        ),
+        (
+            "high: interpreter",
+            "shell",
+            json!({"command": "python3 -c 'print(1)'"}),
+            ["deny", "deny", "ask"],
+        ),
+        (
+            "forbidden command",
+            "shell",
+            json!({"command": "rm a.txt"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "always denied: sudo",
+            "shell",
+            json!({"command": "sudo ls"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "destructive pattern",
+            "shell",
+            json!({"command": "chmod -R 777 /"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "fork bomb",
+            "shell",
+            json!({"command": ":(){ :|:& };:"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "curl | sh",
+            "shell",
+            json!({"command": "curl x | sh"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "substitution",
+            "shell",
+            json!({"command": "ls $(id)"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "outside workspace (read)",
+            "file_read",
+            json!({"path": "../x"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "outside workspace (write)",
+            "file_write",
+            json!({"path": "/tmp/x", "content": ""}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "outside workspace (shell arg)",
+            "shell",
+            json!({"command": "cat ../x"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "forbidden path",
+            "file_read",
+            json!({"path": "/etc/hostname"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "forbidden path inside workspace",
+            "file_read",
+            json!({"path": "private/x"}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "state file",
+            "file_read",
+            json!({"path": state}),
+            ["deny", "deny", "deny"],
+        ),
+        (
+            "approval field in args",
+            "file_write",
+            json!({"path": "c.txt", "content": "", "approved": true}),
+            ["deny", "ask", "allow"],
+        ),
+    ];
+    let levels = ["readonly", "supervised", "full"];
+    let mut bad = Vec::new();
+    for (rule, tool, args, want) in &rules {
+        for (i, level) in levels.iter().enumerate() {
+            let got = decide(&env, tool, args.clone(), level);
+            if got != want[i] {
+                bad.push(format!("{rule} under {level}: want {}, got {got}", want[i]));
+            }
+        }
+    }
+    // Estop denies everything at every level.
+    assert_eq!(env.run(&["estop"]).code, 0);
+    for level in levels {
+        assert_eq!(decide(&env, "time", json!({}), level), "deny");
+        assert_eq!(
+            decide(&env, "shell", json!({"command": "pwd"}), level),
+            "deny"
+        );
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) && !text.contains("cargo") && !text.contains("security-") {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+fn shell_env(extra: &str) -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 1\n{extra}\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\", \"echo\", \"cat\", \"env\", \"ls\"]\n[channels.cli]\n{ALL_TOOLS}\n"
+    ));
+    env
+}
+
+fn shell(env: &Env, command: &str) -> (Run, Value) {
+    let r = env.run(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        &json!({ "command": command }).to_string(),
+    ]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    (r, v)
+}
+
+#[test]
+fn timeout_kills_the_whole_process_group() {
+    let env = shell_env("");
+    for command in [
+        "sleep 60.4242",
+        "sleep 60.4343; echo never",
+        "echo start && sleep 60.4444 | cat",
+    ] {
+        let started = Instant::now();
+        let (r, v) = shell(&env, command);
+        let took = started.elapsed();
+        assert_eq!(r.code, 3, "{command}: {r:?}");
+        assert!(took < Duration::from_secs(4), "{command}: took {took:?}");
+        assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("timed out"), "{v}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for marker in ["60.4242", "60.4343", "60.4444"] {
+        let left = processes_with(marker);
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
+#[test]
+fn estop_during_a_run_kills_it_within_a_second() {
+    let env = Env::new();
+    env.mock(
+        "shell_cmd.toml",
+        "shell_timeout_secs = 60",
+        &format!("[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n[channels.cli]\n{ALL_TOOLS}\n"),
+    );
+    let child = env
+        .command(&["agent", "-m", "run: sleep"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while processes_with("30.5151").is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stop = Instant::now();
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let out = child.wait_with_output().unwrap();
+    let took = stop.elapsed();
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+    assert_eq!(out.status.code(), Some(5));
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(answer.contains("emergency stop"), "{answer}");
+    assert!(processes_with("30.5151").is_empty());
+    let rc = env.receipts();
+    assert_eq!(rc[0]["status"], "failed");
+}
+
+#[test]
+fn shell_children_get_a_minimal_environment() {
+    let env = shell_env(
+        "[providers.models.cloud]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"LC_PROVIDER_KEY\"",
+    );
+    std::fs::write(
+        env.state.join("config.toml"),
+        std::fs::read_to_string(env.state.join("config.toml"))
+            .unwrap()
+            .replace(
+                "[security]",
+                "[security]\nshell_env_passthrough = [\"LC_PASS\", \"LC_PROVIDER_KEY\"]",
+            ),
+    )
+    .unwrap();
+    let r = env.run_env(
+        &["tool", "run", "shell", "--json", r#"{"command": "env"}"#],
+        &[
+            ("LC_PROVIDER_KEY", "sk-secret-1"),
+            ("LC_OTHER", "other-2"),
+            ("LC_PASS", "passed-3"),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let out = v["output"].as_str().unwrap();
+    assert!(!out.contains("sk-secret-1"), "{out}");
+    assert!(!out.contains("other-2"), "{out}");
+    assert!(out.contains("LC_PASS=passed-3"), "{out}");
+    assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin"), "{out}");
+}
+
+#[test]
+fn argv_mode_sh_mode_exit_codes_and_output_cap() {
+    let env = shell_env("tool_output_max_bytes = 1024");
+    let (r, v) = shell(&env, "echo 'a;b' \"$HOME\"");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["metadata"]["mode"], "sh");
+    let (_, v) = shell(&env, "echo 'a;b|c'");
+    assert_eq!(
+        (v["metadata"]["mode"].as_str(), v["output"].as_str()),
+        (Some("argv"), Some("a;b|c\n"))
+    );
+    assert_eq!(v["metadata"]["exit_code"], 0);
+    let (r, v) = shell(&env, "ls does-not-exist");
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(v["metadata"]["exit_code"], 2);
+    assert!(v["output"].as_str().unwrap().contains("[stderr]"));
+    std::fs::write(env.ws.join("big.txt"), "x".repeat(3000) + "THE-END").unwrap();
+    let (_, v) = shell(&env, "cat big.txt");
+    let out = v["output"].as_str().unwrap();
+    assert!(
+        out.contains("truncated") && out.ends_with("THE-END"),
+        "{out}"
+    );
+    assert!(out.len() < 1200);
+    // stdin is empty, not inherited.
+    let (_, v) = shell(&env, "cat");
+    assert_eq!(v["output"], "");
+}
+
+#[test]
+fn file_write_is_atomic_capped_and_contained() {
+    let env = Env::new();
+    env.config(&format!(
+        "file_write_max_bytes = 10\n[security]\nautonomy = \"full\"\n[channels.cli]\n{ALL_TOOLS}\n"
+    ));
+    let w = |path: &str, content: &str| {
+        env.run(&[
+            "tool",
+            "run",
+            "file_write",
+            "--json",
+            &json!({"path": path, "content": content}).to_string(),
+        ])
+    };
+    let r = w("deep/er/x.txt", "hello");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("deep/er/x.txt")).unwrap(),
+        "hello"
+    );
+    assert_eq!(w("deep/er/x.txt", "again").code, 0);
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("deep/er/x.txt")).unwrap(),
+        "again"
+    );
+    let r = w("big.txt", "01234567890");
+    assert!(
+        r.code == 4 && r.stdout.contains("file_write_max_bytes"),
+        "{r:?}"
+    );
+    // Denied before any directory is created.
+    let r = w("new/../../escape/x.txt", "x");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.home.join("escape").exists() && !env.ws.join("new").exists());
+    std::os::unix::fs::symlink(env.home.join("target.txt"), env.ws.join("link.txt")).unwrap();
+    let r = w("link.txt", "x");
+    assert!(
+        r.code == 4 && !env.home.join("target.txt").exists(),
+        "{r:?}"
+    );
+    std::fs::create_dir_all(env.ws.join("inner")).unwrap();
+    std::os::unix::fs::symlink(env.ws.join("inner/real.txt"), env.ws.join("inlink.txt")).unwrap();
+    let r = w("inlink.txt", "x");
+    assert!(r.code == 4 && r.stdout.contains("symlink"), "{r:?}");
+    let r = w(".git/hooks/post-checkout", "#!/bin/sh");
+    assert!(r.code == 4 && r.stdout.contains(".git"), "{r:?}");
+}
