@@ -18,7 +18,7 @@ lint:
 
 # Benchmarks (not timed tests): release binary size, wall time and peak RSS.
 bench:
-	$(CARGO) bench --bench oneshot
+	$(CARGO) bench --bench suite
 
 # End to end on the built-in mock provider, in a throwaway state dir.
 demo: build clean-demo

@@ -66,8 +66,6 @@ pub trait Channel {
     /// Runs the channel until it ends; returns the process exit code.
     fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32>;
     fn send(&mut self, conversation_id: &str, message: &str) -> Result<()>;
-    // Part of the channel contract (SPEC §11); the gateway will stream drafts.
-    #[allow(dead_code)]
     fn supports_draft_updates(&self) -> bool {
         false
     }

@@ -1,19 +1,7 @@
 //! `latchclaw`: a small, local-first, synchronous agent runtime.
-//! See ARCHITECTURE.md for the map of modules and the data flow.
+//! Everything lives in the library (`lib.rs`); this is the process edge.
 
-mod channels;
-mod cli;
-mod config;
-mod error;
-mod logging;
-mod memory;
-mod providers;
-mod receipts;
-mod runtime;
-mod security;
-mod tools;
-mod util;
-
+use latchclaw::{cli, logging};
 use std::io::Write;
 
 fn main() {

@@ -148,7 +148,6 @@ impl fmt::Display for ProviderError {
     }
 }
 
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Capabilities {
     pub native_tool_calls: bool,
@@ -157,8 +156,6 @@ pub struct Capabilities {
 
 pub trait Provider {
     fn name(&self) -> &str;
-    // Part of the provider contract (SPEC §5); `provider test` will report it.
-    #[allow(dead_code)]
     fn capabilities(&self) -> Capabilities;
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError>;
 }

@@ -21,8 +21,13 @@ struct Sample {
 // The child is reaped by `wait4` (for its rusage), which clippy cannot see.
 #[allow(clippy::zombie_processes)]
 fn run_once(home: &Path, args: &[&str]) -> Sample {
+    run_program(BIN, home, args)
+}
+
+#[allow(clippy::zombie_processes)]
+fn run_program(program: &str, home: &Path, args: &[&str]) -> Sample {
     let start = Instant::now();
-    let child = Command::new(BIN)
+    let child = Command::new(program)
         .args(args)
         .env("LATCHCLAW_HOME", home.join(".latchclaw"))
         .env("HOME", home)
@@ -41,7 +46,7 @@ fn run_once(home: &Path, args: &[&str]) -> Sample {
     assert!(pid > 0, "wait4 failed");
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "latchclaw {args:?} failed with status {status}"
+        "{program} {args:?} failed with status {status}"
     );
     Sample {
         wall,
@@ -60,14 +65,58 @@ struct Figure {
 }
 
 fn measure(home: &Path, args: &[&str]) -> Figure {
+    measure_program(BIN, home, args)
+}
+
+fn measure_program(program: &str, home: &Path, args: &[&str]) -> Figure {
     for _ in 0..WARMUP {
-        run_once(home, args);
+        run_program(program, home, args);
     }
-    let samples: Vec<Sample> = (0..RUNS).map(|_| run_once(home, args)).collect();
+    let samples: Vec<Sample> = (0..RUNS)
+        .map(|_| run_program(program, home, args))
+        .collect();
     Figure {
         ms: median(samples.iter().map(|s| s.wall.as_secs_f64() * 1e3).collect()),
         rss_mib: samples.iter().map(|s| s.max_rss_kib).max().unwrap_or(0) as f64 / 1024.0,
     }
+}
+
+/// Gate decisions per second over the hostile corpus (every case: shell
+/// lexing, path resolution, estop check), in process.
+fn gate_decisions_per_sec(home: &Path) -> (f64, usize) {
+    use latchclaw::config::Config;
+    use latchclaw::security::Gate;
+    let ws = home.join("ws");
+    let text = format!("workspace_dir = {:?}\n", ws.display().to_string());
+    let cfg = Config::from_text(&text, &home.join("gate.toml"), home.join(".latchclaw")).unwrap();
+    let tools: Vec<String> = latchclaw::config::TOOL_NAMES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let gate = Gate::new(&cfg, &tools);
+    let corpus = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile_corpus.jsonl"),
+    )
+    .unwrap();
+    let cases: Vec<(String, serde_json::Value)> = corpus
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["tool"].as_str().unwrap().to_string(), v["args"].clone())
+        })
+        .collect();
+    let mut n = 0usize;
+    for (t, a) in &cases {
+        std::hint::black_box(gate.decide(t, a));
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        for (t, a) in &cases {
+            std::hint::black_box(gate.decide(t, a));
+            n += 1;
+        }
+    }
+    (n as f64 / start.elapsed().as_secs_f64(), cases.len())
 }
 
 fn machine() -> String {
@@ -104,9 +153,11 @@ fn main() {
     run_once(&home, &["init", "--workspace", ws.to_str().unwrap()]);
 
     let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0) as f64 / 1_048_576.0;
+    let baseline = measure_program("/bin/true", &home, &[]);
     let version = measure(&home, &["--version"]);
     let text = measure(&home, &["agent", "-m", "hello there"]);
     let one_tool = measure(&home, &["agent", "-m", "list the files"]);
+    let (gate_rate, gate_cases) = gate_decisions_per_sec(&home);
 
     println!("latchclaw {} — {}", env!("CARGO_PKG_VERSION"), machine());
     println!("median of {RUNS} runs after {WARMUP} warm-up runs; peak RSS is the largest seen\n");
@@ -126,6 +177,12 @@ fn main() {
         format!("{size:.2} MiB"),
         "3.5 MiB",
         size <= 3.5,
+    );
+    row(
+        "spawn baseline: /bin/true, median",
+        format!("{:.2} ms", baseline.ms),
+        "-",
+        true,
     );
     row(
         "latchclaw --version, median",
@@ -156,6 +213,12 @@ fn main() {
         format!("{:.2} MiB", one_tool.rss_mib),
         "8 MiB",
         one_tool.rss_mib <= 8.0,
+    );
+    row(
+        &format!("gate decisions/s ({gate_cases}-case mixed corpus)"),
+        format!("{gate_rate:.0}"),
+        "50000",
+        gate_rate >= 50_000.0,
     );
     let _ = std::fs::remove_dir_all(&home);
 }
