@@ -1600,12 +1600,34 @@ fn check_path_args(name: &str, args: &[Word], policy: &dyn Policy) -> Judgement 
 }
 
 fn check_glob(pattern: &str, policy: &dyn Policy) -> Option<Judgement> {
+    let pattern = match pattern.trim_end_matches('/') {
+        "" => "/",
+        p => p,
+    };
+    if let Some(c) = pattern
+        .split('/')
+        .find(|c| c.contains(['*', '?', '[']) && glob_match(c, ".."))
+    {
+        return Some(Judgement::Deny(format!(
+            "glob component `{c}` matches `..` and can leave the workspace"
+        )));
+    }
     let first = pattern.find(['*', '?', '['])?;
     let dir_end = pattern[..first].rfind('/');
     let (dir, last) = match dir_end {
         Some(i) => (&pattern[..i.max(1)], &pattern[i + 1..]),
         None => (".", pattern),
     };
+    // Every glob component stands for one directory level, so `*/../..`
+    // is judged as `x/../..`.
+    let shape: String = pattern
+        .split('/')
+        .map(|c| if c.contains(['*', '?', '[']) { "x" } else { c })
+        .collect::<Vec<_>>()
+        .join("/");
+    if let Err(e) = policy.check_path(&shape) {
+        return Some(Judgement::Deny(format!("glob `{pattern}`: {e}")));
+    }
     if last.contains('/') {
         return Some(Judgement::high(format!(
             "glob `{pattern}` spans directories the gate cannot check"
@@ -1614,7 +1636,9 @@ fn check_glob(pattern: &str, policy: &dyn Policy) -> Option<Judgement> {
     if let Err(e) = policy.check_path(dir) {
         return Some(Judgement::Deny(format!("glob `{pattern}`: {e}")));
     }
-    let entries = policy.list_dir(dir)?;
+    let mut entries = policy.list_dir(dir)?;
+    // sh matches `.` and `..` with a pattern that starts with a dot.
+    entries.extend([".".to_string(), "..".to_string()]);
     for e in entries {
         if glob_match(last, &e) {
             let full = if dir == "." {
