@@ -36,9 +36,11 @@ impl Approver for TtyApprover {
             );
         };
         let prompt = format!(
-            "\nlatchclaw wants to run a tool\n  tool: {tool}\n  risk: {}\n  reason: {}\n  arguments: {args}\nApprove? [y/N] ",
+            "\nlatchclaw wants to run a tool\n  tool: {}\n  risk: {}\n  reason: {}\n  arguments: {}\nApprove? [y/N] ",
+            crate::util::printable(tool),
             d.risk.as_str(),
-            d.reason
+            crate::util::printable(&d.reason),
+            crate::util::printable(&args.to_string())
         );
         if tty
             .write_all(prompt.as_bytes())

@@ -29,10 +29,11 @@ pub fn init() {
         b.format(|buf, r| {
             let label = r.target().strip_prefix("event::").unwrap_or("");
             let level = r.level().as_str().to_ascii_lowercase();
+            let msg = crate::util::printable(&r.args().to_string());
             if label.is_empty() {
-                writeln!(buf, "latchclaw: {level}: {}", r.args())
+                writeln!(buf, "latchclaw: {level}: {msg}")
             } else {
-                writeln!(buf, "latchclaw: {level}: [{label}] {}", r.args())
+                writeln!(buf, "latchclaw: {level}: [{label}] {msg}")
             }
         });
     }

@@ -99,6 +99,20 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
     )
 }
 
+/// Control characters shown as escapes, so text from a model cannot move
+/// the cursor, recolour or rewrite what the operator sees on a terminal.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Home directory from `$HOME`; `None` when unset or empty.
 pub fn home_dir() -> Option<std::path::PathBuf> {
     std::env::var_os("HOME")
@@ -143,6 +157,12 @@ mod tests {
         assert!(t.ends_with("zzzz"));
         assert!(t.contains("truncated"));
         assert_eq!(truncate_middle("short", 64), "short");
+    }
+
+    #[test]
+    fn printable_escapes_control_characters() {
+        assert_eq!(printable("ok\u{1b}[2K\rfake\n"), "ok\\u{1b}[2K\\rfake\\n");
+        assert_eq!(printable("plain é"), "plain é");
     }
 
     #[test]
