@@ -35,6 +35,7 @@ Commands:
   config validate                    check the config; every error at once
   config show [--json]               the effective config, secrets redacted
   provider list [--json]             configured providers
+  provider test NAME [--json]        one tiny request and one with a tool: latency, text, tool calls
   tool list [--json]                 tools, their risk and whether they are enabled
   tool run NAME --json ARGS          run one tool through the security gate
   policy check TOOL --json ARGS      the gate's decision for a call, without running it
@@ -90,8 +91,15 @@ are never printed: only the name of their environment variable and whether
 it is set."
         }
         ["config", ..] => "Usage: latchclaw config validate | config show [--json]",
+        ["provider", "test", ..] => {
+            "Usage: latchclaw provider test NAME [--json]
+
+Sends one tiny text request and one request offering a trivial tool, and
+prints the latency of each, whether text works and whether the model made a
+native tool call. Exit 3 when a request fails."
+        }
         ["provider", ..] => {
-            "Usage: latchclaw provider list [--json]
+            "Usage: latchclaw provider list [--json] | provider test NAME [--json]
 
 Lists configured providers: name, kind, model, base URL and whether the API
 key variable is set (never its value)."
@@ -119,6 +127,7 @@ approval questions go to stderr and the terminal. Without -m, starts a REPL
   -m, --message MESSAGE   the user message for a one-shot turn
   --conversation ID       continue an earlier conversation
   -c, --continue          continue the most recent conversation
+  --hint NAME             routing hint for a router provider (e.g. fast)
   --json                  print one JSON object: answer, tool calls, rounds, usage"
         }
         ["memory", ..] => {
@@ -182,6 +191,7 @@ struct Args {
     limit: Option<u32>,
     yes: bool,
     resume_latest: bool,
+    hint: Option<String>,
     clear: bool,
     force: bool,
 }
@@ -229,6 +239,10 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             Short('c') | Long("continue") => {
                 a.resume_latest = true;
                 "continue"
+            }
+            Long("hint") => {
+                a.hint = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "hint"
             }
             Long("autonomy") => {
                 a.autonomy = Some(p.value().map_err(bad)?.string().map_err(bad)?);
@@ -324,6 +338,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         ["config", "validate"] => cmd_config_validate(&a),
         ["config", "show"] => cmd_config_show(&a),
         ["provider", "list"] => cmd_provider_list(&a),
+        ["provider", "test", name] => cmd_provider_test(&a, name),
         ["tool", "list"] => cmd_tool_list(&a),
         ["tool", "run", name] => cmd_tool_run(&a, name),
         ["tool", "run"] => Err(Error::usage(
@@ -606,6 +621,68 @@ fn cmd_provider_list(a: &Args) -> Result<i32> {
     Ok(exit::OK)
 }
 
+fn cmd_provider_test(a: &Args, name: &str) -> Result<i32> {
+    use crate::providers::{ChatRequest, Message, Role, ToolSpec};
+    a.only("provider test", &["json"])?;
+    let cfg = a.load_config()?;
+    let pc = cfg.provider(name)?;
+    let provider = crate::providers::build(&cfg, name)?;
+    let request = |text: &str, tools: Vec<ToolSpec>| ChatRequest {
+        system_prompt: "You are being tested. Follow the instruction exactly.".into(),
+        messages: vec![Message::new(Role::User, text)],
+        tools,
+        model: pc.model.clone(),
+        temperature: Some(0.0),
+        metadata: Default::default(),
+    };
+    let started = std::time::Instant::now();
+    let text = provider.chat(&request("Reply with the single word: pong", Vec::new()));
+    let text_ms = started.elapsed().as_millis();
+    let tool = ToolSpec {
+        name: "get_time".into(),
+        description: "Returns the current time.".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+    };
+    let started = std::time::Instant::now();
+    let tools = provider.chat(&request("Call the get_time tool now.", vec![tool]));
+    let tools_ms = started.elapsed().as_millis();
+    let native = provider.capabilities().native_tool_calls;
+    let called = tools.as_ref().is_ok_and(|r| !r.tool_calls.is_empty());
+    let ok = text.is_ok() && tools.is_ok();
+    if a.json {
+        print_json(&json!({
+            "provider": name, "kind": pc.kind.as_str(), "model": pc.model, "ok": ok,
+            "text": {"ok": text.is_ok(), "latency_ms": text_ms,
+                     "reply": text.as_ref().ok().map(|r| r.final_text.clone()),
+                     "error": text.as_ref().err().map(|e| e.to_string())},
+            "tools": {"ok": tools.is_ok(), "latency_ms": tools_ms, "tool_call": called,
+                      "native": called && native,
+                      "error": tools.as_ref().err().map(|e| e.to_string())},
+        }));
+    } else {
+        println!("provider {name} ({}, model {})", pc.kind.as_str(), pc.model);
+        match &text {
+            Ok(r) => println!(
+                "text:        ok in {text_ms} ms: {}",
+                one_line(&r.final_text, 60)
+            ),
+            Err(e) => println!("text:        FAILED in {text_ms} ms: {e}"),
+        }
+        match &tools {
+            Ok(_) if called && native => println!("tool calls:  native, ok in {tools_ms} ms"),
+            Ok(_) if called => {
+                println!("tool calls:  through text (<tool_call>), ok in {tools_ms} ms")
+            }
+            Ok(r) => println!(
+                "tool calls:  none made in {tools_ms} ms (answered: {})",
+                one_line(&r.final_text, 60)
+            ),
+            Err(e) => println!("tool calls:  FAILED in {tools_ms} ms: {e}"),
+        }
+    }
+    Ok(if ok { exit::OK } else { exit::RUNTIME })
+}
+
 fn cmd_tool_list(a: &Args) -> Result<i32> {
     a.only("tool list", &["json"])?;
     let cfg = a.load_config()?;
@@ -620,8 +697,8 @@ fn cmd_tool_list(a: &Args) -> Result<i32> {
                 "risk": match *name {
                     "time" | "file_list" | "file_read" | "memory_search" => "low",
                     "file_write" => "medium",
-                    "shell" => "medium (allowlisted) / high",
-                    _ => "low (allowed domain) / high",
+                    "shell" => "low / medium (allowlisted) / high",
+                    _ => "low (allowed domain), else denied",
                 },
                 "description": tool.map_or("not implemented in this version", |t| t.description()),
             })
@@ -721,7 +798,10 @@ fn cmd_policy_show(a: &Args) -> Result<i32> {
 }
 
 fn cmd_agent(a: &Args) -> Result<i32> {
-    a.only("agent", &["message", "conversation", "continue", "json"])?;
+    a.only(
+        "agent",
+        &["message", "conversation", "continue", "json", "hint"],
+    )?;
     if a.resume_latest && a.conversation.is_some() {
         return Err(Error::usage(
             "give either --conversation ID or --continue, not both",
@@ -735,7 +815,8 @@ fn cmd_agent(a: &Args) -> Result<i32> {
     }
     let provider = crate::providers::build(&cfg, &cfg.default_provider)?;
     let approver = TtyApprover;
-    let rt = Runtime::new(&cfg, &approver)?;
+    let mut rt = Runtime::new(&cfg, &approver)?;
+    rt.hint = a.hint.clone();
     let conversation = match a.resume_latest {
         true => Some(
             rt.memory
@@ -993,6 +1074,7 @@ mod tests {
             "tool list",
             "tool run",
             "agent",
+            "provider test",
             "memory list",
             "receipt verify",
             "policy check",

@@ -66,6 +66,31 @@ impl ProviderKind {
     }
 }
 
+/// How an openai-compatible provider passes tools to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolMode {
+    /// Native tool calling, switching to text when the server says it has none.
+    Auto,
+    Native,
+    /// Tools described in the system prompt; calls read from `<tool_call>` tags.
+    Text,
+}
+
+impl ToolMode {
+    pub const ALLOWED: &'static [&'static str] = &["auto", "native", "text"];
+    fn parse(s: &str) -> Option<ToolMode> {
+        match s {
+            "auto" => Some(ToolMode::Auto),
+            "native" => Some(ToolMode::Native),
+            "text" => Some(ToolMode::Text),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::ALLOWED[self as usize]
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ProviderConfig {
     pub name: String,
@@ -81,6 +106,18 @@ pub struct ProviderConfig {
     pub providers: Vec<String>,
     pub temperature: Option<f64>,
     pub timeout_secs: u64,
+    pub max_tokens: Option<u64>,
+    /// Extra request headers (never credentials: those come from the env).
+    pub headers: Vec<(String, String)>,
+    pub tool_mode: ToolMode,
+    /// Retries after 408/429/5xx and transport errors.
+    pub retries: u32,
+    /// router: `--hint NAME` → provider.
+    pub hints: Vec<(String, String)>,
+    /// router: case-insensitive substring of the message → provider.
+    pub routes: Vec<(String, String)>,
+    /// router: the provider when no hint or route applies.
+    pub default_route: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +157,9 @@ pub struct Config {
     pub memory_context_turns: u32,
     pub receipts_enabled: bool,
     pub receipts_path: PathBuf,
+    pub http_allowed_domains: Vec<String>,
+    pub http_allow_private: Vec<String>,
+    pub http_max_redirects: u32,
 }
 
 /// Every problem found in one pass, each prefixed with its key path.
@@ -391,6 +431,25 @@ impl Reader<'_> {
         parsed
     }
 
+    /// A table of string values, in key order.
+    fn string_map(&mut self, s: &mut Section, k: &str) -> Vec<(String, String)> {
+        let Some(t) = self.table(s, k) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, v) in t.t {
+            match v {
+                toml::Value::String(v) => out.push((key, v)),
+                other => self.err(format!(
+                    "{}.{key}: expected a string, found {}",
+                    t.path,
+                    type_name(&other)
+                )),
+            }
+        }
+        out
+    }
+
     fn path_value(&mut self, key: &str, raw: &str) -> Option<PathBuf> {
         if raw.is_empty() {
             self.err(format!("{key}: path is empty"));
@@ -653,6 +712,18 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         .path(&mut rec, "path")
         .unwrap_or_else(|| state_dir.join("tool_receipts.log"));
     r.finish(rec);
+
+    let mut tools = r
+        .table(&mut top, "tools")
+        .unwrap_or_else(|| Section::new(toml::Table::new(), "tools"));
+    let mut http = r
+        .table(&mut tools, "http")
+        .unwrap_or_else(|| Section::new(toml::Table::new(), "tools.http"));
+    let http_allowed_domains = r.list(&mut http, "allowed_domains").unwrap_or_default();
+    let http_allow_private = r.list(&mut http, "allow_private").unwrap_or_default();
+    let http_max_redirects = r.int(&mut http, "max_redirects", 5, 0, 20) as u32;
+    r.finish(http);
+    r.finish(tools);
     r.finish(top);
 
     Config {
@@ -686,6 +757,9 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         memory_context_turns,
         receipts_enabled,
         receipts_path,
+        http_allowed_domains,
+        http_allow_private,
+        http_max_redirects,
     }
 }
 
@@ -701,6 +775,13 @@ fn builtin_local(default_model: &str) -> ProviderConfig {
         providers: Vec::new(),
         temperature: None,
         timeout_secs: 60,
+        max_tokens: None,
+        headers: Vec::new(),
+        tool_mode: ToolMode::Auto,
+        retries: 2,
+        hints: Vec::new(),
+        routes: Vec::new(),
+        default_route: None,
     }
 }
 
@@ -738,6 +819,18 @@ fn read_providers(
                     providers: r.list(&mut p, "providers").unwrap_or_default(),
                     temperature: r.float(&mut p, "temperature"),
                     timeout_secs: r.int(&mut p, "timeout_secs", 60, 1, 3600),
+                    max_tokens: p
+                        .t
+                        .contains_key("max_tokens")
+                        .then(|| r.int(&mut p, "max_tokens", 1024, 1, 10_000_000)),
+                    headers: r.string_map(&mut p, "headers"),
+                    tool_mode: r
+                        .enum_str(&mut p, "tool_mode", ToolMode::parse, ToolMode::ALLOWED)
+                        .unwrap_or(ToolMode::Auto),
+                    retries: r.int(&mut p, "retries", 2, 0, 10) as u32,
+                    hints: r.string_map(&mut p, "hints"),
+                    routes: r.string_map(&mut p, "routes"),
+                    default_route: r.string(&mut p, "default_route"),
                 };
                 check_provider(r, &p, &cfg);
                 r.finish(p);
@@ -754,6 +847,25 @@ fn read_providers(
     // Links between providers are checked once every provider is known.
     let names: Vec<String> = out.keys().cloned().collect();
     for p in out.values() {
+        let route_targets = p
+            .hints
+            .iter()
+            .map(|(k, v)| (format!("hints.{k}"), v))
+            .chain(p.routes.iter().map(|(k, v)| (format!("routes.\"{k}\""), v)))
+            .chain(
+                p.default_route
+                    .iter()
+                    .map(|v| ("default_route".to_string(), v)),
+            );
+        for (key, target) in route_targets {
+            if target == &p.name || !names.contains(target) {
+                r.err(format!(
+                    "providers.models.{}.{key}: \"{target}\" is not another defined provider; defined providers: {}",
+                    p.name,
+                    names.join(", ")
+                ));
+            }
+        }
         for (i, target) in p.providers.iter().enumerate() {
             if target == &p.name {
                 r.err(format!(
@@ -789,7 +901,30 @@ fn check_provider(r: &mut Reader, p: &Section, cfg: &ProviderConfig) {
             "{}: missing or empty; a reliable provider needs the providers to try, in order",
             p.key("providers")
         )),
+        ProviderKind::Router if cfg.default_route.is_none() => r.err(format!(
+            "{}: missing; a router needs the provider to use when no hint or route applies",
+            p.key("default_route")
+        )),
         _ => {}
+    }
+    for (name, value) in &cfg.headers {
+        let lower = name.to_ascii_lowercase();
+        if matches!(
+            lower.as_str(),
+            "authorization" | "api-key" | "x-api-key" | "proxy-authorization"
+        ) {
+            r.err(format!(
+                "{}.{name}: credentials do not belong in the config; name their environment variable in api_key_env",
+                p.key("headers")
+            ));
+        }
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || value.contains(['\r', '\n'])
+        {
+            r.err(format!("{}.{name}: not a valid header", p.key("headers")));
+        }
     }
     if let Some(env) = &cfg.api_key_env
         && (env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))

@@ -22,6 +22,8 @@ pub struct Runtime<'a> {
     approver: &'a dyn Approver,
     /// Hash of the last receipt this process wrote.
     receipts_head: RefCell<Option<String>>,
+    /// `--hint` for a router provider.
+    pub hint: Option<String>,
 }
 
 /// One attempted tool call, as reported to the user.
@@ -79,6 +81,7 @@ impl<'a> Runtime<'a> {
                 .then(|| ReceiptLog::new(&cfg.receipts_path)),
             approver,
             receipts_head: RefCell::new(None),
+            hint: None,
         })
     }
 
@@ -292,7 +295,11 @@ impl<'a> Runtime<'a> {
                 .provider(provider.name())
                 .ok()
                 .and_then(|p| p.temperature),
-            metadata: Default::default(),
+            metadata: self
+                .hint
+                .iter()
+                .map(|h| ("hint".to_string(), h.clone()))
+                .collect(),
         };
         let mut calls = Vec::new();
         let mut usage = Usage::default();

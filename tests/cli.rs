@@ -131,12 +131,22 @@ fn malformed_toml_names_line_and_column() {
 }
 
 #[test]
-fn unknown_provider_and_unimplemented_kinds_are_clear() {
+fn provider_config_errors_and_cycles_are_clear() {
     let env = Env::new();
     env.config("default_provider = \"cloud\"\n[providers.models.cloud]\nkind = \"router\"\n");
     let r = env.run(&["agent", "-m", "hi"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("not implemented"), "{r:?}");
+    assert!(r.stderr.contains("default_route: missing"), "{r:?}");
+    env.config("[providers.models.x]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\ntool_mode = \"smoke-signals\"\n[providers.models.x.headers]\nAuthorization = \"Bearer sk-x\"\n");
+    let r = env.run(&["config", "validate"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("auto, native, text"),
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains("credentials do not belong in the config"),
+        "{r:?}"
+    );
     env.config(
         "default_provider = \"a\"\n[providers.models.a]\nkind = \"reliable\"\nproviders = [\"b\"]\n\
          [providers.models.b]\nkind = \"reliable\"\nproviders = [\"a\"]\n",

@@ -255,6 +255,14 @@ impl Provider for MockProvider {
             tool_calls,
             provider: self.name.clone(),
             model: self.model.clone(),
+            finish_reason: Some(
+                if resp.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                }
+                .into(),
+            ),
         })
     }
 }

@@ -2,7 +2,9 @@
 //! [`Provider`]; which server (or script) answers is decided here.
 
 mod mock;
+pub mod openai;
 mod reliable;
+mod router;
 
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -82,6 +84,7 @@ pub struct ChatResponse {
     /// behind `reliable`).
     pub provider: String,
     pub model: String,
+    pub finish_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,10 +190,33 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             stack.pop();
             Ok(Box::new(reliable::Reliable::new(name, inner)))
         }
-        ProviderKind::OpenAiCompatible | ProviderKind::Router => Err(Error::usage(format!(
-            "provider \"{name}\": kind \"{}\" is not implemented in this version of latchclaw; \
-             use a \"mock\" or \"reliable\" provider",
-            p.kind.as_str()
+        ProviderKind::OpenAiCompatible => Ok(Box::new(openai::OpenAiCompatible::from_config(
+            p,
+            cfg.max_response_bytes,
         ))),
+        ProviderKind::Router => {
+            stack.push(name.to_string());
+            let mut names: Vec<&String> = p
+                .hints
+                .iter()
+                .chain(p.routes.iter())
+                .map(|(_, v)| v)
+                .chain(p.default_route.iter())
+                .collect();
+            names.sort();
+            names.dedup();
+            let providers = names
+                .into_iter()
+                .map(|n| build_inner(cfg, n, stack))
+                .collect::<Result<Vec<_>>>()?;
+            stack.pop();
+            Ok(Box::new(router::Router {
+                name: name.to_string(),
+                providers,
+                hints: p.hints.clone(),
+                routes: p.routes.clone(),
+                default_route: p.default_route.clone().unwrap_or_default(),
+            }))
+        }
     }
 }

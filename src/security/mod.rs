@@ -6,6 +6,7 @@
 //! absolute paths and links that leave the workspace are all seen for what
 //! they point at.
 
+pub mod net;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
@@ -107,6 +108,7 @@ pub struct Gate {
     forbidden_commands: Vec<String>,
     shell_allowlist: Vec<String>,
     file_write_max_bytes: usize,
+    net: net::NetPolicy,
 }
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
@@ -164,7 +166,15 @@ impl Gate {
                 .collect(),
             shell_allowlist: cfg.security.shell_allowlist.clone(),
             file_write_max_bytes: cfg.file_write_max_bytes,
+            net: net::NetPolicy {
+                allowed_domains: cfg.http_allowed_domains.clone(),
+                allow_private: cfg.http_allow_private.clone(),
+            },
         }
+    }
+
+    pub fn net_policy(&self) -> &net::NetPolicy {
+        &self.net
     }
 
     /// The same gate under another autonomy level (`policy check --autonomy`).
@@ -247,6 +257,24 @@ impl Gate {
                     Err(reason) => return Decision::deny(base, reason),
                 }
             }
+            "http" => {
+                let url = match string_arg("url") {
+                    Ok(u) => u,
+                    Err(d) => return d,
+                };
+                if let Some(m) = obj.get("method").and_then(Value::as_str)
+                    && !m.eq_ignore_ascii_case("GET")
+                {
+                    return Decision::deny(
+                        Risk::High,
+                        format!("method {m} is not supported; only GET"),
+                    );
+                }
+                match self.check_http(url) {
+                    Ok(()) => (Risk::Low, None, "GET on an allowed domain".to_string()),
+                    Err(reason) => return Decision::deny(Risk::High, reason),
+                }
+            }
             "shell" => {
                 let cmd = match string_arg("command") {
                     Ok(c) => c,
@@ -267,7 +295,7 @@ impl Gate {
             }
         };
         let read_only = match tool {
-            "time" | "memory_search" | "file_list" | "file_read" => true,
+            "time" | "memory_search" | "file_list" | "file_read" | "http" => true,
             "shell" => risk == Risk::Low,
             _ => false,
         };
@@ -283,6 +311,23 @@ impl Gate {
             path,
             argv,
         }
+    }
+
+    /// The URL checks, then where the name points now; the tool checks the
+    /// addresses again when it connects.
+    fn check_http(&self, url: &str) -> Result<(), String> {
+        use std::net::ToSocketAddrs;
+        let target = self.net.check_url(url)?;
+        if target.ip.is_some() {
+            return Ok(());
+        }
+        let addrs = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", target.host))?;
+        for a in addrs {
+            self.net.check_ip(&target.host, a.ip())?;
+        }
+        Ok(())
     }
 
     /// The read policy plus what writing adds: no symlink as the target, no

@@ -3,6 +3,7 @@
 //! [`crate::security::Gate::decide`], whose resolved path it must use.
 
 mod files;
+mod http;
 mod shell;
 
 use crate::config::Config;
@@ -85,6 +86,7 @@ static TOOLS: &[&dyn Tool] = &[
     &files::FileRead,
     &files::FileWrite,
     &shell::Shell,
+    &http::Http,
     &MemorySearch,
 ];
 

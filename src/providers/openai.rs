@@ -1,0 +1,612 @@
+//! `openai-compatible`: blocking `POST {base_url}/chat/completions` with
+//! ureq, for OpenAI, OpenRouter, llama.cpp's server, Ollama, vLLM and LM
+//! Studio. Native tool calling, or tools described in the prompt and read
+//! back from `<tool_call>` blocks for models without it.
+
+use super::{
+    Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
+    Role, ToolCall, Usage,
+};
+use crate::config::{ProviderConfig, ToolMode};
+use serde_json::{Value, json};
+use std::cell::Cell;
+use std::io::Read;
+use std::time::Duration;
+
+/// The longest `Retry-After` we wait out before giving up (so `reliable`
+/// can fall back instead).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+const BACKOFF_BASE_MS: u64 = 200;
+
+pub struct OpenAiCompatible {
+    name: String,
+    model: String,
+    url: String,
+    api_key_env: Option<String>,
+    headers: Vec<(String, String)>,
+    temperature: Option<f64>,
+    max_tokens: Option<u64>,
+    /// `auto` becomes `text` for the rest of the process once the server
+    /// says it has no tool support.
+    mode: Cell<ToolMode>,
+    retries: u32,
+    max_response_bytes: u64,
+    agent: ureq::Agent,
+}
+
+/// Why one HTTP exchange failed.
+enum SendError {
+    /// Worth another try (after `wait`, when the server said so).
+    Retry(ProviderError, Option<Duration>),
+    /// The server rejected the tools field.
+    ToolsUnsupported(ProviderError),
+    Fatal(ProviderError),
+}
+
+impl OpenAiCompatible {
+    pub fn from_config(p: &ProviderConfig, max_response_bytes: u64) -> OpenAiCompatible {
+        let base = p.base_url.clone().unwrap_or_default();
+        let timeout = Duration::from_secs(p.timeout_secs);
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
+            .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
+            .build();
+        OpenAiCompatible {
+            name: p.name.clone(),
+            model: p.model.clone(),
+            url: format!("{}/chat/completions", base.trim_end_matches('/')),
+            api_key_env: p.api_key_env.clone(),
+            headers: p.headers.clone(),
+            temperature: p.temperature,
+            max_tokens: p.max_tokens,
+            mode: Cell::new(p.tool_mode),
+            retries: p.retries,
+            max_response_bytes,
+            agent: config.new_agent(),
+        }
+    }
+
+    fn err(&self, kind: ProviderErrorKind, message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind,
+            provider: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// The request body for one call in the given tool mode.
+    pub fn body(&self, req: &ChatRequest, mode: ToolMode) -> Value {
+        let text_tools = mode == ToolMode::Text && !req.tools.is_empty();
+        let mut system = req.system_prompt.clone();
+        if text_tools {
+            system.push_str(&text_mode_instructions(req));
+        }
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        for m in &req.messages {
+            messages.push(wire_message(m, mode == ToolMode::Text));
+        }
+        let mut body = json!({
+            "model": req.model.clone(),
+            "messages": messages,
+            "stream": false,
+        });
+        if !req.tools.is_empty() && mode != ToolMode::Text {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+        }
+        if let Some(t) = req.temperature.or(self.temperature) {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = self.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        body
+    }
+
+    /// The key, read from the environment at call time, never stored elsewhere.
+    fn key(&self) -> Result<Option<String>, ProviderError> {
+        match &self.api_key_env {
+            None => Ok(None),
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.is_empty() => Ok(Some(k)),
+                _ => Err(self.err(
+                    ProviderErrorKind::Auth,
+                    format!("environment variable {var} (api_key_env) is not set"),
+                )),
+            },
+        }
+    }
+
+    /// Removes the key from any text that may be shown or logged.
+    fn scrub(&self, text: &str, key: Option<&str>) -> String {
+        let mut s: String = text.chars().take(300).collect();
+        if let Some(k) = key.filter(|k| k.len() >= 4) {
+            s = s.replace(k, "[redacted]");
+        }
+        crate::util::printable(&s)
+    }
+
+    fn send_once(
+        &self,
+        body: &str,
+        key: Option<&str>,
+        had_tools: bool,
+    ) -> Result<Vec<u8>, SendError> {
+        let mut request = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json");
+        if let Some(k) = key {
+            request = request.header("Authorization", format!("Bearer {k}"));
+        }
+        for (n, v) in &self.headers {
+            request = request.header(n.as_str(), v.as_str());
+        }
+        let mut resp = match request.send(body) {
+            Ok(r) => r,
+            Err(e) => return Err(self.transport_error(e)),
+        };
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let mut bytes = Vec::new();
+        let read = resp
+            .body_mut()
+            .as_reader()
+            .take(self.max_response_bytes + 1)
+            .read_to_end(&mut bytes);
+        if let Err(e) = read {
+            let kind = if e.kind() == std::io::ErrorKind::TimedOut {
+                ProviderErrorKind::Timeout
+            } else {
+                ProviderErrorKind::Network
+            };
+            return Err(SendError::Retry(
+                self.err(kind, format!("reading the response: {e}")),
+                None,
+            ));
+        }
+        if bytes.len() as u64 > self.max_response_bytes {
+            return Err(SendError::Fatal(self.err(
+                ProviderErrorKind::BadResponse,
+                format!(
+                    "response larger than max_response_bytes ({} bytes)",
+                    self.max_response_bytes
+                ),
+            )));
+        }
+        if (200..300).contains(&status) {
+            return Ok(bytes);
+        }
+        let detail = self.scrub(&server_message(&bytes), key);
+        let msg = format!("HTTP {status}: {detail}");
+        Err(match status {
+            401 | 403 => SendError::Fatal(self.err(ProviderErrorKind::Auth, msg)),
+            408 => SendError::Retry(self.err(ProviderErrorKind::Timeout, msg), retry_after),
+            429 => SendError::Retry(self.err(ProviderErrorKind::RateLimit, msg), retry_after),
+            500..=599 => SendError::Retry(self.err(ProviderErrorKind::Server, msg), retry_after),
+            400 | 422 if had_tools && says_tools_unsupported(&detail) => {
+                SendError::ToolsUnsupported(self.err(ProviderErrorKind::BadRequest, msg))
+            }
+            _ => SendError::Fatal(self.err(ProviderErrorKind::BadRequest, msg)),
+        })
+    }
+
+    fn transport_error(&self, e: ureq::Error) -> SendError {
+        match e {
+            ureq::Error::Timeout(t) => SendError::Retry(
+                self.err(ProviderErrorKind::Timeout, format!("timed out ({t})")),
+                None,
+            ),
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => SendError::Retry(
+                self.err(ProviderErrorKind::Timeout, format!("timed out: {io}")),
+                None,
+            ),
+            ureq::Error::BadUri(u) => SendError::Fatal(
+                self.err(ProviderErrorKind::BadRequest, format!("bad base_url: {u}")),
+            ),
+            other => SendError::Retry(
+                self.err(
+                    ProviderErrorKind::Network,
+                    format!("{} ({})", other, self.url),
+                ),
+                None,
+            ),
+        }
+    }
+
+    /// One logical request: retries with exponential backoff and jitter.
+    fn send(&self, body: &str, key: Option<&str>, had_tools: bool) -> Result<Vec<u8>, SendError> {
+        let mut attempt = 0;
+        loop {
+            match self.send_once(body, key, had_tools) {
+                Err(SendError::Retry(e, wait)) if attempt < self.retries => {
+                    let backoff = BACKOFF_BASE_MS << attempt.min(6);
+                    let jittered = Duration::from_millis(backoff / 2 + fastrand::u64(0..=backoff));
+                    let pause = match wait {
+                        Some(w) if w > MAX_RETRY_AFTER => {
+                            return Err(SendError::Fatal(ProviderError {
+                                message: format!(
+                                    "{} (Retry-After {} s is too long to wait)",
+                                    e.message,
+                                    w.as_secs()
+                                ),
+                                ..e
+                            }));
+                        }
+                        Some(w) => w,
+                        None => jittered,
+                    };
+                    log::warn!(
+                        target: "event::provider_retry",
+                        "{e}; retry {} of {} in {} ms",
+                        attempt + 1,
+                        self.retries,
+                        pause.as_millis()
+                    );
+                    std::thread::sleep(pause);
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn parse(&self, bytes: &[u8], mode: ToolMode) -> Result<ChatResponse, ProviderError> {
+        let bad = |m: String| self.err(ProviderErrorKind::BadResponse, m);
+        let v: Value = serde_json::from_slice(bytes)
+            .map_err(|e| bad(format!("the response is not JSON: {e}")))?;
+        let Some(message) = v["choices"].get(0).map(|c| &c["message"]) else {
+            return Err(bad(format!(
+                "the response has no choices: {}",
+                self.scrub(&server_message(bytes), None)
+            )));
+        };
+        let content = match &message["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        };
+        let mut calls = Vec::new();
+        let native = message["tool_calls"]
+            .as_array()
+            .cloned()
+            .or_else(|| {
+                message
+                    .get("function_call")
+                    .map(|f| vec![json!({"function": f})])
+            })
+            .unwrap_or_default();
+        for (i, tc) in native.iter().enumerate() {
+            let f = &tc["function"];
+            calls.push(ToolCall {
+                id: tc["id"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .map_or_else(|| format!("call_{i}"), String::from),
+                name: f["name"].as_str().unwrap_or("").to_string(),
+                arguments: decode_arguments(&f["arguments"]),
+            });
+        }
+        let mut text = strip_think(&content);
+        if calls.is_empty()
+            && (mode == ToolMode::Text || mode == ToolMode::Auto && has_text_call(&text))
+        {
+            let (text_calls, rest) = parse_text_calls(&text);
+            calls = text_calls;
+            text = rest;
+        }
+        let usage = v.get("usage").map(|u| Usage {
+            prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+        });
+        Ok(ChatResponse {
+            final_text: text.trim().to_string(),
+            tool_calls: calls,
+            usage,
+            provider: self.name.clone(),
+            model: v["model"].as_str().unwrap_or(&self.model).to_string(),
+            finish_reason: v["choices"][0]["finish_reason"].as_str().map(String::from),
+        })
+    }
+}
+
+impl Provider for OpenAiCompatible {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_tool_calls: self.mode.get() != ToolMode::Text,
+            deterministic: false,
+        }
+    }
+
+    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let key = self.key()?;
+        loop {
+            let mode = self.mode.get();
+            let body = self.body(req, mode).to_string();
+            let had_tools = !req.tools.is_empty() && mode != ToolMode::Text;
+            log::debug!(
+                "provider {}: POST {} ({} bytes, tool mode {})",
+                self.name,
+                self.url,
+                body.len(),
+                mode.as_str()
+            );
+            match self.send(&body, key.as_deref(), had_tools) {
+                Ok(bytes) => return self.parse(&bytes, mode),
+                Err(SendError::ToolsUnsupported(e)) if mode == ToolMode::Auto => {
+                    log::warn!(
+                        target: "event::provider_tool_mode",
+                        "provider {}: the server does not support native tools ({}); switching to text tool calls",
+                        self.name,
+                        e.message
+                    );
+                    self.mode.set(ToolMode::Text);
+                }
+                Err(
+                    SendError::ToolsUnsupported(e) | SendError::Fatal(e) | SendError::Retry(e, _),
+                ) => {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The provider's own error text: `error.message`, else the start of the body.
+fn server_message(bytes: &[u8]) -> String {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let m = v["error"]["message"]
+        .as_str()
+        .or_else(|| v["error"].as_str())
+        .or_else(|| v["message"].as_str())
+        .or_else(|| v["detail"].as_str());
+    match m {
+        Some(m) => m.to_string(),
+        None => String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned(),
+    }
+}
+
+fn says_tools_unsupported(text: &str) -> bool {
+    let t = text.to_lowercase();
+    t.contains("tool")
+        && [
+            "not support",
+            "unsupported",
+            "does not support",
+            "no support",
+            "not supported",
+            "not available",
+        ]
+        .iter()
+        .any(|p| t.contains(p))
+}
+
+/// Arguments arrive as a JSON string (OpenAI) or an object (some servers).
+/// Anything unparsable stays a string, which the gate refuses with a reason
+/// the model can read.
+fn decode_arguments(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.trim().is_empty() => json!({}),
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        Value::Null => json!({}),
+        other => other.clone(),
+    }
+}
+
+fn wire_message(m: &Message, text_mode: bool) -> Value {
+    match m.role {
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Assistant if text_mode => {
+            let mut content = m.content.clone();
+            for c in &m.tool_calls {
+                content.push_str(&format!(
+                    "\n<tool_call>{}</tool_call>",
+                    json!({"name": c.name, "arguments": c.arguments})
+                ));
+            }
+            json!({"role": "assistant", "content": content})
+        }
+        Role::Assistant => {
+            let mut v = json!({
+                "role": "assistant",
+                "content": if m.content.is_empty() && !m.tool_calls.is_empty() { Value::Null } else { json!(m.content) },
+            });
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function",
+                               "function": {"name": c.name, "arguments": c.arguments.to_string()}})
+                    })
+                    .collect();
+            }
+            v
+        }
+        Role::Tool if text_mode => json!({
+            "role": "user",
+            "content": format!(
+                "<tool_result id=\"{}\">\n{}\n</tool_result>",
+                m.tool_call_id.as_deref().unwrap_or(""),
+                m.content
+            ),
+        }),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.as_deref().unwrap_or(""),
+            "content": m.content,
+        }),
+    }
+}
+
+fn text_mode_instructions(req: &ChatRequest) -> String {
+    let mut s = String::from(
+        "\n\nYou can call tools. To call one, write exactly one block per call:\n\
+         <tool_call>{\"name\": \"TOOL_NAME\", \"arguments\": {...}}</tool_call>\n\
+         and nothing else runs. Results come back in <tool_result> blocks. Tools:\n",
+    );
+    for t in &req.tools {
+        s.push_str(&format!(
+            "- {}: {} Parameters (JSON schema): {}\n",
+            t.name, t.description, t.parameters
+        ));
+    }
+    s
+}
+
+/// Drops `<think>…</think>` reasoning; a closing tag with no opening one
+/// (some templates open it in the prompt) drops everything before it.
+pub fn strip_think(text: &str) -> String {
+    let mut out = text.to_string();
+    loop {
+        let lower = out.to_lowercase();
+        match (lower.find("<think>"), lower.find("</think>")) {
+            (Some(a), Some(b)) if a < b => out.replace_range(a..b + "</think>".len(), ""),
+            (None, Some(b)) | (Some(_), Some(b)) => out.replace_range(..b + "</think>".len(), ""),
+            (Some(a), None) => {
+                out.truncate(a);
+                break;
+            }
+            (None, None) => break,
+        }
+    }
+    out
+}
+
+fn has_text_call(text: &str) -> bool {
+    let l = text.to_lowercase();
+    l.contains("<tool_call>") || l.contains("```tool_call")
+}
+
+/// Reads `<tool_call>{…}</tool_call>` blocks and ```` ```tool_call ```` fences.
+/// Bare JSON in prose is never a call. Returns the calls and the text left.
+pub fn parse_text_calls(text: &str) -> (Vec<ToolCall>, String) {
+    let mut calls = Vec::new();
+    let mut rest = String::new();
+    let mut s = text;
+    loop {
+        let lower = s.to_lowercase();
+        let tag = lower.find("<tool_call>");
+        let fence = lower.find("```tool_call");
+        let (start, open_len, close) = match (tag, fence) {
+            (Some(t), Some(f)) if f < t => (f, "```tool_call".len(), "```"),
+            (Some(t), _) => (t, "<tool_call>".len(), "</tool_call>"),
+            (None, Some(f)) => (f, "```tool_call".len(), "```"),
+            (None, None) => {
+                rest.push_str(s);
+                break;
+            }
+        };
+        rest.push_str(&s[..start]);
+        let after = &s[start + open_len..];
+        let lower_after = after.to_lowercase();
+        let (inner, next) = match lower_after.find(close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
+            None => (after, ""),
+        };
+        calls.push(text_call(
+            inner.trim().trim_start_matches("json").trim(),
+            calls.len(),
+        ));
+        s = next;
+    }
+    (calls, rest)
+}
+
+fn text_call(inner: &str, index: usize) -> ToolCall {
+    let id = format!("call_text_{index}");
+    match serde_json::from_str::<Value>(inner) {
+        Ok(v) => ToolCall {
+            id,
+            name: v["name"].as_str().unwrap_or("").to_string(),
+            arguments: decode_arguments(
+                v.get("arguments")
+                    .or_else(|| v.get("parameters"))
+                    .unwrap_or(&Value::Null),
+            ),
+        },
+        Err(_) => ToolCall {
+            id,
+            name: String::new(),
+            arguments: Value::String(inner.to_string()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_calls_in_tags_and_fences() {
+        let (calls, rest) = parse_text_calls(
+            "Sure.\n<tool_call>{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}</tool_call>\n\
+             ```tool_call\n{\"name\": \"time\", \"arguments\": \"{}\"}\n```\nDone.",
+        );
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].name.as_str(), &calls[0].arguments),
+            ("file_list", &json!({"path": "."}))
+        );
+        assert_eq!(
+            (calls[1].name.as_str(), &calls[1].arguments),
+            ("time", &json!({}))
+        );
+        assert_eq!(
+            rest.split_whitespace().collect::<Vec<_>>(),
+            ["Sure.", "Done."]
+        );
+        let (calls, _) =
+            parse_text_calls("<TOOL_CALL>{\"name\": \"x\", \"parameters\": {\"a\": 1}}");
+        assert_eq!(
+            (calls[0].name.as_str(), &calls[0].arguments),
+            ("x", &json!({"a": 1}))
+        );
+        let (calls, _) = parse_text_calls("<tool_call>{not json</tool_call>");
+        assert_eq!(calls[0].arguments, Value::String("{not json".into()));
+        let (calls, rest) = parse_text_calls("Here is JSON: {\"name\": \"rm\", \"arguments\": {}}");
+        assert!(
+            calls.is_empty() && rest.contains("JSON"),
+            "bare JSON is not a call"
+        );
+    }
+
+    #[test]
+    fn think_blocks_are_removed() {
+        assert_eq!(strip_think("<think>hmm</think>Answer"), "Answer");
+        assert_eq!(strip_think("reasoning...</think>Answer"), "Answer");
+        assert_eq!(strip_think("A<think>x</think>B<think>y</think>C"), "ABC");
+        assert_eq!(strip_think("Answer<think>unfinished"), "Answer");
+    }
+
+    #[test]
+    fn argument_decoding() {
+        assert_eq!(decode_arguments(&json!("{\"a\":1}")), json!({"a": 1}));
+        assert_eq!(decode_arguments(&json!("")), json!({}));
+        assert_eq!(decode_arguments(&json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(decode_arguments(&json!("{oops")), json!("{oops"));
+    }
+}

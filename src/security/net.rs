@@ -1,0 +1,402 @@
+//! Network policy for the `http` tool: which URLs may be fetched and which
+//! addresses may be connected to. The tool's resolver calls [`check_ip`] on
+//! every address it is about to connect to, so a name that resolves
+//! differently at connect time (DNS rebinding) is still checked.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A URL taken apart, after the policy's syntactic checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub scheme: String,
+    /// Lowercase host without brackets or a trailing dot.
+    pub host: String,
+    pub port: u16,
+    /// The host is an IP address literal (in any spelling).
+    pub ip: Option<IpAddr>,
+}
+
+/// The `[tools.http]` policy.
+#[derive(Debug, Clone, Default)]
+pub struct NetPolicy {
+    pub allowed_domains: Vec<String>,
+    /// Hosts or addresses that may resolve to loopback/private addresses.
+    pub allow_private: Vec<String>,
+}
+
+/// Parses an IPv4 address the way `inet_aton` does: 1 to 4 parts, each
+/// decimal, octal (leading 0) or hex (0x), so `2130706433`, `0177.1` and
+/// `0x7f.0.0.1` are all 127.0.0.1.
+pub fn parse_ipv4_loose(s: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let mut nums = Vec::with_capacity(4);
+    for p in &parts {
+        let lower = p.to_ascii_lowercase();
+        let n = if let Some(h) = lower.strip_prefix("0x") {
+            if h.is_empty() {
+                0
+            } else {
+                u64::from_str_radix(h, 16).ok()?
+            }
+        } else if lower.len() > 1 && lower.starts_with('0') {
+            u64::from_str_radix(&lower[1..], 8).ok()?
+        } else {
+            lower.parse::<u64>().ok()?
+        };
+        nums.push(n);
+    }
+    let last = *nums.last()?;
+    let head = &nums[..nums.len() - 1];
+    if head.iter().any(|n| *n > 255) {
+        return None;
+    }
+    let room = 8 * (4 - head.len() as u32);
+    if room < 64 && last >= (1u64 << room) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for (i, n) in head.iter().enumerate() {
+        v |= n << (24 - 8 * i as u32);
+    }
+    Some(Ipv4Addr::from((v | last) as u32))
+}
+
+/// Why an address may not be connected to, or `None` for a public address.
+pub fn refused_ip(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => refused_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return refused_v4(v4).map(|_| "an IPv4-mapped IPv6 address of a refused range");
+            }
+            let s = v6.segments();
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if s[0] & 0xfe00 == 0xfc00 {
+                Some("private (unique local)")
+            } else if s[0] & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else if s[0] & 0xff00 == 0xff00 {
+                Some("multicast")
+            } else if s[0..6] == [0, 0, 0, 0, 0, 0] {
+                Some("an IPv4-compatible IPv6 address")
+            } else if s[0] == 0x64 && s[1] == 0xff9b {
+                Some("NAT64 (embeds an IPv4 address)")
+            } else if s[0] == 0x2002 {
+                Some("6to4 (embeds an IPv4 address)")
+            } else if s[0] == 0x2001 && s[1] == 0xdb8 {
+                Some("documentation")
+            } else if s[0] == 0xfd00 && s[1] == 0xec2 {
+                Some("cloud metadata")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn refused_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() {
+        Some("private")
+    } else if o == [169, 254, 169, 254] {
+        Some("cloud metadata")
+    } else if ip.is_link_local() {
+        Some("link-local")
+    } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+        Some("carrier-grade NAT (100.64.0.0/10)")
+    } else if o[0] == 0 {
+        Some("unspecified (0.0.0.0/8)")
+    } else if ip.is_broadcast() || o[0] >= 240 {
+        Some("reserved")
+    } else if ip.is_multicast() {
+        Some("multicast")
+    } else if o[0] == 198 && (o[1] & 0xfe) == 18 {
+        Some("benchmarking (198.18.0.0/15)")
+    } else if o[0] == 192 && o[1] == 0 && o[2] == 0 {
+        Some("IETF protocol assignments (192.0.0.0/24)")
+    } else if ip.is_documentation() {
+        Some("documentation")
+    } else {
+        None
+    }
+}
+
+fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+impl NetPolicy {
+    /// Syntactic checks on a URL: scheme, credentials, host form, allowlist.
+    pub fn check_url(&self, url: &str) -> Result<Target, String> {
+        if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err("the URL contains whitespace or control characters".into());
+        }
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("\"{url}\" is not an absolute http(s) URL"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(format!(
+                "scheme \"{scheme}\" is not allowed; only http and https"
+            ));
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if authority.contains('@') {
+            return Err("URLs with credentials (user@host) are refused".into());
+        }
+        if authority.contains('\\') || authority.contains('%') {
+            return Err("escaped or backslashed hosts are refused".into());
+        }
+        let (host_raw, port) = split_host_port(authority)?;
+        let port = port.unwrap_or_else(|| default_port(&scheme));
+        let host = host_raw.trim_end_matches('.').to_ascii_lowercase();
+        if host.is_empty() {
+            return Err("the URL has no host".into());
+        }
+        if !host.is_ascii() {
+            return Err("non-ASCII host names are refused (write the punycode form)".into());
+        }
+        let ip = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            Some(IpAddr::V6(inner.parse::<Ipv6Addr>().map_err(|_| {
+                format!("\"{host}\" is not a valid IPv6 address")
+            })?))
+        } else if host
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == '.' || c == 'x')
+        {
+            // Digits, dots and hex: an address in some spelling, or nothing.
+            match parse_ipv4_loose(&host) {
+                Some(v4) => Some(IpAddr::V4(v4)),
+                None if host.chars().any(|c| c.is_ascii_digit())
+                    && host
+                        .split('.')
+                        .all(|p| p.chars().all(|c| c.is_ascii_hexdigit() || c == 'x')) =>
+                {
+                    return Err(format!("\"{host}\" is not a valid address"));
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        if !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-.[]:".contains(c))
+        {
+            return Err(format!("\"{host}\" is not a valid host name"));
+        }
+        let canonical = match ip {
+            Some(IpAddr::V6(v6)) => format!("[{v6}]"),
+            Some(IpAddr::V4(v4)) => v4.to_string(),
+            None => host.clone(),
+        };
+        if self.allowed_domains.is_empty() {
+            return Err("no domain is allowed: tools.http.allowed_domains is empty".into());
+        }
+        let allowed = self.allowed_domains.iter().any(|d| {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            match ip {
+                Some(ip) => {
+                    let bare = d.trim_matches(['[', ']']);
+                    bare.parse::<IpAddr>()
+                        .ok()
+                        .or_else(|| parse_ipv4_loose(bare).map(IpAddr::V4))
+                        == Some(ip)
+                }
+                None => canonical == d || canonical.ends_with(&format!(".{d}")),
+            }
+        });
+        if !allowed {
+            return Err(format!(
+                "host \"{canonical}\" is not in tools.http.allowed_domains ({})",
+                self.allowed_domains.join(", ")
+            ));
+        }
+        let target = Target {
+            scheme,
+            host: canonical,
+            port,
+            ip,
+        };
+        if let Some(ip) = ip {
+            self.check_ip(&target.host, ip)?;
+        }
+        Ok(target)
+    }
+
+    /// Whether `host` may connect to `ip`.
+    pub fn check_ip(&self, host: &str, ip: IpAddr) -> Result<(), String> {
+        let Some(why) = refused_ip(ip) else {
+            return Ok(());
+        };
+        let host = host.trim_matches(['[', ']']);
+        let listed = self.allow_private.iter().any(|a| {
+            let a = a.trim_matches(['[', ']']).to_ascii_lowercase();
+            a == host || a.parse::<IpAddr>().is_ok_and(|x| x == ip)
+        });
+        if listed {
+            Ok(())
+        } else {
+            Err(format!(
+                "{ip} is {why}; refused (list the host in tools.http.allow_private to allow it)"
+            ))
+        }
+    }
+}
+
+fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
+    let bad_port = |p: &str| format!("port \"{p}\" is not a number from 1 to 65535");
+    if authority.starts_with('[') {
+        let end = authority.find(']').ok_or("unclosed \"[\" in the host")?;
+        let host = &authority[..=end];
+        return match &authority[end + 1..] {
+            "" => Ok((host, None)),
+            p => match p.strip_prefix(':') {
+                Some(n) => n
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(|n| (host, Some(n)))
+                    .ok_or_else(|| bad_port(n)),
+                None => Err("junk after the IPv6 host".into()),
+            },
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(|n| (h, Some(n)))
+            .ok_or_else(|| bad_port(p)),
+        None => Ok((authority, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> NetPolicy {
+        NetPolicy {
+            allowed_domains: vec!["example.com".into(), "127.0.0.1".into(), "[::1]".into()],
+            allow_private: vec![],
+        }
+    }
+
+    #[test]
+    fn loose_ipv4_forms() {
+        let lo = Ipv4Addr::new(127, 0, 0, 1);
+        for s in [
+            "127.0.0.1",
+            "2130706433",
+            "0177.0.0.1",
+            "0x7f.0.0.1",
+            "0x7f000001",
+            "127.1",
+            "0177.1",
+            "127.0.1",
+        ] {
+            assert_eq!(parse_ipv4_loose(s), Some(lo), "{s}");
+        }
+        assert_eq!(parse_ipv4_loose("256.0.0.1"), None);
+        assert_eq!(parse_ipv4_loose("1.2.3.4.5"), None);
+        assert_eq!(parse_ipv4_loose("example"), None);
+    }
+
+    #[test]
+    fn url_refusals() {
+        let p = policy();
+        for (url, why) in [
+            ("ftp://example.com/", "scheme"),
+            ("file:///etc/passwd", "scheme"),
+            ("gopher://example.com", "scheme"),
+            ("example.com/x", "absolute"),
+            ("https://evil.test/", "not in"),
+            ("https://example.com.evil.test/", "not in"),
+            ("https://evilexample.com/", "not in"),
+            ("https://example.com@evil.test/", "credentials"),
+            ("https://evil.test#@example.com", "not in"),
+            ("https://user:pw@example.com/", "credentials"),
+            ("http://127.0.0.1/", "loopback"),
+            ("http://2130706433/", "loopback"),
+            ("http://0x7f.1/", "loopback"),
+            ("http://[::ffff:127.0.0.1]/", "not in"),
+            ("http://[::1]/", "loopback"),
+            ("http://exa mple.com/", "whitespace"),
+            ("http://example.com:99999/", "port"),
+            ("http://examp%6ce.com/", "escaped"),
+            ("http://exämple.com/", "non-ASCII"),
+        ] {
+            let err = p.check_url(url).unwrap_err();
+            assert!(err.contains(why), "{url}: {err}");
+        }
+        let t = p.check_url("https://API.Example.com./v1?q=1").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.scheme.as_str()),
+            ("api.example.com", 443, "https")
+        );
+        let empty = NetPolicy::default();
+        assert!(
+            empty
+                .check_url("https://example.com/")
+                .unwrap_err()
+                .contains("empty")
+        );
+    }
+
+    #[test]
+    fn refused_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "169.254.1.1",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fc00::1",
+            "fd12::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "fd00:ec2::254",
+            "198.18.0.1",
+        ] {
+            assert!(refused_ip(ip.parse().unwrap()).is_some(), "{ip}");
+        }
+        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
+            assert!(refused_ip(ip.parse().unwrap()).is_none(), "{ip}");
+        }
+        let mut p = policy();
+        assert!(
+            p.check_ip("localhost", "127.0.0.1".parse().unwrap())
+                .is_err()
+        );
+        p.allow_private = vec!["127.0.0.1".into()];
+        assert!(
+            p.check_ip("127.0.0.1", "127.0.0.1".parse().unwrap())
+                .is_ok()
+        );
+        assert!(
+            p.check_ip("localhost", "127.0.0.2".parse().unwrap())
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! A fake HTTP server on 127.0.0.1 for provider and http-tool tests: it
+//! replays scripted replies in order (the last one repeats) and records
+//! every request it receives.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Accept, read the request, then never answer.
+    pub hang: bool,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: body.into(),
+            hang: false,
+        }
+    }
+    /// A reply whose body is `fixtures/openai/NAME`.
+    pub fn fixture(status: u16, name: &str) -> Reply {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/openai")
+            .join(name);
+        Reply::json(status, std::fs::read(p).unwrap())
+    }
+    pub fn header(mut self, k: &str, v: &str) -> Reply {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+    pub fn hang() -> Reply {
+        Reply {
+            hang: true,
+            ..Reply::json(200, "")
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+pub struct FakeServer {
+    pub port: u16,
+    pub requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl FakeServer {
+    pub fn start(replies: Vec<Reply>) -> FakeServer {
+        Self::start_on("127.0.0.1:0", replies)
+    }
+
+    pub fn start_on(addr: &str, replies: Vec<Reply>) -> FakeServer {
+        let listener = TcpListener::bind(addr).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let rec = requests.clone();
+        let replies = Arc::new(replies);
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(stream) = stream else { continue };
+                let reply = replies[n.min(replies.len() - 1)].clone();
+                let rec = rec.clone();
+                std::thread::spawn(move || serve(stream, reply, rec));
+            }
+        });
+        FakeServer { port, requests }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let first: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    rec.lock().unwrap().push(Recorded {
+        method: first.first().unwrap_or(&"").to_string(),
+        path: first.get(1).unwrap_or(&"").to_string(),
+        headers,
+        body: String::from_utf8_lossy(&buf[head_end..]).into_owned(),
+    });
+    if reply.hang {
+        std::thread::sleep(Duration::from_secs(30));
+        return;
+    }
+    let mut out = format!(
+        "HTTP/1.1 {} Test\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reply.status,
+        reply.body.len()
+    );
+    for (k, v) in &reply.headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    let _ = stream.write_all(out.as_bytes());
+    let _ = stream.write_all(&reply.body);
+    let _ = stream.flush();
+}
