@@ -119,6 +119,52 @@ fn gate_decisions_per_sec(home: &Path) -> (f64, usize) {
     (n as f64 / start.elapsed().as_secs_f64(), cases.len())
 }
 
+/// A loopback server that answers every request with one fixed chat
+/// completion and records how long it spent on each (read to written).
+fn fake_openai() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<f64>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let times = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let t2 = times.clone();
+    std::thread::spawn(move || {
+        let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1}}"#;
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let start = Instant::now();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 16384];
+            while let Ok(n) = s.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+            }
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes());
+            t2.lock().unwrap().push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    });
+    (port, times)
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -158,6 +204,22 @@ fn main() {
     let text = measure(&home, &["agent", "-m", "hello there"]);
     let one_tool = measure(&home, &["agent", "-m", "list the files"]);
     let (gate_rate, gate_cases) = gate_decisions_per_sec(&home);
+
+    let (port, server_times) = fake_openai();
+    let cloud_home = home.join("cloud");
+    std::fs::create_dir_all(cloud_home.join(".latchclaw")).unwrap();
+    std::fs::write(
+        cloud_home.join(".latchclaw/config.toml"),
+        format!(
+            "workspace_dir = {:?}\ndefault_provider = \"cloud\"\n[providers.models.cloud]\n\
+             kind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n",
+            ws.display().to_string()
+        ),
+    )
+    .unwrap();
+    let cloud = measure(&cloud_home, &["agent", "-m", "ping"]);
+    let server_ms = median(server_times.lock().unwrap().clone());
+    let over_server = cloud.ms - server_ms;
 
     println!("latchclaw {} — {}", env!("CARGO_PKG_VERSION"), machine());
     println!("median of {RUNS} runs after {WARMUP} warm-up runs; peak RSS is the largest seen\n");
@@ -213,6 +275,30 @@ fn main() {
         format!("{:.2} MiB", one_tool.rss_mib),
         "8 MiB",
         one_tool.rss_mib <= 8.0,
+    );
+    row(
+        "agent -m, fake OpenAI server, text: median",
+        format!("{:.2} ms", cloud.ms),
+        "-",
+        true,
+    );
+    row(
+        "  of which over the server's own time",
+        format!("{over_server:.2} ms"),
+        "3 ms",
+        over_server <= 3.0,
+    );
+    row(
+        "  of which over the mock's text-only turn",
+        format!("{:.2} ms", cloud.ms - text.ms),
+        "-",
+        true,
+    );
+    row(
+        "agent -m, fake OpenAI server, text: peak RSS",
+        format!("{:.2} MiB", cloud.rss_mib),
+        "6 MiB",
+        cloud.rss_mib <= 6.0,
     );
     row(
         &format!("gate decisions/s ({gate_cases}-case mixed corpus)"),

@@ -517,6 +517,32 @@ fn config_value(cfg: &Config) -> Value {
             if let Some(t) = p.temperature {
                 m.insert("temperature".into(), t.into());
             }
+            if p.kind == crate::config::ProviderKind::OpenAiCompatible {
+                m.insert("tool_mode".into(), p.tool_mode.as_str().into());
+                m.insert("retries".into(), p.retries.into());
+                if let Some(n) = p.max_tokens {
+                    m.insert("max_tokens".into(), n.into());
+                }
+                if !p.headers.is_empty() {
+                    let h: serde_json::Map<String, Value> = p
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone().into()))
+                        .collect();
+                    m.insert("headers".into(), h.into());
+                }
+            }
+            if p.kind == crate::config::ProviderKind::Router {
+                let table = |v: &[(String, String)]| -> Value {
+                    v.iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                        .collect::<serde_json::Map<_, _>>()
+                        .into()
+                };
+                m.insert("hints".into(), table(&p.hints));
+                m.insert("routes".into(), table(&p.routes));
+                m.insert("default_route".into(), p.default_route.clone().into());
+            }
             (p.name.clone(), v)
         })
         .collect();
@@ -535,6 +561,7 @@ fn config_value(cfg: &Config) -> Value {
         "shell_timeout_secs": cfg.shell_timeout_secs,
         "http_timeout_secs": cfg.http_timeout_secs,
         "tool_output_max_bytes": cfg.tool_output_max_bytes,
+        "file_write_max_bytes": cfg.file_write_max_bytes,
         "security": {
             "autonomy": cfg.security.autonomy.as_str(),
             "workspace_only": cfg.security.workspace_only,
@@ -542,6 +569,7 @@ fn config_value(cfg: &Config) -> Value {
             "forbidden_commands": cfg.security.forbidden_commands,
             "audit_log": cfg.security.audit_log,
             "shell_allowlist": cfg.security.shell_allowlist,
+            "shell_env_passthrough": cfg.security.shell_env_passthrough,
         },
         "providers": {"models": providers},
         "channels": {"cli": {"enabled": cfg.cli_enabled, "tools_allow": cfg.cli_tools_allow}},
@@ -552,6 +580,11 @@ fn config_value(cfg: &Config) -> Value {
             "context_turns": cfg.memory_context_turns,
         },
         "receipts": {"enabled": cfg.receipts_enabled, "path": cfg.receipts_path.display().to_string()},
+        "tools": {"http": {
+            "allowed_domains": cfg.http_allowed_domains,
+            "allow_private": cfg.http_allow_private,
+            "max_redirects": cfg.http_max_redirects,
+        }},
     })
 }
 
