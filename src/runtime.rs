@@ -313,7 +313,9 @@ impl<'a> Runtime<'a> {
                 usage.prompt_tokens += u.prompt_tokens;
                 usage.completion_tokens += u.completion_tokens;
             }
-            let meta = json!({"answered_by": resp.provider, "round": rounds}).to_string();
+            let meta = json!({"answered_by": resp.provider, "round": rounds,
+                              "finish_reason": resp.finish_reason})
+            .to_string();
             let done = resp.tool_calls.is_empty();
             if done || rounds >= self.cfg.max_tool_rounds {
                 let (answer, reason) = if done {

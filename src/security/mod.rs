@@ -11,6 +11,7 @@ pub mod shell;
 
 use crate::config::{Autonomy, Config};
 use serde_json::Value;
+use std::cell::OnceCell;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
@@ -98,10 +99,15 @@ impl fmt::Display for Decision {
 pub struct Gate {
     autonomy: Autonomy,
     workspace_only: bool,
-    workspace: Result<PathBuf, String>,
-    /// Each forbidden path as written and as resolved.
-    forbidden: Vec<PathBuf>,
-    protected: Vec<PathBuf>,
+    /// Resolved on first use: a text-only turn never touches the file system
+    /// for the gate.
+    workspace: OnceCell<Result<PathBuf, String>>,
+    workspace_raw: PathBuf,
+    /// Each forbidden path as written and as resolved (on first use).
+    forbidden: OnceCell<Vec<PathBuf>>,
+    forbidden_raw: Vec<PathBuf>,
+    protected: OnceCell<Vec<PathBuf>>,
+    protected_raw: Vec<PathBuf>,
     estop_path: PathBuf,
     tools_allow: Vec<String>,
     home: Option<PathBuf>,
@@ -143,18 +149,15 @@ fn both_forms(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 
 impl Gate {
     pub fn new(cfg: &Config, tools_allow: &[String]) -> Gate {
-        let workspace = std::fs::canonicalize(&cfg.workspace_dir).map_err(|e| {
-            format!(
-                "the workspace {} is not usable ({e}); `latchclaw init` creates it",
-                cfg.workspace_dir.display()
-            )
-        });
         Gate {
             autonomy: cfg.security.autonomy,
             workspace_only: cfg.security.workspace_only,
-            workspace,
-            forbidden: both_forms(cfg.security.forbidden_paths.iter().cloned()),
-            protected: both_forms(cfg.protected_paths()),
+            workspace: OnceCell::new(),
+            workspace_raw: cfg.workspace_dir.clone(),
+            forbidden: OnceCell::new(),
+            forbidden_raw: cfg.security.forbidden_paths.clone(),
+            protected: OnceCell::new(),
+            protected_raw: cfg.protected_paths(),
             estop_path: cfg.estop_path(),
             tools_allow: tools_allow.to_vec(),
             home: crate::util::home_dir(),
@@ -191,8 +194,29 @@ impl Gate {
         self.autonomy
     }
 
+    fn workspace_result(&self) -> &Result<PathBuf, String> {
+        self.workspace.get_or_init(|| {
+            std::fs::canonicalize(&self.workspace_raw).map_err(|e| {
+                format!(
+                    "the workspace {} is not usable ({e}); `latchclaw init` creates it",
+                    self.workspace_raw.display()
+                )
+            })
+        })
+    }
+
+    fn forbidden(&self) -> &[PathBuf] {
+        self.forbidden
+            .get_or_init(|| both_forms(self.forbidden_raw.iter().cloned()))
+    }
+
+    fn protected(&self) -> &[PathBuf] {
+        self.protected
+            .get_or_init(|| both_forms(self.protected_raw.iter().cloned()))
+    }
+
     pub fn workspace(&self) -> Result<&Path, String> {
-        self.workspace.as_deref().map_err(Clone::clone)
+        self.workspace_result().as_deref().map_err(Clone::clone)
     }
 
     /// The single decision point: risk, verdict and reason for one call.
@@ -335,7 +359,7 @@ impl Gate {
     /// run code later).
     pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
         let resolved = self.check_path(raw)?;
-        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let written = lexical_normalize(&self.absolute(raw)?);
         if std::fs::symlink_metadata(&written).is_ok_and(|m| m.file_type().is_symlink())
             || std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.file_type().is_symlink())
@@ -363,7 +387,7 @@ impl Gate {
     /// A path argument made absolute (`~` expanded, relative to the
     /// workspace), before any symlink is followed.
     fn absolute(&self, raw: &str) -> Result<PathBuf, String> {
-        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let expanded = if let Some(rest) = raw.strip_prefix('~') {
             if !(rest.is_empty() || rest.starts_with('/')) {
                 return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
@@ -385,19 +409,19 @@ impl Gate {
         if raw.is_empty() {
             return Err("path is empty".into());
         }
-        let workspace = self.workspace.as_ref().map_err(Clone::clone)?;
+        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let absolute = self.absolute(raw)?;
         let lexical = lexical_normalize(&absolute);
         let resolved =
             resolve(&absolute).map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
         for p in [&lexical, &resolved] {
-            if let Some(hit) = self.protected.iter().find(|s| p.starts_with(s)) {
+            if let Some(hit) = self.protected().iter().find(|s| p.starts_with(s)) {
                 return Err(format!(
                     "\"{raw}\" is latchclaw's own state ({}), which tools can never reach",
                     hit.display()
                 ));
             }
-            if let Some(hit) = self.forbidden.iter().find(|f| p.starts_with(f)) {
+            if let Some(hit) = self.forbidden().iter().find(|f| p.starts_with(f)) {
                 return Err(format!(
                     "\"{raw}\" is under a forbidden path ({}; security.forbidden_paths)",
                     hit.display()
@@ -426,7 +450,7 @@ impl Gate {
 
     /// The policy in force, for `/policy` and the operator.
     pub fn describe(&self, cfg: &Config) -> String {
-        let list = |v: &[PathBuf]| {
+        let list = |v: &[PathBuf]| -> String {
             v.iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
@@ -437,7 +461,7 @@ impl Gate {
              forbidden commands: {}\nshell allowlist: {}\ntools enabled: {}\n\
              state (never reachable): {}",
             self.autonomy.as_str(),
-            match &self.workspace {
+            match self.workspace_result() {
                 Ok(w) => w.display().to_string(),
                 Err(e) => e.clone(),
             },
@@ -453,7 +477,7 @@ impl Gate {
     /// True when `p` is (inside) one of the runtime's own state paths; file
     /// listings hide such entries.
     pub fn is_protected(&self, p: &Path) -> bool {
-        self.protected.iter().any(|s| p.starts_with(s))
+        self.protected().iter().any(|s| p.starts_with(s))
     }
 }
 
@@ -471,7 +495,7 @@ impl shell::Policy for Gate {
     }
 
     fn resolve_command(&self, raw: &str) -> Option<String> {
-        let ws = self.workspace.as_ref().ok()?;
+        let ws = self.workspace_result().as_ref().ok()?;
         let r = resolve(&ws.join(raw)).ok()?;
         r.file_name().map(|n| n.to_string_lossy().into_owned())
     }
