@@ -217,9 +217,15 @@ impl ReceiptLog {
         Ok(stated.to_string())
     }
 
+    /// Opens the log with a shared lock, so a reader never sees the half of
+    /// a line another process is appending under its exclusive lock.
     fn open_for_read(&self) -> Result<Option<File>> {
         match File::open(&self.path) {
-            Ok(f) => Ok(Some(f)),
+            Ok(f) => {
+                f.lock_shared()
+                    .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
+                Ok(Some(f))
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::runtime(format!(
                 "cannot read receipts log {}: {e}",
