@@ -63,6 +63,60 @@ impl Approver for TtyApprover {
     }
 }
 
+/// Reads all of `r`, refusing more than `max` bytes or text that is not UTF-8.
+fn read_capped(r: impl std::io::Read, max: usize) -> Result<String> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    r.take(max as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(crate::error::Error::usage(format!(
+            "the input on stdin is larger than max_input_bytes ({max} bytes); \
+             send less, or raise max_input_bytes in the config"
+        )));
+    }
+    String::from_utf8(buf)
+        .map_err(|_| crate::error::Error::usage("the input on stdin is not UTF-8 text"))
+}
+
+/// What a one-shot turn says, from `-m` and stdin:
+/// - `-m -`: the message is stdin;
+/// - `-m TEXT` with stdin piped: TEXT, then stdin as context;
+/// - no `-m` with stdin piped: stdin is the message;
+/// - no `-m` on a terminal: `None`, the REPL.
+pub fn one_shot_input(message: Option<&str>, max: usize) -> Result<Option<String>> {
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    let piped = !stdin.is_terminal();
+    let text = match message {
+        Some("-") => read_capped(stdin.lock(), max)?.trim_end().to_string(),
+        Some(m) if piped => {
+            let context = read_capped(stdin.lock(), max.saturating_sub(m.len()))?;
+            if context.trim().is_empty() {
+                m.to_string()
+            } else {
+                format!(
+                    "{m}\n\nInput (from stdin):\n```\n{}\n```",
+                    context.trim_end()
+                )
+            }
+        }
+        Some(m) => m.to_string(),
+        None if piped => read_capped(stdin.lock(), max)?.trim_end().to_string(),
+        None => return Ok(None),
+    };
+    if text.len() > max {
+        return Err(crate::error::Error::usage(format!(
+            "the message is larger than max_input_bytes ({max} bytes)"
+        )));
+    }
+    if text.trim().is_empty() {
+        return Err(crate::error::Error::usage(
+            "the message is empty (give -m MESSAGE, or pipe text into latchclaw agent)",
+        ));
+    }
+    Ok(Some(text))
+}
+
 pub trait Channel {
     fn name(&self) -> &str;
     /// Runs the channel until it ends; returns the process exit code.

@@ -121,10 +121,13 @@ result as one JSON object. Every attempt writes a receipt.
             "Usage: latchclaw agent [-m MESSAGE] [--conversation ID | -c] [--json]
 
 With -m, runs one turn and prints only the answer on stdout; logs and
-approval questions go to stderr and the terminal. Without -m, starts a REPL
-(/tools, /memory QUERY, /policy, /exit).
+approval questions go to stderr and the terminal. Piped stdin is added to
+the message as context (`cat log | latchclaw agent -m \"summarise\"`);
+`-m -` reads the message itself from stdin; with stdin piped and no -m,
+stdin is the message. On a terminal with no -m, starts a REPL (/tools,
+/memory QUERY, /policy, /exit). Input over max_input_bytes is an error.
 
-  -m, --message MESSAGE   the user message for a one-shot turn
+  -m, --message MESSAGE   the user message for a one-shot turn (- = stdin)
   --conversation ID       continue an earlier conversation
   -c, --continue          continue the most recent conversation
   --hint NAME             routing hint for a router provider (e.g. fast)
@@ -562,6 +565,7 @@ fn config_value(cfg: &Config) -> Value {
         "http_timeout_secs": cfg.http_timeout_secs,
         "tool_output_max_bytes": cfg.tool_output_max_bytes,
         "file_write_max_bytes": cfg.file_write_max_bytes,
+        "max_input_bytes": cfg.max_input_bytes,
         "security": {
             "autonomy": cfg.security.autonomy.as_str(),
             "workspace_only": cfg.security.workspace_only,
@@ -846,6 +850,7 @@ fn cmd_agent(a: &Args) -> Result<i32> {
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
     }
+    let message = crate::channels::one_shot_input(a.message.as_deref(), cfg.max_input_bytes)?;
     let provider = crate::providers::build(&cfg, &cfg.default_provider)?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
@@ -859,17 +864,10 @@ fn cmd_agent(a: &Args) -> Result<i32> {
         false => a.conversation.clone(),
     };
     let mut channel = CliChannel {
-        message: a.message.clone(),
+        message,
         conversation,
         json: a.json,
     };
-    if channel
-        .message
-        .as_deref()
-        .is_some_and(|m| m.trim().is_empty())
-    {
-        return Err(Error::usage("-m: the message is empty"));
-    }
     channel.start(&rt, provider.as_ref())
 }
 

@@ -148,6 +148,8 @@ pub struct Config {
     pub http_timeout_secs: u64,
     pub tool_output_max_bytes: usize,
     pub file_write_max_bytes: usize,
+    /// Largest message (with piped stdin) `agent` accepts.
+    pub max_input_bytes: usize,
     pub security: Security,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub cli_enabled: bool,
@@ -649,6 +651,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         r.int(&mut top, "tool_output_max_bytes", 64 * 1024, 256, 16 << 20) as usize;
     let file_write_max_bytes =
         r.int(&mut top, "file_write_max_bytes", 1 << 20, 1, 1 << 30) as usize;
+    let max_input_bytes = r.int(&mut top, "max_input_bytes", 1 << 20, 16, 1 << 30) as usize;
 
     let mut sec = r
         .table(&mut top, "security")
@@ -740,6 +743,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         http_timeout_secs,
         tool_output_max_bytes,
         file_write_max_bytes,
+        max_input_bytes,
         security: Security {
             autonomy,
             workspace_only,
