@@ -157,7 +157,13 @@ impl Gate {
             forbidden: OnceCell::new(),
             forbidden_raw: cfg.security.forbidden_paths.clone(),
             protected: OnceCell::new(),
-            protected_raw: cfg.protected_paths(),
+            // /proc too, whatever forbidden_paths says: /proc/PID/environ of
+            // this very process holds the provider keys.
+            protected_raw: cfg
+                .protected_paths()
+                .into_iter()
+                .chain([PathBuf::from("/proc")])
+                .collect(),
             estop_path: cfg.estop_path(),
             tools_allow: tools_allow.to_vec(),
             home: crate::util::home_dir(),

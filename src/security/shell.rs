@@ -76,6 +76,9 @@ pub struct Word {
     quoted: bool,
     /// An unquoted `*`, `?` or `[`.
     glob: bool,
+    /// Unquoted `{a,b}` or `{a..b}`: dash leaves it alone, but where
+    /// `/bin/sh` is bash it expands, so it is judged as if it did.
+    brace: bool,
     expansion: Option<Exp>,
 }
 
@@ -384,6 +387,7 @@ impl<'a> Lexer<'a> {
 
     fn word(&mut self) -> Result<Word, String> {
         let mut w = Word::default();
+        let (mut brace_open, mut brace_sep) = (false, false);
         while let Some(c) = self.peek() {
             if is_meta(c) {
                 break;
@@ -454,6 +458,22 @@ impl<'a> Lexer<'a> {
                 }
                 '*' | '?' | '[' => {
                     w.glob = true;
+                    w.text.push(c);
+                }
+                '{' => {
+                    brace_open = true;
+                    w.text.push(c);
+                }
+                ',' if brace_open => {
+                    brace_sep = true;
+                    w.text.push(c);
+                }
+                '.' if brace_open && w.text.ends_with('.') => {
+                    brace_sep = true;
+                    w.text.push(c);
+                }
+                '}' if brace_sep => {
+                    w.brace = true;
                     w.text.push(c);
                 }
                 _ => w.text.push(c),
@@ -859,9 +879,9 @@ fn judge_command(argv: &[Word], piped_into: bool, policy: &dyn Policy, depth: u3
             cmd.text
         ));
     }
-    if cmd.glob {
+    if cmd.glob || cmd.brace {
         return Judgement::Deny(format!(
-            "the command name `{}` is a glob and could match any program",
+            "the command name `{}` is a glob or brace expansion and could become any program",
             cmd.text
         ));
     }
@@ -939,6 +959,11 @@ fn judge_command(argv: &[Word], piped_into: bool, policy: &dyn Policy, depth: u3
                     "--max-chars",
                 ],
             );
+            // Options such as `-a FILE` read files: the path policy applies.
+            let opts = scan_args(&args[..i.min(args.len())], policy);
+            if matches!(opts, Judgement::Deny(_)) {
+                return opts;
+            }
             let inner = rest(i);
             if matches!(inner, Judgement::Deny(_)) {
                 return inner;
@@ -1152,6 +1177,15 @@ fn judge_env(args: &[Word], piped_into: bool, policy: &dyn Policy, depth: u32) -
             continue;
         }
         if t == "-C" || t.starts_with("--chdir") {
+            let dir = match t.split_once('=') {
+                Some((_, d)) => Some(d),
+                None => args.get(i + 1).map(|w| w.text.as_str()),
+            };
+            if let Some(d) = dir
+                && let Err(e) = policy.check_path(d)
+            {
+                return Judgement::Deny(format!("`env -C`: {e}"));
+            }
             verdict = verdict.max(Judgement::high("`env -C` changes directory"));
             i += if t == "-C" { 2 } else { 1 };
             continue;
@@ -1230,12 +1264,59 @@ fn names_forbidden(code: &str, policy: &dyn Policy) -> Option<String> {
         })
 }
 
+/// The words a one-level brace expression expands to (`a{b,c}d` → `abd`,
+/// `acd`); `None` for nested or sequence (`{1..9}`) forms.
+fn brace_alternatives(text: &str) -> Option<Vec<String>> {
+    let open = text.find('{')?;
+    let close = open + text[open..].find('}')?;
+    let inner = &text[open + 1..close];
+    let sequence = !inner.contains(',') && inner.contains("..");
+    if sequence || inner.contains('{') || text[close + 1..].contains('{') {
+        return None;
+    }
+    Some(
+        inner
+            .split(',')
+            .map(|alt| format!("{}{alt}{}", &text[..open], &text[close + 1..]))
+            .collect(),
+    )
+}
+
+/// Brace words are checked alternative by alternative; forms the gate does
+/// not expand are high risk.
+fn check_brace_word(w: &Word, policy: &dyn Policy) -> Judgement {
+    match brace_alternatives(&w.text) {
+        Some(alts) => {
+            for a in alts {
+                if let Some(name) = names_forbidden(&a, policy) {
+                    return Judgement::Deny(format!(
+                        "brace expansion yields the forbidden `{name}`"
+                    ));
+                }
+                if let Err(e) = policy.check_path(&a) {
+                    return Judgement::Deny(format!("brace expansion `{}`: {e}", w.text));
+                }
+            }
+            Judgement::high(format!("brace expansion `{}` (bash expands it)", w.text))
+        }
+        None => Judgement::high(format!(
+            "brace expression `{}` the gate does not expand",
+            w.text
+        )),
+    }
+}
+
 /// Arguments of a program that is not allowlisted: a forbidden command named
 /// among them may be run by it.
 fn scan_args(args: &[Word], policy: &dyn Policy) -> Judgement {
     for w in args {
         if w.expansion == Some(Exp::Substitution) {
             return Judgement::Deny("an argument contains a substitution".into());
+        }
+        if w.brace
+            && let j @ Judgement::Deny(_) = check_brace_word(w, policy)
+        {
+            return j;
         }
         if let Some(name) = names_forbidden(&w.text, policy) {
             return Judgement::Deny(format!(
@@ -1560,6 +1641,14 @@ fn check_path_args(name: &str, args: &[Word], policy: &dyn Policy) -> Judgement 
             v = v.max(Judgement::high(format!(
                 "argument `{t}` expands a variable the gate cannot see"
             )));
+            continue;
+        }
+        if w.brace {
+            let j = check_brace_word(w, policy);
+            if matches!(j, Judgement::Deny(_)) {
+                return j;
+            }
+            v = v.max(j);
             continue;
         }
         let candidate = if !after_dashdash && t == "--" {
