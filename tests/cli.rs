@@ -272,6 +272,11 @@ fn state_files_are_unreachable_even_without_workspace_only() {
     let env = Env::new();
     env.config("[security]\nworkspace_only = false\nforbidden_paths = []\n");
     env.run(&["tool", "run", "time", "--json", "{}"]);
+    // /proc/PID/environ of latchclaw itself would hold provider keys.
+    for p in ["/proc/self/environ", "/proc/1/environ"] {
+        let r = read(&env, p);
+        assert_eq!(r.code, 4, "{p}: {r:?}");
+    }
     for f in [
         "config.toml",
         "tool_receipts.log",
