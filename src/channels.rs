@@ -12,6 +12,8 @@ use std::io::{BufRead, Write};
 pub enum Approval {
     Approved,
     Denied(String),
+    /// Nobody to ask (no terminal): the call waits as a pending approval.
+    Unavailable(String),
 }
 
 /// Asks a person whether a call may run. Only the runtime calls it, so
@@ -31,7 +33,7 @@ impl Approver for TtyApprover {
             .write(true)
             .open("/dev/tty");
         let Ok(mut tty) = tty else {
-            return Approval::Denied(
+            return Approval::Unavailable(
                 "no terminal to ask the operator (unattended run): denied".into(),
             );
         };

@@ -2,7 +2,7 @@
 //! checked against the command it names and dispatched to a plain function.
 //! Help texts sit next to the commands they describe.
 
-use crate::channels::{Channel, CliChannel, TtyApprover};
+use crate::channels::{Approver, Channel, CliChannel, TtyApprover};
 use crate::config::{self, Autonomy, Config, TOOL_NAMES};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
@@ -45,6 +45,8 @@ Commands:
   memory list|search QUERY|show ID|clear --yes
   receipt list|verify [--json]       the tool receipt chain
   estop [--clear]                    emergency stop: refuse every tool call until cleared
+  approvals list [--all] [--json]    calls waiting for an operator (from runs with no terminal)
+  approve ID [--yes] | deny ID       decide a pending call; `agent --resume CONV` continues
 
 Global options:
   --config PATH   config file (default: $LATCHCLAW_HOME/config.toml, ~/.latchclaw/config.toml)
@@ -130,6 +132,8 @@ stdin is the message. On a terminal with no -m, starts a REPL (/tools,
   -m, --message MESSAGE   the user message for a one-shot turn (- = stdin)
   --conversation ID       continue an earlier conversation
   -c, --continue          continue the most recent conversation
+  --resume ID             continue a conversation after `latchclaw approve`:
+                          approved calls run once when the model repeats them
   --hint NAME             routing hint for a router provider (e.g. fast)
   --json                  print one JSON object: answer, tool calls, rounds, usage"
         }
@@ -164,6 +168,18 @@ or deny. Exit 0 whenever a decision was made.
 `show` prints the autonomy level, the workspace boundary, the forbidden paths
 and commands, the shell allowlist and the enabled tools."
         }
+        ["approvals", ..] | ["approve", ..] | ["deny", ..] => {
+            "Usage: latchclaw approvals list [--all] [--json]
+       latchclaw approve ID [--yes]
+       latchclaw deny ID
+
+A call that needs approval in a run with no terminal (cron) is denied and
+kept as a pending approval. `approve` asks for confirmation on the terminal,
+or takes --yes typed by the operator; nothing a model writes can approve.
+Then `latchclaw agent --resume CONVERSATION` continues the conversation: the
+approved call runs once, for exactly that tool and those arguments, in that
+conversation. `--all` lists decided and used approvals too."
+        }
         ["estop", ..] => {
             "Usage: latchclaw estop [--clear]
 
@@ -194,6 +210,8 @@ struct Args {
     limit: Option<u32>,
     yes: bool,
     resume_latest: bool,
+    resume: Option<String>,
+    all: bool,
     hint: Option<String>,
     clear: bool,
     force: bool,
@@ -242,6 +260,14 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             Short('c') | Long("continue") => {
                 a.resume_latest = true;
                 "continue"
+            }
+            Long("resume") => {
+                a.resume = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "resume"
+            }
+            Long("all") => {
+                a.all = true;
+                "all"
             }
             Long("hint") => {
                 a.hint = Some(p.value().map_err(bad)?.string().map_err(bad)?);
@@ -357,6 +383,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
             "`latchclaw policy check` needs a tool name: latchclaw policy check TOOL --json ARGS",
         )),
         ["policy", "show"] => cmd_policy_show(&a),
+        ["approvals", "list"] | ["approvals"] => cmd_approvals_list(&a),
+        ["approve", id] => cmd_decide(&a, id, true),
+        ["deny", id] => cmd_decide(&a, id, false),
         _ => Err(unknown_command(&a.words)),
     }
 }
@@ -364,7 +393,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
 fn unknown_command(words: &[String]) -> Error {
     Error::usage(format!(
         "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
-         policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop \
+         policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop, \
+         approvals list, approve, deny \
          (see `latchclaw --help`)",
         words.join(" ")
     ))
@@ -827,6 +857,80 @@ fn cmd_policy_check(a: &Args, name: &str) -> Result<i32> {
     Ok(exit::OK)
 }
 
+fn cmd_approvals_list(a: &Args) -> Result<i32> {
+    a.only("approvals list", &["json", "all"])?;
+    let list = open_memory(a)?.approvals(a.all)?;
+    if a.json {
+        print_json(&list);
+    } else if list.is_empty() {
+        eprintln!("no {}approvals", if a.all { "" } else { "pending " });
+    } else {
+        for p in list {
+            println!(
+                "{}  {:8}  {}  {}  {} {}",
+                p.id,
+                p.status,
+                p.created_at,
+                p.conversation_id,
+                p.tool,
+                one_line(&p.arguments.to_string(), 80)
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_decide(a: &Args, id: &str, approve: bool) -> Result<i32> {
+    let verb = if approve { "approve" } else { "deny" };
+    a.only(verb, if approve { &["yes"] } else { &[] })?;
+    let memory = open_memory(a)?;
+    let Some(p) = memory.approval(id)? else {
+        return Err(Error::usage(format!(
+            "no approval \"{id}\"; `latchclaw approvals list` shows them"
+        )));
+    };
+    if approve && !a.yes {
+        // A person at a terminal, or --yes typed by the operator.
+        let approver = TtyApprover;
+        let d = crate::security::Decision {
+            risk: crate::security::Risk::Medium,
+            verdict: crate::security::Verdict::Ask,
+            reason: format!(
+                "pending approval {id} in conversation {}: {}",
+                p.conversation_id, p.reason
+            ),
+            estop: false,
+            path: None,
+            argv: None,
+        };
+        match approver.ask(&p.tool, &d, &p.arguments) {
+            crate::channels::Approval::Approved => {}
+            crate::channels::Approval::Unavailable(_) => {
+                return Err(Error::usage(
+                    "approving needs a terminal to confirm on, or --yes typed by the operator",
+                ));
+            }
+            crate::channels::Approval::Denied(why) => {
+                return Err(Error::usage(format!("not approved: {why}")));
+            }
+        }
+    }
+    memory.decide_approval(id, approve)?;
+    println!(
+        "{} {id}: {} {} in {}{}",
+        if approve { "approved" } else { "denied" },
+        p.tool,
+        one_line(&p.arguments.to_string(), 80),
+        p.conversation_id,
+        if approve {
+            format!("; run `latchclaw agent --resume {}`", p.conversation_id)
+        } else {
+            String::new()
+        }
+    );
+    Ok(exit::OK)
+}
+
 fn cmd_policy_show(a: &Args) -> Result<i32> {
     a.only("policy show", &[])?;
     let cfg = a.load_config()?;
@@ -837,11 +941,27 @@ fn cmd_policy_show(a: &Args) -> Result<i32> {
 fn cmd_agent(a: &Args) -> Result<i32> {
     a.only(
         "agent",
-        &["message", "conversation", "continue", "json", "hint"],
+        &[
+            "message",
+            "conversation",
+            "continue",
+            "json",
+            "hint",
+            "resume",
+        ],
     )?;
-    if a.resume_latest && a.conversation.is_some() {
+    if [
+        a.resume_latest,
+        a.conversation.is_some(),
+        a.resume.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count()
+        > 1
+    {
         return Err(Error::usage(
-            "give either --conversation ID or --continue, not both",
+            "give one of --conversation ID, --continue or --resume ID",
         ));
     }
     let cfg = a.load_config()?;
@@ -850,7 +970,15 @@ fn cmd_agent(a: &Args) -> Result<i32> {
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
     }
-    let message = crate::channels::one_shot_input(a.message.as_deref(), cfg.max_input_bytes)?;
+    let message = match (&a.resume, a.message.as_deref()) {
+        // Resuming: the operator's decisions are the new turn.
+        (Some(_), None) => Some(
+            "The operator has decided on the pending tool calls of this conversation. \
+             Continue the task: repeat a call that was approved and it will run."
+                .to_string(),
+        ),
+        (_, m) => crate::channels::one_shot_input(m, cfg.max_input_bytes)?,
+    };
     let provider = crate::providers::build(&cfg, &cfg.default_provider)?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
@@ -861,7 +989,7 @@ fn cmd_agent(a: &Args) -> Result<i32> {
                 .latest_conversation()?
                 .ok_or_else(|| Error::usage("--continue: there is no earlier conversation"))?,
         ),
-        false => a.conversation.clone(),
+        false => a.conversation.clone().or_else(|| a.resume.clone()),
     };
     let mut channel = CliChannel {
         message,
@@ -1110,6 +1238,8 @@ mod tests {
             "receipt verify",
             "policy check",
             "policy show",
+            "approvals list",
+            "approve",
             "estop",
         ] {
             let words: Vec<String> = c.split(' ').map(String::from).collect();

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE conversations (
     id         TEXT PRIMARY KEY,
     created_at TEXT NOT NULL,
@@ -45,7 +46,23 @@ END;
 CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
     INSERT INTO turns_fts(turns_fts, rowid, content) VALUES ('delete', old.id, old.content);
 END;
-"#];
+"#,
+    r#"
+CREATE TABLE approvals (
+    id              TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    args_hash       TEXT NOT NULL,
+    reason          TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'used')),
+    decided_at      TEXT,
+    used_at         TEXT
+);
+CREATE INDEX approvals_by_call ON approvals(conversation_id, tool, args_hash, status);
+"#,
+];
 
 pub struct Memory {
     conn: Connection,
@@ -85,6 +102,20 @@ pub struct ConversationSummary {
     pub created_at: String,
     pub last_activity: String,
     pub first_message: String,
+}
+
+/// A tool call that needed approval when nobody was there to give it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingApproval {
+    pub id: String,
+    pub conversation_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    pub reason: String,
+    pub created_at: String,
+    pub status: String,
+    pub decided_at: Option<String>,
+    pub used_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -364,6 +395,105 @@ impl Memory {
         Ok(n)
     }
 
+    /// Records a call that waits for an operator; an identical pending call
+    /// in the same conversation is reused, not duplicated.
+    pub fn add_pending(
+        &self,
+        conversation_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+        reason: &str,
+    ) -> Result<String> {
+        let canonical = crate::receipts::canonical_json(args);
+        let hash = util::sha256_hex(canonical.as_bytes());
+        if let Some(id) = self
+            .conn
+            .query_row(
+                "SELECT id FROM approvals WHERE conversation_id = ?1 AND tool = ?2 AND args_hash = ?3
+                 AND status = 'pending'",
+                params![conversation_id, tool, hash],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?
+        {
+            return Ok(id);
+        }
+        let id = util::new_id("approval");
+        self.conn.execute(
+            "INSERT INTO approvals (id, conversation_id, tool, arguments, args_hash, reason, created_at, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending')",
+            params![id, conversation_id, tool, canonical, hash, reason, util::now_rfc3339()],
+        )?;
+        Ok(id)
+    }
+
+    pub fn approvals(&self, all: bool) -> Result<Vec<PendingApproval>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, conversation_id, tool, arguments, reason, created_at, status, decided_at, used_at
+             FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid",
+        )?;
+        let rows = stmt.query_map([all], |r| {
+            Ok(PendingApproval {
+                id: r.get(0)?,
+                conversation_id: r.get(1)?,
+                tool: r.get(2)?,
+                arguments: json_col(r.get(3)?).unwrap_or_default(),
+                reason: r.get(4)?,
+                created_at: r.get(5)?,
+                status: r.get(6)?,
+                decided_at: r.get(7)?,
+                used_at: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    pub fn approval(&self, id: &str) -> Result<Option<PendingApproval>> {
+        Ok(self.approvals(true)?.into_iter().find(|a| a.id == id))
+    }
+
+    /// Approves or denies a pending call; anything not pending is refused.
+    pub fn decide_approval(&self, id: &str, approve: bool) -> Result<()> {
+        let n = self.conn.execute(
+            "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",
+            params![id, if approve { "approved" } else { "denied" }, util::now_rfc3339()],
+        )?;
+        if n == 1 {
+            return Ok(());
+        }
+        Err(match self.approval(id)? {
+            Some(a) => Error::usage(format!(
+                "approval {id} is already {}; only pending ones can be decided",
+                a.status
+            )),
+            None => Error::usage(format!(
+                "no approval \"{id}\"; `latchclaw approvals list` shows them"
+            )),
+        })
+    }
+
+    /// Consumes an approval for exactly this call in this conversation, so
+    /// it runs once; returns its id.
+    pub fn take_approved(
+        &self,
+        conversation_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+    ) -> Result<Option<String>> {
+        let hash = util::sha256_hex(crate::receipts::canonical_json(args).as_bytes());
+        Ok(self
+            .conn
+            .query_row(
+                "UPDATE approvals SET status = 'used', used_at = ?4
+                 WHERE id = (SELECT id FROM approvals WHERE conversation_id = ?1 AND tool = ?2
+                             AND args_hash = ?3 AND status = 'approved' ORDER BY rowid LIMIT 1)
+                 RETURNING id",
+                params![conversation_id, tool, hash, util::now_rfc3339()],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// The most recently active conversation, if any.
     pub fn latest_conversation(&self) -> Result<Option<String>> {
         Ok(self
@@ -472,6 +602,28 @@ mod tests {
         // No turn has both words, so any-term matching takes over.
         let hits = m.search("monday borrow", 10).unwrap();
         assert_eq!(hits.len(), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_database_migrates_forward() {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(MIGRATIONS[0]).unwrap();
+            c.execute_batch("PRAGMA user_version = 1").unwrap();
+            c.execute("INSERT INTO conversations VALUES ('old', 't', 't', 0)", [])
+                .unwrap();
+        }
+        let m = Memory::open(&path, 1000).unwrap();
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+        assert!(m.conversation_exists("old").unwrap(), "data kept");
+        let id = m
+            .add_pending("old", "shell", &serde_json::json!({"command": "ls"}), "r")
+            .unwrap();
+        assert_eq!(m.approvals(false).unwrap()[0].id, id);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

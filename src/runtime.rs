@@ -35,6 +35,9 @@ pub struct CallRecord {
     pub risk: &'static str,
     pub reason: String,
     pub receipt_id: Option<String>,
+    /// Set when the call waits for an operator (`latchclaw approve ID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<String>,
     #[serde(skip)]
     pub estop: bool,
 }
@@ -128,6 +131,7 @@ impl<'a> Runtime<'a> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
         let d = self.gate.decide(name, args);
         let mut reason = d.reason.clone();
+        let mut pending = None;
         let run = |status: &'static str| -> Result<(&'static str, ToolResult)> {
             let Some(tool) = tools::find(name) else {
                 return Ok((
@@ -156,16 +160,34 @@ impl<'a> Runtime<'a> {
         };
         let (status, mut result) = match d.verdict {
             Verdict::Allow => run("allowed")?,
-            Verdict::Ask => match self.approver.ask(name, &d, args) {
-                Approval::Approved => {
-                    log::info!(target: "event::tool_approved", "tool={name}");
-                    reason = format!("{reason}; approved by the operator");
+            Verdict::Ask => match self.memory.take_approved(conversation_id, name, args)? {
+                Some(id) => {
+                    log::info!(target: "event::tool_approved", "tool={name} approval={id}");
+                    reason = format!("{reason}; approved by the operator ({id})");
                     run("approved")?
                 }
-                Approval::Denied(why) => {
-                    reason = format!("{reason}; {why}");
-                    ("denied", ToolResult::err(format!("denied: {reason}")))
-                }
+                None => match self.approver.ask(name, &d, args) {
+                    Approval::Approved => {
+                        log::info!(target: "event::tool_approved", "tool={name}");
+                        reason = format!("{reason}; approved by the operator");
+                        run("approved")?
+                    }
+                    Approval::Denied(why) => {
+                        reason = format!("{reason}; {why}");
+                        ("denied", ToolResult::err(format!("denied: {reason}")))
+                    }
+                    Approval::Unavailable(why) => {
+                        let id = self
+                            .memory
+                            .add_pending(conversation_id, name, args, &d.reason)?;
+                        reason = format!(
+                            "{reason}; {why}; waiting as pending approval {id} \
+                             (`latchclaw approve {id}`, then `latchclaw agent --resume {conversation_id}`)"
+                        );
+                        pending = Some(id);
+                        ("denied", ToolResult::err(format!("denied: {reason}")))
+                    }
+                },
             },
             Verdict::Deny => (
                 "denied",
@@ -204,6 +226,7 @@ impl<'a> Runtime<'a> {
                 risk: d.risk.as_str(),
                 reason,
                 receipt_id,
+                pending_approval: pending,
                 estop: d.estop || result.estop,
             },
             result,

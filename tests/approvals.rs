@@ -1,0 +1,124 @@
+//! Unattended runs: a call that needs approval with no terminal is denied
+//! now, kept as a pending approval, decided later by the operator, and runs
+//! exactly once when the conversation resumes.
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+
+fn env() -> Env {
+    let env = Env::new();
+    env.mock(
+        "write_report.toml",
+        "",
+        "[channels.cli]\ntools_allow = [\"file_write\", \"time\"]\n",
+    );
+    env
+}
+
+fn pending(env: &Env, all: bool) -> Vec<Value> {
+    let args: &[&str] = if all {
+        &["approvals", "list", "--all", "--json"]
+    } else {
+        &["approvals", "list", "--json"]
+    };
+    let (_, v) = env.json(args);
+    v.as_array().unwrap().clone()
+}
+
+#[test]
+fn pending_approval_lifecycle() {
+    let env = env();
+    let report = env.ws.join("report.txt");
+    let (r, v) = env.json(&["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    let call = &v["tool_calls"][0];
+    assert_eq!(call["status"], "denied");
+    let id = call["pending_approval"].as_str().unwrap().to_string();
+    assert!(!report.exists());
+
+    let list = pending(&env, false);
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0]["id"].as_str(), list[0]["tool"].as_str()),
+        (Some(id.as_str()), Some("file_write"))
+    );
+    assert_eq!(list[0]["conversation_id"], conv.as_str());
+    assert_eq!(list[0]["arguments"]["path"], "report.txt");
+
+    // No terminal and no --yes: approving is refused.
+    let r = env.run(&["approve", &id]);
+    assert!(r.code == 2 && r.stderr.contains("--yes"), "{r:?}");
+    let r = env.run(&["approve", &id, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = env.run(&["approve", &id, "--yes"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("already approved"),
+        "{r:?}"
+    );
+
+    // Resume: the model repeats the call and it runs, once.
+    let (r, v) = env.json(&["agent", "--resume", &conv, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["conversation_id"], conv.as_str());
+    assert_eq!(v["tool_calls"][0]["status"], "approved");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "quarterly numbers"
+    );
+    let all = pending(&env, true);
+    assert_eq!(all[0]["status"], "used");
+
+    // The same request again is not pre-approved.
+    std::fs::remove_file(&report).unwrap();
+    let (r, v) = env.json(&["agent", "--resume", &conv, "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!report.exists());
+    let again = v["tool_calls"][0]["pending_approval"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(again, id);
+    let statuses: Vec<String> = env
+        .receipts()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["denied", "approved", "denied"]);
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+#[test]
+fn approval_is_for_one_conversation_and_deny_sticks() {
+    let env = env();
+    let (_, a) = env.json(&["agent", "-m", "write the report", "--json"]);
+    let conv_a = a["conversation_id"].as_str().unwrap().to_string();
+    let id_a = a["tool_calls"][0]["pending_approval"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(env.run(&["approve", &id_a, "--yes"]).code, 0);
+    // A look-alike call in another conversation is not approved.
+    let (r, b) = env.json(&["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_ne!(b["conversation_id"], conv_a.as_str());
+    assert!(!env.ws.join("report.txt").exists());
+    // Denying keeps it from running.
+    let id_b = b["tool_calls"][0]["pending_approval"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let conv_b = b["conversation_id"].as_str().unwrap().to_string();
+    assert_eq!(env.run(&["deny", &id_b]).code, 0);
+    let (r, _) = env.json(&["agent", "--resume", &conv_b, "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.ws.join("report.txt").exists());
+    // The approved one still runs in its own conversation.
+    let (r, _) = env.json(&["agent", "--resume", &conv_a, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("report.txt").exists());
+    let r = env.run(&["approve", "approval-nope", "--yes"]);
+    assert!(r.code == 2 && r.stderr.contains("no approval"), "{r:?}");
+}
