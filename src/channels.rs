@@ -215,6 +215,7 @@ impl Channel for CliChannel {
         match self.message.clone() {
             Some(m) => {
                 let outcome = rt.agent_turn(provider, self.conversation.as_deref(), &m)?;
+                self.conversation = Some(outcome.conversation_id.clone());
                 self.deliver(&outcome)?;
                 Ok(outcome.exit_code())
             }

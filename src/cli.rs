@@ -21,8 +21,9 @@ Exit codes:
   3  runtime error: provider failed (after fallbacks), database, file system
   4  refused by policy: a tool call was denied
   5  emergency stop: a tool call was refused because ESTOP is on
-  6  limit reached: max_tool_rounds
-  7  integrity: the receipt chain is broken or damaged";
+  6  limit reached: max_tool_rounds or the run's --timeout
+  7  integrity: the receipt chain is broken or damaged
+  8  another run holds the --lock";
 
 fn top_help() -> String {
     format!(
@@ -47,6 +48,7 @@ Commands:
   estop [--clear]                    emergency stop: refuse every tool call until cleared
   approvals list [--all] [--json]    calls waiting for an operator (from runs with no terminal)
   approve ID [--yes] | deny ID       decide a pending call; `agent --resume CONV` continues
+  runs list [--json]                 recorded agent runs: start, end, exit code, conversation
 
 Global options:
   --config PATH   config file (default: $LATCHCLAW_HOME/config.toml, ~/.latchclaw/config.toml)
@@ -134,6 +136,8 @@ stdin is the message. On a terminal with no -m, starts a REPL (/tools,
   -c, --continue          continue the most recent conversation
   --resume ID             continue a conversation after `latchclaw approve`:
                           approved calls run once when the model repeats them
+  --lock NAME             refuse to start (exit 8) while another run holds NAME
+  --timeout SECS          bound the whole run, tools and provider calls included (exit 6)
   --hint NAME             routing hint for a router provider (e.g. fast)
   --json                  print one JSON object: answer, tool calls, rounds, usage"
         }
@@ -167,6 +171,12 @@ or deny. Exit 0 whenever a decision was made.
 
 `show` prints the autonomy level, the workspace boundary, the forbidden paths
 and commands, the shell allowlist and the enabled tools."
+        }
+        ["runs", ..] => {
+            "Usage: latchclaw runs list [--limit N] [--json]
+
+Every `agent` run is recorded: id, start and end time, exit code and
+reason, conversation, lock name, pid and command line."
         }
         ["approvals", ..] | ["approve", ..] | ["deny", ..] => {
             "Usage: latchclaw approvals list [--all] [--json]
@@ -212,6 +222,8 @@ struct Args {
     resume_latest: bool,
     resume: Option<String>,
     all: bool,
+    lock: Option<String>,
+    timeout: Option<u64>,
     hint: Option<String>,
     clear: bool,
     force: bool,
@@ -264,6 +276,30 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             Long("resume") => {
                 a.resume = Some(p.value().map_err(bad)?.string().map_err(bad)?);
                 "resume"
+            }
+            Long("lock") => {
+                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    || v.starts_with('.')
+                {
+                    return Err(Error::usage(format!(
+                        "--lock: \"{v}\" is not a lock name (letters, digits, - _ .)"
+                    )));
+                }
+                a.lock = Some(v);
+                "lock"
+            }
+            Long("timeout") => {
+                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                a.timeout = Some(v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::usage(format!(
+                        "--timeout: \"{v}\" is not a positive number of seconds"
+                    ))
+                })?);
+                "timeout"
             }
             Long("all") => {
                 a.all = true;
@@ -384,6 +420,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         )),
         ["policy", "show"] => cmd_policy_show(&a),
         ["approvals", "list"] | ["approvals"] => cmd_approvals_list(&a),
+        ["runs", "list"] | ["runs"] => cmd_runs_list(&a),
         ["approve", id] => cmd_decide(&a, id, true),
         ["deny", id] => cmd_decide(&a, id, false),
         _ => Err(unknown_command(&a.words)),
@@ -394,7 +431,7 @@ fn unknown_command(words: &[String]) -> Error {
     Error::usage(format!(
         "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
          policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop, \
-         approvals list, approve, deny \
+         approvals list, approve, deny, runs list \
          (see `latchclaw --help`)",
         words.join(" ")
     ))
@@ -948,6 +985,8 @@ fn cmd_agent(a: &Args) -> Result<i32> {
             "json",
             "hint",
             "resume",
+            "lock",
+            "timeout",
         ],
     )?;
     if [
@@ -991,12 +1030,109 @@ fn cmd_agent(a: &Args) -> Result<i32> {
         ),
         false => a.conversation.clone().or_else(|| a.resume.clone()),
     };
+    let _lock = match &a.lock {
+        Some(name) => Some(acquire_lock(&cfg, name)?),
+        None => None,
+    };
+    let command = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+    let run_id = rt.memory.run_started(&command, a.lock.as_deref())?;
+    if let Some(secs) = a.timeout {
+        rt.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(secs));
+        watchdog(&cfg, &run_id, secs);
+    }
     let mut channel = CliChannel {
         message,
         conversation,
         json: a.json,
     };
-    channel.start(&rt, provider.as_ref())
+    let result = channel.start(&rt, provider.as_ref());
+    let (code, reason) = match &result {
+        Ok(c) => (*c, "finished".to_string()),
+        Err(e) => (e.exit_code(), e.msg.clone()),
+    };
+    // The run's own outcome matters more than failing to record it.
+    let _ = rt
+        .memory
+        .run_finished(&run_id, code, &reason, channel.conversation.as_deref());
+    result
+}
+
+/// Holds `<state>/locks/NAME.lock` for the life of the process; a second
+/// run with the same name is refused at once (exit 8), never queued.
+fn acquire_lock(cfg: &Config, name: &str) -> Result<std::fs::File> {
+    let dir = cfg.state_dir.join("locks");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join(format!("{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::runtime(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::new(
+            crate::error::Kind::Locked,
+            format!(
+                "another run holds the lock \"{name}\" ({}); not starting",
+                path.display()
+            ),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::runtime(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// The hard stop for `--timeout`: if the run is still going a second after
+/// its deadline (stuck in a provider call), kill the running shell command,
+/// record the run and exit 6.
+fn watchdog(cfg: &Config, run_id: &str, secs: u64) {
+    let (path, busy, run_id) = (
+        cfg.memory_path.clone(),
+        cfg.memory_busy_timeout_ms,
+        run_id.to_string(),
+    );
+    std::thread::spawn(move || {
+        std::thread::sleep(
+            std::time::Duration::from_secs(secs) + std::time::Duration::from_secs(1),
+        );
+        crate::tools::shell::kill_current();
+        if let Ok(m) = Memory::open(&path, busy) {
+            let _ = m.run_finished(&run_id, exit::LIMIT, "timeout (--timeout)", None);
+        }
+        eprintln!("latchclaw: error: the run's --timeout of {secs} s was reached; stopping");
+        std::process::exit(exit::LIMIT);
+    });
+}
+
+fn cmd_runs_list(a: &Args) -> Result<i32> {
+    a.only("runs list", &["json", "limit"])?;
+    let runs = open_memory(a)?.runs(a.limit.unwrap_or(50))?;
+    if a.json {
+        print_json(&runs);
+    } else if runs.is_empty() {
+        eprintln!("no runs yet");
+    } else {
+        println!(
+            "{:28} {:24} {:>4}  {:12} {:32} COMMAND",
+            "RUN", "STARTED", "EXIT", "LOCK", "CONVERSATION"
+        );
+        for r in runs {
+            println!(
+                "{:28} {:24} {:>4}  {:12} {:32} {}",
+                r.id,
+                r.started_at,
+                r.exit_code.map_or("-".to_string(), |c| c.to_string()),
+                r.lock_name.as_deref().unwrap_or("-"),
+                r.conversation_id.as_deref().unwrap_or("-"),
+                one_line(&r.command, 50)
+            );
+        }
+    }
+    Ok(exit::OK)
 }
 
 fn open_memory(a: &Args) -> Result<Memory> {
@@ -1240,6 +1376,7 @@ mod tests {
             "policy show",
             "approvals list",
             "approve",
+            "runs list",
             "estop",
         ] {
             let words: Vec<String> = c.split(' ').map(String::from).collect();

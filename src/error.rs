@@ -12,6 +12,7 @@ pub mod exit {
     pub const ESTOP: i32 = 5;
     pub const LIMIT: i32 = 6;
     pub const INTEGRITY: i32 = 7;
+    pub const LOCKED: i32 = 8;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,8 @@ pub enum Kind {
     Runtime,
     /// The receipt chain (or another integrity check) failed.
     Integrity,
+    /// Another run holds the `--lock`.
+    Locked,
     /// A bug: a state the code should never reach.
     Internal,
 }
@@ -55,6 +58,7 @@ impl Error {
             Kind::Usage => exit::USAGE,
             Kind::Runtime => exit::RUNTIME,
             Kind::Integrity => exit::INTEGRITY,
+            Kind::Locked => exit::LOCKED,
             Kind::Internal => exit::INTERNAL,
         }
     }

@@ -62,6 +62,20 @@ CREATE TABLE approvals (
 );
 CREATE INDEX approvals_by_call ON approvals(conversation_id, tool, args_hash, status);
 "#,
+    r#"
+CREATE TABLE runs (
+    id              TEXT PRIMARY KEY,
+    started_at      TEXT NOT NULL,
+    ended_at        TEXT,
+    exit_code       INTEGER,
+    exit_reason     TEXT,
+    conversation_id TEXT,
+    lock_name       TEXT,
+    pid             INTEGER NOT NULL,
+    command         TEXT NOT NULL
+);
+CREATE INDEX runs_by_start ON runs(started_at);
+"#,
 ];
 
 pub struct Memory {
@@ -116,6 +130,20 @@ pub struct PendingApproval {
     pub status: String,
     pub decided_at: Option<String>,
     pub used_at: Option<String>,
+}
+
+/// One `agent` run, as `runs list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub id: String,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub exit_code: Option<i64>,
+    pub exit_reason: Option<String>,
+    pub conversation_id: Option<String>,
+    pub lock_name: Option<String>,
+    pub pid: i64,
+    pub command: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -492,6 +520,53 @@ impl Memory {
                 |r| r.get(0),
             )
             .optional()?)
+    }
+
+    pub fn run_started(&self, command: &str, lock_name: Option<&str>) -> Result<String> {
+        let id = util::new_id("run");
+        self.conn.execute(
+            "INSERT INTO runs (id, started_at, lock_name, pid, command) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, util::now_rfc3339(), lock_name, std::process::id(), command],
+        )?;
+        Ok(id)
+    }
+
+    pub fn run_finished(
+        &self,
+        id: &str,
+        exit_code: i32,
+        reason: &str,
+        conversation_id: Option<&str>,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE runs SET ended_at = ?2, exit_code = ?3, exit_reason = ?4,
+                             conversation_id = coalesce(?5, conversation_id)
+             WHERE id = ?1",
+            params![id, util::now_rfc3339(), exit_code, reason, conversation_id],
+        )?;
+        Ok(())
+    }
+
+    /// The most recent runs, newest first.
+    pub fn runs(&self, limit: u32) -> Result<Vec<Run>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, started_at, ended_at, exit_code, exit_reason, conversation_id, lock_name, pid, command
+             FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit], |r| {
+            Ok(Run {
+                id: r.get(0)?,
+                started_at: r.get(1)?,
+                ended_at: r.get(2)?,
+                exit_code: r.get(3)?,
+                exit_reason: r.get(4)?,
+                conversation_id: r.get(5)?,
+                lock_name: r.get(6)?,
+                pid: r.get(7)?,
+                command: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// The most recently active conversation, if any.

@@ -24,6 +24,8 @@ pub struct Runtime<'a> {
     receipts_head: RefCell<Option<String>>,
     /// `--hint` for a router provider.
     pub hint: Option<String>,
+    /// `--timeout`: the whole run ends by then.
+    pub deadline: Option<Instant>,
 }
 
 /// One attempted tool call, as reported to the user.
@@ -60,7 +62,7 @@ pub struct TurnOutcome {
 impl TurnOutcome {
     /// Success, or why the run is not a clean success (README: exit codes).
     pub fn exit_code(&self) -> i32 {
-        if self.exit_reason == "max_tool_rounds" {
+        if self.exit_reason == "max_tool_rounds" || self.exit_reason == "timeout" {
             exit::LIMIT
         } else if self.tool_calls.iter().any(|c| c.estop) {
             exit::ESTOP
@@ -85,6 +87,7 @@ impl<'a> Runtime<'a> {
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
+            deadline: None,
         })
     }
 
@@ -148,6 +151,7 @@ impl<'a> Runtime<'a> {
                 gate: &self.gate,
                 memory: &self.memory,
                 decision: &d,
+                deadline: self.deadline,
             };
             let result = tool.invoke(args, &ctx);
             if result.success {
@@ -328,6 +332,27 @@ impl<'a> Runtime<'a> {
         let mut usage = Usage::default();
         let mut rounds = 0;
         loop {
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                let answer = "stopped: the run's --timeout was reached".to_string();
+                self.memory.add_turn(&NewTurn {
+                    conversation_id: &conv,
+                    role: "assistant",
+                    content: &answer,
+                    ..Default::default()
+                })?;
+                return Ok(TurnOutcome {
+                    conversation_id: conv,
+                    answer,
+                    provider: provider.name().to_string(),
+                    model,
+                    tool_calls: calls,
+                    rounds,
+                    exit_reason: "timeout",
+                    usage,
+                    duration_ms: started.elapsed().as_millis(),
+                    receipts_head: self.receipts_head.borrow().clone(),
+                });
+            }
             let resp = provider.chat(&req).map_err(|e| {
                 log::error!(target: "event::provider_error", "{e}");
                 Error::new(Kind::Runtime, e.to_string())

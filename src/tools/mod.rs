@@ -4,7 +4,7 @@
 
 mod files;
 mod http;
-mod shell;
+pub mod shell;
 
 use crate::config::Config;
 use crate::memory::Memory;
@@ -19,6 +19,8 @@ pub struct ToolCtx<'a> {
     pub memory: &'a Memory,
     /// The gate's decision: the resolved path or argv the tool must use.
     pub decision: &'a Decision,
+    /// The end of the whole run (`agent --timeout`), if bounded.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl ToolCtx<'_> {

@@ -23,6 +23,18 @@ const BASE_ENV: &[&str] = &[
 
 pub struct Shell;
 
+/// The process group of the shell command running now (0: none), so the
+/// run watchdog can kill it when `--timeout` expires mid-call.
+pub static CURRENT_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Kills the running shell command's process group, if any.
+pub fn kill_current() {
+    let pgid = CURRENT_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if pgid > 0 {
+        signal_group(pgid, libc::SIGKILL);
+    }
+}
+
 /// Keeps the first and last `half` bytes of a stream and counts the rest.
 struct Capture {
     head: Vec<u8>,
@@ -162,7 +174,11 @@ impl Tool for Shell {
             .stderr
             .take()
             .map(|s| std::thread::spawn(move || Capture::read_all(s, cap / 4)));
-        let timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs);
+        let mut timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs);
+        if let Some(d) = ctx.deadline {
+            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+        }
+        CURRENT_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
         let estop_path = ctx.gate.estop_path().to_path_buf();
         let mut stopped: Option<&str> = None;
         let status = loop {
@@ -192,6 +208,7 @@ impl Tool for Shell {
         };
         // Whatever the command left running in its group goes too.
         signal_group(pgid, libc::SIGKILL);
+        CURRENT_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
         let stdout = out
             .and_then(|h| h.join().ok())
             .map(|c| c.text())
@@ -219,8 +236,9 @@ impl Tool for Shell {
         });
         let error = match (stopped, code) {
             (Some("timeout"), _) => Some(format!(
-                "timed out after {} s (shell_timeout_secs); the process group was killed",
-                ctx.cfg.shell_timeout_secs
+                "timed out after {} s (shell_timeout_secs or the run's --timeout); \
+                 the process group was killed",
+                timeout.as_secs()
             )),
             (Some(_), _) => {
                 Some("stopped by the emergency stop; the process group was killed".to_string())

@@ -1,0 +1,116 @@
+//! Cron safety: `--lock`, `--timeout` and the record of every run.
+
+mod common;
+#[path = "common/fake_server.rs"]
+mod fake_server;
+
+use common::Env;
+use serde_json::Value;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn sleeper(shell_timeout: u64) -> Env {
+    let env = Env::new();
+    env.mock(
+        "shell_cmd.toml",
+        &format!("shell_timeout_secs = {shell_timeout}"),
+        "[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n\
+         [channels.cli]\ntools_allow = [\"shell\"]\n",
+    );
+    env
+}
+
+/// A `sleep` with this unusual duration is running (each test has its own).
+fn sleeping(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(marker))
+            .unwrap_or(false)
+    })
+}
+
+#[test]
+fn a_held_lock_refuses_a_second_run() {
+    let env = sleeper(3);
+    let first = env
+        .command(&["agent", "--lock", "nightly", "-m", "run: sleep"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !sleeping("30.5151") {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = env.run(&["agent", "--lock", "nightly", "-m", "hi"]);
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(
+        r.stderr.contains("another run holds the lock \"nightly\""),
+        "{r:?}"
+    );
+    // Another name is not blocked.
+    assert_eq!(env.run(&["agent", "--lock", "hourly", "-m", "hi"]).code, 0);
+    let out = first.wait_with_output().unwrap();
+    // The tool timed out; the agent still answered.
+    assert_eq!(out.status.code(), Some(0));
+    // Once released, the lock can be taken again.
+    assert_eq!(env.run(&["agent", "--lock", "nightly", "-m", "hi"]).code, 0);
+    let (_, runs) = env.json(&["runs", "list", "--json"]);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3, "the refused run never started");
+    assert!(runs.iter().all(|r| r["ended_at"].is_string()));
+    let slept = runs.iter().find(|r| r["lock_name"] == "nightly").unwrap();
+    assert_eq!(slept["lock_name"], "nightly");
+    assert!(
+        slept["conversation_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("conv-")
+    );
+    assert!(
+        env.run(&["agent", "--lock", "../x", "-m", "hi"])
+            .stderr
+            .contains("not a lock name")
+    );
+}
+
+#[test]
+fn timeout_bounds_a_running_tool() {
+    let env = sleeper(60);
+    let t = Instant::now();
+    let r = env.run(&["agent", "--timeout", "1", "-m", "run: nap", "--json"]);
+    let took = t.elapsed();
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["exit_reason"], "timeout");
+    assert!(!sleeping("30.6262"), "the process group is gone");
+    let (_, runs) = env.json(&["runs", "list", "--json"]);
+    assert_eq!(runs[0]["exit_code"], 6);
+}
+
+#[test]
+fn timeout_bounds_a_stuck_provider() {
+    let server = fake_server::FakeServer::start(vec![fake_server::Reply::hang()]);
+    let env = Env::new();
+    env.config(&format!(
+        "default_provider = \"slow\"\n[providers.models.slow]\nkind = \"openai-compatible\"\n\
+         base_url = \"{}/v1\"\ntimeout_secs = 30\nretries = 0\n",
+        server.url()
+    ));
+    let t = Instant::now();
+    let r = env.run(&["agent", "--timeout", "1", "-m", "hi"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(r.stderr.contains("--timeout"), "{r:?}");
+    let (_, runs) = env.json(&["runs", "list", "--json"]);
+    assert_eq!(
+        (
+            runs[0]["exit_code"].as_i64(),
+            runs[0]["exit_reason"].as_str()
+        ),
+        (Some(6), Some("timeout (--timeout)"))
+    );
+    // The user's turn was persisted before the provider was called.
+    assert!(env.run(&["memory", "search", "hi"]).stdout.contains("user"));
+}
