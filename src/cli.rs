@@ -49,6 +49,7 @@ Commands:
   approvals list [--all] [--json]    calls waiting for an operator (from runs with no terminal)
   approve ID [--yes] | deny ID       decide a pending call; `agent --resume CONV` continues
   runs list [--json]                 recorded agent runs: start, end, exit code, conversation
+  prompt show [-m MESSAGE]           the system prompt a turn with MESSAGE would get
 
 Global options:
   --config PATH   config file (default: $LATCHCLAW_HOME/config.toml, ~/.latchclaw/config.toml)
@@ -171,6 +172,16 @@ or deny. Exit 0 whenever a decision was made.
 
 `show` prints the autonomy level, the workspace boundary, the forbidden paths
 and commands, the shell allowlist and the enabled tools."
+        }
+        ["prompt", ..] => {
+            "Usage: latchclaw prompt show [-m MESSAGE] [--conversation ID]
+
+Prints the system prompt a turn would get, assembled in this order: the
+base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
+persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
+(prompt.user_file / <state>/prompt/user.md), notes from other conversations
+relevant to MESSAGE (memory.context_hits within memory.context_bytes), the
+tools, and the active policy."
         }
         ["runs", ..] => {
             "Usage: latchclaw runs list [--limit N] [--json]
@@ -421,6 +432,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         ["policy", "show"] => cmd_policy_show(&a),
         ["approvals", "list"] | ["approvals"] => cmd_approvals_list(&a),
         ["runs", "list"] | ["runs"] => cmd_runs_list(&a),
+        ["prompt", "show"] => cmd_prompt_show(&a),
         ["approve", id] => cmd_decide(&a, id, true),
         ["deny", id] => cmd_decide(&a, id, false),
         _ => Err(unknown_command(&a.words)),
@@ -431,7 +443,7 @@ fn unknown_command(words: &[String]) -> Error {
     Error::usage(format!(
         "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
          policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop, \
-         approvals list, approve, deny, runs list \
+         approvals list, approve, deny, runs list, prompt show \
          (see `latchclaw --help`)",
         words.join(" ")
     ))
@@ -649,14 +661,34 @@ fn config_value(cfg: &Config) -> Value {
             "path": cfg.memory_path.display().to_string(),
             "busy_timeout_ms": cfg.memory_busy_timeout_ms,
             "context_turns": cfg.memory_context_turns,
+            "context_hits": cfg.memory_context_hits,
+            "context_bytes": cfg.memory_context_bytes,
         },
         "receipts": {"enabled": cfg.receipts_enabled, "path": cfg.receipts_path.display().to_string()},
+        "prompt": {
+            "base_file": cfg.prompt_base_file.as_ref().map(|p| p.display().to_string()),
+            "persona_file": cfg.prompt_persona_file.as_ref().map(|p| p.display().to_string()),
+            "user_file": cfg.prompt_user_file.as_ref().map(|p| p.display().to_string()),
+        },
         "tools": {"http": {
             "allowed_domains": cfg.http_allowed_domains,
             "allow_private": cfg.http_allow_private,
             "max_redirects": cfg.http_max_redirects,
         }},
     })
+}
+
+/// TOML has no null: unset keys are left out of the TOML view.
+fn strip_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, strip_nulls(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn cmd_config_show(a: &Args) -> Result<i32> {
@@ -670,7 +702,7 @@ fn cmd_config_show(a: &Args) -> Result<i32> {
             Some(p) => p.display().to_string(),
             None => format!("{} (absent: defaults)", cfg.config_path.display()),
         };
-        let t: toml::Table = serde_json::from_value(v)
+        let t: toml::Table = serde_json::from_value(strip_nulls(v))
             .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
         print!("# effective config from {source}\n{t}");
     }
@@ -1108,6 +1140,16 @@ fn watchdog(cfg: &Config, run_id: &str, secs: u64) {
     });
 }
 
+fn cmd_prompt_show(a: &Args) -> Result<i32> {
+    a.only("prompt show", &["message", "conversation"])?;
+    let cfg = a.load_config()?;
+    let approver = TtyApprover;
+    let rt = Runtime::new(&cfg, &approver)?;
+    let message = a.message.as_deref().unwrap_or("");
+    println!("{}", rt.system_prompt(message, a.conversation.as_deref())?);
+    Ok(exit::OK)
+}
+
 fn cmd_runs_list(a: &Args) -> Result<i32> {
     a.only("runs list", &["json", "limit"])?;
     let runs = open_memory(a)?.runs(a.limit.unwrap_or(50))?;
@@ -1377,6 +1419,7 @@ mod tests {
             "approvals list",
             "approve",
             "runs list",
+            "prompt show",
             "estop",
         ] {
             let words: Vec<String> = c.split(' ').map(String::from).collect();

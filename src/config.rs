@@ -157,6 +157,12 @@ pub struct Config {
     pub memory_path: PathBuf,
     pub memory_busy_timeout_ms: u64,
     pub memory_context_turns: u32,
+    /// Relevant turns from other conversations in the system prompt.
+    pub memory_context_hits: u32,
+    pub memory_context_bytes: usize,
+    pub prompt_base_file: Option<PathBuf>,
+    pub prompt_persona_file: Option<PathBuf>,
+    pub prompt_user_file: Option<PathBuf>,
     pub receipts_enabled: bool,
     pub receipts_path: PathBuf,
     pub http_allowed_domains: Vec<String>,
@@ -705,6 +711,8 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         .unwrap_or_else(|| state_dir.join("memory.sqlite"));
     let memory_busy_timeout_ms = r.int(&mut mem, "busy_timeout_ms", 5000, 0, 600_000);
     let memory_context_turns = r.int(&mut mem, "context_turns", 20, 0, 1000) as u32;
+    let memory_context_hits = r.int(&mut mem, "context_hits", 5, 0, 100) as u32;
+    let memory_context_bytes = r.int(&mut mem, "context_bytes", 4000, 0, 1 << 20) as usize;
     r.finish(mem);
 
     let mut rec = r
@@ -715,6 +723,14 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         .path(&mut rec, "path")
         .unwrap_or_else(|| state_dir.join("tool_receipts.log"));
     r.finish(rec);
+
+    let mut prompt = r
+        .table(&mut top, "prompt")
+        .unwrap_or_else(|| Section::new(toml::Table::new(), "prompt"));
+    let prompt_base_file = r.path(&mut prompt, "base_file");
+    let prompt_persona_file = r.path(&mut prompt, "persona_file");
+    let prompt_user_file = r.path(&mut prompt, "user_file");
+    r.finish(prompt);
 
     let mut tools = r
         .table(&mut top, "tools")
@@ -759,6 +775,11 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         memory_path,
         memory_busy_timeout_ms,
         memory_context_turns,
+        memory_context_hits,
+        memory_context_bytes,
+        prompt_base_file,
+        prompt_persona_file,
+        prompt_user_file,
         receipts_enabled,
         receipts_path,
         http_allowed_domains,

@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod logging;
 pub mod memory;
+pub mod prompt;
 pub mod providers;
 pub mod receipts;
 pub mod runtime;

@@ -370,6 +370,27 @@ impl Memory {
     /// none does, any term may. Input with no words at all falls back to a
     /// plain case-insensitive substring match.
     pub fn search(&self, query: &str, limit: u32) -> Result<Vec<Hit>> {
+        self.search_where(query, limit, None, false)
+    }
+
+    /// Search for the system prompt's memory context: other conversations
+    /// only, and no tool output.
+    pub fn search_context(
+        &self,
+        query: &str,
+        limit: u32,
+        exclude: Option<&str>,
+    ) -> Result<Vec<Hit>> {
+        self.search_where(query, limit, exclude, true)
+    }
+
+    fn search_where(
+        &self,
+        query: &str,
+        limit: u32,
+        exclude: Option<&str>,
+        no_tools: bool,
+    ) -> Result<Vec<Hit>> {
         let (now, _) = util::now_unix();
         for join in [" ", " OR "] {
             let Some(q) = fts_query(query, join) else {
@@ -381,10 +402,11 @@ impl Memory {
                         bm25(turns_fts) * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score
                  FROM turns_fts JOIN turns t ON t.id = turns_fts.rowid
                  WHERE turns_fts MATCH ?1
+                   AND (?4 IS NULL OR t.conversation_id != ?4) AND (?5 = 0 OR t.role != 'tool')
                  ORDER BY score LIMIT ?3",
             )?;
             let hits: Vec<Hit> = stmt
-                .query_map(params![q, now, limit], hit_from_row)?
+                .query_map(params![q, now, limit, exclude, no_tools], hit_from_row)?
                 .collect::<rusqlite::Result<_>>()?;
             if !hits.is_empty() || !q.contains(' ') {
                 return Ok(hits);

@@ -104,22 +104,15 @@ impl<'a> Runtime<'a> {
             .collect()
     }
 
-    pub fn system_prompt(&self) -> String {
-        let ws = match self.gate.workspace() {
-            Ok(w) => w.display().to_string(),
-            Err(e) => e,
-        };
-        format!(
-            "You are LatchClaw, a careful local assistant. Answer briefly and plainly.\n\
-             Use a tool only when it helps; you will get its result back as a tool message.\n\
-             Policy: autonomy is {}; the workspace is {ws}{}; latchclaw's own state files are never reachable; \
-             a refused tool call comes back as an error with the reason: do not retry it in another form.",
-            self.gate.autonomy().as_str(),
-            if self.cfg.security.workspace_only {
-                " and tools cannot reach paths outside it"
-            } else {
-                ""
-            }
+    /// The layered system prompt for a message (see `prompt.rs`).
+    pub fn system_prompt(&self, message: &str, conversation: Option<&str>) -> Result<String> {
+        crate::prompt::build(
+            self.cfg,
+            &self.gate,
+            &self.memory,
+            &self.tool_specs(),
+            message,
+            conversation,
         )
     }
 
@@ -313,7 +306,7 @@ impl<'a> Runtime<'a> {
         })?;
         messages.push(Message::new(Role::User, message));
         let mut req = ChatRequest {
-            system_prompt: self.system_prompt(),
+            system_prompt: self.system_prompt(message, Some(&conv))?,
             messages,
             tools: self.tool_specs(),
             model: model.clone(),
