@@ -119,6 +119,11 @@ pub fn one_shot_input(message: Option<&str>, max: usize) -> Result<Option<String
     Ok(Some(text))
 }
 
+extern "C" fn on_sigint(_: libc::c_int) {
+    crate::runtime::CANCEL.store(true, std::sync::atomic::Ordering::SeqCst);
+    crate::tools::shell::kill_current();
+}
+
 pub trait Channel {
     fn name(&self) -> &str;
     /// Runs the channel until it ends; returns the process exit code.
@@ -150,6 +155,13 @@ impl CliChannel {
     }
 
     fn repl(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
+        // Ctrl-C cancels the turn in progress (and kills a running shell
+        // command) instead of ending the REPL.
+        // SAFETY: the handler only stores to an atomic and calls kill(2),
+        // both async-signal-safe.
+        unsafe {
+            libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        }
         eprintln!(
             "latchclaw {} — provider {}; /help for commands, /exit to leave",
             env!("CARGO_PKG_VERSION"),
@@ -170,8 +182,13 @@ impl CliChannel {
                 ("", _) => continue,
                 ("/exit" | "/quit", _) => return Ok(exit::OK),
                 ("/help", _) => eprintln!(
-                    "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n/exit  leave"
+                    "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n\
+                     /new  start a new conversation\n/exit  leave (or Ctrl-D); Ctrl-C cancels a running turn"
                 ),
+                ("/new", _) => {
+                    self.conversation = None;
+                    eprintln!("new conversation");
+                }
                 ("/tools", _) => {
                     for t in rt.tool_specs() {
                         eprintln!("{:14} {}", t.name, t.description);
@@ -193,13 +210,16 @@ impl CliChannel {
                 (cmd, _) if cmd.starts_with('/') => {
                     eprintln!("unknown command {cmd}; /help lists them")
                 }
-                _ => match rt.agent_turn(provider, self.conversation.as_deref(), input) {
-                    Ok(outcome) => {
-                        self.conversation = Some(outcome.conversation_id.clone());
-                        self.deliver(&outcome)?;
+                _ => {
+                    crate::runtime::CANCEL.store(false, std::sync::atomic::Ordering::SeqCst);
+                    match rt.agent_turn(provider, self.conversation.as_deref(), input) {
+                        Ok(outcome) => {
+                            self.conversation = Some(outcome.conversation_id.clone());
+                            self.deliver(&outcome)?;
+                        }
+                        Err(e) => eprintln!("error: {e}"),
                     }
-                    Err(e) => eprintln!("error: {e}"),
-                },
+                }
             }
         }
     }

@@ -14,6 +14,13 @@ use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::time::Instant;
 
+/// Set by Ctrl-C in the REPL: the turn in progress stops at the next step.
+pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn cancelled() -> bool {
+    CANCEL.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 pub struct Runtime<'a> {
     pub cfg: &'a Config,
     pub gate: Gate,
@@ -325,8 +332,19 @@ impl<'a> Runtime<'a> {
         let mut usage = Usage::default();
         let mut rounds = 0;
         loop {
-            if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                let answer = "stopped: the run's --timeout was reached".to_string();
+            let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
+            if timed_out || cancelled() {
+                let (answer, reason) = if timed_out {
+                    (
+                        "stopped: the run's --timeout was reached".to_string(),
+                        "timeout",
+                    )
+                } else {
+                    (
+                        "cancelled by the operator (Ctrl-C)".to_string(),
+                        "cancelled",
+                    )
+                };
                 self.memory.add_turn(&NewTurn {
                     conversation_id: &conv,
                     role: "assistant",
@@ -340,7 +358,7 @@ impl<'a> Runtime<'a> {
                     model,
                     tool_calls: calls,
                     rounds,
-                    exit_reason: "timeout",
+                    exit_reason: reason,
                     usage,
                     duration_ms: started.elapsed().as_millis(),
                     receipts_head: self.receipts_head.borrow().clone(),
@@ -411,6 +429,25 @@ impl<'a> Runtime<'a> {
                 ..Message::new(Role::Assistant, resp.final_text.clone())
             });
             for call in &resp.tool_calls {
+                if cancelled() {
+                    // Not attempted, so no receipt; the history still gets a
+                    // result for every call the model made.
+                    let content = "error: not run: the turn was cancelled by the operator";
+                    self.memory.add_turn(&NewTurn {
+                        conversation_id: &conv,
+                        role: "tool",
+                        content,
+                        metadata: Some(
+                            json!({"tool_call_id": call.id, "status": "cancelled"}).to_string(),
+                        ),
+                        ..Default::default()
+                    })?;
+                    req.messages.push(Message {
+                        tool_call_id: Some(call.id.clone()),
+                        ..Message::new(Role::Tool, content)
+                    });
+                    continue;
+                }
                 let (record, result) = self.execute_tool(&conv, &call.name, &call.arguments)?;
                 let content = result.for_model();
                 self.memory.add_turn(&NewTurn {

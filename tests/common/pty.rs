@@ -1,0 +1,123 @@
+//! Runs latchclaw on a fresh pseudo-terminal (stdin, stdout, stderr and the
+//! controlling terminal), like a person at a terminal would.
+#![allow(dead_code)]
+
+use crate::common::{BIN, Env};
+use std::ffi::CString;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Pty {
+    master: i32,
+    child: Child,
+    transcript: Arc<Mutex<String>>,
+    seen: usize,
+}
+
+impl Pty {
+    pub fn spawn(env: &Env, args: &[&str]) -> Pty {
+        // SAFETY: plain libc pty calls; results checked.
+        let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+        assert!(master >= 0);
+        assert_eq!(unsafe { libc::grantpt(master) }, 0);
+        assert_eq!(unsafe { libc::unlockpt(master) }, 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
+            0
+        );
+        let slave: CString = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("LATCHCLAW_HOME", &env.state)
+            .env("HOME", &env.home)
+            .env_remove("LATCHCLAW_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: async-signal-safe calls only, after fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setsid();
+                let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+                if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for target in 0..3 {
+                    libc::dup2(fd, target);
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let transcript = Arc::new(Mutex::new(String::new()));
+        let t2 = transcript.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                // SAFETY: reading into a local buffer from our own fd.
+                let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+                t2.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
+            }
+        });
+        Pty {
+            master,
+            child,
+            transcript,
+            seen: 0,
+        }
+    }
+
+    pub fn send(&self, text: &str) {
+        // SAFETY: writing our own bytes to our own fd.
+        unsafe { libc::write(self.master, text.as_ptr().cast(), text.len()) };
+    }
+
+    /// Waits until `needle` appears after what earlier calls matched.
+    pub fn expect(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            {
+                let t = self.transcript.lock().unwrap();
+                if let Some(i) = t[self.seen..].find(needle) {
+                    self.seen += i + needle.len();
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {needle:?} in:\n{}",
+                self.transcript()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn transcript(&self) -> String {
+        self.transcript.lock().unwrap().clone()
+    }
+
+    pub fn wait(mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                // SAFETY: closing our own fd.
+                unsafe { libc::close(self.master) };
+                return st.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "did not exit:\n{}",
+                self.transcript()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
