@@ -33,6 +33,7 @@ Usage: latchclaw [--config PATH] <command> [options]
 
 Commands:
   init [--workspace DIR] [--force]   create the state dir, config, memory database and workspace
+  onboard [flags]                    interactive first-run setup (provider, key variable, autonomy, workspace)
   config validate                    check the config; every error at once
   config show [--json]               the effective config, secrets redacted
   provider list [--json]             configured providers
@@ -80,6 +81,17 @@ the built-in mock, so `latchclaw agent -m ...` works straight away.
 
   --workspace DIR   workspace to write into the new config (default ~/latchclaw-workspace)
   --force           overwrite an existing config file"
+        }
+        ["onboard", ..] => {
+            "Usage: latchclaw onboard [--provider mock|openai-compatible] [--base-url URL] [--model NAME]
+                         [--api-key-env VAR] [--autonomy LEVEL] [--workspace DIR] [--force] [--yes]
+
+Asks, on a terminal, for the provider, its server URL, model and the name
+of the environment variable holding its key (never the key), the autonomy
+level and the workspace, then writes a checked config and creates the
+workspace and memory database. Flags answer questions in advance; with
+--yes, or with no terminal, unanswered questions take their defaults.
+An existing config is only replaced with --force."
         }
         ["config", "validate", ..] => {
             "Usage: latchclaw config validate
@@ -230,6 +242,10 @@ struct Args {
     autonomy: Option<String>,
     limit: Option<u32>,
     yes: bool,
+    provider: Option<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
     resume_latest: bool,
     resume: Option<String>,
     all: bool,
@@ -335,6 +351,22 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 })?);
                 "limit"
             }
+            Long("provider") => {
+                a.provider = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "provider"
+            }
+            Long("base-url") => {
+                a.base_url = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "base-url"
+            }
+            Long("model") => {
+                a.model = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "model"
+            }
+            Long("api-key-env") => {
+                a.api_key_env = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                "api-key-env"
+            }
             Long("yes") => {
                 a.yes = true;
                 "yes"
@@ -411,6 +443,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
             Err(Error::usage("no command given"))
         }
         ["init"] => cmd_init(&a),
+        ["onboard"] => cmd_onboard(&a),
         ["config", "validate"] => cmd_config_validate(&a),
         ["config", "show"] => cmd_config_show(&a),
         ["provider", "list"] => cmd_provider_list(&a),
@@ -441,7 +474,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
 
 fn unknown_command(words: &[String]) -> Error {
     Error::usage(format!(
-        "unknown command `{}`; commands: init, config validate|show, provider list, tool list|run, \
+        "unknown command `{}`; commands: init, onboard, config validate|show, provider list, tool list|run, \
          policy check|show, agent, memory list|search|show|clear, receipt list|verify, estop, \
          approvals list, approve, deny, runs list, prompt show \
          (see `latchclaw --help`)",
@@ -462,8 +495,69 @@ fn toml_path_literal(p: &std::path::Path) -> String {
     toml::Value::String(s).to_string()
 }
 
-fn cmd_init(a: &Args) -> Result<i32> {
-    a.only("init", &["workspace", "force"])?;
+/// What `init` and `onboard` write into a new config.
+struct Setup {
+    /// A TOML literal.
+    workspace: String,
+    default_provider: &'static str,
+    autonomy: String,
+    base_url: String,
+    model: String,
+    api_key_env: Option<String>,
+}
+
+impl Setup {
+    fn defaults(a: &Args) -> Result<Setup> {
+        let workspace = match &a.workspace {
+            Some(w) => workspace_literal(&w.display().to_string())?,
+            None => "\"~/latchclaw-workspace\"".into(),
+        };
+        Ok(Setup {
+            workspace,
+            default_provider: "local",
+            autonomy: "supervised".into(),
+            base_url: "http://localhost:1234/v1".into(),
+            model: "local-model".into(),
+            api_key_env: Some("OPENAI_API_KEY".into()),
+        })
+    }
+
+    fn render(&self) -> String {
+        let key = match &self.api_key_env {
+            Some(k) => format!(
+                "api_key_env = {}     # the variable's name; the key itself stays in the environment",
+                toml::Value::String(k.clone())
+            ),
+            None => "# api_key_env = \"OPENAI_API_KEY\"   # for servers that need a key".into(),
+        };
+        INIT_CONFIG
+            .replace("{workspace}", &self.workspace)
+            .replace("{default_provider}", self.default_provider)
+            .replace("{autonomy}", &self.autonomy)
+            .replace(
+                "{base_url}",
+                &toml::Value::String(self.base_url.clone()).to_string(),
+            )
+            .replace(
+                "{model}",
+                &toml::Value::String(self.model.clone()).to_string(),
+            )
+            .replace("{api_key_env}", &key)
+    }
+}
+
+fn workspace_literal(raw: &str) -> Result<String> {
+    if raw.starts_with('~') {
+        return Ok(toml::Value::String(raw.replace('$', "$$")).to_string());
+    }
+    let abs =
+        std::path::absolute(raw).map_err(|e| Error::usage(format!("workspace {raw}: {e}")))?;
+    Ok(toml_path_literal(&abs))
+}
+
+/// Writes the config (checked before it replaces anything), then creates the
+/// workspace and the memory database.
+fn install(a: &Args, setup: &Setup, replace_existing: bool) -> Result<i32> {
     let state = config::state_dir()?;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -474,20 +568,18 @@ fn cmd_init(a: &Args) -> Result<i32> {
         Some(p) => p.clone(),
         None => state.join("config.toml"),
     };
-    let workspace = match &a.workspace {
-        Some(w) => {
-            let abs = std::path::absolute(w)
-                .map_err(|e| Error::usage(format!("--workspace {}: {e}", w.display())))?;
-            toml_path_literal(&abs)
-        }
-        None => "\"~/latchclaw-workspace\"".into(),
-    };
     let exists = path.exists();
-    let action = if exists && !a.force {
+    let action = if exists && !replace_existing {
         "kept (use --force to overwrite)"
     } else {
-        let text = INIT_CONFIG.replace("{workspace}", &workspace);
-        std::fs::write(&path, text)
+        let tmp = path.with_extension("toml.new");
+        std::fs::write(&tmp, setup.render())
+            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", tmp.display())))?;
+        if let Err(e) = Config::load(Some(&tmp)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, &path)
             .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
         if exists { "overwritten" } else { "created" }
     };
@@ -504,22 +596,126 @@ fn cmd_init(a: &Args) -> Result<i32> {
     println!("memory     {}", cfg.memory_path.display());
     println!("receipts   {}", cfg.receipts_path.display());
     println!("workspace  {}", cfg.workspace_dir.display());
+    println!(
+        "provider   {} (autonomy {})",
+        cfg.default_provider,
+        cfg.security.autonomy.as_str()
+    );
+    if let Some(var) = cfg.provider(&cfg.default_provider)?.api_key_env.as_deref()
+        && std::env::var_os(var).is_none()
+    {
+        println!("key        export {var}=... before running the agent (the key is never stored)");
+    }
     println!("next: latchclaw agent -m \"What files are in this project?\"");
     Ok(exit::OK)
 }
 
+fn cmd_init(a: &Args) -> Result<i32> {
+    a.only("init", &["workspace", "force"])?;
+    install(a, &Setup::defaults(a)?, a.force)
+}
+
+/// Asks one question on the terminal; an empty answer keeps the default.
+fn ask(question: &str, default: &str) -> Result<String> {
+    eprint!("{question} [{default}]: ");
+    let _ = std::io::Write::flush(&mut std::io::stderr());
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let answer = line.trim();
+    Ok(if answer.is_empty() {
+        default.to_string()
+    } else {
+        answer.to_string()
+    })
+}
+
+fn cmd_onboard(a: &Args) -> Result<i32> {
+    use std::io::IsTerminal;
+    a.only(
+        "onboard",
+        &[
+            "workspace",
+            "force",
+            "yes",
+            "provider",
+            "base-url",
+            "model",
+            "api-key-env",
+            "autonomy",
+        ],
+    )?;
+    let path = match &a.config {
+        Some(p) => p.clone(),
+        None => config::state_dir()?.join("config.toml"),
+    };
+    if path.exists() && !a.force {
+        return Err(Error::usage(format!(
+            "{} exists; `latchclaw onboard --force` replaces it (the old one is overwritten)",
+            path.display()
+        )));
+    }
+    let interactive = std::io::stdin().is_terminal() && !a.yes;
+    let pick = |flag: &Option<String>, question: &str, default: &str| -> Result<String> {
+        match flag {
+            Some(v) => Ok(v.clone()),
+            None if interactive => ask(question, default),
+            None => Ok(default.to_string()),
+        }
+    };
+    if interactive {
+        eprintln!("LatchClaw setup. Press Enter to keep the value in brackets.");
+    }
+    let kind = pick(&a.provider, "Provider (mock or openai-compatible)", "mock")?;
+    let mut setup = Setup::defaults(a)?;
+    match kind.as_str() {
+        "mock" => {}
+        "openai-compatible" => {
+            setup.default_provider = "openai_compatible";
+            setup.base_url = pick(&a.base_url, "Server URL (…/v1)", "http://localhost:1234/v1")?;
+            setup.model = pick(&a.model, "Model", "local-model")?;
+            let var = pick(
+                &a.api_key_env,
+                "Environment variable with the API key (- for none)",
+                "OPENAI_API_KEY",
+            )?;
+            setup.api_key_env = (var != "-" && !var.is_empty()).then_some(var);
+        }
+        other => {
+            return Err(Error::usage(format!(
+                "provider \"{other}\" is not offered here; allowed values: mock, openai-compatible"
+            )));
+        }
+    }
+    setup.autonomy = pick(
+        &a.autonomy,
+        "Autonomy (readonly, supervised, full)",
+        "supervised",
+    )?;
+    if Autonomy::parse(&setup.autonomy).is_none() {
+        return Err(Error::usage(format!(
+            "autonomy \"{}\" is not allowed; allowed values: {}",
+            setup.autonomy,
+            Autonomy::ALLOWED.join(", ")
+        )));
+    }
+    if a.workspace.is_none() && interactive {
+        setup.workspace = workspace_literal(&ask("Workspace directory", "~/latchclaw-workspace")?)?;
+    }
+    install(a, &setup, true)
+}
+
 use std::os::unix::fs::DirBuilderExt;
 
-const INIT_CONFIG: &str = r#"# LatchClaw configuration, written by `latchclaw init`.
+const INIT_CONFIG: &str = r#"# LatchClaw configuration, written by `latchclaw init` or `latchclaw onboard`.
 # Every key, with its default, is described in config.example.toml.
 # Paths may use ~ and $VAR / ${VAR}; relative paths are relative to this file.
 
 workspace_dir = {workspace}
-default_provider = "local"
+default_provider = "{default_provider}"
 default_model = "mock"
 
 [security]
-autonomy = "supervised"            # readonly | supervised | full
+autonomy = "{autonomy}"            # readonly | supervised | full
 workspace_only = true
 forbidden_paths = ["/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh"]
 forbidden_commands = ["rm", "shutdown", "reboot", "halt", "poweroff", "mkfs", "dd", "sudo", "su", "doas"]
@@ -532,9 +728,9 @@ model = "mock"
 
 [providers.models.openai_compatible]
 kind = "openai-compatible"
-base_url = "http://localhost:1234/v1"
-model = "local-model"
-api_key_env = "OPENAI_API_KEY"     # the variable's name; the key itself stays in the environment
+base_url = {base_url}
+model = {model}
+{api_key_env}
 
 [channels.cli]
 enabled = true
@@ -1405,6 +1601,7 @@ mod tests {
     fn every_command_has_help() {
         for c in [
             "init",
+            "onboard",
             "config validate",
             "config show",
             "provider list",
