@@ -12,6 +12,13 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // A panic is a bug: say so and exit 1 (the documented code), rather than
+    // abort with a backtrace a script cannot tell from other failures.
+    std::panic::set_hook(Box::new(|info| {
+        let _ = std::io::stdout().flush();
+        eprintln!("latchclaw: internal error (a bug; please report it): {info}");
+        std::process::exit(1);
+    }));
     logging::init();
     let code = match cli::run(std::env::args_os().skip(1)) {
         Ok(code) => code,

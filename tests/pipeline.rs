@@ -84,3 +84,55 @@ fn input_over_the_cap_is_an_error_not_a_cut() {
     // Nothing was sent to the provider or stored.
     assert!(env.requests().is_empty());
 }
+
+#[test]
+fn json_output_field_by_field() {
+    let env = Env::new();
+    std::fs::write(env.ws.join("a.txt"), "a").unwrap();
+    env.mock("file_list.toml", "", "");
+    let r = env.run(&["agent", "-m", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let obj = v.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "answer",
+            "conversation_id",
+            "duration_ms",
+            "exit_reason",
+            "model",
+            "provider",
+            "receipts_head",
+            "rounds",
+            "tool_calls",
+            "usage"
+        ]
+    );
+    assert!(v["conversation_id"].as_str().unwrap().starts_with("conv-"));
+    assert!(v["answer"].as_str().unwrap().contains("a.txt"));
+    assert_eq!(
+        (v["provider"].as_str(), v["model"].as_str()),
+        (Some("m"), Some("mock"))
+    );
+    assert_eq!(
+        (v["rounds"].as_u64(), v["exit_reason"].as_str()),
+        (Some(1), Some("completed"))
+    );
+    assert!(v["duration_ms"].is_u64());
+    assert!(v["usage"]["prompt_tokens"].is_u64() && v["usage"]["completion_tokens"].is_u64());
+    let call = &v["tool_calls"][0];
+    assert_eq!(call["tool"], "file_list");
+    assert_eq!(call["arguments"]["path"], ".");
+    assert_eq!(
+        (call["status"].as_str(), call["risk"].as_str()),
+        (Some("allowed"), Some("low"))
+    );
+    let receipts = env.receipts();
+    assert_eq!(call["receipt_id"], receipts[0]["id"]);
+    assert_eq!(v["receipts_head"], receipts[0]["receipt_hash"]);
+    // Nothing but the object on stdout.
+    assert_eq!(r.stdout.trim_end().lines().count(), 1);
+}
