@@ -108,3 +108,23 @@ impl<T> IoContext<T> for std::io::Result<T> {
         self.map_err(|e| Error::runtime(format!("{}: {e}", what())))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_documented_exit_code() {
+        let codes: Vec<i32> = [
+            Kind::Usage,
+            Kind::Runtime,
+            Kind::Integrity,
+            Kind::Locked,
+            Kind::Internal,
+        ]
+        .into_iter()
+        .map(|k| Error::new(k, "x").exit_code())
+        .collect();
+        assert_eq!(codes, [2, 3, 7, 8, 1]);
+    }
+}

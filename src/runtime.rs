@@ -274,6 +274,39 @@ impl<'a> Runtime<'a> {
         Ok(out)
     }
 
+    /// Persists the final answer and reports the turn.
+    fn finish(
+        &self,
+        conversation_id: String,
+        answer: String,
+        (provider, model): (String, String),
+        metadata: Option<String>,
+        exit_reason: &'static str,
+        (tool_calls, usage, rounds, started): (Vec<CallRecord>, Usage, u32, Instant),
+    ) -> Result<TurnOutcome> {
+        self.memory.add_turn(&NewTurn {
+            conversation_id: &conversation_id,
+            role: "assistant",
+            content: &answer,
+            provider: Some(&provider),
+            model: Some(&model),
+            metadata,
+            ..Default::default()
+        })?;
+        Ok(TurnOutcome {
+            conversation_id,
+            answer,
+            provider,
+            model,
+            tool_calls,
+            rounds,
+            exit_reason,
+            usage,
+            duration_ms: started.elapsed().as_millis(),
+            receipts_head: self.receipts_head.borrow().clone(),
+        })
+    }
+
     /// One user turn: provider ↔ tools until a text answer or the round limit.
     pub fn agent_turn(
         &self,
@@ -345,24 +378,15 @@ impl<'a> Runtime<'a> {
                         "cancelled",
                     )
                 };
-                self.memory.add_turn(&NewTurn {
-                    conversation_id: &conv,
-                    role: "assistant",
-                    content: &answer,
-                    ..Default::default()
-                })?;
-                return Ok(TurnOutcome {
-                    conversation_id: conv,
+                let who = (provider.name().to_string(), model);
+                return self.finish(
+                    conv,
                     answer,
-                    provider: provider.name().to_string(),
-                    model,
-                    tool_calls: calls,
-                    rounds,
-                    exit_reason: reason,
-                    usage,
-                    duration_ms: started.elapsed().as_millis(),
-                    receipts_head: self.receipts_head.borrow().clone(),
-                });
+                    who,
+                    None,
+                    reason,
+                    (calls, usage, rounds, started),
+                );
             }
             let resp = provider.chat(&req).map_err(|e| {
                 log::error!(target: "event::provider_error", "{e}");
@@ -391,27 +415,15 @@ impl<'a> Runtime<'a> {
                     };
                     (text, "max_tool_rounds")
                 };
-                self.memory.add_turn(&NewTurn {
-                    conversation_id: &conv,
-                    role: "assistant",
-                    content: &answer,
-                    provider: Some(&resp.provider),
-                    model: Some(&resp.model),
-                    metadata: Some(meta),
-                    ..Default::default()
-                })?;
-                return Ok(TurnOutcome {
-                    conversation_id: conv,
+                let who = (resp.provider, resp.model);
+                return self.finish(
+                    conv,
                     answer,
-                    provider: resp.provider,
-                    model: resp.model,
-                    tool_calls: calls,
-                    rounds,
-                    exit_reason: reason,
-                    usage,
-                    duration_ms: started.elapsed().as_millis(),
-                    receipts_head: self.receipts_head.borrow().clone(),
-                });
+                    who,
+                    Some(meta),
+                    reason,
+                    (calls, usage, rounds, started),
+                );
             }
             rounds += 1;
             self.memory.add_turn(&NewTurn {
@@ -429,43 +441,35 @@ impl<'a> Runtime<'a> {
                 ..Message::new(Role::Assistant, resp.final_text.clone())
             });
             for call in &resp.tool_calls {
-                if cancelled() {
-                    // Not attempted, so no receipt; the history still gets a
-                    // result for every call the model made.
-                    let content = "error: not run: the turn was cancelled by the operator";
-                    self.memory.add_turn(&NewTurn {
-                        conversation_id: &conv,
-                        role: "tool",
-                        content,
-                        metadata: Some(
-                            json!({"tool_call_id": call.id, "status": "cancelled"}).to_string(),
-                        ),
-                        ..Default::default()
-                    })?;
-                    req.messages.push(Message {
-                        tool_call_id: Some(call.id.clone()),
-                        ..Message::new(Role::Tool, content)
-                    });
-                    continue;
-                }
-                let (record, result) = self.execute_tool(&conv, &call.name, &call.arguments)?;
-                let content = result.for_model();
+                // A cancelled call is not attempted, so it gets no receipt;
+                // the history still gets a result for every call made.
+                let (content, tool_results, meta) = if cancelled() {
+                    let status = json!({"tool_call_id": call.id, "status": "cancelled"});
+                    (
+                        "error: not run: the turn was cancelled by the operator".to_string(),
+                        None,
+                        status,
+                    )
+                } else {
+                    let (record, result) = self.execute_tool(&conv, &call.name, &call.arguments)?;
+                    let meta = json!({"tool_call_id": call.id, "status": record.status,
+                                      "receipt_id": record.receipt_id});
+                    calls.push(record);
+                    let results = json!([{"tool": call.name, "result": result}]).to_string();
+                    (result.for_model(), Some(results), meta)
+                };
                 self.memory.add_turn(&NewTurn {
                     conversation_id: &conv,
                     role: "tool",
                     content: &content,
-                    tool_results: Some(json!([{"tool": call.name, "result": result}]).to_string()),
-                    metadata: Some(
-                        json!({"tool_call_id": call.id, "status": record.status, "receipt_id": record.receipt_id})
-                            .to_string(),
-                    ),
+                    tool_results,
+                    metadata: Some(meta.to_string()),
                     ..Default::default()
                 })?;
                 req.messages.push(Message {
                     tool_call_id: Some(call.id.clone()),
                     ..Message::new(Role::Tool, content)
                 });
-                calls.push(record);
             }
         }
     }

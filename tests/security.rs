@@ -3,12 +3,12 @@
 //! environment) and file_write.
 
 mod common;
+#[path = "common/pty.rs"]
+mod pty;
 
 use common::{Env, Run, lit};
 use serde_json::{Value, json};
-use std::ffi::CString;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,19 +18,7 @@ const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", 
 /// When the terminal shows `Approve? [y/N]`, `answer` is typed. Stdin is a
 /// pipe carrying `stdin_data`. Returns the run and the terminal transcript.
 fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run, String) {
-    // SAFETY: plain libc pty calls; every result is checked.
-    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
-    assert!(master >= 0);
-    assert_eq!(unsafe { libc::grantpt(master) }, 0);
-    assert_eq!(unsafe { libc::unlockpt(master) }, 0);
-    let mut name = [0 as libc::c_char; 128];
-    assert_eq!(
-        unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
-        0
-    );
-    let slave = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
-    let slave2: CString = slave.clone();
-
+    let (master, slave) = pty::open_pty();
     let mut cmd = Command::new(common::BIN);
     cmd.args(args)
         .env("LATCHCLAW_HOME", &env.state)
@@ -39,19 +27,7 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::setsid();
-            let fd = libc::open(slave2.as_ptr(), libc::O_RDWR);
-            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY as _, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The fd stays open: with no slave fd left the master reads EIO
-            // and the transcript would miss the question.
-            Ok(())
-        });
-    }
+    pty::attach(&mut cmd, slave, false);
     let mut child = cmd.spawn().unwrap();
     child
         .stdin
@@ -59,21 +35,7 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
         .unwrap()
         .write_all(stdin_data.as_bytes())
         .unwrap();
-    let transcript = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let t2 = transcript.clone();
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 1024];
-        loop {
-            // SAFETY: reading into a local buffer from our own fd.
-            let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                break;
-            }
-            t2.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
-        }
-    });
+    let transcript = pty::record(master);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut answered = false;
     while Instant::now() < deadline {
@@ -91,7 +53,6 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
     let out = child.wait_with_output().unwrap();
     // SAFETY: closing the fd we opened; the reader then sees EOF/EIO.
     unsafe { libc::close(master) };
-    let _ = reader.join();
     let text = transcript.lock().unwrap().clone();
     (out.into(), text)
 }

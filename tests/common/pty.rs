@@ -9,6 +9,64 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A new pseudo-terminal: the master fd and the slave's path.
+pub fn open_pty() -> (i32, CString) {
+    // SAFETY: plain libc pty calls; results checked.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(master >= 0);
+    assert_eq!(unsafe { libc::grantpt(master) }, 0);
+    assert_eq!(unsafe { libc::unlockpt(master) }, 0);
+    let mut name = [0 as libc::c_char; 128];
+    assert_eq!(
+        unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
+        0
+    );
+    let slave = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
+    (master, slave)
+}
+
+/// Makes the slave the child's controlling terminal (in a new session) and,
+/// with `stdio`, its stdin, stdout and stderr too. The slave fd stays open
+/// in the child: with none left, the master would read EIO early.
+pub fn attach(cmd: &mut Command, slave: CString, stdio: bool) {
+    // SAFETY: async-signal-safe calls only, after fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY as _, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if stdio {
+                for target in 0..3 {
+                    libc::dup2(fd, target);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Copies everything the terminal shows into `transcript` until EOF.
+pub fn record(master: i32) -> Arc<Mutex<String>> {
+    let transcript = Arc::new(Mutex::new(String::new()));
+    let t2 = transcript.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: reading into a local buffer from our own fd.
+            let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            t2.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
+        }
+    });
+    transcript
+}
+
 pub struct Pty {
     master: i32,
     child: Child,
@@ -18,17 +76,7 @@ pub struct Pty {
 
 impl Pty {
     pub fn spawn(env: &Env, args: &[&str]) -> Pty {
-        // SAFETY: plain libc pty calls; results checked.
-        let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
-        assert!(master >= 0);
-        assert_eq!(unsafe { libc::grantpt(master) }, 0);
-        assert_eq!(unsafe { libc::unlockpt(master) }, 0);
-        let mut name = [0 as libc::c_char; 128];
-        assert_eq!(
-            unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
-            0
-        );
-        let slave: CString = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
+        let (master, slave) = open_pty();
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .env("LATCHCLAW_HOME", &env.state)
@@ -37,36 +85,9 @@ impl Pty {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: async-signal-safe calls only, after fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::setsid();
-                let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
-                if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY as _, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                for target in 0..3 {
-                    libc::dup2(fd, target);
-                }
-                Ok(())
-            });
-        }
+        attach(&mut cmd, slave, true);
         let child = cmd.spawn().unwrap();
-        let transcript = Arc::new(Mutex::new(String::new()));
-        let t2 = transcript.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                // SAFETY: reading into a local buffer from our own fd.
-                let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                t2.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
-            }
-        });
+        let transcript = record(master);
         Pty {
             master,
             child,
