@@ -10,6 +10,8 @@
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::util;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -17,21 +19,25 @@ use std::path::{Path, PathBuf};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-const FIELDS: &[&str] = &[
-    "id",
-    "timestamp",
-    "conversation_id",
-    "tool",
-    "args_hash",
-    "result_hash",
-    "status",
-    "risk",
-    "reason",
-    "previous_hash",
-    "receipt_hash",
-];
-
 pub const STATUSES: &[&str] = &["allowed", "approved", "denied", "failed"];
+
+/// Bytes of log verified per block (bounds memory, amortises thread start).
+const VERIFY_BLOCK: usize = 8 << 20;
+
+/// Fills `buf` as far as the file allows; 0 means end of file.
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
 
 pub struct ReceiptLog {
     path: PathBuf,
@@ -196,25 +202,18 @@ impl ReceiptLog {
     }
 
     fn hash_of_line(&self, line: &[u8]) -> Result<String> {
-        let broken = |why: &str| {
+        let mut l = line.to_vec();
+        l.push(b'\n');
+        check_self(&l).map(|(_, hash)| hash).map_err(|why| {
             Error::new(
                 Kind::Integrity,
                 format!(
-                    "the last receipt in {} is {why}; no receipt is appended on top of it — see `latchclaw receipt verify`",
+                    "the last receipt in {} is damaged ({why}); no receipt is appended on top of it — \
+                     see `latchclaw receipt verify`",
                     self.path.display()
                 ),
             )
-        };
-        let v: Value = serde_json::from_slice(line).map_err(|_| broken("unparsable"))?;
-        let obj = v.as_object().ok_or_else(|| broken("not a JSON object"))?;
-        let stated = obj
-            .get("receipt_hash")
-            .and_then(Value::as_str)
-            .ok_or_else(|| broken("missing its receipt_hash"))?;
-        if compute_hash(obj) != stated {
-            return Err(broken("altered (its hash does not match its contents)"));
-        }
-        Ok(stated.to_string())
+        })
     }
 
     /// Opens the log with a shared lock, so a reader never sees the half of
@@ -236,33 +235,74 @@ impl ReceiptLog {
 
     /// Replays the whole log in one streaming pass; memory stays flat.
     pub fn verify(&self) -> Result<Verify> {
-        let Some(file) = self.open_for_read()? else {
+        self.verify_in_blocks(VERIFY_BLOCK)
+    }
+
+    fn verify_in_blocks(&self, block: usize) -> Result<Verify> {
+        let Some(mut file) = self.open_for_read()? else {
             return Ok(Verify::Ok {
                 count: 0,
                 head: GENESIS.into(),
             });
         };
-        let mut reader = BufReader::with_capacity(1 << 16, file);
-        let mut line = Vec::new();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8);
         let mut prev = GENESIS.to_string();
         let mut position = 0u64;
         let mut first_break: Option<(u64, String)> = None;
-        loop {
-            line.clear();
-            let n = reader
-                .read_until(b'\n', &mut line)
+        // The log is read in fixed-size blocks, so memory stays flat: each
+        // block's whole lines are hashed on all cores, then linked in order.
+        let mut buf: Vec<u8> = Vec::with_capacity(block);
+        let mut eof = false;
+        while !eof {
+            let start = buf.len();
+            buf.resize(block.max(start * 2), 0);
+            let n = read_full(&mut file, &mut buf[start..])
                 .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-            if n == 0 {
+            buf.truncate(start + n);
+            eof = n == 0;
+            // Whole lines only, except at the end, where a torn line is judged.
+            let end = match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) if !eof => i + 1,
+                _ if eof => buf.len(),
+                _ => continue,
+            };
+            if end == 0 {
                 break;
             }
-            position += 1;
+            let lines: Vec<&[u8]> = buf[..end].split_inclusive(|&b| b == b'\n').collect();
+            let chunk = lines.len().div_ceil(workers).max(1);
+            let results: Vec<_> = if first_break.is_some() {
+                Vec::new()
+            } else {
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = lines
+                        .chunks(chunk)
+                        .map(|c| {
+                            s.spawn(move || c.iter().map(|l| check_self(l)).collect::<Vec<_>>())
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .flat_map(|h| h.join().unwrap_or_default())
+                        .collect()
+                })
+            };
             if first_break.is_some() {
-                continue;
+                position += lines.len() as u64;
             }
-            match check_line(&line, &prev) {
-                Ok(hash) => prev = hash,
-                Err(why) => first_break = Some((position, why)),
+            for r in results {
+                position += 1;
+                if first_break.is_some() {
+                    continue;
+                }
+                match r.and_then(|(stated, hash)| link(&stated, &prev).map(|_| hash)) {
+                    Ok(hash) => prev = hash,
+                    Err(why) => first_break = Some((position, why)),
+                }
             }
+            buf.drain(..end);
         }
         Ok(match first_break {
             None => Verify::Ok {
@@ -295,39 +335,94 @@ impl ReceiptLog {
     }
 }
 
-/// Checks one line against the previous hash; returns this line's hash.
-fn check_line(line: &[u8], prev: &str) -> std::result::Result<String, String> {
-    let Some(body) = line.strip_suffix(b"\n") else {
-        return Err("torn line: the last line has no newline (a crash mid-write?)".into());
-    };
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("unparsable line: {e}"))?;
-    let obj = v.as_object().ok_or("unparsable line: not a JSON object")?;
-    for f in FIELDS {
-        if !obj.get(*f).is_some_and(Value::is_string) {
-            return Err(format!("missing or non-string field \"{f}\""));
-        }
+/// One receipt as stored. Fields are declared in sorted key order, so
+/// serializing it (without `receipt_hash`) gives the canonical JSON the hash
+/// covers, with no map or allocation per field.
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct Stored<'a> {
+    #[serde(borrow)]
+    args_hash: Cow<'a, str>,
+    #[serde(borrow)]
+    conversation_id: Cow<'a, str>,
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    previous_hash: Cow<'a, str>,
+    #[serde(borrow)]
+    reason: Cow<'a, str>,
+    #[serde(borrow, skip_serializing)]
+    receipt_hash: Cow<'a, str>,
+    #[serde(borrow)]
+    result_hash: Cow<'a, str>,
+    #[serde(borrow)]
+    risk: Cow<'a, str>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(borrow)]
+    timestamp: Cow<'a, str>,
+    #[serde(borrow)]
+    tool: Cow<'a, str>,
+}
+
+/// Feeds serialized bytes straight into the hash.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
     }
-    if let Some(extra) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!("unexpected field \"{extra}\""));
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
-    let status = obj["status"].as_str().unwrap_or_default();
-    if !STATUSES.contains(&status) {
-        return Err(format!("unknown status \"{status}\""));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
     }
-    let stated_prev = obj["previous_hash"].as_str().unwrap_or_default();
+    out
+}
+
+fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     if stated_prev != prev {
         return Err(format!(
             "broken link: previous_hash {stated_prev} does not match the hash of the receipt before it ({prev})"
         ));
     }
-    let stated = obj["receipt_hash"].as_str().unwrap_or_default();
-    let actual = compute_hash(obj);
-    if stated != actual {
+    Ok(())
+}
+
+/// Everything about a line that does not depend on the line before it:
+/// returns its stated previous_hash and its own (verified) hash.
+fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
+    let Some(body) = line.strip_suffix(b"\n") else {
+        return Err("torn line: the last line has no newline (a crash mid-write?)".into());
+    };
+    let r: Stored = serde_json::from_slice(body).map_err(|e| {
+        if e.is_data() {
+            format!("invalid receipt: {e}")
+        } else {
+            format!("unparsable line: {e}")
+        }
+    })?;
+    if !STATUSES.contains(&r.status.as_ref()) {
+        return Err(format!("unknown status \"{}\"", r.status));
+    }
+    let mut w = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut w, &r).map_err(|e| format!("unparsable line: {e}"))?;
+    let actual = hex(&w.0.finalize());
+    if r.receipt_hash != actual {
         return Err(format!(
-            "bad hash: receipt_hash {stated} does not match its contents ({actual}); the receipt was altered"
+            "bad hash: receipt_hash {} does not match its contents ({actual}); the receipt was altered",
+            r.receipt_hash
         ));
     }
-    Ok(actual)
+    Ok((r.previous_hash.into_owned(), actual))
 }
 
 #[cfg(test)]
@@ -452,6 +547,27 @@ mod tests {
         );
         let (p, why) = broken_at(&log);
         assert_eq!((p, why.starts_with("unparsable")), (2, true));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn verification_is_the_same_across_block_boundaries() {
+        let (log, dir) = log_with(12);
+        let whole = log.verify().unwrap();
+        for block in [1, 100, 333, 1000, 4096] {
+            assert_eq!(log.verify_in_blocks(block).unwrap(), whole, "block {block}");
+        }
+        let mut l = lines(&log);
+        l[7] = l[7].replace("\"low\"", "\"high\"");
+        write_lines(&log, &l, true);
+        for block in [1, 100, 333, 4096] {
+            match log.verify_in_blocks(block).unwrap() {
+                Verify::Broken {
+                    position, count, ..
+                } => assert_eq!((position, count), (8, 12)),
+                ok => panic!("{ok:?}"),
+            }
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 
