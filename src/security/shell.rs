@@ -1234,16 +1234,22 @@ fn judge_shell(
         t == "-c" || (t.starts_with('-') && !t.starts_with("--") && t.contains('c'))
     });
     match code_at {
-        Some(i) => match args.get(i + 1) {
-            Some(code) if code.expansion.is_none() => {
-                let inner = analyze_depth(&code.text, policy, depth + 1).judgement;
-                if let Judgement::Deny(why) = inner {
+        // Which operand is the code depends on the shell's option parsing
+        // (`sh -c -- CODE`, `bash -c -e CODE`), so every operand after -c is
+        // judged as code.
+        Some(i) if args.len() > i + 1 => {
+            for code in &args[i + 1..] {
+                if code.expansion.is_some() {
+                    return Judgement::Deny(format!("`{l} -c` with code the gate cannot see"));
+                }
+                if let Judgement::Deny(why) = analyze_depth(&code.text, policy, depth + 1).judgement
+                {
                     return Judgement::Deny(format!("`{l} -c`: {why}"));
                 }
-                Judgement::high(format!("`{l} -c` runs a command string"))
             }
-            _ => Judgement::Deny(format!("`{l} -c` with code the gate cannot see")),
-        },
+            Judgement::high(format!("`{l} -c` runs a command string"))
+        }
+        Some(_) => Judgement::Deny(format!("`{l} -c` with code the gate cannot see")),
         None if piped_into || args.is_empty() => Judgement::Deny(format!(
             "`{l}` reading commands from its input runs code the gate cannot see"
         )),
