@@ -741,6 +741,29 @@ fn analyze_depth(command: &str, policy: &dyn Policy, depth: u32) -> Analysis {
         .iter()
         .filter(|s| !s.words.is_empty() || !s.redirs.is_empty())
         .count();
+    // Every path is checked relative to the workspace, so a directory change
+    // followed by more commands would make their relative paths mean
+    // something else (`cd sub && cat link`).
+    let changes_dir = |seg: &Segment| {
+        seg.words.iter().any(|w| {
+            matches!(
+                basename(&w.text).to_lowercase().as_str(),
+                "cd" | "pushd" | "popd" | "chdir"
+            )
+        })
+    };
+    let busy: Vec<usize> = (0..segments.len())
+        .filter(|&i| !segments[i].words.is_empty() || !segments[i].redirs.is_empty())
+        .collect();
+    if let Some(&first_cd) = busy.iter().find(|&&i| changes_dir(&segments[i]))
+        && busy.iter().any(|&i| i > first_cd)
+    {
+        return none(Judgement::Deny(
+            "`cd` followed by more commands: their relative paths could not be checked; \
+             use paths relative to the workspace instead"
+                .into(),
+        ));
+    }
     for seg in &segments {
         let j = judge_segment(seg, policy, depth);
         if matches!(j, Judgement::Deny(_)) {
@@ -1185,6 +1208,12 @@ fn judge_env(args: &[Word], piped_into: bool, policy: &dyn Policy, depth: u32) -
                 && let Err(e) = policy.check_path(d)
             {
                 return Judgement::Deny(format!("`env -C`: {e}"));
+            }
+            if args.len() > i + 2 || t.contains('=') && args.len() > i + 1 {
+                return Judgement::Deny(
+                    "`env -C DIR COMMAND`: the command's relative paths could not be checked"
+                        .into(),
+                );
             }
             verdict = verdict.max(Judgement::high("`env -C` changes directory"));
             i += if t == "-C" { 2 } else { 1 };
