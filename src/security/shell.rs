@@ -745,7 +745,27 @@ fn analyze_depth(command: &str, policy: &dyn Policy, depth: u32) -> Analysis {
     // followed by more commands would make their relative paths mean
     // something else (`cd sub && cat link`).
     let changes_dir = |seg: &Segment| {
-        seg.words.iter().any(|w| {
+        // The command word: past assignments, keywords and plain wrappers.
+        let cmd = seg.words.iter().find(|w| {
+            is_assignment(w).is_none()
+                && !matches!(
+                    w.text.as_str(),
+                    "!" | "{"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "elif"
+                        | "while"
+                        | "until"
+                        | "do"
+                        | "time"
+                        | "command"
+                        | "builtin"
+                        | "nohup"
+                        | "env"
+                )
+        });
+        cmd.is_some_and(|w| {
             matches!(
                 basename(&w.text).to_lowercase().as_str(),
                 "cd" | "pushd" | "popd" | "chdir"
