@@ -1056,7 +1056,8 @@ fn judge_command(argv: &[Word], piped_into: bool, policy: &dyn Policy, depth: u3
     }
     // An option that runs other code (`git -c`, `rg --pre`, `sed e`) must
     // not name a forbidden command.
-    if matches!(filtered, Judgement::Risk(Risk::High, _)) {
+    let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+    if matches!(filtered, Judgement::Risk(Risk::High, _)) && runs_code(name, &texts) {
         let scanned = scan_args(args, policy);
         if matches!(scanned, Judgement::Deny(_)) {
             return scanned;
@@ -1444,22 +1445,7 @@ fn arg_filters(name: &str, args: &[Word], policy: &dyn Policy, depth: u32) -> Ju
                     "`sed -f` runs a script file the gate does not read".into(),
                 ));
             }
-            let scripts: Vec<&str> = match texts
-                .iter()
-                .position(|t| *t == "-e" || *t == "--expression")
-            {
-                Some(_) => texts
-                    .windows(2)
-                    .filter(|w| w[0] == "-e" || w[0] == "--expression")
-                    .map(|w| w[1])
-                    .collect(),
-                None => texts
-                    .iter()
-                    .find(|t| !t.starts_with('-'))
-                    .into_iter()
-                    .copied()
-                    .collect(),
-            };
+            let scripts = sed_scripts(&texts);
             for s in scripts {
                 if !sed_script_is_plain(s) {
                     v = v.max(high(format!(
@@ -1602,6 +1588,48 @@ fn git_filter(texts: &[&str]) -> Judgement {
         ));
     }
     Judgement::Risk(Risk::Low, String::new())
+}
+
+/// The scripts of a sed command line: every `-e` value, else the first
+/// operand.
+fn sed_scripts<'a>(texts: &[&'a str]) -> Vec<&'a str> {
+    if texts.iter().any(|t| *t == "-e" || *t == "--expression") {
+        texts
+            .windows(2)
+            .filter(|w| w[0] == "-e" || w[0] == "--expression")
+            .map(|w| w[1])
+            .collect()
+    } else {
+        texts
+            .iter()
+            .find(|t| !t.starts_with('-'))
+            .into_iter()
+            .copied()
+            .collect()
+    }
+}
+
+/// Whether a high-risk use of an allowlisted program can run other code,
+/// so a forbidden command named in its arguments matters. A commit message
+/// or a sed -i substitution that mentions `rm` runs nothing.
+fn runs_code(name: &str, texts: &[&str]) -> bool {
+    match name {
+        "git" => texts.iter().any(|t| {
+            *t == "-c"
+                || t.starts_with("--config-env")
+                || t.starts_with("--exec-path")
+                || matches!(*t, "config" | "submodule" | "alias")
+                || t.starts_with("--ext-diff")
+                || t.starts_with("--textconv")
+                || t.starts_with("--open-files-in-pager")
+                || *t == "-O"
+        }),
+        "sed" => {
+            has_flag(texts, 'f', &["--file"])
+                || sed_scripts(texts).iter().any(|s| !sed_script_is_plain(s))
+        }
+        _ => true,
+    }
 }
 
 /// True for sed scripts made only of `s///` (flags g p i I m M and digits),
