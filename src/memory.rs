@@ -177,13 +177,31 @@ fn json_col(s: Option<String>) -> Option<serde_json::Value> {
 /// letter/digit runs survive, each quoted as a phrase with prefix match, so
 /// operators (`NEAR`, `OR`, `-`, `:`, `*`, quotes) are searched as words.
 pub fn fts_query(input: &str, join: &str) -> Option<String> {
+    fts_query_with(input, join, true)
+}
+
+fn fts_query_with(input: &str, join: &str, prefix: bool) -> Option<String> {
+    // A prefix of up to three letters matches much of the vocabulary and
+    // would make the query scan most of the index: such terms stay exact.
     let terms: Vec<String> = input
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
-        .map(|t| format!("\"{}\"*", t.to_lowercase()))
+        .map(|t| {
+            let star = if prefix && t.chars().count() >= 4 {
+                "*"
+            } else {
+                ""
+            };
+            format!("\"{}\"{star}", t.to_lowercase())
+        })
         .collect();
     (!terms.is_empty()).then(|| terms.join(join))
 }
+
+/// How many of the most recent matches are scored. Scoring every match of
+/// a common word (and looking each up in `turns`) is what makes search slow
+/// on a large memory; FTS5 walks matches newest first and stops here.
+const CANDIDATES: u32 = 1000;
 
 impl Memory {
     pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<Memory> {
@@ -369,10 +387,10 @@ impl Memory {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Ranked search: FTS5 bm25, with recent turns boosted (up to ×2 for a
-    /// turn from now, fading over about a month). All terms must match; if
-    /// none does, any term may. Input with no words at all falls back to a
-    /// plain case-insensitive substring match.
+    /// Ranked search over the newest matches (whole words, then prefixes; all
+    /// words, then any): FTS5 bm25 with recent turns boosted (up to ×2 for a
+    /// turn from now, fading over about a month).
+    /// Input with no words at all is a plain case-insensitive substring match.
     pub fn search(&self, query: &str, limit: u32) -> Result<Vec<Hit>> {
         self.search_where(query, limit, None, false)
     }
@@ -396,23 +414,58 @@ impl Memory {
         no_tools: bool,
     ) -> Result<Vec<Hit>> {
         let (now, _) = util::now_unix();
-        for join in [" ", " OR "] {
-            let Some(q) = fts_query(query, join) else {
-                return self.search_substring(query, limit);
+        if fts_query(query, " ").is_none() {
+            return self.search_substring(query, limit);
+        }
+        // Whole words before prefixes, all words before any word: each step
+        // runs only when the stricter one found nothing.
+        let single = fts_query(query, " ").is_some_and(|q| !q.contains(' '));
+        for (join, prefix) in [(" ", false), (" ", true), (" OR ", false), (" OR ", true)] {
+            if single && join == " OR " {
+                break;
+            }
+            let Some(q) = fts_query_with(query, join, prefix) else {
+                break;
             };
+            if prefix && !q.contains('*') {
+                continue;
+            }
             let mut stmt = self.conn.prepare_cached(
-                "SELECT t.conversation_id, t.turn_id, t.timestamp, t.role,
-                        snippet(turns_fts, 0, '[', ']', '…', 16),
-                        bm25(turns_fts) * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score
-                 FROM turns_fts JOIN turns t ON t.id = turns_fts.rowid
-                 WHERE turns_fts MATCH ?1
-                   AND (?4 IS NULL OR t.conversation_id != ?4) AND (?5 = 0 OR t.role != 'tool')
+                "SELECT t.conversation_id, t.turn_id, t.timestamp, t.role, t.id,
+                        c.r * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score
+                 FROM (SELECT rowid, bm25(turns_fts) AS r FROM turns_fts
+                       WHERE turns_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?6) AS c
+                 JOIN turns t ON t.id = c.rowid
+                 WHERE (?4 IS NULL OR t.conversation_id != ?4) AND (?5 = 0 OR t.role != 'tool')
                  ORDER BY score LIMIT ?3",
             )?;
-            let hits: Vec<Hit> = stmt
-                .query_map(params![q, now, limit, exclude, no_tools], hit_from_row)?
+            let candidates = CANDIDATES.max(limit * 20);
+            let rows: Vec<(Hit, i64)> = stmt
+                .query_map(params![q, now, limit, exclude, no_tools, candidates], |r| {
+                    Ok((
+                        Hit {
+                            conversation_id: r.get(0)?,
+                            turn_id: r.get(1)?,
+                            timestamp: r.get(2)?,
+                            role: r.get(3)?,
+                            snippet: String::new(),
+                            score: -r.get::<_, f64>(5)?,
+                        },
+                        r.get(4)?,
+                    ))
+                })?
                 .collect::<rusqlite::Result<_>>()?;
-            if !hits.is_empty() || !q.contains(' ') {
+            // Snippets only for the turns shown.
+            let mut snip = self.conn.prepare_cached(
+                "SELECT snippet(turns_fts, 0, '[', ']', '…', 16) FROM turns_fts
+                 WHERE turns_fts MATCH ?1 AND rowid = ?2",
+            )?;
+            let mut hits = Vec::with_capacity(rows.len());
+            for (mut h, rowid) in rows {
+                h.snippet = snip.query_row(params![q, rowid], |r| r.get(0))?;
+                hits.push(h);
+            }
+            if !hits.is_empty() {
                 return Ok(hits);
             }
         }
