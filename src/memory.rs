@@ -403,7 +403,21 @@ impl Memory {
         limit: u32,
         exclude: Option<&str>,
     ) -> Result<Vec<Hit>> {
-        self.search_where(query, limit, exclude, true)
+        // A whole message is a long query: keep its eight longest distinct
+        // words of four letters or more (short ones are mostly "the", "and")
+        // and let any of them match, in one bounded query.
+        let mut words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| t.chars().count() >= 4)
+            .map(str::to_lowercase)
+            .collect();
+        words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+        words.dedup();
+        words.truncate(8);
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.search_where(&words.join(" "), limit, exclude, true)
     }
 
     fn search_where(
@@ -420,8 +434,14 @@ impl Memory {
         // Whole words before prefixes, all words before any word: each step
         // runs only when the stricter one found nothing.
         let single = fts_query(query, " ").is_some_and(|q| !q.contains(' '));
-        for (join, prefix) in [(" ", false), (" ", true), (" OR ", false), (" OR ", true)] {
-            if single && join == " OR " {
+        // The memory context of a prompt takes one bounded any-word query.
+        let steps: &[(&str, bool)] = if no_tools {
+            &[(" OR ", false)]
+        } else {
+            &[(" ", false), (" ", true), (" OR ", false), (" OR ", true)]
+        };
+        for &(join, prefix) in steps {
+            if single && join == " OR " && !no_tools {
                 break;
             }
             let Some(q) = fts_query_with(query, join, prefix) else {
@@ -439,7 +459,12 @@ impl Memory {
                  WHERE (?4 IS NULL OR t.conversation_id != ?4) AND (?5 = 0 OR t.role != 'tool')
                  ORDER BY score LIMIT ?3",
             )?;
-            let candidates = CANDIDATES.max(limit * 20);
+            // The prompt's memory context runs on every turn: fewer candidates.
+            let candidates = if no_tools {
+                limit * 20
+            } else {
+                CANDIDATES.max(limit * 20)
+            };
             let rows: Vec<(Hit, i64)> = stmt
                 .query_map(params![q, now, limit, exclude, no_tools, candidates], |r| {
                     Ok((
