@@ -80,6 +80,16 @@ CREATE INDEX runs_by_start ON runs(started_at);
 
 pub struct Memory {
     conn: Connection,
+    /// A run whose record is written with the next turn, in the same
+    /// transaction (one commit fewer per run).
+    pending_run: std::cell::RefCell<Option<RunStart>>,
+}
+
+struct RunStart {
+    id: String,
+    started_at: String,
+    command: String,
+    lock_name: Option<String>,
 }
 
 /// A turn about to be stored.
@@ -173,6 +183,13 @@ fn json_col(s: Option<String>) -> Option<serde_json::Value> {
     s.map(|s| serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
 }
 
+fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<usize> {
+    conn.execute(
+        "INSERT OR IGNORE INTO runs (id, started_at, lock_name, pid, command) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![run.id, run.started_at, run.lock_name, std::process::id(), run.command],
+    )
+}
+
 /// Turns free text into an FTS5 query that cannot be a syntax error: only
 /// letter/digit runs survive, each quoted as a phrase with prefix match, so
 /// operators (`NEAR`, `OR`, `-`, `:`, `*`, quotes) are searched as words.
@@ -216,7 +233,10 @@ impl Memory {
             ))
         })?;
         conn.busy_timeout(Duration::from_millis(busy_timeout_ms))?;
-        let mem = Memory { conn };
+        let mem = Memory {
+            conn,
+            pending_run: std::cell::RefCell::new(None),
+        };
         // Switching to WAL needs a moment of exclusive access, and SQLite
         // reports some lock conflicts without calling the busy handler, so
         // processes racing to create the database retry here.
@@ -334,6 +354,9 @@ impl Memory {
                 t.metadata
             ],
         )?;
+        if let Some(run) = self.pending_run.borrow_mut().take() {
+            insert_run(&tx, &run)?;
+        }
         tx.commit()?;
         log::info!(target: "event::memory_persisted", "conversation={} turn={turn_id} role={}", t.conversation_id, t.role);
         Ok(turn_id)
@@ -626,12 +649,16 @@ impl Memory {
             .optional()?)
     }
 
+    /// Starts a run record; it is written with the run's first turn, or by
+    /// `run_finished` if there is none.
     pub fn run_started(&self, command: &str, lock_name: Option<&str>) -> Result<String> {
         let id = util::new_id("run");
-        self.conn.execute(
-            "INSERT INTO runs (id, started_at, lock_name, pid, command) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![id, util::now_rfc3339(), lock_name, std::process::id(), command],
-        )?;
+        *self.pending_run.borrow_mut() = Some(RunStart {
+            id: id.clone(),
+            started_at: util::now_rfc3339(),
+            command: command.to_string(),
+            lock_name: lock_name.map(String::from),
+        });
         Ok(id)
     }
 
@@ -642,6 +669,9 @@ impl Memory {
         reason: &str,
         conversation_id: Option<&str>,
     ) -> Result<()> {
+        if let Some(run) = self.pending_run.borrow_mut().take() {
+            insert_run(&self.conn, &run)?;
+        }
         self.conn.execute(
             "UPDATE runs SET ended_at = ?2, exit_code = ?3, exit_reason = ?4,
                              conversation_id = coalesce(?5, conversation_id)
