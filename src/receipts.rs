@@ -9,7 +9,7 @@
 
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::util;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -82,13 +82,6 @@ pub fn hash_value(v: &Value) -> String {
     util::sha256_hex(canonical_json(v).as_bytes())
 }
 
-/// The hash a receipt should carry: over every field but `receipt_hash`.
-fn compute_hash(obj: &Map<String, Value>) -> String {
-    let mut copy = obj.clone();
-    copy.remove("receipt_hash");
-    hash_value(&Value::Object(copy))
-}
-
 impl ReceiptLog {
     pub fn new(path: &Path) -> ReceiptLog {
         ReceiptLog {
@@ -127,20 +120,23 @@ impl ReceiptLog {
             .len();
         let previous_hash = self.last_hash(file, len)?;
         let id = util::new_id("receipt");
-        let mut obj = Map::new();
-        obj.insert("id".into(), id.clone().into());
-        obj.insert("timestamp".into(), util::now_rfc3339().into());
-        obj.insert("conversation_id".into(), r.conversation_id.into());
-        obj.insert("tool".into(), r.tool.into());
-        obj.insert("args_hash".into(), hash_value(r.args).into());
-        obj.insert("result_hash".into(), hash_value(r.result).into());
-        obj.insert("status".into(), r.status.into());
-        obj.insert("risk".into(), r.risk.into());
-        obj.insert("reason".into(), r.reason.into());
-        obj.insert("previous_hash".into(), previous_hash.into());
-        let receipt_hash = compute_hash(&obj);
-        obj.insert("receipt_hash".into(), receipt_hash.clone().into());
-        let mut line = canonical_json(&Value::Object(obj));
+        let mut stored = Stored {
+            args_hash: hash_value(r.args).into(),
+            conversation_id: r.conversation_id.into(),
+            id: id.as_str().into(),
+            previous_hash: previous_hash.into(),
+            reason: r.reason.into(),
+            receipt_hash: None,
+            result_hash: hash_value(r.result).into(),
+            risk: r.risk.into(),
+            status: r.status.into(),
+            timestamp: util::now_rfc3339().into(),
+            tool: r.tool.into(),
+        };
+        let receipt_hash = stored.hash();
+        stored.receipt_hash = Some(receipt_hash.as_str().into());
+        let mut line = serde_json::to_string(&stored)
+            .map_err(|e| Error::new(Kind::Internal, format!("cannot encode a receipt: {e}")))?;
         line.push('\n');
         let written = file
             .write_all(line.as_bytes())
@@ -336,8 +332,9 @@ impl ReceiptLog {
 }
 
 /// One receipt as stored. Fields are declared in sorted key order, so
-/// serializing it (without `receipt_hash`) gives the canonical JSON the hash
-/// covers, with no map or allocation per field.
+/// serializing it gives canonical JSON (compact, keys sorted); the hash
+/// covers that serialization with `receipt_hash` left out. Writing and
+/// verifying both go through this one type.
 #[derive(serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct Stored<'a> {
@@ -351,8 +348,8 @@ struct Stored<'a> {
     previous_hash: Cow<'a, str>,
     #[serde(borrow)]
     reason: Cow<'a, str>,
-    #[serde(borrow, skip_serializing)]
-    receipt_hash: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    receipt_hash: Option<Cow<'a, str>>,
     #[serde(borrow)]
     result_hash: Cow<'a, str>,
     #[serde(borrow)]
@@ -378,14 +375,16 @@ impl std::io::Write for HashWriter {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
+impl Stored<'_> {
+    /// SHA-256 of the canonical JSON, streamed from the serializer into the
+    /// hash. Called while `receipt_hash` is unset, so it is not covered.
+    fn hash(&self) -> String {
+        debug_assert!(self.receipt_hash.is_none());
+        let mut w = HashWriter(Sha256::new());
+        // Serializing strings into a hash cannot fail.
+        let _ = serde_json::to_writer(&mut w, self);
+        util::hex(&w.0.finalize())
     }
-    out
 }
 
 fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
@@ -403,7 +402,7 @@ fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
     let Some(body) = line.strip_suffix(b"\n") else {
         return Err("torn line: the last line has no newline (a crash mid-write?)".into());
     };
-    let r: Stored = serde_json::from_slice(body).map_err(|e| {
+    let mut r: Stored = serde_json::from_slice(body).map_err(|e| {
         if e.is_data() {
             format!("invalid receipt: {e}")
         } else {
@@ -413,13 +412,13 @@ fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
     if !STATUSES.contains(&r.status.as_ref()) {
         return Err(format!("unknown status \"{}\"", r.status));
     }
-    let mut w = HashWriter(Sha256::new());
-    serde_json::to_writer(&mut w, &r).map_err(|e| format!("unparsable line: {e}"))?;
-    let actual = hex(&w.0.finalize());
-    if r.receipt_hash != actual {
+    let Some(stated) = r.receipt_hash.take() else {
+        return Err("invalid receipt: missing field `receipt_hash`".into());
+    };
+    let actual = r.hash();
+    if stated != actual {
         return Err(format!(
-            "bad hash: receipt_hash {} does not match its contents ({actual}); the receipt was altered",
-            r.receipt_hash
+            "bad hash: receipt_hash {stated} does not match its contents ({actual}); the receipt was altered"
         ));
     }
     Ok((r.previous_hash.into_owned(), actual))
@@ -487,6 +486,10 @@ mod tests {
         assert_eq!(v[0]["previous_hash"], GENESIS);
         assert_eq!(v[1]["previous_hash"], v[0]["receipt_hash"]);
         assert!(v[0]["id"].as_str().unwrap().starts_with("receipt-"));
+        // Lines are canonical JSON: what any reader re-serialising them gets.
+        for (line, value) in l.iter().zip(&v) {
+            assert_eq!(&canonical_json(value), line);
+        }
         match log.verify().unwrap() {
             Verify::Ok { count, head } => assert_eq!(
                 (count, head.as_str()),
