@@ -113,11 +113,20 @@ impl<'a> Runtime<'a> {
 
     /// The layered system prompt for a message (see `prompt.rs`).
     pub fn system_prompt(&self, message: &str, conversation: Option<&str>) -> Result<String> {
+        self.system_prompt_with(&self.tool_specs(), message, conversation)
+    }
+
+    fn system_prompt_with(
+        &self,
+        tools: &[ToolSpec],
+        message: &str,
+        conversation: Option<&str>,
+    ) -> Result<String> {
         crate::prompt::build(
             self.cfg,
             &self.gate,
             &self.memory,
-            &self.tool_specs(),
+            tools,
             message,
             conversation,
         )
@@ -331,11 +340,8 @@ impl<'a> Runtime<'a> {
             }
         };
         let mut messages = self.history(&conv)?;
-        let model = self
-            .cfg
-            .provider(provider.name())
-            .map(|p| p.model.clone())
-            .unwrap_or_else(|_| self.cfg.default_model.clone());
+        let configured = self.cfg.provider(provider.name()).ok();
+        let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {
             conversation_id: &conv,
             role: "user",
@@ -345,16 +351,13 @@ impl<'a> Runtime<'a> {
             ..Default::default()
         })?;
         messages.push(Message::new(Role::User, message));
+        let tools = self.tool_specs();
         let mut req = ChatRequest {
-            system_prompt: self.system_prompt(message, Some(&conv))?,
+            system_prompt: self.system_prompt_with(&tools, message, Some(&conv))?,
             messages,
-            tools: self.tool_specs(),
+            tools,
             model: model.clone(),
-            temperature: self
-                .cfg
-                .provider(provider.name())
-                .ok()
-                .and_then(|p| p.temperature),
+            temperature: configured.and_then(|p| p.temperature),
             metadata: self
                 .hint
                 .iter()
