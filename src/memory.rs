@@ -415,7 +415,13 @@ impl Memory {
     /// turn from now, fading over about a month).
     /// Input with no words at all is a plain case-insensitive substring match.
     pub fn search(&self, query: &str, limit: u32) -> Result<Vec<Hit>> {
-        self.search_where(query, limit, None, false)
+        if fts_query(query, " ").is_none() {
+            return self.search_substring(query, limit);
+        }
+        // Whole words before prefixes, all words before any word: each step
+        // runs only when the stricter one found nothing.
+        let steps = [(" ", false), (" ", true), (" OR ", false), (" OR ", true)];
+        self.search_steps(query, &steps, limit, CANDIDATES.max(limit * 20), None)
     }
 
     /// Search for the system prompt's memory context: other conversations
@@ -428,7 +434,8 @@ impl Memory {
     ) -> Result<Vec<Hit>> {
         // A whole message is a long query: keep its eight longest distinct
         // words of four letters or more (short ones are mostly "the", "and")
-        // and let any of them match, in one bounded query.
+        // and let any of them match, in one query over few candidates, since
+        // it runs on every turn.
         let mut words: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric())
             .filter(|t| t.chars().count() >= 4)
@@ -440,67 +447,49 @@ impl Memory {
         if words.is_empty() {
             return Ok(Vec::new());
         }
-        self.search_where(&words.join(" "), limit, exclude, true)
+        let exclude = Some(exclude.unwrap_or(""));
+        self.search_steps(
+            &words.join(" "),
+            &[(" OR ", false)],
+            limit,
+            limit * 20,
+            exclude,
+        )
     }
 
-    fn search_where(
+    /// Runs FTS queries built from `query` by `steps` (join, prefix) until
+    /// one finds something; each scores the newest `candidates` matches.
+    /// `context` (the conversation to leave out) also leaves out tool turns.
+    fn search_steps(
         &self,
         query: &str,
+        steps: &[(&str, bool)],
         limit: u32,
-        exclude: Option<&str>,
-        no_tools: bool,
+        candidates: u32,
+        context: Option<&str>,
     ) -> Result<Vec<Hit>> {
         let (now, _) = util::now_unix();
-        if fts_query(query, " ").is_none() {
-            return self.search_substring(query, limit);
-        }
-        // Whole words before prefixes, all words before any word: each step
-        // runs only when the stricter one found nothing.
-        let single = fts_query(query, " ").is_some_and(|q| !q.contains(' '));
-        // The memory context of a prompt takes one bounded any-word query.
-        let steps: &[(&str, bool)] = if no_tools {
-            &[(" OR ", false)]
-        } else {
-            &[(" ", false), (" ", true), (" OR ", false), (" OR ", true)]
-        };
+        let mut tried: Vec<String> = Vec::new();
         for &(join, prefix) in steps {
-            if single && join == " OR " && !no_tools {
-                break;
-            }
             let Some(q) = fts_query_with(query, join, prefix) else {
                 break;
             };
-            if prefix && !q.contains('*') {
+            // A single word, or words too short for prefixes, repeat a step.
+            if tried.contains(&q) {
                 continue;
             }
             let mut stmt = self.conn.prepare_cached(
-                "SELECT t.conversation_id, t.turn_id, t.timestamp, t.role, t.id,
-                        c.r * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score
+                "SELECT t.conversation_id, t.turn_id, t.timestamp, t.role, '',
+                        c.r * (1.0 + 1.0 / (1.0 + max(0, ?2 - t.ts_unix) / 2592000.0)) AS score, t.id
                  FROM (SELECT rowid, bm25(turns_fts) AS r FROM turns_fts
-                       WHERE turns_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?6) AS c
+                       WHERE turns_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?5) AS c
                  JOIN turns t ON t.id = c.rowid
-                 WHERE (?4 IS NULL OR t.conversation_id != ?4) AND (?5 = 0 OR t.role != 'tool')
+                 WHERE ?4 IS NULL OR (t.conversation_id != ?4 AND t.role != 'tool')
                  ORDER BY score LIMIT ?3",
             )?;
-            // The prompt's memory context runs on every turn: fewer candidates.
-            let candidates = if no_tools {
-                limit * 20
-            } else {
-                CANDIDATES.max(limit * 20)
-            };
             let rows: Vec<(Hit, i64)> = stmt
-                .query_map(params![q, now, limit, exclude, no_tools, candidates], |r| {
-                    Ok((
-                        Hit {
-                            conversation_id: r.get(0)?,
-                            turn_id: r.get(1)?,
-                            timestamp: r.get(2)?,
-                            role: r.get(3)?,
-                            snippet: String::new(),
-                            score: -r.get::<_, f64>(5)?,
-                        },
-                        r.get(4)?,
-                    ))
+                .query_map(params![q, now, limit, context, candidates], |r| {
+                    Ok((hit_from_row(r)?, r.get(6)?))
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             // Snippets only for the turns shown.
@@ -516,6 +505,7 @@ impl Memory {
             if !hits.is_empty() {
                 return Ok(hits);
             }
+            tried.push(q);
         }
         Ok(Vec::new())
     }
