@@ -261,6 +261,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
     let mut p = lexopt::Parser::from_args(argv);
     let mut a = Args::default();
     let bad = |e: lexopt::Error| Error::usage(format!("{e}; see `latchclaw --help`"));
+    let text = |p: &mut lexopt::Parser| p.value().and_then(|v| v.string()).map_err(bad);
     while let Some(arg) = p.next().map_err(bad)? {
         let name: &'static str = match arg {
             Short('h') | Long("help") => {
@@ -281,7 +282,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 if a.words.first().is_some_and(|w| w == "tool")
                     || a.words.get(1).is_some_and(|w| w == "check") =>
             {
-                a.json_args = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.json_args = Some(text(&mut p)?);
                 "json-args"
             }
             Long("json") => {
@@ -289,11 +290,11 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 "json"
             }
             Short('m') | Long("message") => {
-                a.message = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.message = Some(text(&mut p)?);
                 "message"
             }
             Long("conversation") => {
-                a.conversation = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.conversation = Some(text(&mut p)?);
                 "conversation"
             }
             Short('c') | Long("continue") => {
@@ -301,11 +302,11 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 "continue"
             }
             Long("resume") => {
-                a.resume = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.resume = Some(text(&mut p)?);
                 "resume"
             }
             Long("lock") => {
-                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                let v = text(&mut p)?;
                 if v.is_empty()
                     || !v
                         .chars()
@@ -320,7 +321,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 "lock"
             }
             Long("timeout") => {
-                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                let v = text(&mut p)?;
                 a.timeout = Some(v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                     Error::usage(format!(
                         "--timeout: \"{v}\" is not a positive number of seconds"
@@ -333,11 +334,11 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 "all"
             }
             Long("hint") => {
-                a.hint = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.hint = Some(text(&mut p)?);
                 "hint"
             }
             Long("autonomy") => {
-                a.autonomy = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.autonomy = Some(text(&mut p)?);
                 "autonomy"
             }
             Long("workspace") => {
@@ -345,26 +346,26 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
                 "workspace"
             }
             Long("limit") => {
-                let v = p.value().map_err(bad)?.string().map_err(bad)?;
+                let v = text(&mut p)?;
                 a.limit = Some(v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                     Error::usage(format!("--limit: \"{v}\" is not a positive whole number"))
                 })?);
                 "limit"
             }
             Long("provider") => {
-                a.provider = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.provider = Some(text(&mut p)?);
                 "provider"
             }
             Long("base-url") => {
-                a.base_url = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.base_url = Some(text(&mut p)?);
                 "base-url"
             }
             Long("model") => {
-                a.model = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.model = Some(text(&mut p)?);
                 "model"
             }
             Long("api-key-env") => {
-                a.api_key_env = Some(p.value().map_err(bad)?.string().map_err(bad)?);
+                a.api_key_env = Some(text(&mut p)?);
                 "api-key-env"
             }
             Long("yes") => {
