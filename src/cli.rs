@@ -1027,12 +1027,7 @@ fn cmd_tool_list(a: &Args) -> Result<i32> {
                 "name": name,
                 "implemented": tool.is_some(),
                 "enabled": cfg.cli_tools_allow.iter().any(|t| t == name),
-                "risk": match *name {
-                    "time" | "file_list" | "file_read" | "memory_search" => "low",
-                    "file_write" => "medium",
-                    "shell" => "low / medium (allowlisted) / high",
-                    _ => "low (allowed domain), else denied",
-                },
+                "risk": crate::security::risk_summary(name),
                 "description": tool.map_or("not implemented in this version", |t| t.description()),
             })
         })

@@ -518,6 +518,15 @@ impl shell::Policy for Gate {
 }
 
 /// The built-in risk of a tool before its arguments are looked at.
+/// How risky a tool's calls can be, for `tool list`.
+pub fn risk_summary(tool: &str) -> &'static str {
+    match tool {
+        "shell" => "low / medium (allowlisted) / high",
+        "http" => "low (allowed domain), else denied",
+        _ => base_risk(tool).as_str(),
+    }
+}
+
 fn base_risk(tool: &str) -> Risk {
     match tool {
         "time" | "memory_search" | "file_list" | "file_read" => Risk::Low,
