@@ -1128,9 +1128,10 @@ fn cmd_approvals_list(a: &Args) -> Result<i32> {
     } else {
         for p in list {
             println!(
-                "{}  {:8}  {}  {}  {} {}",
+                "{}  {:8}  {:6}  {}  {}  {} {}",
                 p.id,
                 p.status,
+                p.risk,
                 p.created_at,
                 p.conversation_id,
                 p.tool,
@@ -1153,17 +1154,14 @@ fn cmd_decide(a: &Args, id: &str, approve: bool) -> Result<i32> {
     if approve && !a.yes {
         // A person at a terminal, or --yes typed by the operator.
         let approver = TtyApprover;
-        let d = crate::security::Decision {
-            risk: crate::security::Risk::Medium,
-            verdict: crate::security::Verdict::Ask,
-            reason: format!(
+        let risk = crate::security::Risk::parse(&p.risk).unwrap_or(crate::security::Risk::High);
+        let d = crate::security::Decision::ask(
+            risk,
+            format!(
                 "pending approval {id} in conversation {}: {}",
                 p.conversation_id, p.reason
             ),
-            estop: false,
-            path: None,
-            argv: None,
-        };
+        );
         match approver.ask(&p.tool, &d, &p.arguments) {
             crate::channels::Approval::Approved => {}
             crate::channels::Approval::Unavailable(_) => {

@@ -76,6 +76,8 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_by_start ON runs(started_at);
 "#,
+    // The operator deciding later is shown the risk the gate saw.
+    "ALTER TABLE approvals ADD COLUMN risk TEXT NOT NULL DEFAULT 'medium';",
 ];
 
 pub struct Memory {
@@ -135,6 +137,7 @@ pub struct PendingApproval {
     pub conversation_id: String,
     pub tool: String,
     pub arguments: serde_json::Value,
+    pub risk: String,
     pub reason: String,
     pub created_at: String,
     pub status: String,
@@ -547,6 +550,7 @@ impl Memory {
         conversation_id: &str,
         tool: &str,
         args: &serde_json::Value,
+        risk: &str,
         reason: &str,
     ) -> Result<String> {
         let canonical = crate::receipts::canonical_json(args);
@@ -565,36 +569,57 @@ impl Memory {
         }
         let id = util::new_id("approval");
         self.conn.execute(
-            "INSERT INTO approvals (id, conversation_id, tool, arguments, args_hash, reason, created_at, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending')",
-            params![id, conversation_id, tool, canonical, hash, reason, util::now_rfc3339()],
+            "INSERT INTO approvals (id, conversation_id, tool, arguments, args_hash, risk, reason,
+                                    created_at, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')",
+            params![
+                id,
+                conversation_id,
+                tool,
+                canonical,
+                hash,
+                risk,
+                reason,
+                util::now_rfc3339()
+            ],
         )?;
         Ok(id)
     }
 
+    /// Pending approvals, or all of them with `all`.
     pub fn approvals(&self, all: bool) -> Result<Vec<PendingApproval>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, conversation_id, tool, arguments, reason, created_at, status, decided_at, used_at
-             FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid",
-        )?;
-        let rows = stmt.query_map([all], |r| {
+        self.select_approvals("?1 OR status = 'pending'", params![all])
+    }
+
+    pub fn approval(&self, id: &str) -> Result<Option<PendingApproval>> {
+        Ok(self.select_approvals("id = ?1", params![id])?.pop())
+    }
+
+    fn select_approvals(
+        &self,
+        filter: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<PendingApproval>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT id, conversation_id, tool, arguments, risk, reason, created_at, status,
+                    decided_at, used_at
+             FROM approvals WHERE {filter} ORDER BY created_at, rowid"
+        ))?;
+        let rows = stmt.query_map(args, |r| {
             Ok(PendingApproval {
                 id: r.get(0)?,
                 conversation_id: r.get(1)?,
                 tool: r.get(2)?,
                 arguments: json_col(r.get(3)?).unwrap_or_default(),
-                reason: r.get(4)?,
-                created_at: r.get(5)?,
-                status: r.get(6)?,
-                decided_at: r.get(7)?,
-                used_at: r.get(8)?,
+                risk: r.get(4)?,
+                reason: r.get(5)?,
+                created_at: r.get(6)?,
+                status: r.get(7)?,
+                decided_at: r.get(8)?,
+                used_at: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    pub fn approval(&self, id: &str) -> Result<Option<PendingApproval>> {
-        Ok(self.approvals(true)?.into_iter().find(|a| a.id == id))
     }
 
     /// Approves or denies a pending call; anything not pending is refused.
@@ -820,7 +845,13 @@ mod tests {
         assert_eq!(m.version().unwrap(), MIGRATIONS.len());
         assert!(m.conversation_exists("old").unwrap(), "data kept");
         let id = m
-            .add_pending("old", "shell", &serde_json::json!({"command": "ls"}), "r")
+            .add_pending(
+                "old",
+                "shell",
+                &serde_json::json!({"command": "ls"}),
+                "high",
+                "r",
+            )
             .unwrap();
         assert_eq!(m.approvals(false).unwrap()[0].id, id);
         std::fs::remove_dir_all(dir).unwrap();

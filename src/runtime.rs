@@ -190,9 +190,13 @@ impl<'a> Runtime<'a> {
                         ("denied", ToolResult::err(format!("denied: {reason}")))
                     }
                     Approval::Unavailable(why) => {
-                        let id = self
-                            .memory
-                            .add_pending(conversation_id, name, args, &d.reason)?;
+                        let id = self.memory.add_pending(
+                            conversation_id,
+                            name,
+                            args,
+                            d.risk.as_str(),
+                            &d.reason,
+                        )?;
                         reason = format!(
                             "{reason}; {why}; waiting as pending approval {id} \
                              (`latchclaw approve {id}`, then `latchclaw agent --resume {conversation_id}`)"

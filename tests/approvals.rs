@@ -47,6 +47,7 @@ fn pending_approval_lifecycle() {
     );
     assert_eq!(list[0]["conversation_id"], conv.as_str());
     assert_eq!(list[0]["arguments"]["path"], "report.txt");
+    assert_eq!(list[0]["risk"], "medium");
 
     // No terminal and no --yes: approving is refused.
     let r = env.run(&["approve", &id]);

@@ -69,7 +69,23 @@ pub struct Decision {
     pub argv: Option<Vec<String>>,
 }
 
+impl Risk {
+    pub fn parse(s: &str) -> Option<Risk> {
+        [Risk::Low, Risk::Medium, Risk::High]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+}
+
 impl Decision {
+    /// A call that waits for the operator (a pending approval decided later).
+    pub fn ask(risk: Risk, reason: impl Into<String>) -> Decision {
+        Decision {
+            verdict: Verdict::Ask,
+            ..Decision::deny(risk, reason)
+        }
+    }
+
     fn deny(risk: Risk, reason: impl Into<String>) -> Decision {
         Decision {
             risk,
