@@ -1,0 +1,610 @@
+//! `make bench`: LatchClaw's figures against their budgets, measured on
+//! whole processes of the release binary and on realistic data sizes (no
+//! timing assertions anywhere in `make test`).
+//!
+//! Prints one table (figure, value, budget, holds) and the scaling curves,
+//! and writes both to `target/bench-results.md`. Data sets are generated on
+//! the first run and cached under `target/bench-data/`.
+//!
+//! `LATCHCLAW_BENCH_MAX=100000` stops the data sizes at 100k (a quick run);
+//! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
+//! installed.
+
+mod data;
+mod measure;
+mod server;
+
+use latchclaw::receipts::{NewReceipt, ReceiptLog};
+use measure::{Cmd, Figure, Meter, RUNS, percentile};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_latchclaw");
+const MIB: f64 = 1_048_576.0;
+const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
+const APPEND_PROCS: usize = 8;
+const APPENDS_PER_PROC: usize = 250;
+
+struct Row {
+    figure: String,
+    value: String,
+    budget: String,
+    /// None: reported, no budget.
+    holds: Option<bool>,
+}
+
+#[derive(Default)]
+struct Report {
+    rows: Vec<Row>,
+    curves: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Report {
+    fn row(&mut self, figure: impl Into<String>, value: String, budget: &str, holds: Option<bool>) {
+        self.rows.push(Row {
+            figure: figure.into(),
+            value,
+            budget: budget.into(),
+            holds,
+        });
+    }
+
+    fn render(&self, header: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "{header}\n");
+        let _ = writeln!(
+            s,
+            "| {:<58} | {:>16} | {:>20} | {:<5} |",
+            "figure", "value", "budget", "holds"
+        );
+        let _ = writeln!(
+            s,
+            "|{}|{}|{}|{}|",
+            "-".repeat(60),
+            "-".repeat(18),
+            "-".repeat(22),
+            "-".repeat(7)
+        );
+        for r in &self.rows {
+            let holds = match r.holds {
+                Some(true) => "yes",
+                Some(false) => "MISS",
+                None => "-",
+            };
+            let _ = writeln!(
+                s,
+                "| {:<58} | {:>16} | {:>20} | {:<5} |",
+                r.figure, r.value, r.budget, holds
+            );
+        }
+        if !self.curves.is_empty() {
+            let _ = writeln!(s, "\nScaling curves\n");
+            for c in &self.curves {
+                let _ = writeln!(s, "{c}");
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "\n{n}");
+        }
+        s
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Child mode for the concurrent-append figure: `suite append-worker LOG N`.
+    if args.first().map(String::as_str) == Some("append-worker") {
+        append_worker(Path::new(&args[1]), args[2].parse().unwrap());
+        return;
+    }
+    // `cargo bench` passes flags such as `--bench`; none are needed here.
+    let max = std::env::var("LATCHCLAW_BENCH_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
+    let sizes: Vec<usize> = SIZES.iter().copied().filter(|&n| n <= max).collect();
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-run");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let meter = Meter::new();
+    let mut report = Report::default();
+    let started = Instant::now();
+
+    static_figures(&mut report);
+    let ws = root.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    for i in 0..20 {
+        std::fs::write(ws.join(format!("file-{i}.txt")), "x").unwrap();
+    }
+    cli_figures(&meter, &mut report, &root, &ws);
+    let vocab = data::Vocabulary::new(30_000);
+    search_figures(&meter, &mut report, &root, &vocab, &sizes);
+    verify_figures(&meter, &mut report, &root, &vocab, &sizes);
+    append_figures(&mut report, &root);
+    gate_figure(&mut report, &root);
+
+    let header = format!(
+        "latchclaw {} — {}\n{}; timings are medians of {RUNS} runs after {} warm-up runs unless a row says otherwise\nsuite time {:.0} s",
+        env!("CARGO_PKG_VERSION"),
+        machine(),
+        meter.describe(),
+        measure::WARMUP,
+        started.elapsed().as_secs_f64()
+    );
+    let text = report.render(&header);
+    println!("{text}");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.md");
+    std::fs::write(&out, &text).unwrap();
+    println!("(written to {})", out.display());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Binary size and the number of crates compiled into it.
+fn static_figures(report: &mut Report) {
+    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
+    report.row(
+        "stripped release binary",
+        format!("{size:.2} MiB"),
+        "≤ 3.0 MiB",
+        Some(size <= 3.0),
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let out = Command::new(cargo)
+        .args([
+            "tree", "-e", "normal", "--prefix", "none", "--target", &target,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let crates: std::collections::BTreeSet<&str> = text
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    report.row(
+        format!("crates compiled for {target} (normal deps + latchclaw)"),
+        crates.len().to_string(),
+        "≤ 70",
+        Some(out.status.success() && crates.len() <= 70),
+    );
+}
+
+fn setup_home(root: &Path, name: &str, config: &str) -> PathBuf {
+    let home = root.join(name);
+    std::fs::create_dir_all(home.join(".latchclaw")).unwrap();
+    std::fs::write(home.join(".latchclaw/config.toml"), config).unwrap();
+    home
+}
+
+fn ws_line(ws: &Path) -> String {
+    format!("workspace_dir = {:?}\n", ws.display().to_string())
+}
+
+fn cmd<'a>(home: &'a Path, args: &[&str]) -> Cmd<'a> {
+    Cmd {
+        program: BIN,
+        args: args.iter().map(|s| s.to_string()).collect(),
+        home,
+    }
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.2} ms")
+}
+
+fn mib(v: f64) -> String {
+    format!("{v:.2} MiB")
+}
+
+/// Start-up, one-shot turns on the mock and against a loopback server.
+fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
+    let mock = root.join("mock");
+    std::fs::create_dir_all(&mock).unwrap();
+    let status = cmd(&mock, &[])
+        .command_for_setup()
+        .args(["init", "--workspace", ws.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "latchclaw init failed");
+
+    let baseline = meter.measure(
+        &Cmd {
+            program: "/bin/true",
+            args: Vec::new(),
+            home: &mock,
+        },
+        RUNS,
+    );
+    report.row(
+        "process spawn floor: /bin/true",
+        ms(baseline.median()),
+        "-",
+        None,
+    );
+    let version = meter.measure(&cmd(&mock, &["--version"]), RUNS);
+    report.row(
+        "latchclaw --version",
+        ms(version.median()),
+        "≤ 1 ms",
+        Some(version.median() <= 1.0),
+    );
+    report.row(
+        "  of which over the spawn floor",
+        ms(version.median() - baseline.median()),
+        "-",
+        None,
+    );
+    let text = meter.measure(&cmd(&mock, &["agent", "-m", "hello there"]), RUNS);
+    time_and_rss(report, "agent -m, mock, text only", &text, 5.0, Some(6.0));
+
+    let rounds = setup_home(
+        root,
+        "rounds",
+        &format!(
+            "{}max_tool_rounds = 10\n[providers.models.local]\nkind = \"mock\"\nfixture = {:?}\n",
+            ws_line(ws),
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/bench_rounds.toml")
+                .display()
+                .to_string()
+        ),
+    );
+    for (n, message) in [(1, "one round"), (5, "five rounds")] {
+        let f = meter.measure(&cmd(&rounds, &["agent", "-m", message]), RUNS);
+        let budget = 5.0 + 0.5 * n as f64;
+        let label = format!(
+            "agent -m, mock, {n} tool round{}",
+            if n > 1 { "s" } else { "" }
+        );
+        time_and_rss(report, &label, &f, budget, None);
+    }
+
+    let server = server::FakeServer::start();
+    let cloud = setup_home(
+        root,
+        "cloud",
+        &format!(
+            "{}default_provider = \"cloud\"\n[providers.models.cloud]\n\
+             kind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"bench\"\n",
+            ws_line(ws),
+            server.port
+        ),
+    );
+    let f = meter.measure(&cmd(&cloud, &["agent", "-m", "ping"]), RUNS);
+    let over = f.median() - server.median_ms();
+    report.row(
+        "agent -m, fake OpenAI server on loopback, text",
+        ms(f.median()),
+        "-",
+        None,
+    );
+    report.row(
+        "  of which over the server's own time",
+        ms(over),
+        "≤ 3 ms",
+        Some(over <= 3.0),
+    );
+    report.row(
+        "  of which over the mock's text-only turn",
+        ms(f.median() - text.median()),
+        "-",
+        None,
+    );
+    report.row(
+        "  peak RSS",
+        mib(f.rss_mib),
+        "≤ 6 MiB",
+        Some(f.rss_mib <= 6.0),
+    );
+}
+
+fn time_and_rss(report: &mut Report, label: &str, f: &Figure, budget_ms: f64, rss: Option<f64>) {
+    report.row(
+        label,
+        ms(f.median()),
+        &format!("≤ {budget_ms} ms"),
+        Some(f.median() <= budget_ms),
+    );
+    let (budget, holds) = match rss {
+        Some(max) => (format!("≤ {max} MiB"), Some(f.rss_mib <= max)),
+        None => ("-".into(), None),
+    };
+    report.row("  peak RSS", mib(f.rss_mib), &budget, holds);
+}
+
+/// `memory search` against 10k, 100k and 1M stored turns.
+fn search_figures(
+    meter: &Meter,
+    report: &mut Report,
+    root: &Path,
+    vocab: &data::Vocabulary,
+    sizes: &[usize],
+) {
+    // Words across the frequency range: very common to rare, two-word
+    // queries, a prefix-length word, and one that matches nothing.
+    let queries: Vec<String> = vec![
+        vocab.word(2).into(),
+        vocab.word(40).into(),
+        vocab.word(250).into(),
+        vocab.word(3_000).into(),
+        vocab.word(25_000).into(),
+        format!("{} {}", vocab.word(60), vocab.word(700)),
+        format!(
+            "{} {} {}",
+            vocab.word(14),
+            vocab.word(41),
+            vocab.word(9_000)
+        ),
+        "zzqxv".into(),
+    ];
+    let mut curve = String::from(
+        "| stored turns | database | generated in | search p50 | search p95 | peak RSS |\n|---|---|---|---|---|---|\n",
+    );
+    for &n in sizes {
+        let (db, made) = data::turns_db(vocab, n);
+        let home = setup_home(
+            root,
+            &format!("search-{n}"),
+            &format!("[memory]\npath = {:?}\n", db.display().to_string()),
+        );
+        let mut times = Vec::new();
+        let mut rss: f64 = 0.0;
+        for q in &queries {
+            let f = meter.measure(&cmd(&home, &["memory", "search", q]), 11);
+            times.extend(f.times);
+            rss = rss.max(f.rss_mib);
+        }
+        let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
+        let (p50, p95) = (percentile(&times, 50), percentile(&times, 95));
+        let _ = writeln!(
+            curve,
+            "| {n} | {size:.0} MiB | {} | {} | {} | {} |",
+            made.map_or("cached".into(), |s| format!("{s:.0} s")),
+            ms(p50),
+            ms(p95),
+            mib(rss)
+        );
+        let budget = if n == 1_000_000 { "≤ 20 ms" } else { "-" };
+        report.row(
+            format!(
+                "memory search, {n} turns: p50 ({} queries × 11)",
+                queries.len()
+            ),
+            ms(p50),
+            budget,
+            (n == 1_000_000).then_some(p50 <= 20.0),
+        );
+    }
+    report.curves.push(format!(
+        "memory search (whole process, {} queries from very common to absent words):\n\n{curve}",
+        queries.len()
+    ));
+}
+
+/// `receipt verify` on 10k, 100k and 1M receipts.
+fn verify_figures(
+    meter: &Meter,
+    report: &mut Report,
+    root: &Path,
+    vocab: &data::Vocabulary,
+    sizes: &[usize],
+) {
+    let mut curve = String::from(
+        "| receipts | log | generated in | verify median | receipts/s | peak RSS |\n|---|---|---|---|---|---|\n",
+    );
+    let mut rss_by_size = Vec::new();
+    for &n in sizes {
+        let (log, made) = data::receipts_log(vocab, n);
+        let home = setup_home(
+            root,
+            &format!("verify-{n}"),
+            &format!("[receipts]\npath = {:?}\n", log.display().to_string()),
+        );
+        let out = cmd(&home, &["receipt", "verify"])
+            .command_for_setup()
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.starts_with(&format!("ok: {n} receipts")),
+            "generated log does not verify: {said}"
+        );
+        let runs = if n >= 1_000_000 { 7 } else { 15 };
+        let f = meter.measure(&cmd(&home, &["receipt", "verify"]), runs);
+        let rate = n as f64 / (f.median() / 1e3);
+        let size = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
+        let _ = writeln!(
+            curve,
+            "| {n} | {size:.0} MiB | {} | {} | {rate:.0} | {} |",
+            made.map_or("cached".into(), |s| format!("{s:.1} s")),
+            ms(f.median()),
+            mib(f.rss_mib)
+        );
+        report.row(
+            format!("receipt verify, {n} receipts: receipts/s"),
+            format!("{rate:.0}"),
+            if n == 1_000_000 { "≥ 500000" } else { "-" },
+            (n == 1_000_000).then_some(rate >= 500_000.0),
+        );
+        rss_by_size.push((n, f.rss_mib));
+    }
+    if let (Some(&(small, low)), Some(&(large, high))) = (rss_by_size.first(), rss_by_size.last()) {
+        report.row(
+            format!("receipt verify peak RSS, {small} → {large} receipts"),
+            format!("{low:.1} → {high:.1} MiB"),
+            "flat (≤ +4 MiB)",
+            Some(high - low <= 4.0),
+        );
+    }
+    report
+        .curves
+        .push(format!("receipt verify (whole process):\n\n{curve}"));
+}
+
+fn new_receipt<'a>(args: &'a serde_json::Value, result: &'a serde_json::Value) -> NewReceipt<'a> {
+    NewReceipt {
+        conversation_id: "conv-bench",
+        tool: "file_list",
+        args,
+        result,
+        status: "allowed",
+        risk: "low",
+        reason: "allowed by policy",
+    }
+}
+
+/// Appends `n` receipts through the library, as a tool call in a run does.
+fn append_worker(log: &Path, n: usize) {
+    let log = ReceiptLog::new(log);
+    let args = serde_json::json!({"path": "."});
+    for i in 0..n {
+        let result = serde_json::json!({"entries": i});
+        log.append(&new_receipt(&args, &result))
+            .expect("append receipt");
+    }
+}
+
+/// Receipt appends with the normal durability (lock, write, fdatasync per
+/// receipt): one process, then eight at once on one log.
+fn append_figures(report: &mut Report, root: &Path) {
+    let dir = root.join("append");
+    std::fs::create_dir_all(&dir).unwrap();
+    let single = dir.join("single.log");
+    let start = Instant::now();
+    let mut n = 0;
+    while n < 200 || start.elapsed() < Duration::from_secs(2) {
+        append_worker(&single, 50);
+        n += 50;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    report.row(
+        format!("receipt append, one process ({n} appends, fdatasync each)"),
+        format!("{rate:.0}/s"),
+        "≥ 500/s",
+        Some(rate >= 500.0),
+    );
+
+    let shared = dir.join("shared.log");
+    let me = std::env::current_exe().unwrap();
+    let start = Instant::now();
+    let children: Vec<_> = (0..APPEND_PROCS)
+        .map(|_| {
+            Command::new(&me)
+                .arg("append-worker")
+                .arg(&shared)
+                .arg(APPENDS_PER_PROC.to_string())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let all_ok = children
+        .into_iter()
+        .all(|mut c| c.wait().is_ok_and(|s| s.success()));
+    let secs = start.elapsed().as_secs_f64();
+    let total = APPEND_PROCS * APPENDS_PER_PROC;
+    let home = setup_home(
+        root,
+        "append-verify",
+        &format!("[receipts]\npath = {:?}\n", shared.display().to_string()),
+    );
+    let out = cmd(&home, &["receipt", "verify"])
+        .command_for_setup()
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let valid =
+        all_ok && out.status.success() && said.starts_with(&format!("ok: {total} receipts"));
+    report.row(
+        format!("receipt append, {APPEND_PROCS} processes × {APPENDS_PER_PROC} at once"),
+        format!("{:.0}/s", total as f64 / secs),
+        "chain valid",
+        Some(valid),
+    );
+    if !valid {
+        report
+            .notes
+            .push(format!("concurrent append: verify said {said:?}"));
+    }
+}
+
+/// Gate decisions per second over the hostile corpus (shell lexing, path
+/// resolution, URL checks, estop), in process.
+fn gate_figure(report: &mut Report, root: &Path) {
+    use latchclaw::config::Config;
+    use latchclaw::security::Gate;
+    let ws = root.join("ws");
+    let cfg = Config::from_text(
+        &ws_line(&ws),
+        &root.join("gate.toml"),
+        root.join(".latchclaw"),
+    )
+    .unwrap();
+    let tools: Vec<String> = latchclaw::config::TOOL_NAMES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let gate = Gate::new(&cfg, &tools);
+    let corpus = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile_corpus.jsonl"),
+    )
+    .unwrap();
+    let cases: Vec<(String, serde_json::Value)> = corpus
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["tool"].as_str().unwrap().to_string(), v["args"].clone())
+        })
+        .collect();
+    for (t, a) in &cases {
+        std::hint::black_box(gate.decide(t, a));
+    }
+    let mut n = 0usize;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        for (t, a) in &cases {
+            std::hint::black_box(gate.decide(t, a));
+            n += 1;
+        }
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    report.row(
+        format!("gate decisions/s ({}-case hostile corpus)", cases.len()),
+        format!("{rate:.0}"),
+        "≥ 50000",
+        Some(rate >= 50_000.0),
+    );
+}
+
+fn first_line_of(path: &str, key: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_once([':', '=']))
+            .map(|(_, v)| v.trim().trim_matches('"').to_string())
+    })
+}
+
+fn machine() -> String {
+    let cpu = first_line_of("/proc/cpuinfo", "model name").unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = first_line_of("/proc/meminfo", "MemTotal")
+        .and_then(|v| v.trim_end_matches(" kB").trim().parse::<f64>().ok())
+        .map_or("?".into(), |kib| format!("{:.0} GiB", kib / MIB));
+    let os = first_line_of("/etc/os-release", "PRETTY_NAME").unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let rustc = Command::new("rustc")
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "{cpu}, {cores} cores, {mem} RAM; {os}, Linux {}; {rustc}",
+        kernel.trim()
+    )
+}
