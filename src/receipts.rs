@@ -259,7 +259,7 @@ impl ReceiptLog {
             buf.truncate(start + n);
             eof = n == 0;
             // Whole lines only, except at the end, where a torn line is judged.
-            let end = match buf.iter().rposition(|&b| b == b'\n') {
+            let end = match memchr::memrchr(b'\n', &buf) {
                 Some(i) if !eof => i + 1,
                 _ if eof => buf.len(),
                 _ => continue,
@@ -267,7 +267,15 @@ impl ReceiptLog {
             if end == 0 {
                 break;
             }
-            let lines: Vec<&[u8]> = buf[..end].split_inclusive(|&b| b == b'\n').collect();
+            let mut lines: Vec<&[u8]> = Vec::with_capacity(end / 256);
+            let mut from = 0;
+            for newline in memchr::memchr_iter(b'\n', &buf[..end]) {
+                lines.push(&buf[from..=newline]);
+                from = newline + 1;
+            }
+            if from < end {
+                lines.push(&buf[from..end]);
+            }
             let chunk = lines.len().div_ceil(workers).max(1);
             let results: Vec<_> = if first_break.is_some() {
                 Vec::new()
@@ -362,28 +370,51 @@ struct Stored<'a> {
     tool: Cow<'a, str>,
 }
 
-/// Feeds serialized bytes straight into the hash.
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 impl Stored<'_> {
-    /// SHA-256 of the canonical JSON, streamed from the serializer into the
-    /// hash. Called while `receipt_hash` is unset, so it is not covered.
+    /// SHA-256 of the canonical JSON. Called while `receipt_hash` is unset,
+    /// so it is not covered.
     fn hash(&self) -> String {
         debug_assert!(self.receipt_hash.is_none());
-        let mut w = HashWriter(Sha256::new());
-        // Serializing strings into a hash cannot fail.
-        let _ = serde_json::to_writer(&mut w, self);
-        util::hex(&w.0.finalize())
+        let mut buf = Vec::with_capacity(512);
+        self.canonical_into(&mut buf);
+        util::hex(&Sha256::digest(&buf))
+    }
+
+    /// The bytes serde_json writes for this receipt without `receipt_hash`
+    /// (a test holds the two equal), built directly: verification spends
+    /// most of its time here, and serde_json's escaping and many small
+    /// writes cost twice as much as copying strings that need no escaping.
+    fn canonical_into(&self, out: &mut Vec<u8>) {
+        let fields: [(&str, &str); 10] = [
+            ("args_hash", &self.args_hash),
+            ("conversation_id", &self.conversation_id),
+            ("id", &self.id),
+            ("previous_hash", &self.previous_hash),
+            ("reason", &self.reason),
+            ("result_hash", &self.result_hash),
+            ("risk", &self.risk),
+            ("status", &self.status),
+            ("timestamp", &self.timestamp),
+            ("tool", &self.tool),
+        ];
+        out.push(b'{');
+        for (i, (key, value)) in fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\":");
+            if value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+                // Writing a string into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, value);
+            } else {
+                out.push(b'"');
+                out.extend_from_slice(value.as_bytes());
+                out.push(b'"');
+            }
+        }
+        out.push(b'}');
     }
 }
 
@@ -396,26 +427,126 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Keys in the order latchclaw writes them (sorted).
+const LINE_KEYS: [&str; 11] = [
+    "args_hash",
+    "conversation_id",
+    "id",
+    "previous_hash",
+    "reason",
+    "receipt_hash",
+    "result_hash",
+    "risk",
+    "status",
+    "timestamp",
+    "tool",
+];
+
+/// The fast path of verification: a line exactly as latchclaw writes it
+/// (keys in order, no whitespace, no escapes in any value) is its own
+/// canonical JSON once the `receipt_hash` member is cut out, so the hash is
+/// taken over the line's bytes with no parse-and-reserialize. Any other
+/// line returns None and goes through serde_json and `Stored::hash`, which
+/// give the same verdict the slow way.
+fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut values: [&str; 11] = [""; 11];
+    let mut at = 1;
+    let mut cut = (0, 0);
+    if body.first() != Some(&b'{') {
+        return None;
+    }
+    for (i, key) in LINE_KEYS.iter().enumerate() {
+        let start = at;
+        if i > 0 {
+            at += usize::from(body.get(at) == Some(&b','));
+            if at == start {
+                return None;
+            }
+        }
+        let rest = body.get(at..)?;
+        let head = rest.strip_prefix(b"\"")?.strip_prefix(key.as_bytes())?;
+        let value = head.strip_prefix(b"\":\"")?;
+        let from = body.len() - value.len();
+        let len = memchr::memchr(b'"', value)?;
+        // No early exit, so the check vectorises; an escape or control
+        // character sends the line down the slow path.
+        if value[..len]
+            .iter()
+            .fold(false, |bad, &b| bad | (b == b'\\') | (b < 0x20))
+        {
+            return None;
+        }
+        values[i] = &text[from..from + len];
+        at = from + len + 1;
+        if *key == "receipt_hash" {
+            cut = (start, at);
+        }
+    }
+    if at + 1 != body.len() || body[at] != b'}' {
+        return None;
+    }
+    let hash = Sha256::new()
+        .chain_update(&body[..cut.0])
+        .chain_update(&body[cut.1..])
+        .finalize();
+    let [
+        args_hash,
+        conversation_id,
+        id,
+        previous_hash,
+        reason,
+        receipt_hash,
+        result_hash,
+        risk,
+        status,
+        timestamp,
+        tool,
+    ] = values.map(Cow::Borrowed);
+    Some((
+        Stored {
+            args_hash,
+            conversation_id,
+            id,
+            previous_hash,
+            reason,
+            receipt_hash: Some(receipt_hash),
+            result_hash,
+            risk,
+            status,
+            timestamp,
+            tool,
+        },
+        util::hex(&hash),
+    ))
+}
+
 /// Everything about a line that does not depend on the line before it:
 /// returns its stated previous_hash and its own (verified) hash.
 fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
     let Some(body) = line.strip_suffix(b"\n") else {
         return Err("torn line: the last line has no newline (a crash mid-write?)".into());
     };
-    let mut r: Stored = serde_json::from_slice(body).map_err(|e| {
-        if e.is_data() {
-            format!("invalid receipt: {e}")
-        } else {
-            format!("unparsable line: {e}")
+    let (mut r, canonical_hash) = match parse_canonical(body) {
+        Some((r, hash)) => (r, Some(hash)),
+        None => {
+            let r: Stored = serde_json::from_slice(body).map_err(|e| {
+                if e.is_data() {
+                    format!("invalid receipt: {e}")
+                } else {
+                    format!("unparsable line: {e}")
+                }
+            })?;
+            (r, None)
         }
-    })?;
+    };
     if !STATUSES.contains(&r.status.as_ref()) {
         return Err(format!("unknown status \"{}\"", r.status));
     }
     let Some(stated) = r.receipt_hash.take() else {
         return Err("invalid receipt: missing field `receipt_hash`".into());
     };
-    let actual = r.hash();
+    let actual = canonical_hash.unwrap_or_else(|| r.hash());
     if stated != actual {
         return Err(format!(
             "bad hash: receipt_hash {stated} does not match its contents ({actual}); the receipt was altered"
@@ -428,6 +559,38 @@ fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_bytes_are_serde_jsons_bytes() {
+        // Every ASCII character (control characters, quotes, backslashes),
+        // multi-byte UTF-8 and an empty string, in every field.
+        let ascii: String = (0u8..128).map(char::from).collect();
+        for text in [ascii.as_str(), "é ✓ 𝄞 \u{2028}", "", "plain"] {
+            let mut r = Stored {
+                args_hash: text.into(),
+                conversation_id: text.into(),
+                id: text.into(),
+                previous_hash: text.into(),
+                reason: text.into(),
+                receipt_hash: None,
+                result_hash: text.into(),
+                risk: text.into(),
+                status: text.into(),
+                timestamp: text.into(),
+                tool: text.into(),
+            };
+            let mut fast = Vec::new();
+            r.canonical_into(&mut fast);
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                serde_json::to_string(&r).unwrap()
+            );
+            r.tool = "time".into();
+            let mut fast = Vec::new();
+            r.canonical_into(&mut fast);
+            assert_eq!(fast, serde_json::to_vec(&r).unwrap());
+        }
+    }
 
     fn log_with(n: usize) -> (ReceiptLog, PathBuf) {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-rcpt"));
@@ -498,6 +661,52 @@ mod tests {
             b => panic!("{b:?}"),
         }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn fast_and_slow_verification_agree() {
+        let (log, _dir) = log_with(2);
+        log.append(&NewReceipt {
+            conversation_id: "c",
+            tool: "shell",
+            args: &json!({}),
+            result: &json!({}),
+            status: "denied",
+            risk: "high",
+            reason: "a \"quoted\"\tword",
+        })
+        .unwrap();
+        let orig = lines(&log);
+        for (i, line) in orig.iter().enumerate() {
+            let slow: Stored = serde_json::from_str(line).unwrap();
+            let fast = parse_canonical(line.as_bytes());
+            // The escaped reason takes the slow path; plain lines the fast one.
+            assert_eq!(fast.is_some(), i < 2, "{line}");
+            if let Some((r, hash)) = fast {
+                assert_eq!(Some(hash), slow.receipt_hash.map(|h| h.into_owned()));
+                assert_eq!((r.reason, r.timestamp), (slow.reason, slow.timestamp));
+            }
+        }
+        // Whitespace or an edit leaves the fast path; a valid receipt still
+        // verifies the slow way, an altered one still fails.
+        let spaced = orig[1].replacen("\"risk\":", "\"risk\": ", 1);
+        assert!(parse_canonical(spaced.as_bytes()).is_none());
+        let mut edited = orig.clone();
+        edited[1] = spaced.clone();
+        write_lines(&log, &edited, true);
+        assert!(matches!(log.verify().unwrap(), Verify::Ok { count: 3, .. }));
+        edited[1] = spaced.replace("\"low\"", "\"high\"");
+        write_lines(&log, &edited, true);
+        assert_eq!(broken_at(&log).0, 2);
+        for bad in [
+            "",
+            "{",
+            "{}",
+            "{\"args_hash\":\"x\"}",
+            &orig[0][..orig[0].len() - 1],
+        ] {
+            assert!(parse_canonical(bad.as_bytes()).is_none(), "{bad}");
+        }
     }
 
     #[test]
