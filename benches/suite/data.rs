@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// 2021-01-01T00:00:00Z to 2026-11-01T00:00:00Z.
 const FIRST_TS: i64 = 1_609_459_200;
 const LAST_TS: i64 = 1_793_491_200;
@@ -195,7 +195,7 @@ pub fn turns_db(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
             let stamps: Vec<(i64, String)> = (0..len)
                 .map(|_| {
                     let stamp = (ts, util::rfc3339(ts, rng.u32(..1_000_000_000), 0));
-                    ts += 2 + rng.i64(..120);
+                    ts += 2 + rng.i64(0..120);
                     stamp
                 })
                 .collect();
