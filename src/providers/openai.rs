@@ -347,7 +347,7 @@ impl Provider for OpenAiCompatible {
             let mode = self.mode.get();
             let body = self.body(req, mode).to_string();
             let had_tools = !req.tools.is_empty() && mode != ToolMode::Text;
-            log::debug!(
+            log::info!(
                 "provider {}: POST {} ({} bytes, tool mode {})",
                 self.name,
                 self.url,
