@@ -433,7 +433,7 @@ impl<'a> Runtime<'a> {
                 );
             }
             rounds += 1;
-            self.memory.add_turn(&NewTurn {
+            let assistant = NewTurn {
                 conversation_id: &conv,
                 role: "assistant",
                 content: &resp.final_text,
@@ -442,11 +442,14 @@ impl<'a> Runtime<'a> {
                 model: Some(&resp.model),
                 metadata: Some(meta),
                 ..Default::default()
-            })?;
+            };
             req.messages.push(Message {
                 tool_calls: resp.tool_calls.clone(),
                 ..Message::new(Role::Assistant, resp.final_text.clone())
             });
+            // (content, tool_results, metadata) of each call's tool turn.
+            let mut results: Vec<(String, Option<String>, String)> = Vec::new();
+            let mut failed = None;
             for call in &resp.tool_calls {
                 // A cancelled call is not attempted, so it gets no receipt;
                 // the history still gets a result for every call made.
@@ -458,25 +461,41 @@ impl<'a> Runtime<'a> {
                         status,
                     )
                 } else {
-                    let (record, result) = self.execute_tool(&conv, &call.name, &call.arguments)?;
-                    let meta = json!({"tool_call_id": call.id, "status": record.status,
-                                      "receipt_id": record.receipt_id});
-                    calls.push(record);
-                    let results = json!([{"tool": call.name, "result": result}]).to_string();
-                    (result.for_model(), Some(results), meta)
+                    match self.execute_tool(&conv, &call.name, &call.arguments) {
+                        Ok((record, result)) => {
+                            let meta = json!({"tool_call_id": call.id, "status": record.status,
+                                              "receipt_id": record.receipt_id});
+                            calls.push(record);
+                            let results =
+                                json!([{"tool": call.name, "result": result}]).to_string();
+                            (result.for_model(), Some(results), meta)
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
                 };
-                self.memory.add_turn(&NewTurn {
-                    conversation_id: &conv,
-                    role: "tool",
-                    content: &content,
-                    tool_results,
-                    metadata: Some(meta.to_string()),
-                    ..Default::default()
-                })?;
                 req.messages.push(Message {
                     tool_call_id: Some(call.id.clone()),
-                    ..Message::new(Role::Tool, content)
+                    ..Message::new(Role::Tool, content.clone())
                 });
+                results.push((content, tool_results, meta.to_string()));
+            }
+            // The round is one transaction (see `Memory::add_turns`), written
+            // before the next provider call, and also when a call failed.
+            let mut turns = vec![assistant];
+            turns.extend(results.iter().map(|(content, tool_results, meta)| NewTurn {
+                conversation_id: &conv,
+                role: "tool",
+                content,
+                tool_results: tool_results.clone(),
+                metadata: Some(meta.clone()),
+                ..Default::default()
+            }));
+            self.memory.add_turns(&turns)?;
+            if let Some(e) = failed {
+                return Err(e);
             }
         }
     }
