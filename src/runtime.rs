@@ -328,22 +328,23 @@ impl<'a> Runtime<'a> {
         message: &str,
     ) -> Result<TurnOutcome> {
         let started = Instant::now();
-        let conv = match conversation_id {
+        // A new conversation has no history to read (one statement less to
+        // compile on every one-shot run).
+        let (conv, mut messages) = match conversation_id {
             Some(id) => {
                 if !self.memory.conversation_exists(id)? {
                     return Err(Error::usage(format!(
                         "no conversation \"{id}\"; `latchclaw memory list` shows them"
                     )));
                 }
-                id.to_string()
+                (id.to_string(), self.history(id)?)
             }
             None => {
                 let id = crate::util::new_id("conv");
                 log::info!(target: "event::conversation_started", "conversation={id}");
-                id
+                (id, Vec::new())
             }
         };
-        let mut messages = self.history(&conv)?;
         let configured = self.cfg.provider(provider.name()).ok();
         let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {
