@@ -255,6 +255,7 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
                 .to_string()
         ),
     );
+    let mut medians = Vec::new();
     for (n, message) in [(1, "one round"), (5, "five rounds")] {
         let f = meter.measure(&cmd(&rounds, &["agent", "-m", message]), RUNS);
         let budget = 5.0 + 0.5 * n as f64;
@@ -263,7 +264,15 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
             if n > 1 { "s" } else { "" }
         );
         time_and_rss(report, &label, &f, budget, None);
+        medians.push(f.median());
     }
+    let per_round = (medians[1] - medians[0]) / 4.0;
+    report.row(
+        "  each tool round: (5 rounds − 1 round) / 4",
+        ms(per_round),
+        "≤ 0.5 ms",
+        Some(per_round <= 0.5),
+    );
 
     let server = server::FakeServer::start();
     let cloud = setup_home(

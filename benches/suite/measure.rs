@@ -90,10 +90,15 @@ impl Meter {
     pub fn describe(&self) -> String {
         format!(
             "wall time: {}; peak RSS: {}",
-            if self.hyperfine.is_some() {
-                "hyperfine -N"
-            } else {
-                "built-in timer (install hyperfine for its figures: apt-get install hyperfine)"
+            match &self.hyperfine {
+                Some(h) => Command::new(h)
+                    .arg("--version")
+                    .output()
+                    .map(|o| format!("{} -N", String::from_utf8_lossy(&o.stdout).trim()))
+                    .unwrap_or_else(|_| "hyperfine -N".into()),
+                None =>
+                    "built-in timer (install hyperfine for its figures: apt-get install hyperfine)"
+                        .into(),
             },
             if self.gnu_time.is_some() {
                 "/usr/bin/time -v"
