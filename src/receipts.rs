@@ -385,23 +385,14 @@ impl Stored<'_> {
     /// most of its time here, and serde_json's escaping and many small
     /// writes cost twice as much as copying strings that need no escaping.
     fn canonical_into(&self, out: &mut Vec<u8>) {
-        let fields: [(&str, &str); 10] = [
-            ("args_hash", &self.args_hash),
-            ("conversation_id", &self.conversation_id),
-            ("id", &self.id),
-            ("previous_hash", &self.previous_hash),
-            ("reason", &self.reason),
-            ("result_hash", &self.result_hash),
-            ("risk", &self.risk),
-            ("status", &self.status),
-            ("timestamp", &self.timestamp),
-            ("tool", &self.tool),
-        ];
         out.push(b'{');
-        for (i, (key, value)) in fields.iter().enumerate() {
-            if i > 0 {
+        let mut first = true;
+        for (key, value) in LINE_KEYS.iter().zip(self.values()) {
+            let Some(value) = value else { continue };
+            if !first {
                 out.push(b',');
             }
+            first = false;
             out.push(b'"');
             out.extend_from_slice(key.as_bytes());
             out.extend_from_slice(b"\":");
@@ -416,6 +407,53 @@ impl Stored<'_> {
         }
         out.push(b'}');
     }
+
+    /// The fields in `LINE_KEYS` order (`receipt_hash` may be unset).
+    fn values(&self) -> [Option<&str>; 11] {
+        [
+            Some(&self.args_hash),
+            Some(&self.conversation_id),
+            Some(&self.id),
+            Some(&self.previous_hash),
+            Some(&self.reason),
+            self.receipt_hash.as_deref(),
+            Some(&self.result_hash),
+            Some(&self.risk),
+            Some(&self.status),
+            Some(&self.timestamp),
+            Some(&self.tool),
+        ]
+    }
+
+    /// A receipt from its fields in `LINE_KEYS` order.
+    fn from_values(values: [&str; 11]) -> Stored<'_> {
+        let [
+            args_hash,
+            conversation_id,
+            id,
+            previous_hash,
+            reason,
+            receipt_hash,
+            result_hash,
+            risk,
+            status,
+            timestamp,
+            tool,
+        ] = values.map(Cow::Borrowed);
+        Stored {
+            args_hash,
+            conversation_id,
+            id,
+            previous_hash,
+            reason,
+            receipt_hash: Some(receipt_hash),
+            result_hash,
+            risk,
+            status,
+            timestamp,
+            tool,
+        }
+    }
 }
 
 fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
@@ -427,7 +465,9 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Keys in the order latchclaw writes them (sorted).
+/// Keys in the order latchclaw writes them (sorted, as `Stored` declares
+/// its fields): the one list the canonical writer and the fast-path parser
+/// share.
 const LINE_KEYS: [&str; 11] = [
     "args_hash",
     "conversation_id",
@@ -490,35 +530,7 @@ fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
         .chain_update(&body[..cut.0])
         .chain_update(&body[cut.1..])
         .finalize();
-    let [
-        args_hash,
-        conversation_id,
-        id,
-        previous_hash,
-        reason,
-        receipt_hash,
-        result_hash,
-        risk,
-        status,
-        timestamp,
-        tool,
-    ] = values.map(Cow::Borrowed);
-    Some((
-        Stored {
-            args_hash,
-            conversation_id,
-            id,
-            previous_hash,
-            reason,
-            receipt_hash: Some(receipt_hash),
-            result_hash,
-            risk,
-            status,
-            timestamp,
-            tool,
-        },
-        util::hex(&hash),
-    ))
+    Some((Stored::from_values(values), util::hex(&hash)))
 }
 
 /// Everything about a line that does not depend on the line before it:
