@@ -201,21 +201,15 @@ pub fn fts_query(input: &str, join: &str) -> Option<String> {
 }
 
 fn fts_query_with(input: &str, join: &str, prefix: bool) -> Option<String> {
-    // A prefix of up to three letters matches much of the vocabulary and
-    // would make the query scan most of the index: such terms stay exact.
-    let terms: Vec<String> = input
-        .split(|c: char| !c.is_alphanumeric())
+    let terms = terms(input, prefix);
+    (!terms.is_empty()).then(|| terms.iter().map(Term::fts).collect::<Vec<_>>().join(join))
+}
+
+/// The words of a text as FTS5's unicode61 tokenizer splits it: runs of
+/// letters and digits (not yet lower-cased).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
-        .map(|t| {
-            let star = if prefix && t.chars().count() >= 4 {
-                "*"
-            } else {
-                ""
-            };
-            format!("\"{}\"{star}", t.to_lowercase())
-        })
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(join))
 }
 
 /// How many of the most recent matches are scored. Scoring every match of
@@ -253,16 +247,16 @@ impl Term {
     }
 }
 
-/// The distinct words of a query, split and prefixed as `fts_query_with`
-/// does, so scoring counts what the FTS query matched.
+/// The distinct words of a query, lower-cased, each a prefix when `prefix`
+/// is set and it is long enough: the FTS query is built from these, and
+/// scoring counts them, so both see the same terms.
 fn terms(query: &str, prefix: bool) -> Vec<Term> {
     let mut out: Vec<Term> = Vec::new();
-    for t in query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-    {
+    for t in words(query) {
         let word = t.to_lowercase();
         if !out.iter().any(|o| o.word == word) {
+            // A prefix of up to three letters matches much of the vocabulary
+            // and would make the query scan most of the index.
             let prefix = prefix && word.chars().count() >= 4;
             out.push(Term { word, prefix });
         }
@@ -342,10 +336,7 @@ fn rank(rows: &mut [Candidate], terms: &[Term], idf: &[f64], now: i64) {
         let mut tf = vec![0.0; terms.len()];
         let mut len = 0.0;
         let lower = c.content.to_lowercase();
-        for token in lower
-            .split(|ch: char| !ch.is_alphanumeric())
-            .filter(|t| !t.is_empty())
-        {
+        for token in words(&lower) {
             len += 1.0;
             for (f, term) in tf.iter_mut().zip(terms) {
                 if term.matches(token) {
@@ -606,20 +597,20 @@ impl Memory {
         // words of four letters or more (short ones are mostly "the", "and")
         // and let any of them match, in one query over few candidates, since
         // it runs on every turn.
-        let mut words: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
+        let mut longest: Vec<String> = words(query)
             .filter(|t| t.chars().count() >= 4)
             .map(str::to_lowercase)
             .collect();
-        words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
-        words.dedup();
-        words.truncate(8);
-        if words.is_empty() {
+        // Longest first; equal lengths in order, so repeats sit together.
+        longest.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
+        longest.dedup();
+        longest.truncate(8);
+        if longest.is_empty() {
             return Ok(Vec::new());
         }
         let exclude = Some(exclude.unwrap_or(""));
         self.search_steps(
-            &words.join(" "),
+            &longest.join(" "),
             &[(" OR ", false)],
             limit,
             limit * 20,
@@ -1064,6 +1055,19 @@ mod tests {
         assert_eq!(m.search("aardv", 10).unwrap().len(), 1, "prefix match");
         assert_eq!(m.search("\"", 10).unwrap().len(), 1, "substring fallback");
         assert_eq!(m.search("zebra", 10).unwrap().len(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn context_search_counts_a_repeated_word_once() {
+        let (m, dir) = mem();
+        add(&m, "old", "user", "a note about hhhh");
+        // Nine distinct words and a repeat: the eight kept must be distinct,
+        // so "hhhh" is among them.
+        let msg = "aaaa bbbb aaaa cccc dddd eeee ffff gggg hhhh iiii";
+        let hits = m.search_context(msg, 5, Some("new")).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].conversation_id, "old");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
