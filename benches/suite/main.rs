@@ -410,19 +410,10 @@ fn verify_figures(
     let mut rss_by_size = Vec::new();
     for &n in sizes {
         let (log, made) = data::receipts_log(vocab, n);
-        let home = setup_home(
-            root,
-            &format!("verify-{n}"),
-            &format!("[receipts]\npath = {:?}\n", log.display().to_string()),
-        );
-        let out = cmd(&home, &["receipt", "verify"])
-            .command_for_setup()
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
+        let (home, verified) = verify_log(root, &format!("verify-{n}"), &log, n);
         assert!(
-            out.status.success() && said.starts_with(&format!("ok: {n} receipts")),
-            "generated log does not verify: {said}"
+            verified.is_ok(),
+            "generated log does not verify: {verified:?}"
         );
         let runs = if n >= 1_000_000 { 7 } else { 15 };
         let f = meter.measure(&cmd(&home, &["receipt", "verify"]), runs);
@@ -454,6 +445,23 @@ fn verify_figures(
     report
         .curves
         .push(format!("receipt verify (whole process):\n\n{curve}"));
+}
+
+/// A state dir whose receipts log is `log`, and whether `latchclaw receipt
+/// verify` accepts it as a chain of exactly `n` receipts (Err: what it said).
+fn verify_log(root: &Path, name: &str, log: &Path, n: usize) -> (PathBuf, Result<(), String>) {
+    let home = setup_home(
+        root,
+        name,
+        &format!("[receipts]\npath = {:?}\n", log.display().to_string()),
+    );
+    let out = cmd(&home, &["receipt", "verify"])
+        .command_for_setup()
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ok = out.status.success() && said.starts_with(&format!("ok: {n} receipts"));
+    (home, if ok { Ok(()) } else { Err(said) })
 }
 
 fn new_receipt<'a>(args: &'a serde_json::Value, result: &'a serde_json::Value) -> NewReceipt<'a> {
@@ -517,18 +525,8 @@ fn append_figures(report: &mut Report, root: &Path) {
         .all(|mut c| c.wait().is_ok_and(|s| s.success()));
     let secs = start.elapsed().as_secs_f64();
     let total = APPEND_PROCS * APPENDS_PER_PROC;
-    let home = setup_home(
-        root,
-        "append-verify",
-        &format!("[receipts]\npath = {:?}\n", shared.display().to_string()),
-    );
-    let out = cmd(&home, &["receipt", "verify"])
-        .command_for_setup()
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    let valid =
-        all_ok && out.status.success() && said.starts_with(&format!("ok: {total} receipts"));
+    let (_, verified) = verify_log(root, "append-verify", &shared, total);
+    let valid = all_ok && verified.is_ok();
     report.row(
         format!("receipt append, {APPEND_PROCS} processes × {APPENDS_PER_PROC} at once"),
         format!("{:.0}/s", total as f64 / secs),
@@ -538,7 +536,7 @@ fn append_figures(report: &mut Report, root: &Path) {
     if !valid {
         report
             .notes
-            .push(format!("concurrent append: verify said {said:?}"));
+            .push(format!("concurrent append: verify said {verified:?}"));
     }
 }
 
