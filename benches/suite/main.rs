@@ -274,7 +274,7 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
         Some(per_round <= 0.5),
     );
 
-    let server = server::FakeServer::start();
+    let server = server::start();
     let cloud = setup_home(
         root,
         "cloud",
@@ -286,7 +286,7 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
         ),
     );
     let f = meter.measure(&cmd(&cloud, &["agent", "-m", "ping"]), RUNS);
-    let over = f.median() - server.median_ms();
+    let over = f.median() - server::median_ms(&server);
     report.row(
         "agent -m, fake OpenAI server on loopback, text",
         ms(f.median()),

@@ -1,13 +1,15 @@
 //! A fake HTTP server on 127.0.0.1 for provider and http-tool tests: it
 //! replays scripted replies in order (the last one repeats) and records
-//! every request it receives.
+//! every request it receives, and how long it took over each (the
+//! benchmark suite uses it too, to take the server's own time out of a
+//! client's).
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct Reply {
@@ -69,6 +71,9 @@ impl Recorded {
 pub struct FakeServer {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Per answered request: from accepting the connection to the reply
+    /// written.
+    pub handled: Arc<Mutex<Vec<Duration>>>,
 }
 
 impl FakeServer {
@@ -80,17 +85,27 @@ impl FakeServer {
         let listener = TcpListener::bind(addr).unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let rec = requests.clone();
+        let handled = Arc::new(Mutex::new(Vec::new()));
+        let (rec, times) = (requests.clone(), handled.clone());
         let replies = Arc::new(replies);
         std::thread::spawn(move || {
             for (n, stream) in listener.incoming().enumerate() {
+                let accepted = Instant::now();
                 let Ok(stream) = stream else { continue };
                 let reply = replies[n.min(replies.len() - 1)].clone();
-                let rec = rec.clone();
-                std::thread::spawn(move || serve(stream, reply, rec));
+                let (rec, times) = (rec.clone(), times.clone());
+                std::thread::spawn(move || {
+                    if serve(stream, reply, rec) {
+                        times.lock().unwrap().push(accepted.elapsed());
+                    }
+                });
             }
         });
-        FakeServer { port, requests }
+        FakeServer {
+            port,
+            requests,
+            handled,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -102,13 +117,14 @@ impl FakeServer {
     }
 }
 
-fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) {
+/// Reads one request, records it, answers; false if nothing was answered.
+fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) -> bool {
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
         match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return false,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -141,7 +157,7 @@ fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) {
     });
     if reply.hang {
         std::thread::sleep(Duration::from_secs(30));
-        return;
+        return false;
     }
     let mut out = format!(
         "HTTP/1.1 {} Test\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -152,7 +168,11 @@ fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
     out.push_str("\r\n");
-    let _ = stream.write_all(out.as_bytes());
-    let _ = stream.write_all(&reply.body);
+    // One write: head and body in separate small writes wait on Nagle's
+    // algorithm and the client's delayed ACK (measured: +2 ms a request).
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(&reply.body);
+    let _ = stream.write_all(&bytes);
     let _ = stream.flush();
+    true
 }
