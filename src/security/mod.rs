@@ -7,6 +7,9 @@
 //! they point at.
 
 pub mod net;
+pub mod options;
+pub mod parse;
+pub mod plan;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
@@ -65,8 +68,8 @@ pub struct Decision {
     pub estop: bool,
     /// The resolved path the tool must use (tools that take a path).
     pub path: Option<PathBuf>,
-    /// shell: the argv to run directly when the command needs no shell.
-    pub argv: Option<Vec<String>>,
+    /// shell: the plan the runner executes, exactly as judged.
+    pub plan: Option<plan::Plan>,
 }
 
 impl Risk {
@@ -93,7 +96,7 @@ impl Decision {
             reason: reason.into(),
             estop: false,
             path: None,
-            argv: None,
+            plan: None,
         }
     }
 }
@@ -129,6 +132,10 @@ pub struct Gate {
     home: Option<PathBuf>,
     forbidden_commands: Vec<String>,
     shell_allowlist: Vec<String>,
+    /// The environment every shell child gets (and `$NAME` expands from).
+    child_env: OnceCell<Vec<(String, String)>>,
+    env_passthrough: Vec<String>,
+    secret_envs: Vec<String>,
     file_write_max_bytes: usize,
     net: net::NetPolicy,
 }
@@ -190,6 +197,13 @@ impl Gate {
                 .map(|c| c.to_lowercase())
                 .collect(),
             shell_allowlist: cfg.security.shell_allowlist.clone(),
+            child_env: OnceCell::new(),
+            env_passthrough: cfg.security.shell_env_passthrough.clone(),
+            secret_envs: cfg
+                .providers
+                .values()
+                .filter_map(|p| p.api_key_env.clone())
+                .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
             net: net::NetPolicy {
                 allowed_domains: cfg.http_allowed_domains.clone(),
@@ -267,7 +281,7 @@ impl Gate {
             Some(_) => Err(Decision::deny(base, format!("\"{key}\" must be a string"))),
             None => Err(Decision::deny(base, format!("\"{key}\" is required"))),
         };
-        let mut argv = None;
+        let mut plan = None;
         let (risk, path, why) = match tool {
             "time" | "memory_search" => (Risk::Low, None, String::new()),
             "file_list" | "file_read" => {
@@ -327,7 +341,7 @@ impl Gate {
                     Err(d) => return d,
                 };
                 let a = shell::analyze(cmd, self);
-                argv = a.argv;
+                plan = a.plan;
                 match a.judgement {
                     shell::Judgement::Deny(reason) => return Decision::deny(Risk::High, reason),
                     shell::Judgement::Risk(r, why) => (r, None, why),
@@ -355,7 +369,7 @@ impl Gate {
             reason,
             estop: false,
             path,
-            argv,
+            plan,
         }
     }
 
@@ -503,33 +517,63 @@ impl Gate {
     }
 }
 
-impl shell::Policy for Gate {
-    fn forbidden_command(&self, lower_basename: &str) -> bool {
+/// What the shell judge asks of the policy.
+impl Gate {
+    pub(crate) fn forbidden_command(&self, lower_basename: &str) -> bool {
         self.forbidden_commands.iter().any(|c| c == lower_basename)
     }
 
-    fn allowlisted(&self, name: &str) -> bool {
-        self.shell_allowlist.iter().any(|c| c == name)
+    pub(crate) fn allowlisted(&self, name: &str) -> bool {
+        !name.contains('/') && self.shell_allowlist.iter().any(|c| c == name)
     }
 
-    fn check_path(&self, raw: &str) -> Result<(), String> {
-        Gate::check_path(self, raw).map(|_| ())
+    /// An allowlist entry written as a path (`./tools/check.sh`) trusts that
+    /// one file, resolved against the workspace.
+    pub(crate) fn allowlisted_path(&self, program: &Path) -> bool {
+        let Ok(ws) = self.workspace() else {
+            return false;
+        };
+        self.shell_allowlist
+            .iter()
+            .filter(|e| e.contains('/'))
+            .filter_map(|e| resolve(&ws.join(e)).ok())
+            .any(|p| p == program)
     }
 
-    fn resolve_command(&self, raw: &str) -> Option<String> {
-        let ws = self.workspace_result().as_ref().ok()?;
-        let r = resolve(&ws.join(raw)).ok()?;
-        r.file_name().map(|n| n.to_string_lossy().into_owned())
+    /// A forbidden or protected path inside `dir` (a tree a program walks).
+    pub(crate) fn forbidden_beneath(&self, dir: &Path) -> Option<String> {
+        self.forbidden()
+            .iter()
+            .chain(self.protected())
+            .find(|p| p.starts_with(dir) && p.as_path() != dir)
+            .map(|p| p.display().to_string())
     }
 
-    fn list_dir(&self, raw_dir: &str) -> Option<Vec<String>> {
-        let dir = Gate::check_path(self, raw_dir).ok()?;
-        let rd = std::fs::read_dir(dir).ok()?;
-        Some(
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect(),
-        )
+    /// PATH, TERM and a few variables from latchclaw's own environment
+    /// (never a provider key), plus the configured pass-through names.
+    pub fn child_env(&self) -> &[(String, String)] {
+        self.child_env.get_or_init(|| {
+            let mut env = vec![
+                ("PATH".to_string(), shell::SAFE_PATH.to_string()),
+                ("TERM".to_string(), "dumb".to_string()),
+            ];
+            const BASE: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+            for name in BASE
+                .iter()
+                .copied()
+                .chain(self.env_passthrough.iter().map(String::as_str))
+            {
+                if self.secret_envs.iter().any(|s| s == name)
+                    || env.iter().any(|(k, _)| k == name)
+                {
+                    continue;
+                }
+                if let Ok(v) = std::env::var(name) {
+                    env.push((name.to_string(), v));
+                }
+            }
+            env
+        })
     }
 }
 

@@ -1,37 +1,43 @@
-//! `shell`: runs a command the gate approved. A plain argv runs with no
-//! shell in between; anything else runs under `/bin/sh -c`. The child gets a
-//! minimal environment, no stdin, the workspace as working directory and a
-//! process group of its own, which is killed (TERM, then KILL) on timeout,
-//! on emergency stop, and after the command exits, so nothing is left behind.
+//! `shell`: runs the plan the gate judged (`security::plan`), with
+//! `std::process` and no shell: the same argv strings, the same resolved
+//! programs, the redirection files the gate checked, pipes between the
+//! commands of a pipeline, `&&`/`||`/`;` decided here on exit statuses.
+//!
+//! Every child gets the environment the plan names (nothing inherited), no
+//! stdin, the plan's directory, and a parent-death signal. latchclaw is a
+//! child subreaper, so a child that double-forks or calls `setsid` stays
+//! latchclaw's descendant, and when the call ends — exit, timeout,
+//! emergency stop, Ctrl-C — every descendant is killed.
 
 use super::{Tool, ToolCtx, ToolResult};
 use crate::security::estop_engaged;
+use crate::security::parse::Connector;
+use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-const POLL: Duration = Duration::from_millis(20);
-const GRACE: Duration = Duration::from_millis(500);
-/// Variables passed to every command (when set), besides `PATH`.
-const BASE_ENV: &[&str] = &[
-    "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
-];
+/// How often a running call looks at the ESTOP file. Completion itself is
+/// signalled at once by the runner thread; this only bounds estop latency.
+const ESTOP_POLL: Duration = Duration::from_millis(50);
 
 pub struct Shell;
 
-/// The process group of the shell command running now (0: none), so the
-/// run watchdog can kill it when `--timeout` expires mid-call.
-pub static CURRENT_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// True while a shell call is running (the `--timeout` watchdog and Ctrl-C
+/// kill its descendants).
+static RUNNING: AtomicBool = AtomicBool::new(false);
 
-/// Kills the running shell command's process group, if any.
+/// Kills every descendant of latchclaw (the running call's processes).
 pub fn kill_current() {
-    let pgid = CURRENT_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
-    if pgid > 0 {
-        signal_group(pgid, libc::SIGKILL);
+    if RUNNING.load(Ordering::SeqCst) {
+        kill_descendants(false);
     }
 }
 
@@ -76,11 +82,10 @@ impl Capture {
 
     fn text(&self) -> String {
         let head = String::from_utf8_lossy(&self.head);
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
         if self.total <= self.head.len() + self.tail.len() {
-            let tail: Vec<u8> = self.tail.iter().copied().collect();
             return format!("{head}{}", String::from_utf8_lossy(&tail));
         }
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
         format!(
             "{head}\n…[truncated: {} of {} bytes omitted]…\n{}",
             self.total - self.head.len() - self.tail.len(),
@@ -90,11 +95,285 @@ impl Capture {
     }
 }
 
-fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: kill(2) with a negative pid signals that process group only.
-    unsafe {
-        libc::kill(-pgid, sig);
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into the array on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: both descriptors are new and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Makes orphaned descendants latchclaw's children instead of init's, so
+/// `setsid` and double forks cannot leave the call's process tree.
+fn become_subreaper() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+    });
+}
+
+/// Every descendant process of latchclaw, from the parent links in /proc.
+fn descendants() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The command name is in parentheses and may contain anything.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let (_state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<i32>().ok()));
+        if let Some(ppid) = ppid {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![me];
+    while let Some(p) = frontier.pop() {
+        for &(pid, ppid) in &parent_of {
+            if ppid == p && pid != me && !out.contains(&pid) {
+                out.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// SIGKILLs every descendant. With `reap`, also waits for the ones that
+/// became latchclaw's own children, until none is left; only when no other
+/// thread is waiting for its children.
+fn kill_descendants(reap: bool) {
+    for _ in 0..if reap { 200 } else { 3 } {
+        if reap {
+            // No child at all: every descendant would have been reparented
+            // to us, so there is nothing left (the common, cheap case).
+            // SAFETY: waitpid with WNOHANG and a null status pointer.
+            let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if r == -1 {
+                return;
+            }
+            if r > 0 {
+                continue;
+            }
+        }
+        let all = descendants();
+        if all.is_empty() && !reap {
+            return;
+        }
+        for &p in &all {
+            // SAFETY: kill(2) on a pid that is our descendant.
+            unsafe {
+                libc::kill(p, libc::SIGKILL);
+            }
+        }
+        if reap {
+            // SAFETY: blocking wait for any child; they were just killed.
+            unsafe {
+                libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL);
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// The three standard descriptors of one command.
+struct Fds {
+    slots: [Option<OwnedFd>; 3],
+}
+
+fn null() -> std::io::Result<OwnedFd> {
+    Ok(std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?
+        .into())
+}
+
+fn open_redir(path: &std::path::Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+    let mut o = std::fs::OpenOptions::new();
+    match mode {
+        OpenMode::Read => o.read(true),
+        OpenMode::Truncate => o.write(true).create(true).truncate(true).mode(0o644),
+        OpenMode::Append => o.append(true).create(true).mode(0o644),
+    };
+    // The gate resolved every link already; a link that appears now was
+    // planted after the decision.
+    if path != std::path::Path::new("/dev/null") {
+        o.custom_flags(libc::O_NOFOLLOW);
+    }
+    Ok(o.open(path)?.into())
+}
+
+impl Fds {
+    fn apply(&mut self, redirs: &[Redir]) -> Result<(), String> {
+        for r in redirs {
+            match r {
+                Redir::Open { fd, path, mode } => {
+                    let f = open_redir(path, *mode)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    self.slots[*fd as usize] = Some(f);
+                }
+                Redir::Dup { fd, to } => {
+                    let copy = match &self.slots[*to as usize] {
+                        Some(f) => Some(f.try_clone().map_err(|e| e.to_string())?),
+                        None => None,
+                    };
+                    self.slots[*fd as usize] = copy;
+                }
+                Redir::Close { fd } => {
+                    self.slots[*fd as usize] = Some(null().map_err(|e| e.to_string())?)
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn stdio(fd: Option<OwnedFd>) -> Stdio {
+    fd.map_or_else(Stdio::null, Stdio::from)
+}
+
+/// What a runner thread writes for a command that could not start.
+fn report(err: &OwnedFd, msg: &str) {
+    if let Ok(f) = err.try_clone() {
+        let mut f = std::fs::File::from(f);
+        let _ = writeln!(f, "latchclaw: {msg}");
+    }
+}
+
+struct Outputs {
+    out: OwnedFd,
+    err: OwnedFd,
+}
+
+fn spawn(cmd: &Cmd, fds: Fds, cwd: &std::path::Path) -> std::io::Result<Child> {
+    let [i, o, e] = fds.slots;
+    let mut c = Command::new(&cmd.program);
+    c.arg0(&cmd.argv[0])
+        .args(&cmd.argv[1..])
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(stdio(i))
+        .stdout(stdio(o))
+        .stderr(stdio(e))
+        .process_group(0);
+    // SAFETY: the hook only makes async-signal-safe system calls.
+    unsafe {
+        c.pre_exec(|| {
+            // Dies with the runner thread that started it, should latchclaw
+            // itself be killed.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.spawn()
+}
+
+/// Exit status of one pipeline, as sh reports it (128+N for a signal).
+fn run_pipeline(step: &Step, cwd: &std::path::Path, io: &Outputs, stop: &AtomicBool) -> i32 {
+    let mut children: Vec<Option<Child>> = Vec::new();
+    let mut next_stdin: Option<OwnedFd> = None;
+    let n = step.commands.len();
+    for (i, cmd) in step.commands.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let stdin = next_stdin.take();
+        let mut stdout = None;
+        if i + 1 < n {
+            match pipe() {
+                Ok((r, w)) => {
+                    next_stdin = Some(r);
+                    stdout = Some(w);
+                }
+                Err(e) => {
+                    report(&io.err, &format!("cannot create a pipe: {e}"));
+                    children.push(None);
+                    continue;
+                }
+            }
+        } else if let Ok(o) = io.out.try_clone() {
+            stdout = Some(o);
+        }
+        let stderr = io.err.try_clone().ok();
+        let mut fds = Fds {
+            slots: [stdin.or_else(|| null().ok()), stdout, stderr],
+        };
+        if let Err(e) = fds.apply(&cmd.redirs) {
+            report(&io.err, &e);
+            children.push(None);
+            continue;
+        }
+        match spawn(cmd, fds, cwd) {
+            Ok(c) => children.push(Some(c)),
+            Err(e) => {
+                report(&io.err, &format!("cannot start `{}`: {e}", cmd.argv[0]));
+                children.push(None);
+            }
+        }
+    }
+    drop(next_stdin);
+    let mut status = 1;
+    let count = children.len();
+    for (i, c) in children.iter_mut().enumerate() {
+        let code = match c {
+            Some(c) => match c.wait() {
+                Ok(st) => st
+                    .code()
+                    .or_else(|| st.signal().map(|s| 128 + s))
+                    .unwrap_or(1),
+                Err(_) => 1,
+            },
+            None => 127,
+        };
+        if i + 1 == count {
+            status = code;
+        }
+    }
+    if count < n {
+        status = 1;
+    }
+    if step.negate {
+        status = i32::from(status == 0);
+    }
+    status
+}
+
+fn run_plan(plan: &Plan, io: &Outputs, stop: &AtomicBool) -> i32 {
+    let mut last = 0;
+    for step in &plan.steps {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let skip = match step.connector {
+            Connector::Seq => false,
+            Connector::And => last != 0,
+            Connector::Or => last == 0,
+        };
+        if !skip {
+            last = run_pipeline(step, &plan.cwd, io, stop);
+        }
+    }
+    last
 }
 
 impl Tool for Shell {
@@ -102,7 +381,7 @@ impl Tool for Shell {
         "shell"
     }
     fn description(&self) -> &'static str {
-        "Runs a shell command in the workspace under the command policy (allowlisted programs; no sudo, no destructive commands). Returns stdout, stderr and the exit code."
+        "Runs a command line in the workspace: allowlisted programs with pipes, && || ;, redirections, $VAR and globs (no subshells, heredocs or substitutions). Returns stdout, stderr and the exit code."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -111,81 +390,49 @@ impl Tool for Shell {
             "required": ["command"]
         })
     }
-    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return ToolResult::err("\"command\" (a string) is required");
+    fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let Some(plan) = ctx.decision.plan.clone() else {
+            return ToolResult::err("the gate returned no plan for this command");
         };
-        let ws = match ctx.gate.workspace() {
-            Ok(w) => w.to_path_buf(),
-            Err(e) => return ToolResult::err(e),
-        };
-        let (mut cmd, mode) = match &ctx.decision.argv {
-            Some(argv) if !argv.is_empty() => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                (c, "argv")
-            }
-            _ => {
-                let mut c = Command::new("/bin/sh");
-                c.arg("-c").arg(command);
-                (c, "sh")
-            }
-        };
-        let secrets: Vec<&str> = ctx
-            .cfg
-            .providers
-            .values()
-            .filter_map(|p| p.api_key_env.as_deref())
-            .collect();
-        cmd.current_dir(&ws)
-            .env_clear()
-            .env("PATH", SAFE_PATH)
-            .env("TERM", "dumb")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        for name in BASE_ENV.iter().copied().chain(
-            ctx.cfg
-                .security
-                .shell_env_passthrough
-                .iter()
-                .map(String::as_str),
-        ) {
-            if secrets.contains(&name) {
-                continue;
-            }
-            if let Some(v) = std::env::var_os(name) {
-                cmd.env(name, v);
-            }
-        }
-        let started = Instant::now();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return ToolResult::err(format!("cannot start `{command}`: {e}")),
-        };
-        let pgid = child.id() as i32;
+        become_subreaper();
         let cap = ctx.cfg.tool_output_max_bytes;
-        let out = child
-            .stdout
-            .take()
-            .map(|s| std::thread::spawn(move || Capture::read_all(s, cap)));
-        let err = child
-            .stderr
-            .take()
-            .map(|s| std::thread::spawn(move || Capture::read_all(s, cap / 4)));
+        let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
+            return ToolResult::err("cannot create pipes for the command's output");
+        };
+        let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
+        let err_reader =
+            std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
         let mut timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs);
         if let Some(d) = ctx.deadline {
             timeout = timeout.min(d.saturating_duration_since(Instant::now()));
         }
-        CURRENT_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
+        let started = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        RUNNING.store(true, Ordering::SeqCst);
+        let worker = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let io = Outputs {
+                    out: out_w,
+                    err: err_w,
+                };
+                let code = run_plan(&plan, &io, &stop);
+                drop(io);
+                let _ = tx.send(code);
+            })
+        };
         let estop_path = ctx.gate.estop_path().to_path_buf();
         let mut stopped: Option<&str> = None;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
-                Ok(None) => {}
-                Err(_) => break None,
+        let code = loop {
+            let wait = ESTOP_POLL.min(timeout.saturating_sub(started.elapsed()));
+            match rx.recv_timeout(wait) {
+                Ok(code) => break Some(code),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if stopped.is_some() {
+                continue;
             }
             if estop_engaged(&estop_path).is_some() {
                 stopped = Some("estop");
@@ -193,32 +440,17 @@ impl Tool for Shell {
                 stopped = Some("timeout");
             }
             if stopped.is_some() {
-                signal_group(pgid, libc::SIGTERM);
-                let grace_end = Instant::now() + GRACE;
-                while Instant::now() < grace_end {
-                    if let Ok(Some(_)) = child.try_wait() {
-                        break;
-                    }
-                    std::thread::sleep(POLL);
-                }
-                signal_group(pgid, libc::SIGKILL);
-                break child.wait().ok();
+                stop.store(true, Ordering::SeqCst);
+                kill_descendants(false);
             }
-            std::thread::sleep(POLL);
         };
-        // Whatever the command left running in its group goes too.
-        signal_group(pgid, libc::SIGKILL);
-        CURRENT_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
-        let stdout = out
-            .and_then(|h| h.join().ok())
-            .map(|c| c.text())
-            .unwrap_or_default();
-        let stderr = err
-            .and_then(|h| h.join().ok())
-            .map(|c| c.text())
-            .unwrap_or_default();
+        let _ = worker.join();
+        // Whatever the command left behind (daemons, double forks) goes too.
+        kill_descendants(true);
+        RUNNING.store(false, Ordering::SeqCst);
+        let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
+        let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
         let duration_ms = started.elapsed().as_millis() as u64;
-        let code = status.and_then(|s| s.code());
         let mut output = stdout;
         if !stderr.is_empty() {
             if !output.is_empty() && !output.ends_with('\n') {
@@ -230,22 +462,21 @@ impl Tool for Shell {
         let metadata = json!({
             "exit_code": code,
             "duration_ms": duration_ms,
-            "mode": mode,
             "timed_out": stopped == Some("timeout"),
             "estop": stopped == Some("estop"),
         });
         let error = match (stopped, code) {
             (Some("timeout"), _) => Some(format!(
                 "timed out after {} s (shell_timeout_secs or the run's --timeout); \
-                 the process group was killed",
+                 every process it started was killed",
                 timeout.as_secs()
             )),
-            (Some(_), _) => {
-                Some("stopped by the emergency stop; the process group was killed".to_string())
-            }
+            (Some(_), _) => Some(
+                "stopped by the emergency stop; every process it started was killed".to_string(),
+            ),
             (None, Some(0)) => None,
             (None, Some(c)) => Some(format!("exit code {c}")),
-            (None, None) => Some("killed by a signal".to_string()),
+            (None, None) => Some("the runner stopped unexpectedly".to_string()),
         };
         ToolResult {
             success: error.is_none(),
