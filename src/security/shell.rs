@@ -606,17 +606,13 @@ fn harden_git(argv: &mut Vec<String>, env: &mut Vec<(String, String)>, gate: &Ga
     ] {
         set_var(env, k, v);
     }
-    let sub = options::parse("git", &argv[1..])
-        .and_then(Result::ok)
-        .and_then(|p| p.git_subcommand)
-        .map(|i| i + 1);
-    if let Some(i) = sub
-        && GIT_NO_DRIVERS.contains(&argv[i].as_str())
-    {
-        argv.splice(
-            i + 1..i + 1,
-            ["--no-ext-diff".to_string(), "--no-textconv".to_string()],
-        );
+    if let Some(i) = git_subcommand(argv) {
+        let flags: &[&str] = match argv[i].as_str() {
+            s if GIT_NO_DRIVERS.contains(&s) => &["--no-ext-diff", "--no-textconv"],
+            "blame" | "grep" => &["--no-textconv"],
+            _ => &[],
+        };
+        argv.splice(i + 1..i + 1, flags.iter().map(|f| f.to_string()));
     }
     let mut pinned = Vec::with_capacity(GIT_PINNED.len() * 2);
     for kv in GIT_PINNED {
@@ -625,6 +621,23 @@ fn harden_git(argv: &mut Vec<String>, env: &mut Vec<(String, String)>, gate: &Ga
     }
     argv.splice(1..1, pinned);
     Ok(())
+}
+
+/// Index of git's subcommand word: past the global options, the ones
+/// that take a separate value included.
+fn git_subcommand(argv: &[String]) -> Option<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        let a = argv[i].as_str();
+        if matches!(a, "-C" | "-c" | "--namespace" | "--config-env" | "--list-cmds") {
+            i += 2;
+        } else if a.starts_with('-') {
+            i += 1;
+        } else {
+            return Some(i);
+        }
+    }
+    None
 }
 
 /// Arguments of a program without a table: paths it may touch get the

@@ -1,0 +1,211 @@
+//! The shell runner on the real binary: everyday command lines run without a
+//! shell and give what sh would; git is hardened against planted config;
+//! nothing a call starts outlives it; the kernel wall holds on its own for a
+//! program the gate is told to trust.
+
+mod common;
+
+use common::{Env, Run};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
+
+fn env_with(security_extra: &str) -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\n{security_extra}\n[channels.cli]\n{ALL_TOOLS}\n"
+    ));
+    env
+}
+
+fn shell(env: &Env, command: &str) -> (Run, Value) {
+    let r = env.run(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        &json!({ "command": command }).to_string(),
+    ]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    (r, v)
+}
+
+fn out(v: &Value) -> &str {
+    v["output"].as_str().unwrap_or("")
+}
+
+fn git(ws: &std::path::Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", ws)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "git {args:?}: {st:?}");
+}
+
+fn repo(env: &Env) {
+    std::fs::create_dir_all(env.ws.join("src")).unwrap();
+    std::fs::write(env.ws.join("notes.txt"), "pear\napple\nfig\n").unwrap();
+    std::fs::write(env.ws.join("src/main.rs"), "// TODO: x\nfn main() {}\n").unwrap();
+    std::fs::write(env.ws.join("src/lib.rs"), "// TODO: y\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+    git(&env.ws, &["config", "user.name", "Test Person"]);
+    git(&env.ws, &["config", "user.email", "t@example.invalid"]);
+    git(&env.ws, &["add", "."]);
+    git(&env.ws, &["commit", "-qm", "first commit"]);
+}
+
+#[test]
+fn everyday_command_lines_run_without_a_shell() {
+    let env = env_with("");
+    repo(&env);
+    for (command, want) in [
+        ("LANG=C sort notes.txt", "apple\nfig\npear\n"),
+        ("git config --get user.name", "Test Person\n"),
+        ("find . -name '*.rs' | sort | wc -l", "2\n"),
+        ("grep -c TODO src/main.rs", "1\n"),
+        ("echo a && echo b || echo c; echo d", "a\nb\nd\n"),
+        ("ls nope 2>/dev/null || echo missing", "missing\n"),
+        ("cd src && ls", "lib.rs\nmain.rs\n"),
+        ("echo src/*.rs", "src/lib.rs src/main.rs\n"),
+        ("echo 'src/*.rs'", "src/*.rs\n"),
+        ("! ls nope 2>/dev/null && echo negated", "negated\n"),
+        ("TZ=UTC date -d @0 +%Y", "1970\n"),
+    ] {
+        let (r, v) = shell(&env, command);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+        assert_eq!(out(&v), want, "{command}");
+    }
+    let (r, v) = shell(&env, "git log --oneline -5");
+    assert!(r.code == 0 && out(&v).contains("first commit"), "{r:?}");
+    let (r, v) = shell(&env, "grep -rn TODO src");
+    assert!(
+        r.code == 0 && out(&v).contains("src/main.rs:1:") && out(&v).contains("src/lib.rs:1:"),
+        "{r:?}"
+    );
+    let (r, v) = shell(&env, "ls -la | head -3");
+    assert!(r.code == 0 && out(&v).lines().count() == 3, "{r:?}");
+    // A redirection the gate judged is opened by the runner itself.
+    let (r, _) = shell(&env, "sort notes.txt > sorted.txt 2>&1");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("sorted.txt")).unwrap(),
+        "apple\nfig\npear\n"
+    );
+    let (r, _) = shell(&env, "echo more >> sorted.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        std::fs::read_to_string(env.ws.join("sorted.txt"))
+            .unwrap()
+            .ends_with("pear\nmore\n")
+    );
+    // Exit status of a pipeline is its last command's.
+    let (r, v) = shell(&env, "ls nope | cat");
+    assert_eq!((r.code, v["metadata"]["exit_code"].as_i64()), (0, Some(0)));
+    let (r, v) = shell(&env, "cat nope");
+    assert_eq!((r.code, v["metadata"]["exit_code"].as_i64()), (3, Some(1)));
+}
+
+#[test]
+fn git_ignores_planted_config_that_would_run_programs() {
+    let env = env_with("");
+    repo(&env);
+    let canary = env.home.join("pwned");
+    // What a hostile model would have planted, had it reached .git/config
+    // (the gate refuses that write; this is the second line).
+    let hook = env.ws.join("evil.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", canary.display())).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = env.ws.join(".git/config");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "[core]\n\tfsmonitor = {h}\n\tpager = {h}\n[diff \"x\"]\n\ttextconv = {h}\n\tcommand = {h}\n[alias]\n\tst = !{h}\n",
+        h = hook.display()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(env.ws.join(".gitattributes"), "* diff=x\n").unwrap();
+    std::fs::write(env.ws.join("notes.txt"), "changed\n").unwrap();
+    for command in [
+        "git status",
+        "git diff",
+        "git log -p -1",
+        "git show HEAD",
+        "git status --short",
+    ] {
+        let (r, _) = shell(&env, command);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+        assert!(!canary.exists(), "{command} ran the planted program");
+    }
+    // A bare repository planted in the workspace is not used implicitly.
+    let bare = env.ws.join("planted");
+    for d in ["objects", "refs"] {
+        std::fs::create_dir_all(bare.join(d)).unwrap();
+    }
+    std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        bare.join("config"),
+        format!(
+            "[core]\n\tbare = true\n\tfsmonitor = {}\n",
+            hook.display()
+        ),
+    )
+    .unwrap();
+    let _ = shell(&env, "cd planted && git status");
+    let _ = shell(&env, "git -C planted status");
+    assert!(!canary.exists(), "a planted bare repository ran a program");
+    for command in [
+        "git --git-dir=planted status",
+        "git -c core.pager=sh log",
+        "git config core.fsmonitor x",
+    ] {
+        let (r, _) = shell(&env, command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+    }
+}
+
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(marker) && !text.contains("cargo") && !text.contains("runner-") {
+                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+/// A script the operator trusts (on the allowlist by path): the gate lets it
+/// run, so only the runner and the kernel stand between it and the rest.
+fn trusted_script(env: &Env, name: &str, body: &str) {
+    let p = env.ws.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn no_process_outlives_a_call_that_daemonised() {
+    let env = env_with("shell_allowlist = [\"./daemon.sh\"]");
+    trusted_script(
+        &env,
+        "daemon.sh",
+        "setsid sleep 61.7171 </dev/null >/dev/null 2>&1 &\n( ( sleep 61.7272 </dev/null >/dev/null 2>&1 & ) & )\nnohup sleep 61.7373 >/dev/null 2>&1 &\necho started",
+    );
+    let t = Instant::now();
+    let (r, v) = shell(&env, "./daemon.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(out(&v), "started\n");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    std::thread::sleep(Duration::from_millis(100));
+    for marker in ["61.7171", "61.7272", "61.7373"] {
+        let left = processes_with(marker);
+        assert!(left.is_empty(), "survived the call: {left:?}");
+    }
+}
