@@ -120,8 +120,9 @@ pub fn one_shot_input(message: Option<&str>, max: usize) -> Result<Option<String
 }
 
 extern "C" fn on_sigint(_: libc::c_int) {
+    // Only an atomic store here: the shell runner sees the flag within its
+    // poll interval and kills the call's processes outside the handler.
     crate::runtime::CANCEL.store(true, std::sync::atomic::Ordering::SeqCst);
-    crate::tools::shell::kill_current();
 }
 
 pub trait Channel {

@@ -1097,6 +1097,7 @@ fn parse_tool_args(a: &Args, name: &str) -> Result<Value> {
 }
 
 fn cmd_policy_check(a: &Args, name: &str) -> Result<i32> {
+    use crate::security::plan::{OpenMode, Redir};
     a.only("policy check", &["json-args", "autonomy"])?;
     let args = parse_tool_args(a, name)?;
     let cfg = a.load_config()?;
@@ -1111,10 +1112,35 @@ fn cmd_policy_check(a: &Args, name: &str) -> Result<i32> {
         gate = gate.with_autonomy(autonomy);
     }
     let d = gate.decide(name, &args);
-    println!(
-        "{}",
-        json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason})
-    );
+    let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
+    // What would run, exactly: one argv per command, in order.
+    if let Some(plan) = &d.plan {
+        out["plan"] = plan
+            .steps
+            .iter()
+            .flat_map(|s| &s.commands)
+            .map(|c| {
+                let redirs: Vec<String> = c
+                    .redirs
+                    .iter()
+                    .map(|r| match r {
+                        Redir::Open { fd, path, mode } => {
+                            let op = match mode {
+                                OpenMode::Read => "<",
+                                OpenMode::Truncate => ">",
+                                OpenMode::Append => ">>",
+                            };
+                            format!("{fd}{op}{}", path.display())
+                        }
+                        Redir::Dup { fd, to } => format!("{fd}>&{to}"),
+                        Redir::Close { fd } => format!("{fd}>&-"),
+                    })
+                    .collect();
+                json!({"program": c.program, "argv": c.argv, "redirections": redirs})
+            })
+            .collect();
+    }
+    println!("{out}");
     Ok(exit::OK)
 }
 

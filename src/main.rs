@@ -28,5 +28,15 @@ fn main() {
         }
     };
     let _ = std::io::stdout().flush();
+    let sig = latchclaw::tools::shell::PENDING_SIGNAL.load(std::sync::atomic::Ordering::SeqCst);
+    if sig != 0 {
+        // A signal interrupted a shell call: the call was cleaned up and
+        // recorded; now end the way the signal would have.
+        // SAFETY: restores the default disposition, then raises the signal.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
     std::process::exit(code);
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 /// Set by Ctrl-C in the REPL: the turn in progress stops at the next step.
 pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-fn cancelled() -> bool {
+pub fn cancelled() -> bool {
     CANCEL.load(std::sync::atomic::Ordering::SeqCst)
 }
 

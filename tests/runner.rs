@@ -150,10 +150,7 @@ fn git_ignores_planted_config_that_would_run_programs() {
     std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
     std::fs::write(
         bare.join("config"),
-        format!(
-            "[core]\n\tbare = true\n\tfsmonitor = {}\n",
-            hook.display()
-        ),
+        format!("[core]\n\tbare = true\n\tfsmonitor = {}\n", hook.display()),
     )
     .unwrap();
     let _ = shell(&env, "cd planted && git status");
@@ -208,4 +205,44 @@ fn no_process_outlives_a_call_that_daemonised() {
         let left = processes_with(marker);
         assert!(left.is_empty(), "survived the call: {left:?}");
     }
+}
+
+#[test]
+fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
+    let env = env_with("shell_allowlist = [\"./linger.sh\"]");
+    trusted_script(
+        &env,
+        "linger.sh",
+        "setsid sleep 62.8181 </dev/null >/dev/null 2>&1 &\nsleep 62.8282",
+    );
+    let child = env
+        .command(&[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "./linger.sh"}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while processes_with("62.8282").is_empty() || processes_with("62.8181").is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child this test spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    for marker in ["62.8181", "62.8282"] {
+        assert!(processes_with(marker).is_empty(), "{marker} survived");
+    }
+    let rc = env.receipts();
+    assert_eq!(rc.last().unwrap()["tool"], "shell", "{rc:?}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }

@@ -459,7 +459,13 @@ fn shell_children_get_a_minimal_environment() {
     )
     .unwrap();
     let r = env.run_env(
-        &["tool", "run", "shell", "--json", r#"{"command": "printenv"}"#],
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "printenv"}"#,
+        ],
         &[
             ("LC_PROVIDER_KEY", "sk-secret-1"),
             ("LC_OTHER", "other-2"),

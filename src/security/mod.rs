@@ -557,14 +557,15 @@ impl Gate {
                 ("PATH".to_string(), shell::SAFE_PATH.to_string()),
                 ("TERM".to_string(), "dumb".to_string()),
             ];
-            const BASE: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+            const BASE: &[&str] = &[
+                "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+            ];
             for name in BASE
                 .iter()
                 .copied()
                 .chain(self.env_passthrough.iter().map(String::as_str))
             {
-                if self.secret_envs.iter().any(|s| s == name)
-                    || env.iter().any(|(k, _)| k == name)
+                if self.secret_envs.iter().any(|s| s == name) || env.iter().any(|(k, _)| k == name)
                 {
                     continue;
                 }

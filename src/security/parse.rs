@@ -150,8 +150,14 @@ const BUILTINS: &[(&str, &str)] = &[
     (".", "`.` runs a file as shell code"),
     ("alias", "aliases are not supported"),
     ("unalias", "aliases are not supported"),
-    ("export", "`export` has no effect here: put `NAME=value` before the command that needs it"),
-    ("unset", "`unset` has no effect here: each command gets a fresh minimal environment"),
+    (
+        "export",
+        "`export` has no effect here: put `NAME=value` before the command that needs it",
+    ),
+    (
+        "unset",
+        "`unset` has no effect here: each command gets a fresh minimal environment",
+    ),
     ("set", "`set` has no effect here"),
     ("local", "`local` has no effect here"),
     ("readonly", "`readonly` has no effect here"),
@@ -170,8 +176,14 @@ const BUILTINS: &[(&str, &str)] = &[
     ("fg", "background jobs are not supported"),
     ("bg", "background jobs are not supported"),
     ("disown", "background jobs are not supported"),
-    ("pushd", "use `cd DIR && COMMAND` or paths relative to the workspace"),
-    ("popd", "use `cd DIR && COMMAND` or paths relative to the workspace"),
+    (
+        "pushd",
+        "use `cd DIR && COMMAND` or paths relative to the workspace",
+    ),
+    (
+        "popd",
+        "use `cd DIR && COMMAND` or paths relative to the workspace",
+    ),
     ("hash", "`hash` has no effect here"),
     ("type", "use `which NAME`"),
     ("command", "run the program directly"),
@@ -439,7 +451,10 @@ impl Parser<'_> {
                 return Err(unsupported(what, WRITE_INSTEAD));
             }
             (b'<', Some(b'>')) => {
-                return Err(unsupported("`<>` (open for reading and writing)", WRITE_INSTEAD));
+                return Err(unsupported(
+                    "`<>` (open for reading and writing)",
+                    WRITE_INSTEAD,
+                ));
             }
             (b'<', Some(b'&')) => {
                 self.pos += 1;
@@ -555,7 +570,8 @@ impl Parser<'_> {
                 b'~' if self.pos == word_start => {
                     self.pos += 1;
                     match self.peek() {
-                        None | Some(b'/' | b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>') => {
+                        None
+                        | Some(b'/' | b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>') => {
                             w.pieces.push(Piece::Tilde)
                         }
                         Some(b':') => w.pieces.push(Piece::Tilde),
@@ -662,10 +678,7 @@ impl Parser<'_> {
                 "arithmetic `$[ … ]`",
                 "compute the value and write it literally",
             )),
-            Some(b'\'') if !quoted => Err(unsupported(
-                "`$'…'` quoting",
-                "use plain single quotes",
-            )),
+            Some(b'\'') if !quoted => Err(unsupported("`$'…'` quoting", "use plain single quotes")),
             Some(b'"') if !quoted => Err(unsupported("`$\"…\"` quoting", "use plain quotes")),
             Some(b'{') => {
                 self.pos += 1;
@@ -767,7 +780,10 @@ mod tests {
     #[test]
     fn plain_commands_and_quotes() {
         assert_eq!(words("ls -la"), ["ls", "-la"]);
-        assert_eq!(words("echo 'a b' \"c d\" e\\ f"), ["echo", "a b", "c d", "e f"]);
+        assert_eq!(
+            words("echo 'a b' \"c d\" e\\ f"),
+            ["echo", "a b", "c d", "e f"]
+        );
         assert_eq!(words("echo \"$HOME/x\""), ["echo", "$HOME/x"]);
         assert_eq!(words("grep -n 'x' # comment"), ["grep", "-n", "x"]);
         assert_eq!(words("echo a\\\nb"), ["echo", "ab"]);
@@ -837,8 +853,8 @@ mod tests {
     #[test]
     fn no_panic_on_odd_input() {
         let samples = [
-            "", "$", "${", "'", "\"", "\\", "|", "&&", "2>", "İ$x", "~", "a=", "=a", ">&",
-            "1>&x", "echo ${}", "${a", "\"${a}\"", "ls\t-l", "!", "! ls", "a|b|", "é'ü'",
+            "", "$", "${", "'", "\"", "\\", "|", "&&", "2>", "İ$x", "~", "a=", "=a", ">&", "1>&x",
+            "echo ${}", "${a", "\"${a}\"", "ls\t-l", "!", "! ls", "a|b|", "é'ü'",
         ];
         for s in samples {
             let _ = parse(s);

@@ -64,6 +64,10 @@ pub struct Plan {
 pub struct Expander<'a> {
     pub env: &'a [(String, String)],
     pub cwd: &'a Path,
+    /// The path policy for directories a glob would list: a glob never
+    /// looks inside a directory the tools may not read (its file names
+    /// would reach the model in a denial message).
+    pub may_list: &'a dyn Fn(&Path) -> Result<(), String>,
 }
 
 impl Expander<'_> {
@@ -113,10 +117,13 @@ impl Expander<'_> {
             // An unquoted word that expands to nothing disappears, as in sh.
             return Ok(Vec::new());
         }
-        if !chars.iter().any(|&(c, q)| !q && matches!(c, '*' | '?' | '[')) {
+        if !chars
+            .iter()
+            .any(|&(c, q)| !q && matches!(c, '*' | '?' | '['))
+        {
             return Ok(vec![literal]);
         }
-        let matches = glob(&chars, self.cwd)?;
+        let matches = glob(&chars, self.cwd, self.may_list)?;
         if matches.is_empty() {
             // No match: the pattern stays as written, as in sh.
             return Ok(vec![literal]);
@@ -242,7 +249,11 @@ fn matches(pat: &[Tok], name: &[char]) -> bool {
 
 /// Pathname expansion of one word: every component with glob syntax is
 /// matched against a directory listing. Sorted, like sh.
-fn glob(chars: &[(char, bool)], cwd: &Path) -> Result<Vec<String>, String> {
+fn glob(
+    chars: &[(char, bool)],
+    cwd: &Path,
+    may_list: &dyn Fn(&Path) -> Result<(), String>,
+) -> Result<Vec<String>, String> {
     let shown: String = chars.iter().map(|(c, _)| *c).collect();
     if chars.len() > GLOB_MAX_PATTERN {
         return Err(format!(
@@ -278,6 +289,7 @@ fn glob(chars: &[(char, bool)], cwd: &Path) -> Result<Vec<String>, String> {
                 } else {
                     cwd.join(p)
                 };
+                may_list(&dir).map_err(|e| format!("the glob `{shown}`: {e}"))?;
                 let Ok(rd) = std::fs::read_dir(&dir) else {
                     continue;
                 };
@@ -371,6 +383,7 @@ mod tests {
         let x = Expander {
             env: &env,
             cwd: &dir,
+            may_list: &|_| Ok(()),
         };
         let w = |s: &str| {
             let sc = parse(&format!("echo {s}")).unwrap();

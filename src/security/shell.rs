@@ -84,7 +84,7 @@ const GIT_PINNED: &[&str] = &[
     "core.untrackedCache=false", "pager.log=false", "pager.diff=false", "pager.show=false",
     "pager.branch=false", "pager.tag=false", "pager.grep=false", "pager.blame=false",
     "pager.status=false", "pager.config=false", "pager.shortlog=false",
-    "include.path=/dev/null", "status.showUntrackedFiles=normal", "commit.gpgSign=false",
+    "commit.gpgSign=false",
     "tag.gpgSign=false", "merge.verifySignatures=false", "submodule.recurse=false",
 ];
 
@@ -169,9 +169,11 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
             .is_some_and(|w| w.display() == "cd")
     {
         let c = &first.commands[0];
+        let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
         let x = Expander {
             env: gate.child_env(),
             cwd: &cwd,
+            may_list: &may_list,
         };
         let mut args = Vec::new();
         for w in &c.words[1..] {
@@ -248,9 +250,11 @@ fn judge_command(
     cwd: &Path,
     gate: &Gate,
 ) -> Judged<(Judgement, Cmd)> {
+    let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
     let x = Expander {
         env: gate.child_env(),
         cwd,
+        may_list: &may_list,
     };
     let mut verdict = Judgement::low("harmless command");
     let mut env: Vec<(String, String)> = gate.child_env().to_vec();
@@ -370,7 +374,9 @@ fn judge_redir(
         return ok(Judgement::low(""), vec![Redir::Dup { fd: r.fd, to }]);
     }
     if target.is_empty() {
-        return Err(format!("redirection to `{shown}`, which expands to nothing"));
+        return Err(format!(
+            "redirection to `{shown}`, which expands to nothing"
+        ));
     }
     let path = absolute(cwd, &target);
     let (mode, fds): (OpenMode, &[u32]) = match r.op {
@@ -379,9 +385,9 @@ fn judge_redir(
         RedirOp::Append => (OpenMode::Append, &[]),
         RedirOp::WriteBoth => (OpenMode::Truncate, &[2]),
         RedirOp::AppendBoth => (OpenMode::Append, &[2]),
-        RedirOp::Dup => unreachable!("handled above"),
+        RedirOp::Dup => return Err(format!("`>&{shown}` needs a descriptor number")),
     };
-    let fd = if mode == OpenMode::Read { 0.max(r.fd) } else { r.fd };
+    let fd = r.fd;
     let mut out = Vec::new();
     let j = if target == "/dev/null" {
         out.push(Redir::Open {
@@ -500,7 +506,9 @@ fn judge_program(
         }
         for a in args {
             if let Some(p) = destructive_text(a) {
-                return Err(format!("`{name}` code matches the destructive pattern `{p}`"));
+                return Err(format!(
+                    "`{name}` code matches the destructive pattern `{p}`"
+                ));
             }
             if let Some(f) = names_forbidden(a, gate) {
                 return Err(format!("`{name}` code names the forbidden command `{f}`"));
@@ -629,7 +637,10 @@ fn git_subcommand(argv: &[String]) -> Option<usize> {
     let mut i = 1;
     while i < argv.len() {
         let a = argv[i].as_str();
-        if matches!(a, "-C" | "-c" | "--namespace" | "--config-env" | "--list-cmds") {
+        if matches!(
+            a,
+            "-C" | "-c" | "--namespace" | "--config-env" | "--list-cmds"
+        ) {
             i += 2;
         } else if a.starts_with('-') {
             i += 1;

@@ -24,8 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-/// How often a running call looks at the ESTOP file. Completion itself is
-/// signalled at once by the runner thread; this only bounds estop latency.
+/// How often a running call looks at the ESTOP file and Ctrl-C. Completion
+/// itself is signalled at once by the runner thread; this only bounds how
+/// late a stop takes effect.
 const ESTOP_POLL: Duration = Duration::from_millis(50);
 
 pub struct Shell;
@@ -33,6 +34,57 @@ pub struct Shell;
 /// True while a shell call is running (the `--timeout` watchdog and Ctrl-C
 /// kill its descendants).
 static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// A terminating signal caught during a call, to be re-raised at exit.
+pub static PENDING_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// A terminating signal that arrived during a call (0: none).
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_terminate(sig: libc::c_int) {
+    CAUGHT.store(sig, Ordering::SeqCst);
+}
+
+/// For the length of a call, SIGINT, SIGTERM and SIGHUP are caught so the
+/// call's processes die before latchclaw does (a handler the REPL set for
+/// Ctrl-C is left alone: it cancels the turn instead).
+struct SignalGuard {
+    old: Vec<(libc::c_int, libc::sighandler_t)>,
+}
+
+impl SignalGuard {
+    fn install() -> SignalGuard {
+        let mut old = Vec::new();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler only stores to an atomic.
+            let prev =
+                unsafe { libc::signal(sig, on_terminate as *const () as libc::sighandler_t) };
+            if prev != libc::SIG_DFL {
+                // SAFETY: puts back the handler that was there.
+                unsafe { libc::signal(sig, prev) };
+            } else {
+                old.push((sig, prev));
+            }
+        }
+        SignalGuard { old }
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for &(sig, prev) in &self.old {
+            // SAFETY: restores the default disposition.
+            unsafe { libc::signal(sig, prev) };
+        }
+        let sig = CAUGHT.swap(0, Ordering::SeqCst);
+        if sig != 0 {
+            // The call is cleaned up and gets its receipt; the turn stops,
+            // and latchclaw dies of the signal on its way out (main.rs).
+            crate::runtime::CANCEL.store(true, Ordering::SeqCst);
+            PENDING_SIGNAL.store(sig, Ordering::SeqCst);
+        }
+    }
+}
 
 /// Kills every descendant of latchclaw (the running call's processes).
 pub fn kill_current() {
@@ -225,8 +277,8 @@ impl Fds {
         for r in redirs {
             match r {
                 Redir::Open { fd, path, mode } => {
-                    let f = open_redir(path, *mode)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    let f =
+                        open_redir(path, *mode).map_err(|e| format!("{}: {e}", path.display()))?;
                     self.slots[*fd as usize] = Some(f);
                 }
                 Redir::Dup { fd, to } => {
@@ -399,7 +451,8 @@ impl Tool for Shell {
         let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
             return ToolResult::err("cannot create pipes for the command's output");
         };
-        let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
+        let out_reader =
+            std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
         let err_reader =
             std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
         let mut timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs);
@@ -410,6 +463,7 @@ impl Tool for Shell {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         RUNNING.store(true, Ordering::SeqCst);
+        let signals = SignalGuard::install();
         let worker = {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
@@ -434,7 +488,9 @@ impl Tool for Shell {
             if stopped.is_some() {
                 continue;
             }
-            if estop_engaged(&estop_path).is_some() {
+            if crate::runtime::cancelled() || CAUGHT.load(Ordering::SeqCst) != 0 {
+                stopped = Some("cancelled");
+            } else if estop_engaged(&estop_path).is_some() {
                 stopped = Some("estop");
             } else if started.elapsed() >= timeout {
                 stopped = Some("timeout");
@@ -448,6 +504,7 @@ impl Tool for Shell {
         // Whatever the command left behind (daemons, double forks) goes too.
         kill_descendants(true);
         RUNNING.store(false, Ordering::SeqCst);
+        drop(signals);
         let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
         let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
         let duration_ms = started.elapsed().as_millis() as u64;
@@ -471,6 +528,9 @@ impl Tool for Shell {
                  every process it started was killed",
                 timeout.as_secs()
             )),
+            (Some("cancelled"), _) => Some(
+                "cancelled (Ctrl-C or a signal); every process it started was killed".to_string(),
+            ),
             (Some(_), _) => Some(
                 "stopped by the emergency stop; every process it started was killed".to_string(),
             ),
