@@ -251,14 +251,16 @@ fn judge_command(
     gate: &Gate,
 ) -> Judged<(Judgement, Cmd)> {
     let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
+    let mut base: Vec<(String, String)> = gate.child_env().to_vec();
+    set_var(&mut base, "PWD", &cwd.to_string_lossy());
+    // Words expand before the command's own `NAME=value` prefixes apply, as in sh.
     let x = Expander {
-        env: gate.child_env(),
+        env: &base,
         cwd,
         may_list: &may_list,
     };
     let mut verdict = Judgement::low("harmless command");
-    let mut env: Vec<(String, String)> = gate.child_env().to_vec();
-    set_var(&mut env, "PWD", &cwd.to_string_lossy());
+    let mut env = base.clone();
     for (name, value) in &raw.assigns {
         let value = x.single(value)?;
         check_assignment(name, &value)?;
