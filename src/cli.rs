@@ -850,6 +850,7 @@ fn config_value(cfg: &Config) -> Value {
             "audit_log": cfg.security.audit_log,
             "shell_allowlist": cfg.security.shell_allowlist,
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
+            "confinement": cfg.security.confinement.as_str(),
         },
         "providers": {"models": providers},
         "channels": {"cli": {"enabled": cfg.cli_enabled, "tools_allow": cfg.cli_tools_allow}},

@@ -41,6 +41,31 @@ impl Autonomy {
     }
 }
 
+/// Kernel confinement (Landlock) of shell commands: `security::confine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confinement {
+    /// No Landlock: shell calls are refused.
+    Required,
+    /// Confined when the kernel has Landlock, else run as before.
+    BestEffort,
+    Off,
+}
+
+impl Confinement {
+    pub const ALLOWED: &'static [&'static str] = &["required", "best_effort", "off"];
+    pub fn parse(s: &str) -> Option<Confinement> {
+        match s {
+            "required" => Some(Confinement::Required),
+            "best_effort" => Some(Confinement::BestEffort),
+            "off" => Some(Confinement::Off),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::ALLOWED[self as usize]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     Mock,
@@ -130,6 +155,7 @@ pub struct Security {
     pub shell_allowlist: Vec<String>,
     /// Environment variables passed to shell commands besides the minimal set.
     pub shell_env_passthrough: Vec<String>,
+    pub confinement: Confinement,
 }
 
 #[derive(Debug, Clone)]
@@ -685,6 +711,14 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
     let shell_env_passthrough = r
         .list(&mut sec, "shell_env_passthrough")
         .unwrap_or_default();
+    let confinement = r
+        .enum_str(
+            &mut sec,
+            "confinement",
+            Confinement::parse,
+            Confinement::ALLOWED,
+        )
+        .unwrap_or(Confinement::BestEffort);
     r.finish(sec);
 
     let providers = read_providers(r, &mut top, &default_model);
@@ -768,6 +802,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
             audit_log,
             shell_allowlist,
             shell_env_passthrough,
+            confinement,
         },
         providers,
         cli_enabled,
@@ -1011,6 +1046,7 @@ mod tests {
         let c = parse("").unwrap();
         assert_eq!(c.security.autonomy, Autonomy::Supervised);
         assert!(c.security.workspace_only);
+        assert_eq!(c.security.confinement, Confinement::BestEffort);
         assert_eq!(c.max_tool_rounds, 5);
         assert_eq!(c.max_response_bytes, 1 << 20);
         assert_eq!(
@@ -1033,6 +1069,17 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert!(e[0].starts_with("security.autonomy:"), "{e:?}");
         assert!(e[0].contains("readonly, supervised, full"), "{e:?}");
+        let e = errors("[security]\nconfinement = \"strict\"\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("security.confinement:"), "{e:?}");
+        assert!(e[0].contains("required, best_effort, off"), "{e:?}");
+        assert_eq!(
+            parse("[security]\nconfinement = \"required\"\n")
+                .unwrap()
+                .security
+                .confinement,
+            Confinement::Required
+        );
     }
 
     #[test]

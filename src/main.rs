@@ -5,6 +5,14 @@ use latchclaw::{cli, logging};
 use std::io::Write;
 
 fn main() {
+    // Our /proc/<pid>/environ holds the provider keys. Non-dumpable, its
+    // /proc entries belong to root, so other processes of the same user
+    // cannot read them (or attach); root with CAP_SYS_PTRACE still can.
+    // Children are dumpable again after exec (they get no keys).
+    // SAFETY: prctl with integer arguments only changes this flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
     // Die quietly on a closed stdout (`latchclaw memory list | head -1`)
     // instead of panicking on EPIPE. Sockets use MSG_NOSIGNAL, so only pipes
     // are affected.

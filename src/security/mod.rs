@@ -6,6 +6,7 @@
 //! absolute paths and links that leave the workspace are all seen for what
 //! they point at.
 
+pub mod confine;
 pub mod net;
 pub mod options;
 pub mod parse;
@@ -492,10 +493,17 @@ impl Gate {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let confinement = match self.workspace_result() {
+            Ok(ws) => confine::describe_for(cfg, ws, self.autonomy),
+            Err(_) => format!(
+                "{} (nothing to confine: no usable workspace)",
+                cfg.security.confinement.as_str()
+            ),
+        };
         format!(
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
              forbidden commands: {}\nshell allowlist: {}\ntools enabled: {}\n\
-             state (never reachable): {}",
+             state (never reachable): {}\nshell confinement: {confinement}",
             self.autonomy.as_str(),
             match self.workspace_result() {
                 Ok(w) => w.display().to_string(),

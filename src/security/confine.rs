@@ -1,0 +1,763 @@
+//! Kernel confinement of shell commands with Linux Landlock.
+//!
+//! The gate decides what may run; this is the wall behind it, for when the
+//! gate misjudges a command. Each child the shell tool starts is put in a
+//! Landlock domain before it executes anything: it may read and execute the
+//! system's program directories, read a handful of files programs need,
+//! use the workspace (read-only under `readonly` autonomy) and a per-call
+//! temporary directory, and nothing else: not the home directory, not
+//! latchclaw's state, not `/etc` as a whole, no TCP, no signals or abstract
+//! UNIX sockets outside its own domain. latchclaw itself stays outside the
+//! domain, so Landlock's ptrace rule also keeps a confined child out of
+//! `/proc/<latchclaw>/environ` (the provider keys); for a root child that
+//! holds only once CAP_SYS_ADMIN and CAP_PERFMON are gone (see
+//! [`BYPASS_CAPS`]).
+//!
+//! The ruleset is built in the parent with the `landlock` crate
+//! ([`prepare`]); the child only calls `prctl` and `landlock_restrict_self`
+//! between fork and exec ([`Prepared::install`]).
+
+pub use crate::config::Confinement as Mode;
+
+use crate::config::{Autonomy, Config};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
+};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The newest Landlock ABI whose rights are requested. On an older kernel
+/// the crate drops what the kernel does not know (its best-effort mode);
+/// on a newer one, rights added after this ABI stay unhandled (allowed).
+const TARGET: ABI = ABI::V10;
+
+/// Program directories: read and execute (only those that exist).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// The files under /etc that ordinary programs read (dynamic loader, time
+/// zone, name service switch, libmagic, MIME types); not passwd or shadow.
+const ETC_FILES: &[&str] = &[
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "magic",
+    "mime.types",
+];
+
+const DEV_READ: &[&str] = &["/dev/zero", "/dev/urandom", "/dev/random"];
+
+/// What the running kernel offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The kernel's Landlock ABI version; `None` when Landlock is missing
+    /// or disabled.
+    pub abi: Option<u32>,
+    /// Why `abi` is `None`.
+    pub unavailable: Option<&'static str>,
+    /// File-system rules (ABI 1; renames across directories: ABI 2).
+    pub fs: bool,
+    /// Truncation is a right of its own (ABI 3).
+    pub truncate: bool,
+    /// TCP bind and connect (ABI 4).
+    pub net_tcp: bool,
+    /// ioctl on devices (ABI 5).
+    pub ioctl_dev: bool,
+    /// Signals and abstract UNIX sockets stay inside the domain (ABI 6).
+    pub scoping: bool,
+    /// Connecting to pathname UNIX sockets (ABI 9).
+    pub unix_connect: bool,
+    /// UDP bind and send (ABI 10).
+    pub net_udp: bool,
+}
+
+impl Status {
+    pub fn from_abi(abi: u32) -> Status {
+        Status {
+            abi: Some(abi),
+            unavailable: None,
+            fs: abi >= 1,
+            truncate: abi >= 3,
+            net_tcp: abi >= 4,
+            ioctl_dev: abi >= 5,
+            scoping: abi >= 6,
+            unix_connect: abi >= 9,
+            net_udp: abi >= 10,
+        }
+    }
+
+    /// A kernel without Landlock, for `why`.
+    pub fn missing(why: &'static str) -> Status {
+        Status {
+            abi: None,
+            unavailable: Some(why),
+            ..Status::from_abi(0)
+        }
+    }
+
+    /// What this kernel does not enforce of what latchclaw asks for.
+    fn lacking(&self) -> Vec<&'static str> {
+        [
+            (self.truncate, "truncation (ABI 3)"),
+            (self.net_tcp, "TCP (ABI 4)"),
+            (self.ioctl_dev, "device ioctl (ABI 5)"),
+            (self.scoping, "signal and abstract-socket scoping (ABI 6)"),
+            (self.unix_connect, "pathname UNIX socket connect (ABI 9)"),
+            (self.net_udp, "UDP (ABI 10)"),
+        ]
+        .into_iter()
+        .filter(|(has, _)| !has)
+        .map(|(_, what)| what)
+        .collect()
+    }
+}
+
+/// The kernel's Landlock support, probed once per process.
+pub fn status() -> Status {
+    static STATUS: OnceLock<Status> = OnceLock::new();
+    *STATUS.get_or_init(probe)
+}
+
+fn probe() -> Status {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and the VERSION flag the call
+    // only returns the ABI version; it reads and writes no memory.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v > 0 {
+        return Status::from_abi(v as u32);
+    }
+    Status::missing(match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => {
+            "Landlock is built in but not enabled; add it to the lsm= boot parameter"
+        }
+        Some(libc::ENOSYS) => "the kernel is older than 5.13 or built without Landlock",
+        _ => "the Landlock probe failed (a seccomp filter?)",
+    })
+}
+
+/// What one shell call may touch.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub workspace: PathBuf,
+    /// False under `readonly` autonomy: read and execute only.
+    pub workspace_writable: bool,
+    /// A directory of this call's own (read and write), if the runner made one.
+    pub tmp_dir: Option<PathBuf>,
+    pub mode: Mode,
+    /// latchclaw's state directory: only used to warn when the workspace
+    /// contains it (Landlock rules add up; none can carve a hole).
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Spec {
+    /// The spec for a shell call under `cfg` at `autonomy`.
+    pub fn new(cfg: &Config, workspace: &Path, autonomy: Autonomy, tmp_dir: Option<&Path>) -> Spec {
+        Spec {
+            workspace: workspace.to_path_buf(),
+            workspace_writable: autonomy != Autonomy::ReadOnly,
+            tmp_dir: tmp_dir.map(Path::to_path_buf),
+            mode: cfg.security.confinement,
+            state_dir: Some(cfg.state_dir.clone()),
+        }
+    }
+}
+
+/// A ruleset ready for [`Prepared::install`], and what it enforces.
+#[derive(Debug)]
+pub struct Prepared {
+    ruleset: Option<OwnedFd>,
+    mode: Mode,
+    description: String,
+}
+
+/// Builds the ruleset for `spec` in the parent (see [`Prepared::install`]).
+/// `Err` only under `confinement = "required"`: the call must not run.
+pub fn prepare(spec: &Spec) -> Result<Prepared, String> {
+    prepare_with(spec, &status())
+}
+
+/// [`prepare`] as if the kernel were `st` (tests simulate a kernel without
+/// Landlock; the ruleset itself is always built for the running kernel).
+pub fn prepare_with(spec: &Spec, st: &Status) -> Result<Prepared, String> {
+    let unconfined = |why: String| {
+        // Once per process: every shell call would repeat it.
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            log::warn!(target: "event::confinement_unavailable", "shell commands run unconfined: {why}");
+        }
+        Prepared {
+            ruleset: None,
+            mode: spec.mode,
+            description: format!("{} (unconfined: {why})", spec.mode.as_str()),
+        }
+    };
+    if spec.mode == Mode::Off {
+        return Ok(Prepared {
+            ruleset: None,
+            mode: Mode::Off,
+            description: "off (shell commands run without a kernel sandbox)".into(),
+        });
+    }
+    let Some(abi) = st.abi else {
+        let why = st.unavailable.unwrap_or("Landlock is unavailable");
+        return match spec.mode {
+            Mode::Required => Err(format!(
+                "confinement = \"required\" but this kernel has no Landlock ({why}); \
+                 shell calls are refused (security.confinement = \"best_effort\" runs them unconfined)"
+            )),
+            _ => Ok(unconfined(format!("this kernel has no Landlock: {why}"))),
+        };
+    };
+    match build(spec) {
+        Ok((fd, rules)) => Ok(Prepared {
+            ruleset: Some(fd),
+            mode: spec.mode,
+            description: describe(spec, st, abi, &rules),
+        }),
+        Err(e) if spec.mode == Mode::Required => Err(format!(
+            "confinement = \"required\" but the Landlock ruleset could not be built ({e}); \
+             shell calls are refused"
+        )),
+        Err(e) => Ok(unconfined(format!(
+            "the Landlock ruleset could not be built: {e}"
+        ))),
+    }
+}
+
+/// The paths given a rule, for the description.
+struct Rules {
+    system: Vec<&'static str>,
+    etc: Vec<&'static str>,
+    dev_read: Vec<&'static str>,
+    dev_null: bool,
+}
+
+fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
+    let all = AccessFs::from_all(TARGET);
+    let read_exec = AccessFs::from_read(TARGET);
+    let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
+    let read_file: BitFlags<AccessFs> = AccessFs::ReadFile.into();
+    let e = |e: landlock::RulesetError| e.to_string();
+    let mut ruleset = Ruleset::default()
+        .handle_access(all)
+        .map_err(e)?
+        .handle_access(AccessNet::from_all(TARGET))
+        .map_err(e)?
+        .scope(Scope::from_all(TARGET))
+        .map_err(e)?
+        .create()
+        .map_err(e)?;
+    // A rule for `path`; `Ok(false)` when an optional path does not exist.
+    let mut add = |path: &Path, access: BitFlags<AccessFs>, optional: bool| {
+        let fd = match PathFd::new(path) {
+            Ok(fd) => fd,
+            Err(landlock::PathFdError::OpenCall { source, .. })
+                if optional && source.kind() == io::ErrorKind::NotFound =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        (&mut ruleset)
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(e)?;
+        Ok(true)
+    };
+    let mut rules = Rules {
+        system: Vec::new(),
+        etc: Vec::new(),
+        dev_read: Vec::new(),
+        dev_null: false,
+    };
+    for &dir in SYSTEM_DIRS {
+        if add(Path::new(dir), read_exec, true)? {
+            rules.system.push(dir);
+        }
+    }
+    for &name in ETC_FILES {
+        let p = Path::new("/etc").join(name);
+        // A file rule may hold file rights only.
+        let access = match std::fs::metadata(&p) {
+            Ok(md) if md.is_dir() => read,
+            Ok(_) => read_file,
+            Err(_) => continue,
+        };
+        if add(&p, access, true)? {
+            rules.etc.push(name);
+        }
+    }
+    add(Path::new("/proc"), read, true)?;
+    // `>/dev/null` opens with O_TRUNC, a right of its own since ABI 3.
+    let null = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    rules.dev_null = add(Path::new("/dev/null"), null, true)?;
+    for &dev in DEV_READ {
+        if add(Path::new(dev), read_file, true)? {
+            rules.dev_read.push(dev);
+        }
+    }
+    let ws = if spec.workspace_writable {
+        all
+    } else {
+        read_exec
+    };
+    add(&spec.workspace, ws, false)?;
+    if let Some(tmp) = &spec.tmp_dir {
+        add(tmp, all & !AccessFs::Execute, false)?;
+    }
+    let fd: Option<OwnedFd> = ruleset.into();
+    let fd = fd.ok_or("the kernel created no ruleset")?;
+    Ok((fd, rules))
+}
+
+fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules) -> String {
+    let mut out = format!(
+        "{} (Landlock ABI {abi}; every shell command runs inside):",
+        spec.mode.as_str()
+    );
+    let mut line = |s: String| {
+        out.push_str("\n  ");
+        out.push_str(&s);
+    };
+    line(format!("read+exec: {}", rules.system.join(" ")));
+    let mut read = Vec::new();
+    if !rules.etc.is_empty() {
+        read.push(format!("/etc/{{{}}}", rules.etc.join(",")));
+    }
+    read.push("/proc (not the environ or memory of processes outside)".into());
+    read.extend(rules.dev_read.iter().map(|d| d.to_string()));
+    line(format!("read: {}", read.join(" ")));
+    if rules.dev_null {
+        line("read+write: /dev/null".into());
+    }
+    line(format!(
+        "workspace {}: {}",
+        spec.workspace.display(),
+        if spec.workspace_writable {
+            "read+write+exec"
+        } else {
+            "read+exec (readonly autonomy)"
+        }
+    ));
+    if let Some(tmp) = &spec.tmp_dir {
+        line(format!("tmp dir {}: read+write", tmp.display()));
+    }
+    line("anything else: refused (home, latchclaw's state, the rest of /etc, /tmp, /var)".into());
+    if st.net_tcp {
+        line(format!(
+            "network: TCP bind and connect refused{}",
+            if st.net_udp { ", UDP too" } else { "" }
+        ));
+    }
+    if st.scoping {
+        line("scoped: no signals or abstract UNIX sockets beyond its own processes".into());
+    }
+    line("no new privileges; CAP_SYS_ADMIN and CAP_PERFMON dropped".into());
+    let lacking = st.lacking();
+    if !lacking.is_empty() {
+        line(format!("not on this kernel: {}", lacking.join(", ")));
+    }
+    if let Some(state) = &spec.state_dir
+        && inside(state, &spec.workspace)
+    {
+        line(format!(
+            "note: the state directory {} is inside the workspace, so the kernel rules \
+             cannot keep it out (the gate still does)",
+            state.display()
+        ));
+    }
+    out
+}
+
+fn inside(p: &Path, dir: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(p).starts_with(canon(dir))
+}
+
+impl Prepared {
+    /// True when a Landlock ruleset will be applied.
+    pub fn is_confined(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// What is in force, one rule a line (for `policy show` and logs).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Makes `cmd`'s child, between fork and exec: die with latchclaw
+    /// (`PR_SET_PDEATHSIG`, which follows the spawning *thread*: spawn from
+    /// a thread that outlives the child), gain no privileges on exec
+    /// (`PR_SET_NO_NEW_PRIVS`: setuid programs do not elevate), lose
+    /// CAP_SYS_ADMIN and CAP_PERFMON (see [`BYPASS_CAPS`]), and enter the
+    /// ruleset. Under `required` a failure fails the spawn; under
+    /// `best_effort` the child runs without the part that failed. With
+    /// `off` nothing is added.
+    pub fn install(&self, cmd: &mut Command) {
+        if self.mode == Mode::Off {
+            return;
+        }
+        let required = self.mode == Mode::Required;
+        let parent = std::process::id() as libc::pid_t;
+        // The hook owns a duplicate, so `self` may be dropped before the spawn.
+        let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
+        // SAFETY: the hook makes system calls only: no allocation, no lock,
+        // which is all that is safe after fork in a multithreaded parent.
+        unsafe {
+            cmd.pre_exec(move || child_setup(parent, ruleset.as_ref(), required));
+        }
+    }
+}
+
+/// Runs in the forked child: async-signal-safe calls only.
+fn child_setup(
+    parent: libc::pid_t,
+    ruleset: Option<&io::Result<OwnedFd>>,
+    required: bool,
+) -> io::Result<()> {
+    // SAFETY: prctl and getppid take and return integers.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        // latchclaw died before the line above: nothing would bound this run.
+        if libc::getppid() != parent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        let nnp = libc::prctl(
+            libc::PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
+        if nnp != 0 && required {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    if !drop_bypass_caps() && required {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    match ruleset {
+        None => Ok(()),
+        Some(Ok(fd)) => {
+            // The one raw call: the crate's `restrict_self` builds a status
+            // value and error types (it allocates), which is not safe after
+            // fork in a multithreaded process. The crate built the ruleset
+            // in the parent; entering it is this single syscall.
+            // SAFETY: integer arguments; the fd is owned by this hook.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_restrict_self,
+                    fd.as_raw_fd(),
+                    0 as libc::c_uint,
+                )
+            };
+            if r != 0 && required {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        }
+        Some(Err(e)) if required => Err(io::Error::from_raw_os_error(
+            e.raw_os_error().unwrap_or(libc::EBADF),
+        )),
+        Some(Err(_)) => Ok(()),
+    }
+}
+
+/// CAP_SYS_ADMIN and CAP_PERFMON: with either, the kernel lets a process
+/// read another's `environ` and `maps` without the ptrace check, and so
+/// past Landlock (`mm_access` waves PTRACE_MODE_READ through for
+/// `perfmon_capable()`). Root children lose both; nothing they are for
+/// (mounts, tracing) belongs in a shell call.
+const BYPASS_CAPS: [u32; 2] = [21, 38];
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Drops [`BYPASS_CAPS`] from this (forked) process; true when neither is
+/// left in its permitted set, which with no_new_privs bounds what any
+/// later exec can have.
+fn drop_bypass_caps() -> bool {
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = CapHeader {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: prctl takes integers; capget/capset read and write the two
+    // stack values above, sized for capability version 3.
+    unsafe {
+        for cap in BYPASS_CAPS {
+            // Fails without CAP_SETPCAP (a non-root parent): then the caps
+            // were never permitted and cannot be gained under no_new_privs.
+            libc::prctl(
+                libc::PR_CAPBSET_DROP,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
+        }
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+            return false;
+        }
+        let present = |d: &[CapData; 2]| {
+            BYPASS_CAPS
+                .iter()
+                .any(|&c| d[(c / 32) as usize].permitted & (1 << (c % 32)) != 0)
+        };
+        if !present(&data) {
+            return true;
+        }
+        for cap in BYPASS_CAPS {
+            let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+            data[word].effective &= !bit;
+            data[word].permitted &= !bit;
+            data[word].inheritable &= !bit;
+        }
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return false;
+        }
+        libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) == 0 && !present(&data)
+    }
+}
+
+/// What `policy show` prints for shell confinement under `cfg`.
+pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> String {
+    match prepare(&Spec::new(cfg, workspace, autonomy, None)) {
+        Ok(p) => p.description,
+        Err(e) => format!("required (refused: {e})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    struct TempDir(PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp() -> TempDir {
+        let d = std::env::temp_dir().join(crate::util::new_id("latchclaw-confine"));
+        std::fs::create_dir_all(d.join("ws")).unwrap();
+        TempDir(std::fs::canonicalize(&d).unwrap())
+    }
+
+    fn spec(ws: &Path, mode: Mode) -> Spec {
+        Spec {
+            workspace: ws.to_path_buf(),
+            workspace_writable: true,
+            tmp_dir: None,
+            mode,
+            state_dir: None,
+        }
+    }
+
+    /// This process's NoNewPrivs flag as a child started with `p` sees it.
+    fn child_no_new_privs(p: &Prepared) -> String {
+        let mut cmd = Command::new("/bin/cat");
+        cmd.arg("/proc/self/status").stdout(Stdio::piped());
+        p.install(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("NoNewPrivs:"))
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_string()
+    }
+
+    fn landlock_or_skip() -> Option<u32> {
+        let st = status();
+        if st.abi.is_none() {
+            eprintln!(
+                "SKIPPED: this kernel has no Landlock ({})",
+                st.unavailable.unwrap_or("?")
+            );
+        }
+        st.abi
+    }
+
+    #[test]
+    fn status_is_probed_once_and_consistent() {
+        let a = status();
+        assert_eq!(a, status());
+        match a.abi {
+            Some(abi) => {
+                assert!(abi >= 1 && a.fs && a.unavailable.is_none());
+                assert_eq!(a.net_tcp, abi >= 4);
+                assert_eq!(a.scoping, abi >= 6);
+            }
+            None => assert!(a.unavailable.is_some() && !a.fs),
+        }
+        let m = Status::missing("gone");
+        assert_eq!((m.abi, m.fs, m.unavailable), (None, false, Some("gone")));
+        assert_eq!(Status::from_abi(3).lacking().len(), 5);
+        assert!(Status::from_abi(10).lacking().is_empty());
+    }
+
+    #[test]
+    fn required_without_landlock_refuses_with_the_reason() {
+        let d = temp();
+        let err = prepare_with(
+            &spec(&d.0.join("ws"), Mode::Required),
+            &Status::missing("built without Landlock"),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("confinement = \"required\" but this kernel has no Landlock"),
+            "{err}"
+        );
+        assert!(err.contains("built without Landlock"), "{err}");
+        assert!(err.contains("shell calls are refused"), "{err}");
+    }
+
+    #[test]
+    fn best_effort_without_landlock_runs_unconfined_but_without_new_privileges() {
+        let d = temp();
+        let p = prepare_with(
+            &spec(&d.0.join("ws"), Mode::BestEffort),
+            &Status::missing("disabled"),
+        )
+        .unwrap();
+        assert!(!p.is_confined());
+        assert!(
+            p.description().contains("unconfined"),
+            "{}",
+            p.description()
+        );
+        assert_eq!(child_no_new_privs(&p), "1");
+    }
+
+    #[test]
+    fn off_adds_nothing_to_the_child() {
+        let d = temp();
+        let p = prepare(&spec(&d.0.join("ws"), Mode::Off)).unwrap();
+        assert!(!p.is_confined());
+        assert!(p.description().starts_with("off"), "{}", p.description());
+        // Only when this test process has not set it itself.
+        // SAFETY: PR_GET_NO_NEW_PRIVS only returns an integer.
+        if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 0 {
+            assert_eq!(child_no_new_privs(&p), "0");
+        }
+    }
+
+    #[test]
+    fn a_ruleset_that_cannot_be_built_refuses_or_degrades() {
+        if landlock_or_skip().is_none() {
+            return;
+        }
+        let d = temp();
+        let missing = d.0.join("no-such-workspace");
+        let err = prepare(&spec(&missing, Mode::Required)).unwrap_err();
+        assert!(err.contains("could not be built"), "{err}");
+        assert!(err.contains("no-such-workspace"), "{err}");
+        let p = prepare(&spec(&missing, Mode::BestEffort)).unwrap();
+        assert!(!p.is_confined());
+        assert!(
+            p.description().contains("unconfined"),
+            "{}",
+            p.description()
+        );
+    }
+
+    #[test]
+    fn a_failed_restrict_fails_the_spawn_only_when_required() {
+        // Not a ruleset: landlock_restrict_self refuses it in the child.
+        let bogus = || Some(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()));
+        let required = Prepared {
+            ruleset: bogus(),
+            mode: Mode::Required,
+            description: String::new(),
+        };
+        let mut cmd = Command::new("/bin/true");
+        required.install(&mut cmd);
+        assert!(cmd.status().is_err(), "the child must not run");
+        let best = Prepared {
+            ruleset: bogus(),
+            mode: Mode::BestEffort,
+            description: String::new(),
+        };
+        let mut cmd = Command::new("/bin/true");
+        best.install(&mut cmd);
+        assert!(cmd.status().unwrap().success());
+    }
+
+    #[test]
+    fn description_names_the_rules_in_force() {
+        let Some(abi) = landlock_or_skip() else {
+            return;
+        };
+        let d = temp();
+        let ws = d.0.join("ws");
+        let mut s = spec(&ws, Mode::BestEffort);
+        s.workspace_writable = false;
+        s.tmp_dir = Some(d.0.clone());
+        s.state_dir = Some(ws.join(".state"));
+        let p = prepare(&s).unwrap();
+        assert!(p.is_confined());
+        let text = p.description();
+        for want in [
+            format!("best_effort (Landlock ABI {abi}"),
+            "read+exec: /usr".into(),
+            "/etc/{".into(),
+            "read+write: /dev/null".into(),
+            format!("workspace {}: read+exec (readonly autonomy)", ws.display()),
+            format!("tmp dir {}: read+write", d.0.display()),
+            "state directory".into(),
+        ] {
+            assert!(text.contains(&want), "{want:?} missing from:\n{text}");
+        }
+        assert!(!text.contains("passwd"), "{text}");
+        assert_eq!(text.contains("TCP bind and connect refused"), abi >= 4);
+        assert_eq!(text.contains("scoped:"), abi >= 6);
+        // The prepared ruleset survives its owner: the hook holds a duplicate.
+        let mut cmd = Command::new("/bin/true");
+        p.install(&mut cmd);
+        drop(p);
+        assert!(cmd.status().unwrap().success());
+    }
+}
