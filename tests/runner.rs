@@ -116,7 +116,9 @@ fn everyday_command_lines_run_without_a_shell() {
 fn git_ignores_planted_config_that_would_run_programs() {
     let env = env_with("");
     repo(&env);
-    let canary = env.home.join("pwned");
+    // Inside the workspace, where the kernel wall lets a write through: only
+    // the git hardening stands in the way.
+    let canary = env.ws.join("pwned");
     // What a hostile model would have planted, had it reached .git/config
     // (the gate refuses that write; this is the second line).
     let hook = env.ws.join("evil.sh");
@@ -244,5 +246,101 @@ fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
     }
     let rc = env.receipts();
     assert_eq!(rc.last().unwrap()["tool"], "shell", "{rc:?}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+/// What a trusted script manages against the kernel alone: the gate lets it
+/// run and never reads its body.
+fn probe(env: &Env, confinement: &str, port: u16, kill_parent: bool) -> (Run, String) {
+    let outside = env.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "TOP-SECRET").unwrap();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nconfinement = \"{confinement}\"\n\
+         shell_allowlist = [\"./probe.sh\"]\n[channels.cli]\n{ALL_TOOLS}\n\
+         [providers.models.cloud]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"LC_PROVIDER_KEY\"\n"
+    ));
+    let _ = std::fs::remove_file(env.home.join("escape.txt"));
+    trusted_script(
+        env,
+        "probe.sh",
+        &format!(
+            "cat {out}/secret.txt 2>/dev/null | grep -q TOP-SECRET && echo READ_OUTSIDE\n\
+             echo x 2>/dev/null > {home}/escape.txt && echo WROTE_OUTSIDE\n\
+             cat {state}/config.toml 2>/dev/null | grep -q security && echo READ_STATE\n\
+             perl -MIO::Socket::INET -e 'exit(IO::Socket::INET->new(PeerAddr=>\"127.0.0.1:{port}\") ? 0 : 1)' 2>/dev/null && echo CONNECTED\n\
+             kill -0 $PPID 2>/dev/null && echo SIGNALLED\n\
+             tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null | grep -q sk-canary && echo ENVIRON\n\
+             {kill}\necho done",
+            out = outside.display(),
+            home = env.home.display(),
+            state = env.state.display(),
+            kill = if kill_parent {
+                "kill -KILL $PPID 2>/dev/null"
+            } else {
+                ""
+            },
+        ),
+    );
+    let r = env.run_env(
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "./probe.sh"}"#,
+        ],
+        &[("LC_PROVIDER_KEY", "sk-canary-4242")],
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    (r, out(&v).to_string())
+}
+
+#[test]
+fn the_kernel_wall_holds_alone_for_a_trusted_program() {
+    let env = Env::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Control: with confinement off the same script does it all, so the
+    // confined run below is not passing by accident.
+    let (r, seen) = probe(&env, "off", port, false);
+    assert_eq!(r.code, 0, "{r:?}");
+    for what in [
+        "READ_OUTSIDE",
+        "WROTE_OUTSIDE",
+        "READ_STATE",
+        "CONNECTED",
+        "SIGNALLED",
+    ] {
+        assert!(seen.contains(what), "control run could not {what}: {seen}");
+    }
+    while listener.accept().is_ok() {}
+    let (r, seen) = probe(&env, "required", port, true);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(seen.contains("done\n"), "{seen}");
+    for what in [
+        "READ_OUTSIDE",
+        "WROTE_OUTSIDE",
+        "READ_STATE",
+        "CONNECTED",
+        "SIGNALLED",
+        "ENVIRON",
+    ] {
+        assert!(!seen.contains(what), "escaped the kernel wall: {what}");
+    }
+    assert!(!env.home.join("escape.txt").exists());
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the listener"
+    );
+    // The kill was refused: latchclaw lived to write the call's receipt.
+    let rc = env.receipts();
+    let last = rc.last().unwrap();
+    assert_eq!(
+        (last["tool"].as_str(), last["status"].as_str()),
+        (Some("shell"), Some("allowed")),
+        "{rc:?}"
+    );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }

@@ -138,6 +138,7 @@ pub struct Gate {
     env_passthrough: Vec<String>,
     secret_envs: Vec<String>,
     file_write_max_bytes: usize,
+    confinement: crate::config::Confinement,
     net: net::NetPolicy,
 }
 
@@ -206,6 +207,7 @@ impl Gate {
                 .filter_map(|p| p.api_key_env.clone())
                 .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
+            confinement: cfg.security.confinement,
             net: net::NetPolicy {
                 allowed_domains: cfg.http_allowed_domains.clone(),
                 allow_private: cfg.http_allow_private.clone(),
@@ -341,6 +343,17 @@ impl Gate {
                     Ok(c) => c,
                     Err(d) => return d,
                 };
+                if self.confinement == crate::config::Confinement::Required
+                    && let Some(why) = confine::status().unavailable
+                {
+                    return Decision::deny(
+                        Risk::High,
+                        format!(
+                            "confinement = \"required\" but this kernel has no Landlock ({why}); \
+                             shell calls are refused"
+                        ),
+                    );
+                }
                 let a = shell::analyze(cmd, self);
                 plan = a.plan;
                 match a.judgement {

@@ -10,9 +10,9 @@
 //! emergency stop, Ctrl-C — every descendant is killed.
 
 use super::{Tool, ToolCtx, ToolResult};
-use crate::security::estop_engaged;
 use crate::security::parse::Connector;
 use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
+use crate::security::{confine, estop_engaged};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -244,6 +244,30 @@ fn kill_descendants(reap: bool) {
     }
 }
 
+/// A directory of the call's own for temporary files (`sort` spills there):
+/// the sandbox grants it, and it goes when the call ends.
+fn private_tmp() -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for _ in 0..4 {
+        let p = base.join(format!(
+            "latchclaw-call-{}-{:08x}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        if std::fs::DirBuilder::new().mode(0o700).create(&p).is_ok() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn remove_tmp(p: Option<&std::path::Path>) {
+    if let Some(p) = p {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
 /// The three standard descriptors of one command.
 struct Fds {
     slots: [Option<OwnedFd>; 3],
@@ -314,14 +338,22 @@ struct Outputs {
     err: OwnedFd,
 }
 
-fn spawn(cmd: &Cmd, fds: Fds, cwd: &std::path::Path) -> std::io::Result<Child> {
+/// What every child of one call shares: its directory, the kernel
+/// sandbox and a private temporary directory.
+struct CallEnv {
+    cwd: std::path::PathBuf,
+    confine: crate::security::confine::Prepared,
+    tmp: Option<std::path::PathBuf>,
+}
+
+fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
     let [i, o, e] = fds.slots;
     let mut c = Command::new(&cmd.program);
     c.arg0(&cmd.argv[0])
         .args(&cmd.argv[1..])
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(cwd)
+        .current_dir(&call.cwd)
         .stdin(stdio(i))
         .stdout(stdio(o))
         .stderr(stdio(e))
@@ -337,11 +369,15 @@ fn spawn(cmd: &Cmd, fds: Fds, cwd: &std::path::Path) -> std::io::Result<Child> {
             Ok(())
         });
     }
+    if let Some(t) = &call.tmp {
+        c.env("TMPDIR", t);
+    }
+    call.confine.install(&mut c);
     c.spawn()
 }
 
 /// Exit status of one pipeline, as sh reports it (128+N for a signal).
-fn run_pipeline(step: &Step, cwd: &std::path::Path, io: &Outputs, stop: &AtomicBool) -> i32 {
+fn run_pipeline(step: &Step, call: &CallEnv, io: &Outputs, stop: &AtomicBool) -> i32 {
     let mut children: Vec<Option<Child>> = Vec::new();
     let mut next_stdin: Option<OwnedFd> = None;
     let n = step.commands.len();
@@ -375,7 +411,7 @@ fn run_pipeline(step: &Step, cwd: &std::path::Path, io: &Outputs, stop: &AtomicB
             children.push(None);
             continue;
         }
-        match spawn(cmd, fds, cwd) {
+        match spawn(cmd, fds, call) {
             Ok(c) => children.push(Some(c)),
             Err(e) => {
                 report(&io.err, &format!("cannot start `{}`: {e}", cmd.argv[0]));
@@ -410,7 +446,7 @@ fn run_pipeline(step: &Step, cwd: &std::path::Path, io: &Outputs, stop: &AtomicB
     status
 }
 
-fn run_plan(plan: &Plan, io: &Outputs, stop: &AtomicBool) -> i32 {
+fn run_plan(plan: &Plan, call: &CallEnv, io: &Outputs, stop: &AtomicBool) -> i32 {
     let mut last = 0;
     for step in &plan.steps {
         if stop.load(Ordering::SeqCst) {
@@ -422,7 +458,7 @@ fn run_plan(plan: &Plan, io: &Outputs, stop: &AtomicBool) -> i32 {
             Connector::Or => last == 0,
         };
         if !skip {
-            last = run_pipeline(step, &plan.cwd, io, stop);
+            last = run_pipeline(step, call, io, stop);
         }
     }
     last
@@ -447,6 +483,24 @@ impl Tool for Shell {
             return ToolResult::err("the gate returned no plan for this command");
         };
         become_subreaper();
+        let ws = match ctx.gate.workspace() {
+            Ok(w) => w.to_path_buf(),
+            Err(e) => return ToolResult::err(e),
+        };
+        let tmp = private_tmp();
+        let spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
+        let confine = match confine::prepare(&spec) {
+            Ok(p) => p,
+            Err(e) => {
+                remove_tmp(tmp.as_deref());
+                return ToolResult::err(e);
+            }
+        };
+        let call = CallEnv {
+            cwd: plan.cwd.clone(),
+            confine,
+            tmp,
+        };
         let cap = ctx.cfg.tool_output_max_bytes;
         let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
             return ToolResult::err("cannot create pipes for the command's output");
@@ -471,8 +525,9 @@ impl Tool for Shell {
                     out: out_w,
                     err: err_w,
                 };
-                let code = run_plan(&plan, &io, &stop);
+                let code = run_plan(&plan, &call, &io, &stop);
                 drop(io);
+                remove_tmp(call.tmp.as_deref());
                 let _ = tx.send(code);
             })
         };
