@@ -525,10 +525,35 @@ impl Gate {
             self.workspace_only,
             list(&cfg.security.forbidden_paths),
             cfg.security.forbidden_commands.join(", "),
-            cfg.security.shell_allowlist.join(", "),
+            self.describe_allowlist(),
             self.tools_allow.join(", "),
             cfg.state_dir.display()
         )
+    }
+
+    /// The shell allowlist, saying which programs have no option table
+    /// (judged by their path arguments only).
+    fn describe_allowlist(&self) -> String {
+        let (with, without): (Vec<&String>, Vec<&String>) = self
+            .shell_allowlist
+            .iter()
+            .partition(|p| options::has_table(p));
+        let mut out = with
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !without.is_empty() {
+            out.push_str(&format!(
+                "\n  without an option table (judged by their path arguments only): {}",
+                without
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        out
     }
 
     /// True when `p` is (inside) one of the runtime's own state paths; file

@@ -429,6 +429,13 @@ fn judge_redir(
 /// directory) or the first match on the fixed PATH. Looked up once, here;
 /// the runner starts this file, so a file planted later changes nothing.
 fn resolve_program(name: &str, cwd: &Path, gate: &Gate) -> Judged<PathBuf> {
+    // `/bin/ls` is `ls`: a system program by its full name.
+    if let Some((dir, base)) = name.rsplit_once('/')
+        && SAFE_PATH.split(':').any(|d| d == dir)
+        && !base.is_empty()
+    {
+        return resolve_program(base, cwd, gate);
+    }
     if name.contains('/') {
         let p = gate.check_path(&absolute(cwd, name))?;
         if !p.is_file() {
@@ -481,6 +488,10 @@ fn judge_program(
     gate: &Gate,
 ) -> Judged<Judgement> {
     let args = &argv[1..];
+    let system_name = name
+        .rsplit_once('/')
+        .is_some_and(|(dir, _)| SAFE_PATH.split(':').any(|d| d == dir));
+    let name = if system_name { basename(name) } else { name };
     if SHELLS.contains(&lower) {
         return Err(format!(
             "`{name}` is a shell: latchclaw runs commands itself and never hands a string to \
