@@ -1,12 +1,18 @@
-//! `file_list` and `file_read`: workspace files, opened without following a
-//! final symlink and refused unless they are plain files with one link, so a
-//! link swapped in after the gate decided cannot redirect the read.
+//! `file_list`, `file_read` and `file_write`. The gate resolves and checks a
+//! path; the tool then opens that resolved path beneath a descriptor of the
+//! workspace with no symlink followed anywhere on it ([`beneath`]). The
+//! resolved path had none when the gate checked it, so one found now was
+//! swapped in since, and the call is refused instead of led elsewhere. What
+//! is checked afterwards (type, size, link count) comes from the opened
+//! descriptor, not the name.
 
+use super::beneath::{self, Symlinks};
 use super::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 /// Listings longer than this are cut with a marker.
 const MAX_ENTRIES: usize = 2000;
@@ -24,6 +30,39 @@ fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
         Some(rel) if rel.as_os_str().is_empty() => "the workspace root".into(),
         Some(rel) => rel.display().to_string(),
         None => p.display().to_string(),
+    }
+}
+
+/// Where the tool opens a gate-resolved path from: the workspace descriptor
+/// and the path relative to it. With `workspace_only = false` the gate may
+/// allow a path outside; there is no workspace to hold on to, so the same
+/// no-symlink open starts at `/`. The gate's path is canonical, so that
+/// still refuses a symlink swapped in on any component, not only the last.
+fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
+    let ws = ctx.gate.workspace()?;
+    let (base, rel) = match path.strip_prefix(ws) {
+        Ok(rel) => (ws, rel),
+        Err(_) => match path.strip_prefix("/") {
+            Ok(rel) => (Path::new("/"), rel),
+            Err(_) => return Err(format!("internal: {} is not absolute", path.display())),
+        },
+    };
+    let fd = beneath::open_workspace(base)
+        .map_err(|e| format!("cannot open {}: {e}", base.display()))?;
+    Ok((fd, rel.to_path_buf()))
+}
+
+/// An open error in the tool's words: ELOOP and EXDEV here mean the path
+/// changed after the gate checked it.
+fn explain(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => {
+            "a symlink is on the path now (there was none when the gate checked it); refused".into()
+        }
+        Some(libc::EXDEV) => {
+            "the path now leads out of the directory it was checked in; refused".into()
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -53,37 +92,46 @@ impl Tool for FileList {
             return ToolResult::err("internal: no resolved path from the gate");
         };
         let shown = display_rel(ctx, dir);
-        let rd = match std::fs::read_dir(dir) {
-            Ok(rd) => rd,
+        let listed = anchor(ctx, dir).and_then(|(root, rel)| {
+            let fd = beneath::open_dir_beneath(root.as_fd(), &rel, Symlinks::Refuse)
+                .map_err(|e| explain(&e))?;
+            let names = beneath::read_dir(fd.as_fd()).map_err(|e| e.to_string())?;
+            Ok((fd, names))
+        });
+        let (fd, names) = match listed {
+            Ok(l) => l,
             Err(e) => return ToolResult::err(format!("cannot list {shown}: {e}")),
         };
         let mut entries = Vec::new();
         let mut hidden = 0;
-        for entry in rd.flatten() {
-            let path = entry.path();
-            if ctx.gate.is_protected(&path) {
+        for name in names {
+            if ctx.gate.is_protected(&dir.join(&name)) {
                 hidden += 1;
                 continue;
             }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Ok(md) = entry.path().symlink_metadata() else {
+            // Gone since the directory was read: not listed.
+            let Ok(md) = beneath::metadata_beneath(fd.as_fd(), Path::new(&name)) else {
                 continue;
             };
             let ft = md.file_type();
+            let name_text = name.to_string_lossy().into_owned();
             let line = if ft.is_dir() {
-                (0, format!("dir   {name}/"))
+                (0, format!("dir   {name_text}/"))
             } else if ft.is_symlink() {
-                let target = std::fs::read_link(&path).map(|t| t.display().to_string());
+                let target = beneath::read_link_at(fd.as_fd(), &name);
                 (
                     2,
-                    format!("link  {name} -> {}", target.unwrap_or_else(|_| "?".into())),
+                    format!(
+                        "link  {name_text} -> {}",
+                        target.map_or_else(|_| "?".into(), |t| t.display().to_string())
+                    ),
                 )
             } else if ft.is_file() {
-                (1, format!("file  {name}  ({})", human_size(md.len())))
+                (1, format!("file  {name_text}  ({})", human_size(md.len())))
             } else {
-                (3, format!("other {name}"))
+                (3, format!("other {name_text}"))
             };
-            entries.push((name, line));
+            entries.push((name_text, line));
         }
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         let count = |k| entries.iter().filter(|e| e.1.0 == k).count();
@@ -136,12 +184,18 @@ impl Tool for FileRead {
             return ToolResult::err("internal: no resolved path from the gate");
         };
         let shown = display_rel(ctx, path);
-        // O_NONBLOCK keeps a FIFO from hanging the open; O_NOFOLLOW refuses a
-        // symlink planted after the gate resolved the path.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path);
+        // O_NONBLOCK keeps a FIFO from hanging the open.
+        let file = anchor(ctx, path).and_then(|(root, rel)| {
+            beneath::open_beneath(
+                root.as_fd(),
+                &rel,
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+                0,
+                Symlinks::Refuse,
+            )
+            .map(std::fs::File::from)
+            .map_err(|e| explain(&e))
+        });
         let file = match file {
             Ok(f) => f,
             Err(e) => return ToolResult::err(format!("cannot read {shown}: {e}")),
@@ -219,7 +273,9 @@ impl Tool for FileWrite {
             return ToolResult::err("\"content\" (a string) is required");
         };
         let shown = display_rel(ctx, path);
-        match write_atomic(path, content.as_bytes()) {
+        let written = anchor(ctx, path)
+            .and_then(|(root, rel)| write_atomic(root.as_fd(), &rel, content.as_bytes()));
+        match written {
             Ok(()) => ToolResult {
                 metadata: Some(json!({"path": shown, "bytes": content.len()})),
                 ..ToolResult::ok(format!("wrote {} bytes to {shown}", content.len()))
@@ -229,95 +285,332 @@ impl Tool for FileWrite {
     }
 }
 
-/// Creates missing parent directories one level at a time (never following
-/// a symlink that appeared since the gate decided), writes a temporary file
-/// beside the target, syncs it and renames it over the target.
-fn write_atomic(path: &Path, data: &[u8]) -> Result<(), String> {
-    let parent = path.parent().ok_or("no parent directory")?;
-    let mut missing = Vec::new();
-    let mut p = parent;
-    while std::fs::symlink_metadata(p).is_err() {
-        missing.push(p.to_path_buf());
-        p = p.parent().ok_or("no existing ancestor")?;
-    }
-    for dir in missing.iter().rev() {
-        std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    // The gate resolved `parent` with every symlink followed; if it no longer
-    // resolves to itself, something was swapped in: refuse.
-    match std::fs::canonicalize(parent) {
-        Ok(c) if c == parent => {}
-        _ => return Err("the directory changed while the call ran; refused".into()),
-    }
-    if let Ok(md) = std::fs::symlink_metadata(path) {
-        if md.file_type().is_symlink() {
+/// Creates missing parent directories one level at a time and replaces the
+/// target through a temporary file renamed over it, all relative to the
+/// parent directory's descriptor opened beneath `root`: the file lands in the
+/// directory that was checked, or nowhere.
+fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String> {
+    let name = rel.file_name().ok_or("no file name")?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = beneath::create_dirs_beneath(root, parent).map_err(|e| explain(&e))?;
+    let mode = match beneath::metadata_beneath(dir.as_fd(), Path::new(name)) {
+        Ok(md) if md.file_type().is_symlink() => {
             return Err("the target became a symlink; refused".into());
         }
-        if md.nlink() > 1 {
+        Ok(md) if md.is_dir() => return Err("the target became a directory; refused".into()),
+        Ok(md) if md.nlink() > 1 => {
             return Err("the target has more than one hard link; refused".into());
         }
-    }
-    let mode = std::fs::metadata(path).map_or(0o644, |m| m.mode() & 0o7777);
-    let name = path.file_name().ok_or("no file name")?.to_string_lossy();
-    let tmp = parent.join(format!(".{name}.latchclaw-{:08x}.tmp", fastrand::u32(..)));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        std::io::Write::write_all(&mut f, data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(parent)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| e.to_string())
+        Ok(md) => md.mode() & 0o7777,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o644,
+        Err(e) => return Err(explain(&e)),
+    };
+    beneath::replace_file(dir.as_fd(), name, data, mode).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::memory::Memory;
+    use crate::security::{Decision, Gate, Verdict};
+    use crate::tools::beneath::WalkOnly;
+    use std::os::unix::fs::symlink;
+
+    const CANARY: &str = "CANARY-outside-the-workspace";
+    const MARKER: &str = "zz-only-outside";
+
+    struct Fx {
+        top: PathBuf,
+        ws: PathBuf,
+        outside: PathBuf,
+        cfg: Config,
+        gate: Gate,
+        memory: Memory,
+    }
+
+    impl Drop for Fx {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.top);
+        }
+    }
+
+    /// ws/d/canary.txt says "inside"; outside/ holds a canary of the same
+    /// name and a marker file only a listing that escaped would show.
+    fn fixture(security: &str) -> Fx {
+        let top = std::env::temp_dir().join(crate::util::new_id("latchclaw-files"));
+        std::fs::create_dir_all(top.join("ws/d")).unwrap();
+        std::fs::create_dir_all(top.join("outside")).unwrap();
+        std::fs::create_dir_all(top.join("state")).unwrap();
+        let top = std::fs::canonicalize(&top).unwrap();
+        let (ws, outside) = (top.join("ws"), top.join("outside"));
+        std::fs::write(ws.join("d/canary.txt"), "inside").unwrap();
+        std::fs::write(outside.join("canary.txt"), CANARY).unwrap();
+        std::fs::write(outside.join(MARKER), CANARY).unwrap();
+        let text = format!(
+            "workspace_dir = {:?}\n[security]\nautonomy = \"full\"\n{security}\n[channels.cli]\n\
+             tools_allow = [\"file_list\", \"file_read\", \"file_write\"]\n",
+            ws.display().to_string()
+        );
+        let cfg =
+            Config::from_text(&text, &top.join("state/config.toml"), top.join("state")).unwrap();
+        let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+        let memory = Memory::open(&top.join("state/memory.sqlite"), 1000).unwrap();
+        Fx {
+            top,
+            ws,
+            outside,
+            cfg,
+            gate,
+            memory,
+        }
+    }
+
+    fn invoke(fx: &Fx, tool: &str, args: &Value, d: &Decision) -> ToolResult {
+        let ctx = ToolCtx {
+            cfg: &fx.cfg,
+            gate: &fx.gate,
+            memory: &fx.memory,
+            decision: d,
+            deadline: None,
+        };
+        crate::tools::find(tool).unwrap().invoke(args, &ctx)
+    }
+
+    fn leaked(r: &ToolResult) -> bool {
+        let all = format!("{} {:?}", r.output, r.error);
+        all.contains(CANARY) || all.contains(MARKER)
+    }
+
+    fn calls() -> [(&'static str, Value); 3] {
+        [
+            ("file_read", json!({"path": "d/canary.txt"})),
+            ("file_write", json!({"path": "d/out.txt", "content": "w"})),
+            ("file_list", json!({"path": "d"})),
+        ]
+    }
+
+    fn assert_outside_untouched(fx: &Fx) {
+        let mut names: Vec<_> = std::fs::read_dir(&fx.outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["canary.txt", MARKER]);
+        assert_eq!(
+            std::fs::read_to_string(fx.outside.join("canary.txt")).unwrap(),
+            CANARY
+        );
+    }
+
+    /// The race made to happen every time: the gate decides while `d` is a
+    /// directory, then `d` becomes a symlink to outside before the tool runs.
+    #[test]
+    fn a_directory_swapped_after_the_decision_is_refused() {
+        let fx = fixture("");
+        let d = fx.ws.join("d");
+        for walk in [false, true] {
+            let _g = WalkOnly::set(walk);
+            for (tool, args) in calls() {
+                let decision = fx.gate.decide(tool, &args);
+                assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
+                std::fs::rename(&d, fx.ws.join("d.real")).unwrap();
+                symlink(&fx.outside, &d).unwrap();
+                let r = invoke(&fx, tool, &args, &decision);
+                std::fs::remove_file(&d).unwrap();
+                std::fs::rename(fx.ws.join("d.real"), &d).unwrap();
+                assert!(!r.success && !leaked(&r), "{tool} (walk: {walk}): {r:?}");
+                assert!(
+                    r.error.as_deref().unwrap().contains("symlink"),
+                    "{tool}: {r:?}"
+                );
+                // Unswapped, the same decision runs.
+                let r = invoke(&fx, tool, &args, &decision);
+                assert!(r.success, "{tool} (walk: {walk}): {r:?}");
+            }
+        }
+        assert_outside_untouched(&fx);
+        assert_eq!(std::fs::read_to_string(d.join("out.txt")).unwrap(), "w");
+    }
+
+    /// A symlink swapped in as the file itself, or a hard link, is refused
+    /// from the opened descriptor.
+    #[test]
+    fn a_file_swapped_after_the_decision_is_refused() {
+        let fx = fixture("");
+        let target = fx.ws.join("d/canary.txt");
+        for walk in [false, true] {
+            let _g = WalkOnly::set(walk);
+            for tool in ["file_read", "file_write"] {
+                let args = json!({"path": "d/canary.txt", "content": "new"});
+                let decision = fx.gate.decide(tool, &args);
+                assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
+                std::fs::rename(&target, fx.ws.join("saved")).unwrap();
+                symlink(fx.outside.join("canary.txt"), &target).unwrap();
+                let r = invoke(&fx, tool, &args, &decision);
+                assert!(!r.success && !leaked(&r), "{tool}: {r:?}");
+                assert!(r.error.as_deref().unwrap().contains("symlink"), "{r:?}");
+                std::fs::remove_file(&target).unwrap();
+                std::fs::hard_link(fx.outside.join("canary.txt"), &target).unwrap();
+                let r = invoke(&fx, tool, &args, &decision);
+                assert!(!r.success && !leaked(&r), "{tool}: {r:?}");
+                assert!(r.error.as_deref().unwrap().contains("hard link"), "{r:?}");
+                std::fs::remove_file(&target).unwrap();
+                std::fs::rename(fx.ws.join("saved"), &target).unwrap();
+            }
+        }
+        assert_outside_untouched(&fx);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "inside");
+    }
+
+    /// With workspace_only = false an outside path opens from `/`, and a
+    /// symlink swapped in on its way is refused there too.
+    #[test]
+    fn outside_paths_also_refuse_a_swapped_in_symlink() {
+        let fx = fixture("workspace_only = false");
+        std::fs::create_dir(fx.top.join("other")).unwrap();
+        std::fs::write(fx.top.join("other/canary.txt"), "other").unwrap();
+        let args = json!({"path": fx.top.join("other/canary.txt")});
+        for walk in [false, true] {
+            let _g = WalkOnly::set(walk);
+            let decision = fx.gate.decide("file_read", &args);
+            assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
+            let r = invoke(&fx, "file_read", &args, &decision);
+            assert_eq!(r.output, "other", "{r:?}");
+            std::fs::rename(fx.top.join("other"), fx.top.join("other.real")).unwrap();
+            symlink(&fx.outside, fx.top.join("other")).unwrap();
+            let r = invoke(&fx, "file_read", &args, &decision);
+            std::fs::remove_file(fx.top.join("other")).unwrap();
+            std::fs::rename(fx.top.join("other.real"), fx.top.join("other")).unwrap();
+            assert!(!r.success && !leaked(&r), "{r:?}");
+        }
+    }
+
+    /// Exchanges two names atomically, so `d` is always there as one or
+    /// the other.
+    fn exchange(a: &Path, b: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
+        let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();
+        // SAFETY: two NUL-terminated paths that outlive the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    }
+
+    /// Keeps each state a random few microseconds, about as long as a
+    /// decision takes: with back-to-back swaps the gate nearly always saw the
+    /// symlink, so few calls got as far as the tool.
+    fn hold() {
+        let until =
+            std::time::Instant::now() + std::time::Duration::from_micros(fastrand::u64(0..40));
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The same race left to chance, in process and so thousands of times:
+    /// a thread exchanges `d` with a symlink to outside while the tools run.
+    #[test]
+    fn tools_under_a_swapping_thread_never_leave_the_workspace() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let fx = fixture("");
+        let (d, swap) = (fx.ws.join("d"), fx.ws.join("d.swap"));
+        symlink(&fx.outside, &swap).unwrap();
+        for walk in [false, true] {
+            let _g = WalkOnly::set(walk);
+            let stop = AtomicBool::new(false);
+            let swaps = AtomicUsize::new(0);
+            let (mut ok, mut refused) = (0, 0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !(stop.load(Ordering::Relaxed) && swaps.load(Ordering::Relaxed) >= 1000) {
+                        for _ in 0..2 {
+                            exchange(&d, &swap);
+                            hold();
+                        }
+                        swaps.fetch_add(2, Ordering::Relaxed);
+                    }
+                });
+                // Set on the way out, a failed assertion included, or the
+                // scope would wait for the swapper forever.
+                struct Stop<'a>(&'a AtomicBool);
+                impl Drop for Stop<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(true, Ordering::Relaxed);
+                    }
+                }
+                let _stop = Stop(&stop);
+                // Until both outcomes were seen often enough, within bounds:
+                // how often a swap lands between check and use depends on load.
+                let started = std::time::Instant::now();
+                for round in 0.. {
+                    let enough = round >= 300 && ok >= 50 && refused >= 50;
+                    if enough || round >= 20_000 || started.elapsed().as_secs() >= 8 {
+                        break;
+                    }
+                    for (tool, args) in calls() {
+                        let decision = fx.gate.decide(tool, &args);
+                        if decision.verdict == Verdict::Deny {
+                            continue;
+                        }
+                        let r = invoke(&fx, tool, &args, &decision);
+                        assert!(!leaked(&r), "{tool} (walk: {walk}): {r:?}");
+                        if !r.success {
+                            let e = r.error.as_deref().unwrap_or("");
+                            assert!(e.contains("symlink"), "{tool}: {r:?}");
+                        }
+                        if r.success {
+                            if tool == "file_read" {
+                                assert_eq!(r.output, "inside");
+                            }
+                            ok += 1;
+                        } else {
+                            refused += 1;
+                        }
+                    }
+                }
+            });
+            let swaps = swaps.load(Ordering::Relaxed);
+            eprintln!("walk: {walk}: {ok} ran, {refused} refused, {swaps} swaps");
+            assert!(ok > 0 && refused > 0, "the calls overlapped the swaps");
+            assert!(std::fs::symlink_metadata(&d).unwrap().is_dir());
+        }
+        assert_outside_untouched(&fx);
+    }
 
     #[test]
-    fn atomic_write_creates_dirs_and_refuses_swapped_targets() {
-        let root = std::env::temp_dir().join(crate::util::new_id("latchclaw-fw"));
-        std::fs::create_dir_all(&root).unwrap();
-        let root = std::fs::canonicalize(&root).unwrap();
-        let target = root.join("a/b/c.txt");
-        write_atomic(&target, b"one").unwrap();
-        write_atomic(&target, b"two").unwrap();
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "two");
-        // A symlink planted after the decision is not written through.
-        let outside = root.join("outside.txt");
-        std::fs::write(&outside, "keep").unwrap();
-        let link = root.join("a/link.txt");
-        std::os::unix::fs::symlink(&outside, &link).unwrap();
-        assert!(write_atomic(&link, b"x").unwrap_err().contains("symlink"));
-        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
-        // A directory swapped for a symlink after the decision is refused.
-        std::fs::create_dir(root.join("elsewhere")).unwrap();
-        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("d")).unwrap();
-        assert!(
-            write_atomic(&root.join("d/x.txt"), b"x")
-                .unwrap_err()
-                .contains("changed")
-        );
-        // A hard-linked target is refused.
-        std::fs::hard_link(&outside, root.join("hl")).unwrap();
-        assert!(
-            write_atomic(&root.join("hl"), b"x")
-                .unwrap_err()
-                .contains("hard link")
-        );
-        let leftovers: Vec<_> = std::fs::read_dir(root.join("a/b"))
+    fn atomic_write_creates_dirs_and_replaces_in_place() {
+        let fx = fixture("");
+        let root = beneath::open_workspace(&fx.ws).unwrap();
+        for walk in [false, true] {
+            let _g = WalkOnly::set(walk);
+            let rel = Path::new("a/b/c.txt");
+            write_atomic(root.as_fd(), rel, b"one").unwrap();
+            write_atomic(root.as_fd(), rel, b"two").unwrap();
+            assert_eq!(std::fs::read_to_string(fx.ws.join(rel)).unwrap(), "two");
+            std::fs::remove_dir_all(fx.ws.join("a")).unwrap();
+        }
+        // The mode of a replaced file is kept.
+        let f = fx.ws.join("d/canary.txt");
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        write_atomic(root.as_fd(), Path::new("d/canary.txt"), b"x").unwrap();
+        assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o777, 0o600);
+        std::fs::create_dir(fx.ws.join("d/sub")).unwrap();
+        let e = write_atomic(root.as_fd(), Path::new("d/sub"), b"x").unwrap_err();
+        assert!(e.contains("directory"), "{e}");
+        let names: Vec<_> = std::fs::read_dir(fx.ws.join("d"))
             .unwrap()
             .flatten()
             .collect();
-        assert_eq!(leftovers.len(), 1, "no temporary files left");
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
     }
 }

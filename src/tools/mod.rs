@@ -2,6 +2,7 @@
 //! parameters) and does its work; whether it may run was already decided by
 //! [`crate::security::Gate::decide`], whose resolved path it must use.
 
+pub mod beneath;
 mod files;
 mod http;
 pub mod shell;
