@@ -9,6 +9,7 @@
 //! latchclaw's descendant, and when the call ends — exit, timeout,
 //! emergency stop, Ctrl-C — every descendant is killed.
 
+use super::beneath;
 use super::{Tool, ToolCtx, ToolResult};
 use crate::security::parse::Connector;
 use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
@@ -16,8 +17,7 @@ use crate::security::{confine, estop_engaged};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -281,28 +281,37 @@ fn null() -> std::io::Result<OwnedFd> {
         .into())
 }
 
-fn open_redir(path: &std::path::Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
-    let mut o = std::fs::OpenOptions::new();
-    match mode {
-        OpenMode::Read => o.read(true),
-        OpenMode::Truncate => o.write(true).create(true).truncate(true).mode(0o644),
-        OpenMode::Append => o.append(true).create(true).mode(0o644),
+/// Opens a redirection target the gate resolved, beneath the workspace
+/// descriptor with no symlink followed anywhere on the path, so a
+/// directory swapped for a link after the decision cannot redirect it.
+fn open_redir(call: &CallEnv, path: &std::path::Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
+    use super::beneath::{Symlinks, open_beneath};
+    let flags = match mode {
+        OpenMode::Read => libc::O_RDONLY,
+        OpenMode::Truncate => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        OpenMode::Append => libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
     };
-    // The gate resolved every link already; a link that appears now was
-    // planted after the decision.
-    if path != std::path::Path::new("/dev/null") {
-        o.custom_flags(libc::O_NOFOLLOW);
+    if path == std::path::Path::new("/dev/null") {
+        return null();
     }
-    Ok(o.open(path)?.into())
+    let (root, rel) = match path.strip_prefix(&call.ws) {
+        Ok(rel) => (call.ws_fd.as_fd(), rel.to_path_buf()),
+        // Outside the workspace (workspace_only = false): from `/`.
+        Err(_) => (
+            call.root_fd.as_fd(),
+            path.strip_prefix("/").unwrap_or(path).to_path_buf(),
+        ),
+    };
+    open_beneath(root, &rel, flags, 0o644, Symlinks::Refuse)
 }
 
 impl Fds {
-    fn apply(&mut self, redirs: &[Redir]) -> Result<(), String> {
+    fn apply(&mut self, call: &CallEnv, redirs: &[Redir]) -> Result<(), String> {
         for r in redirs {
             match r {
                 Redir::Open { fd, path, mode } => {
-                    let f =
-                        open_redir(path, *mode).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let f = open_redir(call, path, *mode)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
                     self.slots[*fd as usize] = Some(f);
                 }
                 Redir::Dup { fd, to } => {
@@ -341,7 +350,12 @@ struct Outputs {
 /// What every child of one call shares: its directory, the kernel
 /// sandbox and a private temporary directory.
 struct CallEnv {
-    cwd: std::path::PathBuf,
+    ws: std::path::PathBuf,
+    ws_fd: OwnedFd,
+    root_fd: OwnedFd,
+    /// The plan's directory, opened when the call starts; children enter it
+    /// by descriptor, so a swap of its path for a link changes nothing.
+    cwd_fd: OwnedFd,
     confine: crate::security::confine::Prepared,
     tmp: Option<std::path::PathBuf>,
 }
@@ -353,14 +367,17 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
         .args(&cmd.argv[1..])
         .env_clear()
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&call.cwd)
         .stdin(stdio(i))
         .stdout(stdio(o))
         .stderr(stdio(e))
         .process_group(0);
+    let cwd = call.cwd_fd.as_raw_fd();
     // SAFETY: the hook only makes async-signal-safe system calls.
     unsafe {
-        c.pre_exec(|| {
+        c.pre_exec(move || {
+            if libc::fchdir(cwd) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             // Dies with the runner thread that started it, should latchclaw
             // itself be killed.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -406,7 +423,7 @@ fn run_pipeline(step: &Step, call: &CallEnv, io: &Outputs, stop: &AtomicBool) ->
         let mut fds = Fds {
             slots: [stdin.or_else(|| null().ok()), stdout, stderr],
         };
-        if let Err(e) = fds.apply(&cmd.redirs) {
+        if let Err(e) = fds.apply(call, &cmd.redirs) {
             report(&io.err, &e);
             children.push(None);
             continue;
@@ -496,8 +513,30 @@ impl Tool for Shell {
                 return ToolResult::err(e);
             }
         };
+        let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
+            let root_fd = beneath::open_workspace(std::path::Path::new("/"))?;
+            let rel = plan
+                .cwd
+                .strip_prefix(&ws)
+                .unwrap_or(std::path::Path::new(""));
+            let cwd_fd = beneath::open_dir_beneath(ws_fd.as_fd(), rel, beneath::Symlinks::Refuse)?;
+            Ok((ws_fd, root_fd, cwd_fd))
+        });
+        let (ws_fd, root_fd, cwd_fd) = match opened {
+            Ok(fds) => fds,
+            Err(e) => {
+                remove_tmp(tmp.as_deref());
+                return ToolResult::err(format!(
+                    "cannot open the command's directory {} beneath the workspace: {e}",
+                    plan.cwd.display()
+                ));
+            }
+        };
         let call = CallEnv {
-            cwd: plan.cwd.clone(),
+            ws,
+            ws_fd,
+            root_fd,
+            cwd_fd,
             confine,
             tmp,
         };
