@@ -166,8 +166,13 @@ text is accepted (operators and quotes are searched as words)."
         ["receipt", ..] => {
             "Usage: latchclaw receipt list [--json] | receipt verify [--json]
 
-`verify` replays the hash chain and prints `ok: N receipts, head HASH`, or
-the 1-based position of the first broken receipt and why (exit 7)."
+A call that runs leaves two receipts: `started` before the tool runs and its
+outcome (allowed, approved, failed) after; a denied call leaves one.
+
+`verify` replays the hash chain and prints `ok: N receipts, head HASH`, then
+one line per call that started and has no outcome (latchclaw was cut off
+while it ran; exit 0, the chain is intact), or the 1-based position of the
+first broken receipt and why (exit 7)."
         }
         ["policy", "check", ..] => {
             "Usage: latchclaw policy check TOOL --json ARGS [--autonomy LEVEL]
@@ -1063,6 +1068,7 @@ fn cmd_tool_run(a: &Args, name: &str) -> Result<i32> {
         "risk": record.risk,
         "reason": record.reason,
         "receipt_id": record.receipt_id,
+        "started_receipt_id": record.started_receipt_id,
         "success": result.success,
         "output": result.output,
         "error": result.error,
@@ -1534,11 +1540,32 @@ fn cmd_receipt_verify(a: &Args) -> Result<i32> {
     let cfg = a.load_config()?;
     let report = ReceiptLog::new(&cfg.receipts_path).verify()?;
     match report {
-        Verify::Ok { count, head } => {
+        Verify::Ok {
+            count,
+            head,
+            unfinished,
+        } => {
+            // A call cut off mid-run is a fact the chain records, not damage.
             if a.json {
-                print_json(&json!({"ok": true, "receipts": count, "head": head}));
+                let calls: Vec<Value> = unfinished
+                    .iter()
+                    .map(|c| {
+                        json!({"position": c.position, "id": c.id, "tool": c.tool,
+                               "conversation_id": c.conversation_id, "timestamp": c.timestamp,
+                               "status": UNFINISHED})
+                    })
+                    .collect();
+                print_json(
+                    &json!({"ok": true, "receipts": count, "head": head, "unfinished": calls}),
+                );
             } else {
                 println!("ok: {count} receipts, head {head}");
+                for c in &unfinished {
+                    println!(
+                        "{UNFINISHED}: receipt {} of {count}, tool {}, id {}, conversation {}, at {}",
+                        c.position, c.tool, c.id, c.conversation_id, c.timestamp
+                    );
+                }
             }
             Ok(exit::OK)
         }
@@ -1558,6 +1585,8 @@ fn cmd_receipt_verify(a: &Args) -> Result<i32> {
         }
     }
 }
+
+const UNFINISHED: &str = "started, no outcome (the process was cut off)";
 
 fn cmd_estop(a: &Args) -> Result<i32> {
     a.only("estop", &["clear"])?;

@@ -1,17 +1,26 @@
-//! The tamper-evident receipt chain: one JSON line per attempted tool call,
+//! The tamper-evident receipt chain: one JSON line per step of a tool call,
 //! each carrying the SHA-256 of the one before it.
+//!
+//! A call that runs leaves two receipts: `started`, on disk before the tool
+//! can take effect, and its outcome (`allowed`, `approved` or `failed`),
+//! whose `started_id` names the started receipt. So a call cut off by a
+//! kill, a crash or a power cut still has a receipt; `verify` reports such a
+//! call as unfinished without calling the chain broken. A call that never
+//! runs (`denied`) leaves one receipt. Logs written before `started` existed
+//! (outcomes with no `started_id`) still verify.
 //!
 //! `receipt_hash = SHA256(canonical JSON of the receipt without receipt_hash)`,
 //! where canonical JSON is compact with keys sorted (serde_json's default map
-//! is a BTreeMap). Appends hold an exclusive lock on the log from reading the
-//! last hash until the new line is on disk, so overlapping cron jobs keep one
-//! valid chain.
+//! is a BTreeMap) and absent fields are left out. Appends hold an exclusive
+//! lock on the log from reading the last hash until the new line is on disk,
+//! so overlapping cron jobs keep one valid chain.
 
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::util;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -19,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-pub const STATUSES: &[&str] = &["allowed", "approved", "denied", "failed"];
+pub const STATUSES: &[&str] = &["started", "allowed", "approved", "denied", "failed"];
 
 /// Bytes of log verified per block (bounds memory, amortises thread start).
 const VERIFY_BLOCK: usize = 8 << 20;
@@ -43,15 +52,18 @@ pub struct ReceiptLog {
     path: PathBuf,
 }
 
-/// What a caller knows about one attempted call.
+/// What a caller knows about one step of a call.
 pub struct NewReceipt<'a> {
     pub conversation_id: &'a str,
     pub tool: &'a str,
     pub args: &'a Value,
-    pub result: &'a Value,
+    /// None exactly for `started`: the tool has not run yet.
+    pub result: Option<&'a Value>,
     pub status: &'a str,
     pub risk: &'a str,
     pub reason: &'a str,
+    /// An outcome's started receipt; None for `started` and `denied`.
+    pub started_id: Option<&'a str>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,12 +77,27 @@ pub enum Verify {
     Ok {
         count: u64,
         head: String,
+        /// Started receipts no outcome refers to, in log order.
+        unfinished: Vec<Unfinished>,
     },
     Broken {
         position: u64,
         count: u64,
         why: String,
     },
+}
+
+/// A call whose started receipt has no outcome: latchclaw was cut off
+/// (killed, crashed, power lost, `--timeout`'s hard stop) while it ran, so
+/// whether and how far it took effect is unknown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unfinished {
+    /// 1-based line of the started receipt.
+    pub position: u64,
+    pub id: String,
+    pub tool: String,
+    pub conversation_id: String,
+    pub timestamp: String,
 }
 
 pub fn canonical_json(v: &Value) -> String {
@@ -80,6 +107,25 @@ pub fn canonical_json(v: &Value) -> String {
 
 pub fn hash_value(v: &Value) -> String {
     util::sha256_hex(canonical_json(v).as_bytes())
+}
+
+/// Which optional fields a status requires or forbids: the one rule the
+/// writer and the verifier both apply.
+fn check_shape(status: &str, result: bool, started_id: bool) -> std::result::Result<(), String> {
+    if !STATUSES.contains(&status) {
+        return Err(format!("unknown status \"{status}\""));
+    }
+    match status {
+        "started" if result => Err(
+            "invalid receipt: a started receipt has no result_hash (the tool has not run)".into(),
+        ),
+        "started" | "denied" if started_id => Err(format!(
+            "invalid receipt: a {status} receipt has no started_id (only an outcome refers to its start)"
+        )),
+        "started" => Ok(()),
+        _ if !result => Err("invalid receipt: missing field `result_hash`".into()),
+        _ => Ok(()),
+    }
 }
 
 impl ReceiptLog {
@@ -96,6 +142,12 @@ impl ReceiptLog {
 
     /// Appends one receipt under an exclusive lock and flushes it to disk.
     pub fn append(&self, r: &NewReceipt) -> Result<Written> {
+        check_shape(r.status, r.result.is_some(), r.started_id.is_some()).map_err(|why| {
+            Error::new(
+                Kind::Internal,
+                format!("refusing to write a receipt: {why}"),
+            )
+        })?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).ctx(|| format!("cannot create {}", dir.display()))?;
         }
@@ -127,8 +179,9 @@ impl ReceiptLog {
             previous_hash: previous_hash.into(),
             reason: r.reason.into(),
             receipt_hash: None,
-            result_hash: hash_value(r.result).into(),
+            result_hash: r.result.map(|v| hash_value(v).into()),
             risk: r.risk.into(),
+            started_id: r.started_id.map(Cow::Borrowed),
             status: r.status.into(),
             timestamp: util::now_rfc3339().into(),
             tool: r.tool.into(),
@@ -151,19 +204,6 @@ impl ReceiptLog {
         }
         log::info!(target: "event::receipt_written", "id={id} tool={} status={}", r.tool, r.status);
         Ok(Written { id, receipt_hash })
-    }
-
-    /// Fails when the next append would be refused (torn or altered tail),
-    /// so a tool is not run only to find its receipt cannot be written.
-    pub fn check_appendable(&self) -> Result<()> {
-        let Some(file) = self.open_for_read()? else {
-            return Ok(());
-        };
-        let len = file
-            .metadata()
-            .ctx(|| format!("cannot stat {}", self.path.display()))?
-            .len();
-        self.last_hash(&file, len).map(|_| ())
     }
 
     /// Reads the hash of the last receipt, refusing to build on a torn or
@@ -200,7 +240,7 @@ impl ReceiptLog {
     fn hash_of_line(&self, line: &[u8]) -> Result<String> {
         let mut l = line.to_vec();
         l.push(b'\n');
-        check_self(&l).map(|(_, hash)| hash).map_err(|why| {
+        check_self(&l).map(|c| c.hash).map_err(|why| {
             Error::new(
                 Kind::Integrity,
                 format!(
@@ -239,6 +279,7 @@ impl ReceiptLog {
             return Ok(Verify::Ok {
                 count: 0,
                 head: GENESIS.into(),
+                unfinished: Vec::new(),
             });
         };
         let workers = std::thread::available_parallelism()
@@ -247,6 +288,7 @@ impl ReceiptLog {
         let mut prev = GENESIS.to_string();
         let mut position = 0u64;
         let mut first_break: Option<(u64, String)> = None;
+        let mut calls = OpenCalls::default();
         // The log is read in fixed-size blocks, so memory stays flat: each
         // block's whole lines are hashed on all cores, then linked in order.
         let mut buf: Vec<u8> = Vec::with_capacity(block);
@@ -301,7 +343,12 @@ impl ReceiptLog {
                 if first_break.is_some() {
                     continue;
                 }
-                match r.and_then(|(stated, hash)| link(&stated, &prev).map(|_| hash)) {
+                let linked = r.and_then(|c| {
+                    link(&c.previous_hash, &prev)?;
+                    calls.track(position, c.step)?;
+                    Ok(c.hash)
+                });
+                match linked {
                     Ok(hash) => prev = hash,
                     Err(why) => first_break = Some((position, why)),
                 }
@@ -312,6 +359,7 @@ impl ReceiptLog {
             None => Verify::Ok {
                 count: position,
                 head: prev,
+                unfinished: calls.unfinished(),
             },
             Some((p, why)) => Verify::Broken {
                 position: p,
@@ -339,10 +387,56 @@ impl ReceiptLog {
     }
 }
 
+/// Started receipts still waiting for their outcome, by id.
+#[derive(Default)]
+struct OpenCalls(HashMap<String, Box<Unfinished>>);
+
+impl OpenCalls {
+    /// Pairs outcomes with their starts, in log order. An outcome naming no
+    /// open start is a break: latchclaw never writes one.
+    fn track(&mut self, position: u64, step: Step) -> std::result::Result<(), String> {
+        match step {
+            Step::Single => Ok(()),
+            Step::Started(mut call) => {
+                call.position = position;
+                let id = std::mem::take(&mut call.id);
+                match self.0.entry(id) {
+                    std::collections::hash_map::Entry::Occupied(e) => Err(format!(
+                        "invalid receipt: a second started receipt with id {} (the first is receipt {})",
+                        e.key(),
+                        e.get().position
+                    )),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(call);
+                        Ok(())
+                    }
+                }
+            }
+            Step::Outcome(id) => match self.0.remove(id.as_ref()) {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "outcome without a start: started_id {id} names no earlier started receipt \
+                     still waiting for its outcome"
+                )),
+            },
+        }
+    }
+
+    fn unfinished(self) -> Vec<Unfinished> {
+        let mut left: Vec<Unfinished> = self
+            .0
+            .into_iter()
+            .map(|(id, call)| Unfinished { id, ..*call })
+            .collect();
+        left.sort_by_key(|c| c.position);
+        left
+    }
+}
+
 /// One receipt as stored. Fields are declared in sorted key order, so
-/// serializing it gives canonical JSON (compact, keys sorted); the hash
-/// covers that serialization with `receipt_hash` left out. Writing and
-/// verifying both go through this one type.
+/// serializing it gives canonical JSON (compact, keys sorted, absent fields
+/// left out); the hash covers that serialization with `receipt_hash` left
+/// out. Writing and verifying both go through this one type.
 #[derive(serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct Stored<'a> {
@@ -356,18 +450,47 @@ struct Stored<'a> {
     previous_hash: Cow<'a, str>,
     #[serde(borrow)]
     reason: Cow<'a, str>,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     receipt_hash: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    result_hash: Cow<'a, str>,
+    /// Absent on `started` (no result yet).
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    result_hash: Option<Cow<'a, str>>,
     #[serde(borrow)]
     risk: Cow<'a, str>,
+    /// On an outcome: the id of its `started` receipt.
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    started_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     status: Cow<'a, str>,
     #[serde(borrow)]
     timestamp: Cow<'a, str>,
     #[serde(borrow)]
     tool: Cow<'a, str>,
+}
+
+/// An optional field is absent or a string; `null` is not a way to leave it
+/// out (it would be a second spelling of the same hashed receipt).
+fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    <Text as serde::Deserialize>::deserialize(d).map(|t| Some(t.0))
 }
 
 impl Stored<'_> {
@@ -408,8 +531,8 @@ impl Stored<'_> {
         out.push(b'}');
     }
 
-    /// The fields in `LINE_KEYS` order (`receipt_hash` may be unset).
-    fn values(&self) -> [Option<&str>; 11] {
+    /// The fields in `LINE_KEYS` order (None: absent).
+    fn values(&self) -> [Option<&str>; KEYS] {
         [
             Some(&self.args_hash),
             Some(&self.conversation_id),
@@ -417,16 +540,18 @@ impl Stored<'_> {
             Some(&self.previous_hash),
             Some(&self.reason),
             self.receipt_hash.as_deref(),
-            Some(&self.result_hash),
+            self.result_hash.as_deref(),
             Some(&self.risk),
+            self.started_id.as_deref(),
             Some(&self.status),
             Some(&self.timestamp),
             Some(&self.tool),
         ]
     }
 
-    /// A receipt from its fields in `LINE_KEYS` order.
-    fn from_values(values: [&str; 11]) -> Stored<'_> {
+    /// A receipt from its fields in `LINE_KEYS` order; None when a field
+    /// every receipt has is missing.
+    fn from_values(values: [Option<&str>; KEYS]) -> Option<Stored<'_>> {
         let [
             args_hash,
             conversation_id,
@@ -436,23 +561,25 @@ impl Stored<'_> {
             receipt_hash,
             result_hash,
             risk,
+            started_id,
             status,
             timestamp,
             tool,
-        ] = values.map(Cow::Borrowed);
-        Stored {
-            args_hash,
-            conversation_id,
-            id,
-            previous_hash,
-            reason,
-            receipt_hash: Some(receipt_hash),
+        ] = values.map(|v| v.map(Cow::Borrowed));
+        Some(Stored {
+            args_hash: args_hash?,
+            conversation_id: conversation_id?,
+            id: id?,
+            previous_hash: previous_hash?,
+            reason: reason?,
+            receipt_hash,
             result_hash,
-            risk,
-            status,
-            timestamp,
-            tool,
-        }
+            risk: risk?,
+            started_id,
+            status: status?,
+            timestamp: timestamp?,
+            tool: tool?,
+        })
     }
 }
 
@@ -465,10 +592,12 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+const KEYS: usize = 12;
+
 /// Keys in the order latchclaw writes them (sorted, as `Stored` declares
 /// its fields): the one list the canonical writer and the fast-path parser
 /// share.
-const LINE_KEYS: [&str; 11] = [
+const LINE_KEYS: [&str; KEYS] = [
     "args_hash",
     "conversation_id",
     "id",
@@ -477,10 +606,15 @@ const LINE_KEYS: [&str; 11] = [
     "receipt_hash",
     "result_hash",
     "risk",
+    "started_id",
     "status",
     "timestamp",
     "tool",
 ];
+
+/// Keys a stored line may leave out (which ones a status needs is
+/// `check_shape`'s business).
+const OPTIONAL_KEYS: [&str; 2] = ["result_hash", "started_id"];
 
 /// The fast path of verification: a line exactly as latchclaw writes it
 /// (keys in order, no whitespace, no escapes in any value) is its own
@@ -490,23 +624,26 @@ const LINE_KEYS: [&str; 11] = [
 /// give the same verdict the slow way.
 fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
     let text = std::str::from_utf8(body).ok()?;
-    let mut values: [&str; 11] = [""; 11];
+    let mut values: [Option<&str>; KEYS] = [None; KEYS];
     let mut at = 1;
-    let mut cut = (0, 0);
+    let mut cut = None;
     if body.first() != Some(&b'{') {
         return None;
     }
     for (i, key) in LINE_KEYS.iter().enumerate() {
         let start = at;
-        if i > 0 {
-            at += usize::from(body.get(at) == Some(&b','));
-            if at == start {
-                return None;
-            }
-        }
-        let rest = body.get(at..)?;
-        let head = rest.strip_prefix(b"\"")?.strip_prefix(key.as_bytes())?;
-        let value = head.strip_prefix(b"\":\"")?;
+        // Every member but the first follows a comma.
+        let sep = usize::from(i > 0);
+        let member = body
+            .get(at + sep..)
+            .and_then(|rest| rest.strip_prefix(b"\""))
+            .and_then(|rest| rest.strip_prefix(key.as_bytes()))
+            .and_then(|rest| rest.strip_prefix(b"\":\""));
+        let value = match member {
+            Some(value) if sep == 0 || body[at] == b',' => value,
+            _ if OPTIONAL_KEYS.contains(key) => continue,
+            _ => return None,
+        };
         let from = body.len() - value.len();
         let len = memchr::memchr(b'"', value)?;
         // No early exit, so the check vectorises; an escape or control
@@ -517,25 +654,44 @@ fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
         {
             return None;
         }
-        values[i] = &text[from..from + len];
+        values[i] = Some(&text[from..from + len]);
         at = from + len + 1;
         if *key == "receipt_hash" {
-            cut = (start, at);
+            cut = Some((start, at));
         }
     }
+    let (cut_from, cut_to) = cut?;
     if at + 1 != body.len() || body[at] != b'}' {
         return None;
     }
     let hash = Sha256::new()
-        .chain_update(&body[..cut.0])
-        .chain_update(&body[cut.1..])
+        .chain_update(&body[..cut_from])
+        .chain_update(&body[cut_to..])
         .finalize();
-    Some((Stored::from_values(values), util::hex(&hash)))
+    Some((Stored::from_values(values)?, util::hex(&hash)))
 }
 
-/// Everything about a line that does not depend on the line before it:
-/// returns its stated previous_hash and its own (verified) hash.
-fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
+/// What a line is in its call.
+#[derive(Debug)]
+enum Step<'a> {
+    /// A denial, or an outcome written before `started` existed.
+    Single,
+    Started(Box<Unfinished>),
+    /// The started receipt's id.
+    Outcome(Cow<'a, str>),
+}
+
+/// Everything `check_self` learns from a line alone.
+#[derive(Debug)]
+struct Checked<'a> {
+    previous_hash: Cow<'a, str>,
+    /// The line's own (verified) hash.
+    hash: String,
+    step: Step<'a>,
+}
+
+/// Everything about a line that does not depend on the lines before it.
+fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
     let Some(body) = line.strip_suffix(b"\n") else {
         return Err("torn line: the last line has no newline (a crash mid-write?)".into());
     };
@@ -558,13 +714,30 @@ fn check_self(line: &[u8]) -> std::result::Result<(String, String), String> {
     let Some(stated) = r.receipt_hash.take() else {
         return Err("invalid receipt: missing field `receipt_hash`".into());
     };
-    let actual = canonical_hash.unwrap_or_else(|| r.hash());
-    if stated != actual {
+    let hash = canonical_hash.unwrap_or_else(|| r.hash());
+    if stated != hash {
         return Err(format!(
-            "bad hash: receipt_hash {stated} does not match its contents ({actual}); the receipt was altered"
+            "bad hash: receipt_hash {stated} does not match its contents ({hash}); the receipt was altered"
         ));
     }
-    Ok((r.previous_hash.into_owned(), actual))
+    // After the hash: a hand edit reads as an alteration, not as a shape.
+    check_shape(&r.status, r.result_hash.is_some(), r.started_id.is_some())?;
+    let step = match (r.status.as_ref(), r.started_id) {
+        ("started", _) => Step::Started(Box::new(Unfinished {
+            position: 0,
+            id: r.id.into_owned(),
+            tool: r.tool.into_owned(),
+            conversation_id: r.conversation_id.into_owned(),
+            timestamp: r.timestamp.into_owned(),
+        })),
+        (_, Some(id)) => Step::Outcome(id),
+        (_, None) => Step::Single,
+    };
+    Ok(Checked {
+        previous_hash: r.previous_hash,
+        hash,
+        step,
+    })
 }
 
 #[cfg(test)]
@@ -585,8 +758,9 @@ mod tests {
                 previous_hash: text.into(),
                 reason: text.into(),
                 receipt_hash: None,
-                result_hash: text.into(),
+                result_hash: Some(text.into()),
                 risk: text.into(),
+                started_id: Some(text.into()),
                 status: text.into(),
                 timestamp: text.into(),
                 tool: text.into(),
@@ -601,9 +775,17 @@ mod tests {
             let mut fast = Vec::new();
             r.canonical_into(&mut fast);
             assert_eq!(fast, serde_json::to_vec(&r).unwrap());
+            // Absent optional fields are left out the same way.
+            r.result_hash = None;
+            r.started_id = None;
+            let mut fast = Vec::new();
+            r.canonical_into(&mut fast);
+            assert_eq!(fast, serde_json::to_vec(&r).unwrap());
         }
     }
 
+    /// A log at a fresh path; `log_with(n)` holds `n` outcomes in the
+    /// format written before `started` existed (no `started_id`).
     fn log_with(n: usize) -> (ReceiptLog, PathBuf) {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-rcpt"));
         let log = ReceiptLog::new(&dir.join("r.log"));
@@ -612,10 +794,11 @@ mod tests {
                 conversation_id: "c",
                 tool: "time",
                 args: &json!({ "i": i }),
-                result: &json!("ok"),
+                result: Some(&json!("ok")),
                 status: "allowed",
                 risk: "low",
                 reason: "test",
+                started_id: None,
             })
             .unwrap();
         }
@@ -666,9 +849,13 @@ mod tests {
             assert_eq!(&canonical_json(value), line);
         }
         match log.verify().unwrap() {
-            Verify::Ok { count, head } => assert_eq!(
-                (count, head.as_str()),
-                (3, v[2]["receipt_hash"].as_str().unwrap())
+            Verify::Ok {
+                count,
+                head,
+                unfinished,
+            } => assert_eq!(
+                (count, head.as_str(), unfinished.len()),
+                (3, v[2]["receipt_hash"].as_str().unwrap(), 0)
             ),
             b => panic!("{b:?}"),
         }
@@ -682,10 +869,11 @@ mod tests {
             conversation_id: "c",
             tool: "shell",
             args: &json!({}),
-            result: &json!({}),
+            result: Some(&json!({})),
             status: "denied",
             risk: "high",
             reason: "a \"quoted\"\tword",
+            started_id: None,
         })
         .unwrap();
         let orig = lines(&log);
@@ -755,10 +943,11 @@ mod tests {
                 conversation_id: "c",
                 tool: "time",
                 args: &json!({}),
-                result: &json!(null),
+                result: Some(&json!(null)),
                 status: "allowed",
                 risk: "low",
                 reason: "",
+                started_id: None,
             })
             .unwrap_err();
         assert!(err.msg.contains("torn"), "{err}");
@@ -802,8 +991,319 @@ mod tests {
             log.verify().unwrap(),
             Verify::Ok {
                 count: 0,
-                head: GENESIS.into()
+                head: GENESIS.into(),
+                unfinished: Vec::new(),
             }
         );
+    }
+
+    fn started(log: &ReceiptLog, tool: &str) -> String {
+        log.append(&NewReceipt {
+            conversation_id: "c",
+            tool,
+            args: &json!({"command": "sleep 5"}),
+            result: None,
+            status: "started",
+            risk: "medium",
+            reason: "allowed by policy",
+            started_id: None,
+        })
+        .unwrap()
+        .id
+    }
+
+    fn outcome(log: &ReceiptLog, tool: &str, status: &str, started_id: &str) -> Written {
+        log.append(&NewReceipt {
+            conversation_id: "c",
+            tool,
+            args: &json!({"command": "sleep 5"}),
+            result: Some(&json!({"success": true})),
+            status,
+            risk: "medium",
+            reason: "allowed by policy",
+            started_id: Some(started_id),
+        })
+        .unwrap()
+    }
+
+    fn unfinished(log: &ReceiptLog) -> Vec<(u64, String, String)> {
+        match log.verify().unwrap() {
+            Verify::Ok { unfinished, .. } => unfinished
+                .into_iter()
+                .map(|c| (c.position, c.id, c.tool))
+                .collect(),
+            b => panic!("expected ok, got {b:?}"),
+        }
+    }
+
+    #[test]
+    fn started_and_outcome_pair_up_and_a_cut_off_call_is_not_a_break() {
+        // Old-format outcomes first: a log that predates `started` goes on.
+        let (log, dir) = log_with(1);
+        let a = started(&log, "shell");
+        let b = started(&log, "file_write");
+        // Outcomes in another order than their starts (overlapping processes).
+        outcome(&log, "file_write", "approved", &b);
+        outcome(&log, "shell", "failed", &a);
+        assert_eq!(unfinished(&log), []);
+        let l = lines(&log);
+        let v: Vec<Value> = l.iter().map(|s| serde_json::from_str(s).unwrap()).collect();
+        assert_eq!(v[1]["status"], "started");
+        assert!(v[1].get("result_hash").is_none(), "{}", l[1]);
+        assert!(v[1].get("started_id").is_none(), "{}", l[1]);
+        assert_eq!(
+            (v[3]["started_id"].as_str(), v[4]["started_id"].as_str()),
+            (Some(b.as_str()), Some(a.as_str()))
+        );
+        for (line, value) in l.iter().zip(&v) {
+            assert_eq!(&canonical_json(value), line);
+        }
+
+        // The process is cut off: a start and nothing after it.
+        let cut = started(&log, "shell");
+        assert_eq!(unfinished(&log), [(6, cut.clone(), "shell".to_string())]);
+        // The next call chains on top; the cut-off call stays reported.
+        let next = started(&log, "time");
+        let last = outcome(&log, "time", "allowed", &next);
+        match log.verify().unwrap() {
+            Verify::Ok {
+                count,
+                head,
+                unfinished,
+            } => {
+                assert_eq!((count, head), (8, last.receipt_hash));
+                assert_eq!(unfinished.len(), 1);
+                assert_eq!(
+                    (
+                        unfinished[0].conversation_id.as_str(),
+                        unfinished[0].timestamp.is_empty()
+                    ),
+                    ("c", false)
+                );
+            }
+            b => panic!("{b:?}"),
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn an_outcome_must_close_an_open_start() {
+        let (log, dir) = log_with(0);
+        let a = started(&log, "shell");
+        outcome(&log, "shell", "allowed", &a);
+        // A second outcome for the same call, then one naming no start.
+        outcome(&log, "shell", "allowed", &a);
+        let (p, why) = broken_at(&log);
+        assert_eq!(p, 3);
+        assert!(why.starts_with("outcome without a start"), "{why}");
+        let mut l = lines(&log);
+        l.pop();
+        write_lines(&log, &l, true);
+        outcome(&log, "shell", "allowed", "receipt-20250101-000000000000");
+        assert_eq!(broken_at(&log).0, 3);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A line rewritten with a consistent hash, as a forger would.
+    fn rehash(line: &str, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("receipt_hash");
+        edit(o);
+        let hash = hash_value(&v);
+        v["receipt_hash"] = json!(hash);
+        canonical_json(&v)
+    }
+
+    #[test]
+    fn each_status_has_its_fields() {
+        let (log, dir) = log_with(0);
+        let a = started(&log, "shell");
+        let done = outcome(&log, "shell", "allowed", &a);
+        let l = lines(&log);
+        let bad_lines = [
+            (
+                rehash(&l[0], |o| {
+                    o.insert("result_hash".into(), json!("ab"));
+                }),
+                "has no result_hash",
+            ),
+            (
+                rehash(&l[0], |o| {
+                    o.insert("started_id".into(), json!(a));
+                }),
+                "has no started_id",
+            ),
+            (
+                rehash(&l[1], |o| {
+                    o.remove("result_hash");
+                }),
+                "missing field `result_hash`",
+            ),
+            (
+                rehash(&l[1], |o| {
+                    o.insert("status".into(), json!("denied"));
+                }),
+                "has no started_id",
+            ),
+            (
+                rehash(&l[1], |o| {
+                    o.insert("status".into(), json!("running"));
+                }),
+                "unknown status",
+            ),
+            // null is not a way to leave a field out.
+            (
+                l[0].replacen("\"risk\"", "\"result_hash\":null,\"risk\"", 1),
+                "invalid receipt",
+            ),
+            (
+                rehash(&l[1], |o| {
+                    o.insert("started_id".into(), json!(7));
+                }),
+                "invalid receipt",
+            ),
+        ];
+        let mut fast = 0;
+        for (bad, want) in &bad_lines {
+            // Canonical lines take the fast path; with a space added, the
+            // slow one. Both give the same verdict.
+            fast += usize::from(parse_canonical(bad.as_bytes()).is_some());
+            let spaced = bad.replacen(':', ": ", 1);
+            for line in [bad, &spaced] {
+                let why = check_self(format!("{line}\n").as_bytes()).unwrap_err();
+                assert!(why.contains(want), "{line}: {why}");
+                write_lines(&log, &[l[0].clone(), line.clone()], true);
+                assert_eq!(broken_at(&log).0, 2, "{line}");
+            }
+        }
+        assert_eq!(fast, 5, "the rehashed string-valued lines are canonical");
+        // The writer refuses the same shapes, and writes nothing.
+        write_lines(&log, &l, true);
+        for (status, result, started_id) in [
+            ("started", Some(&json!(1)), None),
+            ("started", None, Some("x")),
+            ("denied", Some(&json!(1)), Some("x")),
+            ("allowed", None, Some(a.as_str())),
+            ("running", Some(&json!(1)), None),
+        ] {
+            let err = log
+                .append(&NewReceipt {
+                    conversation_id: "c",
+                    tool: "shell",
+                    args: &json!({}),
+                    result,
+                    status,
+                    risk: "low",
+                    reason: "",
+                    started_id,
+                })
+                .unwrap_err();
+            assert!(err.msg.contains("refusing to write a receipt"), "{err}");
+        }
+        assert_eq!(lines(&log), l);
+        match log.verify().unwrap() {
+            Verify::Ok { head, .. } => assert_eq!(head, done.receipt_hash),
+            b => panic!("{b:?}"),
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A log mixing every shape: old outcomes, pairs, a denial with an
+    /// escaped reason (slow path), a cut-off start.
+    fn mixed_log() -> (ReceiptLog, PathBuf) {
+        let (log, dir) = log_with(2);
+        for i in 0..5 {
+            let a = started(&log, "shell");
+            if i == 2 {
+                log.append(&NewReceipt {
+                    conversation_id: "c",
+                    tool: "shell",
+                    args: &json!({}),
+                    result: Some(&json!({})),
+                    status: "denied",
+                    risk: "high",
+                    reason: "a \"quoted\"\tword",
+                    started_id: None,
+                })
+                .unwrap();
+            }
+            if i != 3 {
+                outcome(&log, "shell", "allowed", &a);
+            }
+        }
+        (log, dir)
+    }
+
+    #[test]
+    fn fast_and_slow_paths_agree_on_every_shape() {
+        let (log, dir) = mixed_log();
+        let l = lines(&log);
+        for line in &l {
+            let slow: Stored = serde_json::from_str(line).unwrap();
+            let with_newline = format!("{line}\n");
+            let checked = check_self(with_newline.as_bytes()).unwrap();
+            match parse_canonical(line.as_bytes()) {
+                Some((fast, hash)) => {
+                    assert_eq!(Some(hash.as_str()), slow.receipt_hash.as_deref());
+                    assert_eq!(fast.values(), slow.values(), "{line}");
+                }
+                None => assert!(
+                    line.contains("\\\""),
+                    "only the escaped line is slow: {line}"
+                ),
+            }
+            // The same line spelled differently verifies the same way.
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            let respelled = serde_json::to_string_pretty(&v).unwrap().replace('\n', " ");
+            assert!(parse_canonical(respelled.as_bytes()).is_none());
+            let respelled = format!("{respelled}\n");
+            let again = check_self(respelled.as_bytes()).unwrap();
+            assert_eq!(
+                (again.hash, again.previous_hash),
+                (checked.hash, checked.previous_hash)
+            );
+            v["tool"] = json!("other");
+            let edited = serde_json::to_string(&v).unwrap();
+            assert!(
+                check_self(format!("{edited}\n").as_bytes())
+                    .unwrap_err()
+                    .starts_with("bad hash")
+            );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn unfinished_calls_are_the_same_across_block_boundaries() {
+        let (log, dir) = mixed_log();
+        let whole = log.verify().unwrap();
+        let Verify::Ok {
+            ref unfinished,
+            count,
+            ..
+        } = whole
+        else {
+            panic!("{whole:?}")
+        };
+        assert_eq!((count, unfinished.len()), (12, 1));
+        for block in [1, 100, 333, 1000, 4096] {
+            assert_eq!(log.verify_in_blocks(block).unwrap(), whole, "block {block}");
+        }
+        // A break after the cut-off start wins over reporting it.
+        let mut l = lines(&log);
+        let before = l[11].clone();
+        l[11] = l[11].replace("\"allowed\"", "\"failed\"");
+        assert_ne!(l[11], before);
+        write_lines(&log, &l, true);
+        for block in [1, 100, 333, 4096] {
+            match log.verify_in_blocks(block).unwrap() {
+                Verify::Broken {
+                    position, count, ..
+                } => assert_eq!((position, count), (12, 12)),
+                ok => panic!("{ok:?}"),
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

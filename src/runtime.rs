@@ -1,5 +1,5 @@
-//! The agent loop (SPEC §6) and the one path every tool call takes:
-//! gate → (approval) → tool → receipt → memory.
+//! The agent loop and the one path every tool call takes:
+//! gate → (approval) → started receipt → tool → outcome receipt → memory.
 
 use crate::channels::{Approval, Approver};
 use crate::config::Config;
@@ -43,7 +43,11 @@ pub struct CallRecord {
     pub status: &'static str,
     pub risk: &'static str,
     pub reason: String,
+    /// The outcome receipt (the call's last).
     pub receipt_id: Option<String>,
+    /// The receipt written before the tool ran (calls that ran only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_receipt_id: Option<String>,
     /// Set when the call waits for an operator (`latchclaw approve ID`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_approval: Option<String>,
@@ -132,8 +136,9 @@ impl<'a> Runtime<'a> {
         )
     }
 
-    /// Gate → approval → tool → receipt. Denials and failures are results the
-    /// model can read; only a receipt that cannot be written is an error.
+    /// Gate → approval → started receipt → tool → outcome receipt. Denials
+    /// and failures are results the model can read; only a receipt that
+    /// cannot be written is an error.
     pub fn execute_tool(
         &self,
         conversation_id: &str,
@@ -144,17 +149,27 @@ impl<'a> Runtime<'a> {
         let d = self.gate.decide(name, args);
         let mut reason = d.reason.clone();
         let mut pending = None;
-        let run = |status: &'static str| -> Result<(&'static str, ToolResult)> {
+        let mut started_id = None;
+        let mut run = |status: &'static str, reason: &str| -> Result<(&'static str, ToolResult)> {
             let Some(tool) = tools::find(name) else {
                 return Ok((
                     "failed",
                     ToolResult::err(format!("unknown tool \"{name}\"")),
                 ));
             };
-            // Never run a tool whose receipt could not be written afterwards.
-            if let Some(r) = &self.receipts {
-                r.check_appendable()?;
-            }
+            // The started receipt is on disk before the tool can take effect,
+            // so a call cut off by a kill or a crash still has a receipt; a
+            // tool whose receipt cannot be written does not run.
+            started_id = self.append_receipt(&NewReceipt {
+                conversation_id,
+                tool: name,
+                args,
+                result: None,
+                status: "started",
+                risk: d.risk.as_str(),
+                reason,
+                started_id: None,
+            })?;
             let ctx = ToolCtx {
                 cfg: self.cfg,
                 gate: &self.gate,
@@ -172,18 +187,18 @@ impl<'a> Runtime<'a> {
             }
         };
         let (status, mut result) = match d.verdict {
-            Verdict::Allow => run("allowed")?,
+            Verdict::Allow => run("allowed", &reason)?,
             Verdict::Ask => match self.memory.take_approved(conversation_id, name, args)? {
                 Some(id) => {
                     log::info!(target: "event::tool_approved", "tool={name} approval={id}");
                     reason = format!("{reason}; approved by the operator ({id})");
-                    run("approved")?
+                    run("approved", &reason)?
                 }
                 None => match self.approver.ask(name, &d, args) {
                     Approval::Approved => {
                         log::info!(target: "event::tool_approved", "tool={name}");
                         reason = format!("{reason}; approved by the operator");
-                        run("approved")?
+                        run("approved", &reason)?
                     }
                     Approval::Denied(why) => {
                         reason = format!("{reason}; {why}");
@@ -219,21 +234,17 @@ impl<'a> Runtime<'a> {
                 log::info!(target: "event::tool_denied", "{line}");
             }
         }
-        let mut receipt_id = None;
-        if let Some(log) = &self.receipts {
-            let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
-            let written = log.append(&NewReceipt {
-                conversation_id,
-                tool: name,
-                args,
-                result: &result_value,
-                status,
-                risk: d.risk.as_str(),
-                reason: &reason,
-            })?;
-            receipt_id = Some(written.id);
-            *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
-        }
+        let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let receipt_id = self.append_receipt(&NewReceipt {
+            conversation_id,
+            tool: name,
+            args,
+            result: Some(&result_value),
+            status,
+            risk: d.risk.as_str(),
+            reason: &reason,
+            started_id: started_id.as_deref(),
+        })?;
         result.receipt_id = receipt_id.clone();
         Ok((
             CallRecord {
@@ -243,11 +254,22 @@ impl<'a> Runtime<'a> {
                 risk: d.risk.as_str(),
                 reason,
                 receipt_id,
+                started_receipt_id: started_id,
                 pending_approval: pending,
                 estop: d.estop || result.estop,
             },
             result,
         ))
+    }
+
+    /// Appends a receipt when receipts are on; returns its id.
+    fn append_receipt(&self, r: &NewReceipt) -> Result<Option<String>> {
+        let Some(log) = &self.receipts else {
+            return Ok(None);
+        };
+        let written = log.append(r)?;
+        *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
+        Ok(Some(written.id))
     }
 
     /// Earlier turns of a conversation as provider messages. A window that

@@ -165,13 +165,27 @@ fn at5_etc_passwd_denied_with_receipt_and_tool_error() {
     );
 }
 
+/// A call that ran (started, allowed) and one denied call (one receipt).
 fn three_receipts(env: &Env) -> Vec<String> {
     env.config("");
-    for _ in 0..3 {
-        assert_eq!(env.run(&["tool", "run", "time", "--json", "{}"]).code, 0);
-    }
+    assert_eq!(env.run(&["tool", "run", "time", "--json", "{}"]).code, 0);
+    let denied = env.run(&[
+        "tool",
+        "run",
+        "file_read",
+        "--json",
+        r#"{"path": "/etc/passwd"}"#,
+    ]);
+    assert_eq!(denied.code, 4, "{denied:?}");
     let log = std::fs::read_to_string(env.state.join("tool_receipts.log")).unwrap();
-    log.lines().map(String::from).collect()
+    let lines: Vec<String> = log.lines().map(String::from).collect();
+    let statuses: Vec<String> = env
+        .receipt_lines()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["started", "allowed", "denied"]);
+    lines
 }
 
 fn write_log(env: &Env, lines: &[String], newline: bool) {

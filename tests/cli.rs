@@ -385,9 +385,22 @@ fn eight_processes_fifty_receipts_each_keep_one_chain() {
     for h in handles {
         h.join().unwrap();
     }
-    let r = env.run(&["receipt", "verify"]);
+    // Each call is a started receipt and its outcome; interleaved across
+    // processes, every outcome still finds its start.
+    let (r, v) = env.json(&["receipt", "verify", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.starts_with("ok: 400 receipts"), "{r:?}");
+    assert_eq!(v["receipts"], 800, "{r:?}");
+    assert_eq!(v["unfinished"], serde_json::json!([]), "{r:?}");
+    let lines = env.receipt_lines();
+    let outcomes: Vec<_> = lines.iter().filter(|r| r["status"] == "allowed").collect();
+    assert_eq!(outcomes.len(), 400);
+    for o in outcomes {
+        let start = lines.iter().position(|s| s["id"] == o["started_id"]);
+        assert!(
+            start.is_some_and(|i| lines[i]["status"] == "started"),
+            "{o}"
+        );
+    }
 }
 
 #[test]

@@ -95,6 +95,21 @@ text = "echo: {{user_message}}"
     // Ctrl-D leaves.
     p.send("\x04");
     assert_eq!(p.wait(), Some(0));
+    // The cancelled command's call has both receipts: Ctrl-C is an outcome.
+    let lines = env.receipt_lines();
+    let nap: Vec<_> = lines.iter().filter(|r| r["tool"] == "shell").collect();
+    assert_eq!(nap.len(), 2, "{lines:?}");
+    assert_eq!(
+        (&nap[0]["status"], &nap[1]["status"]),
+        (&"started".into(), &"failed".into())
+    );
+    assert_eq!(nap[1]["started_id"], nap[0]["id"]);
+    let (r, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!(
+        (r.code, &v["unfinished"]),
+        (0, &serde_json::json!([])),
+        "{r:?}"
+    );
 }
 
 fn sleeping() -> bool {

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const VERSION: u32 = 2;
+/// Receipt logs: 3 writes a started receipt before each call that ran.
+const RECEIPTS_VERSION: u32 = 3;
 /// 2021-01-01T00:00:00Z to 2026-11-01T00:00:00Z.
 const FIRST_TS: i64 = 1_609_459_200;
 const LAST_TS: i64 = 1_793_491_200;
@@ -263,9 +265,10 @@ const TOOLS: &[(&str, &str)] = &[
 ];
 
 /// A receipt log of `n` valid, chained receipts, written the way latchclaw
-/// stores them (hashes from the library's own canonical JSON).
+/// stores them (hashes from the library's own canonical JSON): a call that
+/// ran is a started receipt and its outcome, a denied call one receipt.
 pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
-    let path = cache_dir().join(format!("receipts-{n}-v{VERSION}.log"));
+    let path = cache_dir().join(format!("receipts-{n}-v{RECEIPTS_VERSION}.log"));
     if path.exists() {
         return (path, None);
     }
@@ -276,7 +279,8 @@ pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     let span = (LAST_TS - FIRST_TS) as f64;
     let mut prev = receipts::GENESIS.to_string();
     let mut conversation = hex_id(&mut rng, "conv");
-    for i in 0..n {
+    let mut written = 0;
+    while written < n {
         if rng.u8(..6) == 0 {
             conversation = hex_id(&mut rng, "conv");
         }
@@ -295,23 +299,38 @@ pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
         };
         let args = json!({ "path": vocab.text(&mut rng, 2), "n": rng.u32(..1000) });
         let result = json!({ "ok": status != "failed", "text": vocab.text(&mut rng, 8) });
-        let ts = FIRST_TS + (span * i as f64 / n as f64) as i64;
-        let mut r = json!({
-            "args_hash": receipts::hash_value(&args),
-            "conversation_id": conversation,
-            "id": hex_id(&mut rng, "receipt"),
-            "previous_hash": prev,
-            "reason": reason,
-            "result_hash": receipts::hash_value(&result),
-            "risk": risk,
-            "status": status,
-            "timestamp": util::rfc3339(ts, rng.u32(..1_000_000_000), 0),
-            "tool": tool,
-        });
-        let hash = receipts::hash_value(&r);
-        r["receipt_hash"] = json!(hash);
-        writeln!(out, "{}", receipts::canonical_json(&r)).unwrap();
-        prev = hash;
+        let ran = status != "denied" && written + 2 <= n;
+        let mut line = |fields: serde_json::Value, rng: &mut fastrand::Rng| {
+            let ts = FIRST_TS + (span * written as f64 / n as f64) as i64;
+            let mut r = json!({
+                "args_hash": receipts::hash_value(&args),
+                "conversation_id": conversation,
+                "id": hex_id(rng, "receipt"),
+                "previous_hash": prev,
+                "reason": reason,
+                "risk": risk,
+                "timestamp": util::rfc3339(ts, rng.u32(..1_000_000_000), 0),
+                "tool": tool,
+            });
+            r.as_object_mut()
+                .unwrap()
+                .extend(fields.as_object().unwrap().clone());
+            let hash = receipts::hash_value(&r);
+            r["receipt_hash"] = json!(hash);
+            writeln!(out, "{}", receipts::canonical_json(&r)).unwrap();
+            prev = hash;
+            written += 1;
+            r["id"].as_str().unwrap().to_string()
+        };
+        let outcome = json!({ "status": status, "result_hash": receipts::hash_value(&result) });
+        if ran {
+            let started = line(json!({ "status": "started" }), &mut rng);
+            let mut outcome = outcome;
+            outcome["started_id"] = json!(started);
+            line(outcome, &mut rng);
+        } else {
+            line(outcome, &mut rng);
+        }
     }
     out.into_inner().unwrap().sync_all().unwrap();
     std::fs::rename(&tmp, &path).unwrap();

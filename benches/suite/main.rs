@@ -464,25 +464,38 @@ fn verify_log(root: &Path, name: &str, log: &Path, n: usize) -> (PathBuf, Result
     (home, if ok { Ok(()) } else { Err(said) })
 }
 
-fn new_receipt<'a>(args: &'a serde_json::Value, result: &'a serde_json::Value) -> NewReceipt<'a> {
+fn new_receipt<'a>(
+    args: &'a serde_json::Value,
+    result: Option<&'a serde_json::Value>,
+    started_id: Option<&'a str>,
+) -> NewReceipt<'a> {
     NewReceipt {
         conversation_id: "conv-bench",
         tool: "file_list",
         args,
         result,
-        status: "allowed",
+        status: if result.is_some() {
+            "allowed"
+        } else {
+            "started"
+        },
         risk: "low",
         reason: "allowed by policy",
+        started_id,
     }
 }
 
-/// Appends `n` receipts through the library, as a tool call in a run does.
+/// Appends `n` receipts through the library as tool calls in a run do: a
+/// started receipt, then the outcome naming it (`n` even).
 fn append_worker(log: &Path, n: usize) {
     let log = ReceiptLog::new(log);
     let args = serde_json::json!({"path": "."});
-    for i in 0..n {
+    for i in 0..n / 2 {
+        let started = log
+            .append(&new_receipt(&args, None, None))
+            .expect("append receipt");
         let result = serde_json::json!({"entries": i});
-        log.append(&new_receipt(&args, &result))
+        log.append(&new_receipt(&args, Some(&result), Some(&started.id)))
             .expect("append receipt");
     }
 }

@@ -134,12 +134,22 @@ impl Env {
         c.output().unwrap().into()
     }
 
-    pub fn receipts(&self) -> Vec<serde_json::Value> {
+    /// Every line of the receipts log, parsed.
+    pub fn receipt_lines(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(self.state.join("tool_receipts.log"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// One receipt per finished call: its outcome (allowed, approved,
+    /// failed or denied). The `started` receipts written before a tool
+    /// runs are left out; `receipt_lines` has them.
+    pub fn receipts(&self) -> Vec<serde_json::Value> {
+        let mut all = self.receipt_lines();
+        all.retain(|r| r["status"] != "started");
+        all
     }
 
     /// Requests the mock provider recorded, in order.
