@@ -1,7 +1,9 @@
 //! The hostile corpus (`tests/hostile_corpus.jsonl`): every case goes through
 //! `latchclaw policy check` on the real binary in a workspace laid out with
-//! the traps the cases refer to (links out, loops, hard links, a forbidden
-//! directory inside the workspace, the state dir).
+//! the traps the cases refer to (links out, loops, hard links, forbidden
+//! directories inside the workspace, the state dir and state files moved into
+//! the workspace, files named like options, planted repositories and patches
+//! that turn files into links).
 
 mod common;
 
@@ -26,12 +28,108 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
         ("private/key", "k"),
         ("script.sh", "ls\n"),
         (".git/hooks/README", ""),
+        // A key inside the workspace, under a forbidden path of its own.
+        (".ssh/id_rsa", "WS-KEY"),
+        // Files named like options, waiting for a glob to expand them into
+        // an argv (`cd plant-sort && sort *`).
+        ("plant-sort/--compress-program=sh", ""),
+        ("plant-sort/a.txt", "b\na\n"),
+        ("plant-ls/-LR", ""),
+        ("plant-grep/-R", ""),
+        ("plant-find/-delete", ""),
+        ("plant-git/--ext-diff", ""),
+        ("plant-git/--output=x", ""),
+        ("plant-git/a.txt", ""),
+        ("plant-sed/--expression=1e sh", ""),
+        ("plant-sed/a.txt", "a\n"),
+        // Names full of shell syntax: with no shell re-reading the argv
+        // they are just names.
+        ("plant-meta/$(id)", ""),
+        ("plant-meta/a;rm a.txt", ""),
+        ("plant-meta/`id`", ""),
+        ("plant-meta/x y", ""),
+        // A bare repository whose config would start a program if git
+        // discovered it, and a template that plants a hook.
+        ("plant-bare/HEAD", "ref: refs/heads/main\n"),
+        (
+            "plant-bare/config",
+            "[core]\n\tbare = true\n\tfsmonitor = touch pwned\n[alias]\n\tst = !touch pwned\n",
+        ),
+        ("plant-bare/objects/info/.keep", ""),
+        ("plant-bare/refs/heads/.keep", ""),
+        ("plant-tmpl/hooks/post-checkout", "#!/bin/sh\ntouch pwned\n"),
+        // A patch that creates `up` as a symlink to the workspace's parent.
+        (
+            "evil.patch",
+            "diff --git a/up b/up\nnew file mode 120000\nindex 0000000..a96aa0e\n\
+             --- /dev/null\n+++ b/up\n@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n",
+        ),
+        // NUL-separated names for `--files0-from`: the names are read at run time.
+        ("names0", "/etc/passwd\0"),
+        // `swap.patch` turns the regular file `victim.txt` into a link out.
+        ("victim.txt", "hello\n"),
+        (
+            "swap.patch",
+            "diff --git a/victim.txt b/victim.txt\ndeleted file mode 100644\n\
+             index ce01362..0000000\n--- a/victim.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n\
+             diff --git a/victim.txt b/victim.txt\nnew file mode 120000\nindex 0000000..76958f2\n\
+             --- /dev/null\n+++ b/victim.txt\n@@ -0,0 +1 @@\n+../outside/secret.txt\n\
+             \\ No newline at end of file\n",
+        ),
+        // latchclaw's own state, configured inside the workspace below.
+        ("data/memory.sqlite", "SQLite format 3\0"),
+        ("logs/tool_receipts.log", "{}\n"),
     ] {
         let p = ws.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
+    // Repositories planted in the workspace whose git data or work tree
+    // is outside it.
+    for d in ["plant-wt/.git/objects/info", "plant-wt/.git/refs/heads"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("plant-wt/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        ws.join("plant-wt/.git/config"),
+        format!(
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    // A repository whose own config names programs that even `git status`
+    // starts (a clean filter, diff drivers), switched on by `.gitattributes`.
+    for d in [
+        "plant-filter/.git/objects/info",
+        "plant-filter/.git/refs/heads",
+    ] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    for (f, text) in [
+        ("plant-filter/.git/HEAD", "ref: refs/heads/main\n"),
+        (
+            "plant-filter/.git/config",
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+             [filter \"x\"]\n\tclean = touch pwned && cat\n\tsmudge = touch pwned && cat\n\
+             [diff \"x\"]\n\tcommand = touch pwned\n\ttextconv = touch pwned && cat\n",
+        ),
+        ("plant-filter/.gitattributes", "* filter=x diff=x\n"),
+        ("plant-filter/a.txt", "a\n"),
+    ] {
+        std::fs::write(ws.join(f), text).unwrap();
+    }
+    std::fs::create_dir_all(ws.join("plant-gitfile")).unwrap();
+    std::fs::write(
+        ws.join("plant-gitfile/.git"),
+        format!("gitdir: {}\n", out.join("repo.git").display()),
+    )
+    .unwrap();
     symlink(out.join("secret.txt"), ws.join("link-out")).unwrap();
+    for d in ["plant-ls/sub", "plant-grep/sub"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+        symlink(&out, ws.join(d).join("out")).unwrap();
+    }
     symlink(&out, ws.join("dir-out")).unwrap();
     symlink(out.join("not-yet"), ws.join("dangling")).unwrap();
     symlink("loop-b", ws.join("loop-a")).unwrap();
@@ -39,19 +137,29 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
     symlink("/etc", ws.join("etc-link")).unwrap();
     std::fs::hard_link(out.join("secret.txt"), ws.join("hard")).unwrap();
     env.config(&format!(
-        "file_write_max_bytes = 65536\n[security]\nforbidden_paths = [\"/etc\", \"/sys\", \"/boot\", \"/proc\", \"/dev\", \"/root\", \"~/.ssh\", {}]\n\
+        "file_write_max_bytes = 65536\n[security]\nforbidden_paths = [\"/etc\", \"/sys\", \"/boot\", \"/proc\", \"/dev\", \"/root\", \"~/.ssh\", {}, {}]\n\
+         [memory]\npath = {}\n[receipts]\npath = {}\n\
          [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]\n",
-        lit(&ws.join("private"))
+        lit(&ws.join("private")),
+        lit(&ws.join(".ssh")),
+        lit(&ws.join("data/memory.sqlite")),
+        lit(&ws.join("logs/tool_receipts.log"))
     ));
     out
 }
 
-fn setup(ws: &Path, actions: &Value) {
+/// Per-case traps; a link target may name `$STATE` or `$OUT`.
+fn setup(ws: &Path, actions: &Value, state: &str, outside: &str) {
     for a in actions.as_array().into_iter().flatten() {
         if let Some([t, l]) = a["symlink"].as_array().map(Vec::as_slice) {
             let link = ws.join(l.as_str().unwrap());
-            if !link.exists() && std::fs::symlink_metadata(&link).is_err() {
-                symlink(t.as_str().unwrap(), link).unwrap();
+            let target = t
+                .as_str()
+                .unwrap()
+                .replace("$STATE", state)
+                .replace("$OUT", outside);
+            if std::fs::symlink_metadata(&link).is_err() {
+                symlink(target, link).unwrap();
             }
         }
     }
@@ -74,11 +182,30 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
     let deny = cases.iter().filter(|c| c["expect"] == "deny").count();
     let allow = cases.iter().filter(|c| c["expect"] == "allow").count();
     assert!(
-        deny >= 200 && allow >= 40,
+        deny >= 1149 && allow >= 149,
         "corpus too small: {deny} deny, {allow} allow"
     );
+    // The seven attack classes, each tried at every autonomy level.
+    for class in [
+        "c1-parse-differential",
+        "c2-option-abuse",
+        "c3-planted-files",
+        "c4-state-and-secrets",
+        "c5-races-and-links",
+        "c6-process-control",
+        "c7-forbidden-inside",
+    ] {
+        let of_class: Vec<&Value> = cases.iter().filter(|c| c["category"] == class).collect();
+        assert!(of_class.len() >= 15, "{class}: {} cases", of_class.len());
+        for level in ["readonly", "supervised", "full"] {
+            assert!(
+                of_class.iter().any(|c| c["autonomy"] == level),
+                "{class} has no case under {level}"
+            );
+        }
+    }
     for c in &cases {
-        setup(&env.ws, &c["setup"]);
+        setup(&env.ws, &c["setup"], &state, &outside);
     }
     let failures = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
