@@ -7,6 +7,7 @@
 //! they point at.
 
 pub mod confine;
+pub mod git;
 pub mod net;
 pub mod options;
 pub mod parse;

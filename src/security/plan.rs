@@ -70,6 +70,24 @@ pub struct Expander<'a> {
     pub may_list: &'a dyn Fn(&Path) -> Result<(), String>,
 }
 
+/// Variables a shell sets for itself; with no shell there is no value to
+/// give, and an empty one would change what the command means (`kill $PPID`).
+#[rustfmt::skip]
+const SHELL_ONLY: &[&str] = &[
+    "PPID", "BASHPID", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "UID", "EUID", "GROUPS",
+    "SHLVL", "OLDPWD", "BASH", "BASH_VERSION", "BASH_SOURCE", "BASH_COMMAND", "FUNCNAME",
+    "PIPESTATUS", "REPLY", "OPTARG", "OPTIND", "HISTCMD", "EPOCHSECONDS", "EPOCHREALTIME",
+];
+
+fn check_var(name: &str) -> Result<(), String> {
+    if SHELL_ONLY.contains(&name) {
+        return Err(format!(
+            "`${name}` is set by a shell, and latchclaw runs no shell; write the value literally"
+        ));
+    }
+    Ok(())
+}
+
 impl Expander<'_> {
     pub fn var(&self, name: &str) -> &str {
         self.env
@@ -92,6 +110,7 @@ impl Expander<'_> {
                     chars.extend(text.chars().map(|c| (c, *quoted)));
                 }
                 Piece::Var { name, quoted } => {
+                    check_var(name)?;
                     let v = self.var(name);
                     any_quoted |= *quoted;
                     if !quoted && v.chars().any(|c| c.is_whitespace() || "*?[".contains(c)) {
@@ -138,7 +157,10 @@ impl Expander<'_> {
         for p in &w.pieces {
             match p {
                 Piece::Lit { text, .. } => out.push_str(text),
-                Piece::Var { name, .. } => out.push_str(self.var(name)),
+                Piece::Var { name, .. } => {
+                    check_var(name)?;
+                    out.push_str(self.var(name));
+                }
                 Piece::Tilde => out.push_str(self.var("HOME")),
             }
         }

@@ -71,25 +71,15 @@ const BENIGN_VARS: &[&str] = &[
     "POSIXLY_CORRECT", "SOURCE_DATE_EPOCH",
 ];
 
-/// Repository settings that make git start a program, pinned off on every
-/// git the runner starts. Command-line `-c` beats every config file, so a
-/// planted or hostile repository config cannot turn them back on.
+/// Programs whose writes can create or move symbolic links (`git apply` of
+/// a patch that adds `up -> ..`, `cp -a` of a tree holding links, `mv` of a
+/// link into place). Every later command is judged before any of them runs,
+/// so such a write must be the only command on the line.
 #[rustfmt::skip]
-const GIT_PINNED: &[&str] = &[
-    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat", "core.editor=false",
-    "sequence.editor=false", "core.sshCommand=false", "core.askPass=", "core.gitProxy=",
-    "credential.helper=", "diff.external=", "gpg.program=false", "gpg.ssh.program=false",
-    "gpg.x509.program=false", "log.showSignature=false", "uploadpack.packObjectsHook=",
-    "core.alternateRefsCommand=", "safe.bareRepository=explicit", "protocol.allow=never",
-    "core.untrackedCache=false", "pager.log=false", "pager.diff=false", "pager.show=false",
-    "pager.branch=false", "pager.tag=false", "pager.grep=false", "pager.blame=false",
-    "pager.status=false", "pager.config=false", "pager.shortlog=false",
-    "commit.gpgSign=false",
-    "tag.gpgSign=false", "merge.verifySignatures=false", "submodule.recurse=false",
+const LINK_MAKERS: &[&str] = &[
+    "git", "cp", "mv", "ln", "tar", "bsdtar", "cpio", "patch", "rsync", "unzip", "7z", "ar",
+    "install", "pax",
 ];
-
-/// Subcommands whose output may go through diff drivers or text filters.
-const GIT_NO_DRIVERS: &[&str] = &["diff", "log", "show"];
 
 /// What the gate concluded about one command string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,10 +204,24 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     }
     let mut verdict = Judgement::low("harmless command");
     let mut steps = Vec::new();
+    let total: usize = items.iter().map(|(_, p)| p.commands.len()).sum();
     for (connector, pipeline) in items {
         let mut commands = Vec::new();
         for (i, raw) in pipeline.commands.iter().enumerate() {
-            let (j, cmd) = judge_command(raw, i > 0, &cwd, gate)?;
+            let (j, cmd, makes_links) = judge_command(raw, i > 0, &cwd, gate)?;
+            if makes_links && total > 1 {
+                return Err(format!(
+                    "`{}` changes files and may create or move links, and the other commands \
+                     on this line were judged against the files as they are now; run them in \
+                     a separate call",
+                    raw.words
+                        .iter()
+                        .take(2)
+                        .map(|w| w.display())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
             verdict = verdict.max(j);
             commands.push(cmd);
         }
@@ -249,7 +253,7 @@ fn judge_command(
     piped_into: bool,
     cwd: &Path,
     gate: &Gate,
-) -> Judged<(Judgement, Cmd)> {
+) -> Judged<(Judgement, Cmd, bool)> {
     let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
     let mut base: Vec<(String, String)> = gate.child_env().to_vec();
     set_var(&mut base, "PWD", &cwd.to_string_lossy());
@@ -293,10 +297,11 @@ fn judge_command(
         forbidden(l, &name, gate)?;
     }
     destructive_argv(&lower, &argv[1..])?;
-    let j = judge_program(&name, &lower, &program, &mut argv, piped_into, cwd, gate)?;
+    let (j, writes) = judge_program(&name, &lower, &program, &mut argv, piped_into, cwd, gate)?;
     verdict = verdict.max(j);
+    let makes_links = writes && LINK_MAKERS.contains(&lower.as_str());
     if lower == "git" || target == "git" {
-        harden_git(&mut argv, &mut env, gate)?;
+        super::git::harden(&mut argv, &mut env, cwd, gate)?;
     }
     Ok((
         verdict,
@@ -306,6 +311,7 @@ fn judge_command(
             env,
             redirs,
         },
+        makes_links,
     ))
 }
 
@@ -486,7 +492,7 @@ fn judge_program(
     piped_into: bool,
     cwd: &Path,
     gate: &Gate,
-) -> Judged<Judgement> {
+) -> Judged<(Judgement, bool)> {
     let args = &argv[1..];
     let system_name = name
         .rsplit_once('/')
@@ -507,9 +513,12 @@ fn judge_program(
     let by_path_trusted = name.contains('/') && gate.allowlisted_path(program);
     if !by_path_trusted && name.contains('/') {
         scan_args(args, cwd, gate, false)?;
-        return Ok(Judgement::high(format!(
-            "`{name}` is given by path and is not on the shell allowlist"
-        )));
+        return Ok((
+            Judgement::high(format!(
+                "`{name}` is given by path and is not on the shell allowlist"
+            )),
+            true,
+        ));
     }
     if INTERPRETERS.contains(&lower) || lower.starts_with("python") || lower.starts_with("perl") {
         if piped_into {
@@ -529,16 +538,18 @@ fn judge_program(
         }
         scan_args(args, cwd, gate, false)?;
         if !gate.allowlisted(name) {
-            return Ok(Judgement::high(format!(
-                "`{name}` runs code the gate cannot check"
-            )));
+            return Ok((
+                Judgement::high(format!("`{name}` runs code the gate cannot check")),
+                true,
+            ));
         }
     }
     if !by_path_trusted && !gate.allowlisted(name) {
         scan_args(args, cwd, gate, false)?;
-        return Ok(Judgement::high(format!(
-            "`{name}` is not on the shell allowlist"
-        )));
+        return Ok((
+            Judgement::high(format!("`{name}` is not on the shell allowlist")),
+            true,
+        ));
     }
     let table = if by_path_trusted {
         None
@@ -550,12 +561,16 @@ fn judge_program(
         // judged, nothing else is known about it.
         scan_args(args, cwd, gate, true)?;
         if HARMLESS.contains(&lower) && !by_path_trusted {
-            return Ok(Judgement::low(format!("`{name}` only prints")));
+            return Ok((Judgement::low(format!("`{name}` only prints")), false));
         }
-        return Ok(Judgement::medium(format!(
-            "`{name}` is on the shell allowlist (no option table: judged by its path \
-             arguments only)"
-        )));
+        // Unknown to latchclaw: it may write anything, links included.
+        return Ok((
+            Judgement::medium(format!(
+                "`{name}` is on the shell allowlist (no option table: judged by its path \
+                 arguments only)"
+            )),
+            true,
+        ));
     };
     let parsed = parsed?;
     for r in &parsed.reads {
@@ -586,82 +601,14 @@ fn judge_program(
         ));
     }
     let writes = parsed.writes_anything || !parsed.writes.is_empty();
-    Ok(if writes {
+    let j = if writes {
         Judgement::medium(format!("`{name}` changes files in the workspace"))
     } else if HARMLESS.contains(&lower) {
         Judgement::low(format!("`{name}` only prints"))
     } else {
         Judgement::medium(format!("`{name}` is on the shell allowlist"))
-    })
-}
-
-/// Every git the runner starts: no system or global config, no repository
-/// discovery above the workspace, and every key that starts a program
-/// pinned off on the command line.
-fn harden_git(argv: &mut Vec<String>, env: &mut Vec<(String, String)>, gate: &Gate) -> Judged<()> {
-    for a in argv.iter().skip(1) {
-        if a == "--git-dir"
-            || a.starts_with("--git-dir=")
-            || a == "--work-tree"
-            || a.starts_with("--work-tree=")
-        {
-            return Err(format!(
-                "git `{a}` points git at another repository, whose config could run programs; \
-                 use `-C DIR` inside the workspace"
-            ));
-        }
-    }
-    let ws = gate.workspace()?;
-    let ceiling = ws.parent().unwrap_or(ws).to_string_lossy().into_owned();
-    for (k, v) in [
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_CEILING_DIRECTORIES", ceiling.as_str()),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_PAGER", "cat"),
-        ("PAGER", "cat"),
-        ("GIT_EDITOR", "false"),
-        ("GIT_OPTIONAL_LOCKS", "0"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("GIT_ATTR_NOSYSTEM", "1"),
-    ] {
-        set_var(env, k, v);
-    }
-    if let Some(i) = git_subcommand(argv) {
-        let flags: &[&str] = match argv[i].as_str() {
-            s if GIT_NO_DRIVERS.contains(&s) => &["--no-ext-diff", "--no-textconv"],
-            "blame" | "grep" => &["--no-textconv"],
-            _ => &[],
-        };
-        argv.splice(i + 1..i + 1, flags.iter().map(|f| f.to_string()));
-    }
-    let mut pinned = Vec::with_capacity(GIT_PINNED.len() * 2);
-    for kv in GIT_PINNED {
-        pinned.push("-c".to_string());
-        pinned.push((*kv).to_string());
-    }
-    argv.splice(1..1, pinned);
-    Ok(())
-}
-
-/// Index of git's subcommand word: past the global options, the ones
-/// that take a separate value included.
-fn git_subcommand(argv: &[String]) -> Option<usize> {
-    let mut i = 1;
-    while i < argv.len() {
-        let a = argv[i].as_str();
-        if matches!(
-            a,
-            "-C" | "-c" | "--namespace" | "--config-env" | "--list-cmds"
-        ) {
-            i += 2;
-        } else if a.starts_with('-') {
-            i += 1;
-        } else {
-            return Some(i);
-        }
-    }
-    None
+    };
+    Ok((j, writes))
 }
 
 /// Arguments of a program without a table: paths it may touch get the
@@ -746,8 +693,22 @@ fn destructive_argv(lower: &str, args: &[String]) -> Judged<()> {
         {
             return deny("`systemctl` power commands are destructive");
         }
-        "kill" | "pkill" | "killall" if args.iter().any(|t| t == "-1" || t == "1") => {
-            return deny("killing every process (or init) is destructive");
+        // Any spelling of pid 0, 1 or a negative group (`-01`, `-0001`),
+        // past the signal given first.
+        "kill"
+            if args.iter().enumerate().any(|(i, t)| {
+                let n = t.trim_start_matches('-');
+                let signal_spec = i == 0 && t.starts_with('-') && t != "--";
+                !signal_spec
+                    && !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && (t.starts_with('-') || n.parse::<u64>().map_or(true, |v| v <= 1))
+            }) =>
+        {
+            return deny("signalling every process, a process group or init is destructive");
+        }
+        "pkill" | "killall" | "killall5" | "skill" | "slay" | "gdb" => {
+            return deny("kills or attaches to processes by name or pid, latchclaw's own included");
         }
         _ => {}
     }

@@ -1,0 +1,312 @@
+//! git cannot be turned into a launcher. Every git the runner starts gets no
+//! system or global config, no repository discovery above the workspace,
+//! and `-c` settings that pin off each key that starts a program. Keys whose
+//! names are chosen by the repository (`filter.<name>.clean`,
+//! `diff.<name>.textconv`, `merge.<name>.driver`) are found by reading the
+//! config of the repository git will use, and pinned off by name; a
+//! repository whose files or work tree lie outside the workspace, or whose
+//! config includes files, is refused.
+
+use super::Gate;
+use std::path::{Path, PathBuf};
+
+/// Repository settings that make git start a program. Command-line `-c`
+/// beats every config file, so a planted or hostile config cannot turn
+/// them back on.
+#[rustfmt::skip]
+const PINNED: &[&str] = &[
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat", "core.editor=false",
+    "sequence.editor=false", "core.sshCommand=false", "core.askPass=", "core.gitProxy=",
+    "credential.helper=", "diff.external=", "gpg.program=false", "gpg.ssh.program=false",
+    "gpg.x509.program=false", "gpg.openpgp.program=false", "log.showSignature=false",
+    "uploadpack.packObjectsHook=", "core.alternateRefsCommand=", "safe.bareRepository=explicit",
+    "protocol.allow=never", "core.untrackedCache=false", "pager.log=false", "pager.diff=false",
+    "pager.show=false", "pager.branch=false", "pager.tag=false", "pager.grep=false",
+    "pager.blame=false", "pager.status=false", "pager.config=false", "pager.shortlog=false",
+    "commit.gpgSign=false", "tag.gpgSign=false", "merge.verifySignatures=false",
+    "submodule.recurse=false", "core.sparseCheckout=false", "receive.procReceiveRefs=",
+];
+
+/// Per-driver keys that name a program, pinned empty for every driver the
+/// repository defines (an empty command is no command to git).
+const DRIVER_KEYS: &[(&str, &[&str])] = &[
+    ("filter", &["clean", "smudge", "process"]),
+    ("diff", &["command", "textconv"]),
+    ("merge", &["driver"]),
+];
+
+/// Hardens one git argv and its environment. `cwd` is where it runs.
+pub fn harden(
+    argv: &mut Vec<String>,
+    env: &mut Vec<(String, String)>,
+    cwd: &Path,
+    gate: &Gate,
+) -> Result<(), String> {
+    for a in argv.iter().skip(1) {
+        if a == "--git-dir"
+            || a.starts_with("--git-dir=")
+            || a == "--work-tree"
+            || a.starts_with("--work-tree=")
+        {
+            return Err(format!(
+                "git `{a}` points git at another repository, whose config could run programs; \
+                 use `-C DIR` inside the workspace"
+            ));
+        }
+    }
+    let ws = gate.workspace()?.to_path_buf();
+    let ceiling = ws.parent().unwrap_or(&ws).to_string_lossy().into_owned();
+    for (k, v) in [
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CEILING_DIRECTORIES", ceiling.as_str()),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_PAGER", "cat"),
+        ("PAGER", "cat"),
+        ("GIT_EDITOR", "false"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_ATTR_NOSYSTEM", "1"),
+    ] {
+        match env.iter_mut().find(|(n, _)| n == k) {
+            Some(slot) => slot.1 = v.to_string(),
+            None => env.push((k.to_string(), v.to_string())),
+        }
+    }
+    let (start, sub) = start_dir_and_subcommand(argv, cwd, gate)?;
+    if let Some(i) = sub {
+        let flags: &[&str] = match argv[i].as_str() {
+            "diff" | "log" | "show" => &["--no-ext-diff", "--no-textconv"],
+            "blame" | "grep" => &["--no-textconv"],
+            _ => &[],
+        };
+        // Last on the line (before `--`), so they beat any earlier flag.
+        let at = argv[i + 1..]
+            .iter()
+            .position(|a| a == "--")
+            .map_or(argv.len(), |p| i + 1 + p);
+        argv.splice(at..at, flags.iter().map(|f| f.to_string()));
+    }
+    let mut pinned: Vec<String> = Vec::with_capacity(PINNED.len() * 2);
+    for kv in PINNED {
+        pinned.push("-c".into());
+        pinned.push((*kv).into());
+    }
+    if let Some(repo) = find_repo(&start, &ws)? {
+        for kv in driver_overrides(&repo, &ws)? {
+            pinned.push("-c".into());
+            pinned.push(kv);
+        }
+    }
+    argv.splice(1..1, pinned);
+    Ok(())
+}
+
+/// Where git will start looking for its repository (`-C` applied), and the
+/// index of the subcommand word.
+fn start_dir_and_subcommand(
+    argv: &[String],
+    cwd: &Path,
+    gate: &Gate,
+) -> Result<(PathBuf, Option<usize>), String> {
+    let mut dir = cwd.to_path_buf();
+    let mut i = 1;
+    while i < argv.len() {
+        let a = argv[i].as_str();
+        if a == "-C" {
+            let Some(d) = argv.get(i + 1) else {
+                return Err("git `-C` needs a directory".into());
+            };
+            dir = gate.check_path(&dir.join(d).to_string_lossy())?;
+            i += 2;
+        } else if let Some(d) = a.strip_prefix("-C") {
+            dir = gate.check_path(&dir.join(d).to_string_lossy())?;
+            i += 1;
+        } else if matches!(a, "-c" | "--namespace" | "--config-env" | "--list-cmds") {
+            i += 2;
+        } else if a.starts_with('-') {
+            i += 1;
+        } else {
+            return Ok((dir, Some(i)));
+        }
+    }
+    Ok((dir, None))
+}
+
+/// The git directory git will use from `start`: the nearest `.git` at or
+/// above it, not above the workspace (`GIT_CEILING_DIRECTORIES` stops git
+/// there too). A `.git` file must point inside the workspace.
+fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
+    let mut dir = start.to_path_buf();
+    loop {
+        let dot = dir.join(".git");
+        match std::fs::symlink_metadata(&dot) {
+            Ok(md) if md.is_dir() => return Ok(Some(dot)),
+            Ok(md) if md.is_file() => {
+                let text = std::fs::read_to_string(&dot).unwrap_or_default();
+                let Some(target) = text.trim().strip_prefix("gitdir:") else {
+                    return Err(format!("{} is not a usable git link", dot.display()));
+                };
+                let target = dir.join(target.trim());
+                let resolved = super::resolve(&super::lexical_normalize(&target))
+                    .map_err(|e| format!("{}: {e}", dot.display()))?;
+                if !resolved.starts_with(ws) {
+                    return Err(format!(
+                        "{} points git at {}, outside the workspace; latchclaw does not run git \
+                         on a repository it cannot see",
+                        dot.display(),
+                        resolved.display()
+                    ));
+                }
+                return Ok(Some(resolved));
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{} is a symbolic link; latchclaw does not run git through it",
+                    dot.display()
+                ));
+            }
+            Err(_) => {}
+        }
+        if dir == ws || !dir.pop() || !dir.starts_with(ws) {
+            return Ok(None);
+        }
+    }
+}
+
+/// `-c` pins for the drivers a repository's config defines; refuses a
+/// config that reaches outside (includes, a work tree elsewhere).
+fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
+    let mut files = vec![gitdir.join("config"), gitdir.join("config.worktree")];
+    // A linked work tree shares its main repository's config.
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        let c = super::lexical_normalize(&gitdir.join(common.trim()));
+        files.push(c.join("config"));
+        files.push(c.join("config.worktree"));
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for (section, sub, key, value) in entries(&text) {
+            let shown = || {
+                format!(
+                    "{} (in {})",
+                    [section.as_str(), key.as_str()].join("."),
+                    f.display()
+                )
+            };
+            match (section.as_str(), key.as_str()) {
+                ("include" | "includeif", _) => {
+                    return Err(format!(
+                        "the repository config includes other files ({}); latchclaw does not \
+                         run git where it cannot read every setting",
+                        shown()
+                    ));
+                }
+                ("core", "worktree") => {
+                    let wt = super::lexical_normalize(&gitdir.join(&value));
+                    if !wt.starts_with(ws) {
+                        return Err(format!(
+                            "the repository's work tree is {} ({}), outside the workspace",
+                            wt.display(),
+                            shown()
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            if let (Some(sub), Some((_, keys))) = (
+                sub,
+                DRIVER_KEYS.iter().find(|(s, _)| *s == section.as_str()),
+            ) {
+                for k in *keys {
+                    let kv = format!("{section}.{sub}.{k}=");
+                    if !out.contains(&kv) {
+                        out.push(kv);
+                    }
+                }
+                if section == "filter" {
+                    out.push(format!("filter.{sub}.required=false"));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `(section, subsection, key, value)` of a git config file, sections and
+/// keys lowercased (git compares them case-insensitively).
+fn entries(text: &str) -> Vec<(String, Option<String>, String, String)> {
+    let mut out = Vec::new();
+    let (mut section, mut sub): (String, Option<String>) = (String::new(), None);
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let mut rest = line;
+        if let Some(h) = line.strip_prefix('[') {
+            let Some(end) = h.find(']') else { continue };
+            let header = &h[..end];
+            rest = h[end + 1..].trim();
+            match header.split_once(|c: char| c.is_whitespace()) {
+                Some((name, q)) => {
+                    section = name.to_ascii_lowercase();
+                    sub = Some(q.trim().trim_matches('"').replace("\\\"", "\""));
+                }
+                // `[section.sub]`, the old spelling.
+                None => match header.split_once('.') {
+                    Some((name, s)) => {
+                        section = name.to_ascii_lowercase();
+                        sub = Some(s.to_ascii_lowercase());
+                    }
+                    None => {
+                        section = header.to_ascii_lowercase();
+                        sub = None;
+                    }
+                },
+            }
+            if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
+                continue;
+            }
+        }
+        let (key, value) = match rest.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim().trim_matches('"')),
+            None => (rest, "true"),
+        };
+        out.push((
+            section.clone(),
+            sub.clone(),
+            key.to_ascii_lowercase(),
+            value.to_string(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_sections_subsections_and_keys() {
+        let e = entries(
+            "[core]\n\tbare = false\n[filter \"lfs\"]\n\tclean = git-lfs clean\n\
+             [Diff \"x\"] textconv = sh\n[merge.y]\ndriver=z\n[include]\n path = a\n",
+        );
+        assert!(e.contains(&(
+            "filter".into(),
+            Some("lfs".into()),
+            "clean".into(),
+            "git-lfs clean".into()
+        )));
+        assert!(e.iter().any(|x| x.0 == "diff" && x.2 == "textconv"));
+        assert!(
+            e.iter()
+                .any(|x| x.0 == "merge" && x.1.as_deref() == Some("y"))
+        );
+        assert!(e.iter().any(|x| x.0 == "include"));
+    }
+}
