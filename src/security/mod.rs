@@ -7,6 +7,7 @@
 //! they point at.
 
 pub mod net;
+pub mod options;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
