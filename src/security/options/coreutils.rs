@@ -886,7 +886,8 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
     };
     for s in sources {
         if is_mv {
-            // Moving deletes the source.
+            // Moving reads the source and deletes it.
+            w.p.reads.push(s.to_string());
             w.p.writes.push(s.to_string());
         } else if rec {
             tree_any(&mut w.p, s);

@@ -594,7 +594,8 @@ pub(super) const GIT: Entry = Entry {
     parse: git,
     table: None,
     summary: "by subcommand: status, log, diff, show, blame, grep, ls-files, ls-tree, rev-parse, \
-              rev-list, shortlog, describe, show-ref, cat-file, count-objects, version, config (reading), \
+              rev-list, shortlog, describe, show-ref, cat-file, merge-base, reflog, count-objects, \
+              version, config (reading), \
               remote (listing), branch/tag (listing; changes are writes), stash, add, commit, checkout, \
               switch, restore, reset, rm, mv, init, merge, cherry-pick, revert, apply, clean; \
               -c, --config-env, --exec-path, -p refused",
@@ -728,6 +729,8 @@ fn git(args: &[String]) -> Result<Parsed, String> {
         "describe" => read_cmd(&cx, &mut p, &[DESCRIBE], PARSEOPT, rest, Ops::Plain)?,
         "show-ref" => read_cmd(&cx, &mut p, &[SHOW_REF], PARSEOPT, rest, Ops::Plain)?,
         "cat-file" => read_cmd(&cx, &mut p, &[CAT_FILE], PARSEOPT, rest, Ops::Plain)?,
+        "merge-base" => read_cmd(&cx, &mut p, &[MERGE_BASE], PARSEOPT, rest, Ops::Plain)?,
+        "reflog" => reflog(&cx, &mut p, rest)?,
         "count-objects" => read_cmd(&cx, &mut p, &[COUNT_OBJECTS], PARSEOPT, rest, Ops::None)?,
         "version" => read_cmd(&cx, &mut p, &[VERSION], PARSEOPT, rest, Ops::None)?,
         "rev-parse" => read_cmd(
@@ -807,7 +810,11 @@ fn read_cmd(
     let sc = scan(cx, sets, style, args)?;
     sc.apply(cx, p);
     match ops {
-        Ops::Reads => p.reads.extend(sc.all_operands().map(|a| cx.at(a))),
+        Ops::Reads => {
+            let revs = sc.operands.iter().filter(|a| !revision_syntax(a));
+            p.reads
+                .extend(revs.chain(sc.paths.iter()).map(|a| cx.at(a)));
+        }
         Ops::Trees => {
             for a in sc.all_operands() {
                 p.reads.push(cx.at(a));
@@ -824,6 +831,30 @@ fn read_cmd(
         }
     }
     Ok(false)
+}
+
+/// Words that can only be revisions (`HEAD:path`, `:/message`, `^rev`,
+/// `a..b`, `main@{1}`): not paths, so not reads.
+fn revision_syntax(a: &str) -> bool {
+    a.contains(':')
+        || a.starts_with('^')
+        || a.contains("@{")
+        || (a.contains("..") && !a.contains('/') && !a.starts_with('.'))
+}
+
+/// `git reflog [show] [log options]`; expire and delete change the reflog.
+fn reflog(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+    let rest = match args.first().map(String::as_str) {
+        Some("show" | "list") => &args[1..],
+        Some("exists") => return Ok(false),
+        Some(s @ ("expire" | "delete")) => {
+            return Err(format!(
+                "`git reflog {s}` changes the reflog; it is refused"
+            ));
+        }
+        _ => args,
+    };
+    read_cmd(cx, p, &[LOG, REV, DIFF], LOGSTYLE, rest, Ops::Plain)
 }
 
 // ---------------------------------------------------------------- read-only
@@ -1000,17 +1031,16 @@ const CAT_FILE: &[O] = &[
     f('\0', "allow-unknown-type"),
     f('\0', "use-mailmap"),
     f('\0', "mailmap"),
-    opt('\0', "batch"),
-    opt('\0', "batch-check"),
-    opt('\0', "batch-command"),
-    f('z', ""),
-    f('Z', ""),
-    f('\0', "batch-all-objects"),
-    f('\0', "buffer"),
-    f('\0', "unordered"),
     f('\0', "textconv").no(TEXTCONV),
     f('\0', "filters").no("runs the filter programs named in git's configuration"),
-    v('\0', "path"),
+];
+
+const MERGE_BASE: &[O] = &[
+    f('a', "all"),
+    f('\0', "octopus"),
+    f('\0', "independent"),
+    f('\0', "is-ancestor"),
+    f('\0', "fork-point"),
 ];
 
 const COUNT_OBJECTS: &[O] = &[f('v', "verbose"), f('H', "human-readable")];
@@ -1135,8 +1165,13 @@ fn grep(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
     let sc = scan(cx, &[GREP], style, args)?;
     sc.apply(cx, p);
     let skip = usize::from(!sc.has(PAT));
+    let revs = sc
+        .operands
+        .iter()
+        .skip(skip)
+        .filter(|a| !revision_syntax(a));
     p.reads
-        .extend(sc.all_operands().skip(skip).map(|a| cx.at(a)));
+        .extend(revs.chain(sc.paths.iter()).map(|a| cx.at(a)));
     Ok(false)
 }
 
