@@ -601,6 +601,21 @@ pub(super) const GIT: Entry = Entry {
               -c, --config-env, --exec-path, -p refused",
 };
 
+/// Why a repository directory other than a `.git` directory is refused:
+/// git reads that directory's `config`, which can name programs that even
+/// `git status` runs (core.fsmonitor), and a model that can write files can
+/// write one there. Writes to `.git` directories are for the gate to refuse.
+const NOT_DOT_GIT: &str = "makes git read its configuration (which can name programs to run) \
+                           from a directory that is not a .git directory";
+
+/// `--git-dir`/`--work-tree` values, as paths from latchclaw's directory.
+fn repo_dir(cx: &Cx, name: &str, d: &str) -> Result<String, String> {
+    if name == "--git-dir" && d.trim_end_matches('/').rsplit('/').next() != Some(".git") {
+        return Err(format!("`git` option `{name}={d}` {NOT_DOT_GIT}"));
+    }
+    Ok(cx.at(d))
+}
+
 fn git(args: &[String]) -> Result<Parsed, String> {
     let mut p = Parsed::default();
     let mut cx = Cx {
@@ -636,7 +651,7 @@ fn git(args: &[String]) -> Result<Parsed, String> {
             }
             "--git-dir" | "--work-tree" => {
                 let d = value(a)?;
-                let d = cx.at(d);
+                let d = repo_dir(&cx, a, d)?;
                 p.reads.push(d.clone());
                 trees.push(d);
             }
@@ -654,22 +669,22 @@ fn git(args: &[String]) -> Result<Parsed, String> {
             | "--no-optional-locks"
             | "--no-lazy-fetch"
             | "--no-advice"
-            | "--bare"
             | "--html-path"
             | "--man-path"
             | "--info-path" => {}
             "-p" | "--paginate" => return Err(format!("`git` option `{a}` {PAGER}")),
+            "--bare" => return Err(format!("`git` option `--bare` {NOT_DOT_GIT}")),
             "-c" | "--config-env" => {
                 return Err(format!(
                     "`git` option `{a}` sets configuration, which can name programs to run"
                 ));
             }
             _ => {
-                if let Some(d) = a
-                    .strip_prefix("--git-dir=")
-                    .or_else(|| a.strip_prefix("--work-tree="))
+                if let Some((name, d)) = a
+                    .split_once('=')
+                    .filter(|(n, _)| matches!(*n, "--git-dir" | "--work-tree"))
                 {
-                    let d = cx.at(d);
+                    let d = repo_dir(&cx, name, d)?;
                     p.reads.push(d.clone());
                     trees.push(d);
                 } else if a.starts_with("--namespace=") || a.starts_with("--attr-source=") {
@@ -1199,7 +1214,9 @@ const CONFIG_DISPLAY: &[O] = &[
     f('\0', "show-origin"),
     f('\0', "show-scope"),
     f('\0', "show-names"),
-    f('\0', "includes"),
+    // With --file or --blob it would print files named by include.path
+    // (an INI-style credentials file parses as configuration).
+    f('\0', "includes").no("follows include.path to files the gate cannot see"),
     f('\0', "no-includes"),
     v('\0', "default"),
 ];
@@ -1784,7 +1801,7 @@ fn commit(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
 
 const INIT: &[O] = &[
     v('\0', "template").no("copies hooks (programs git runs) from a template directory"),
-    f('\0', "bare"),
+    f('\0', "bare").no(NOT_DOT_GIT),
     opt('\0', "shared"),
     f('q', "quiet"),
     v('\0', "separate-git-dir").no("puts the repository somewhere else, leaving a link to it"),

@@ -856,9 +856,28 @@ fn git_global_options() {
     assert_eq!(p.reads, ["/tmp/r", "/tmp/r/x"]);
     let p = ok("git", &["-C", "a", "-C", "b", "status"]);
     assert_eq!(p.reads, ["a", "a/b"]);
+    // Deliberate: a repository directory must be a `.git` directory. Any
+    // other directory the model can write to could hold a `config` naming
+    // programs to run (core.fsmonitor runs on `git status`).
+    refused(
+        "git",
+        &["--git-dir=/tmp/evil", "status"],
+        "not a .git directory",
+    );
+    refused(
+        "git",
+        &["--git-dir", "evil", "status"],
+        "not a .git directory",
+    );
+    refused("git", &["--bare", "log"], "not a .git directory");
+    refused("git", &["init", "--bare", "r"], "not a .git directory");
     assert_eq!(
-        ok("git", &["--git-dir=/tmp/evil", "status"]).reads,
-        ["/tmp/evil"]
+        ok("git", &["--git-dir=/tmp/r/.git", "status"]).reads,
+        ["/tmp/r/.git"]
+    );
+    assert_eq!(
+        ok("git", &["--git-dir", "sub/.git/", "log"]).reads,
+        ["sub/.git/"]
     );
     assert_eq!(
         ok("git", &["--work-tree", "/tmp/w", "status"]).reads,
@@ -914,6 +933,12 @@ fn git_refusals() {
     );
     refused("git", &["config", "set", "a.b", "c"], "configuration");
     refused("git", &["config", "-e"], "editor");
+    refused(
+        "git",
+        &["config", "--file", "x", "--includes", "--list"],
+        "include.path",
+    );
+    assert_eq!(ok("git", &["config", "--file", "x", "--list"]).reads, ["x"]);
     refused("git", &["config", "--get", "a", "b", "c"], "configuration");
     refused(
         "git",
