@@ -82,11 +82,14 @@ pub fn describe_program(program: &str) -> Option<String> {
 }
 
 /// Configuration worth putting in front of every git subcommand the gate
-/// runs (`git -c NAME=VALUE ... SUBCOMMAND`): repository configuration can
+/// runs (`git -c NAME=VALUE ... SUBCOMMAND`). Repository configuration can
 /// name programs that even read-only subcommands run (an fsmonitor on
-/// `status`, hooks on `commit`), and a model that can write files in the
-/// workspace can write `.git/config`. The tables refuse `-c` from the model;
-/// this list is for the gate itself to add.
+/// `status`, hooks on `commit`, `diff.external` and textconv drivers on
+/// `diff`/`show`), and a model that can write files could write one. This
+/// list turns off the ones that can be turned off this way; external diff,
+/// textconv and filter drivers cannot, so the gate must also refuse writes to
+/// any path with a `.git` component (the tables already refuse `--bare` and a
+/// `--git-dir` that is not a `.git` directory).
 pub const GIT_SAFE_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
