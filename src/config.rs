@@ -544,7 +544,7 @@ pub const DEFAULT_FORBIDDEN_COMMANDS: &[&str] = &[
 pub const DEFAULT_SHELL_ALLOWLIST: &[&str] = &[
     "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "printf", "pwd", "date",
     "git", "sed", "sort", "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which",
-    "basename", "dirname", "true",
+    "basename", "dirname", "true", "expr", "tee", "mkdir", "touch", "cp", "mv",
 ];
 
 pub const DEFAULT_TOOLS_ALLOW: &[&str] =

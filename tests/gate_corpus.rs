@@ -182,7 +182,7 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
     let deny = cases.iter().filter(|c| c["expect"] == "deny").count();
     let allow = cases.iter().filter(|c| c["expect"] == "allow").count();
     assert!(
-        deny >= 1149 && allow >= 149,
+        deny >= 1100 && allow >= 140,
         "corpus too small: {deny} deny, {allow} allow"
     );
     // The seven attack classes, each tried at every autonomy level.

@@ -127,18 +127,24 @@ fn git_ignores_planted_config_that_would_run_programs() {
     let cfg = env.ws.join(".git/config");
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str(&format!(
-        "[core]\n\tfsmonitor = {h}\n\tpager = {h}\n[diff \"x\"]\n\ttextconv = {h}\n\tcommand = {h}\n[alias]\n\tst = !{h}\n",
+        "[core]\n\tfsmonitor = {h}\n\tpager = {h}\n[diff \"x\"]\n\ttextconv = {h}\n\tcommand = {h}\n\
+         [filter \"f\"]\n\tclean = {h}\n\tsmudge = {h}\n\tprocess = {h}\n\trequired = true\n\
+         [merge \"m\"]\n\tdriver = {h}\n[alias]\n\tst = !{h}\n",
         h = hook.display()
     ));
     std::fs::write(&cfg, text).unwrap();
-    std::fs::write(env.ws.join(".gitattributes"), "* diff=x\n").unwrap();
+    std::fs::write(env.ws.join(".gitattributes"), "* diff=x filter=f merge=m\n").unwrap();
     std::fs::write(env.ws.join("notes.txt"), "changed\n").unwrap();
     for command in [
         "git status",
         "git diff",
+        "git diff --stat",
         "git log -p -1",
         "git show HEAD",
         "git status --short",
+        "git blame notes.txt",
+        "git add notes.txt",
+        "git commit -qm second",
     ] {
         let (r, _) = shell(&env, command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
@@ -158,10 +164,26 @@ fn git_ignores_planted_config_that_would_run_programs() {
     let _ = shell(&env, "cd planted && git status");
     let _ = shell(&env, "git -C planted status");
     assert!(!canary.exists(), "a planted bare repository ran a program");
+    // A repository whose config reaches outside the workspace is refused.
+    let linked = env.ws.join("linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::fs::write(
+        linked.join(".git"),
+        format!("gitdir: {}\n", env.home.display()),
+    )
+    .unwrap();
+    let inc = env.ws.join("inc");
+    git(&env.ws.join(""), &["init", "-q", "inc"]);
+    let mut c = std::fs::read_to_string(inc.join(".git/config")).unwrap();
+    c.push_str("[include]\n\tpath = ../../x.cfg\n");
+    std::fs::write(inc.join(".git/config"), c).unwrap();
     for command in [
         "git --git-dir=planted status",
         "git -c core.pager=sh log",
         "git config core.fsmonitor x",
+        "git -C linked status",
+        "cd inc && git status",
+        "git apply x.patch && cat notes.txt",
     ] {
         let (r, _) = shell(&env, command);
         assert_eq!(r.code, 4, "{command}: {r:?}");

@@ -589,10 +589,22 @@ impl Gate {
 
     /// A forbidden or protected path inside `dir` (a tree a program walks).
     pub(crate) fn forbidden_beneath(&self, dir: &Path) -> Option<String> {
+        self.forbidden_within(dir, usize::MAX)
+    }
+
+    /// [`Gate::forbidden_beneath`] for a walk that lists at most `depth`
+    /// levels: a forbidden directory at the last level is only named, never
+    /// opened (`find . -maxdepth 1` shows `./private`, not what is in it).
+    pub(crate) fn forbidden_within(&self, dir: &Path, depth: usize) -> Option<String> {
         self.forbidden()
             .iter()
             .chain(self.protected())
-            .find(|p| p.starts_with(dir) && p.as_path() != dir)
+            .find(|p| {
+                p.strip_prefix(dir).is_ok_and(|rel| {
+                    let n = rel.components().count();
+                    n > 0 && n < depth
+                })
+            })
             .map(|p| p.display().to_string())
     }
 

@@ -585,11 +585,34 @@ fn judge_program(
     for w in &parsed.writes {
         gate.check_write_path(&absolute(cwd, w))?;
     }
-    for d in &parsed.read_dirs_recursive {
+    let mut trees = parsed.read_dirs_recursive.clone();
+    if lower == "git" {
+        git_reads(args, &parsed, &mut trees, cwd, gate)?;
+    }
+    // How deep the walk lists: `find -maxdepth N` names entries down to N.
+    let depth = (lower == "find")
+        .then(|| {
+            args.windows(2)
+                .filter(|w| w[0] == "-maxdepth")
+                .filter_map(|w| w[1].parse::<usize>().ok())
+                .min()
+        })
+        .flatten()
+        .unwrap_or(usize::MAX);
+    for d in &trees {
         let resolved = gate.check_path(&absolute(cwd, d))?;
-        if let Some(hit) = gate.forbidden_beneath(&resolved) {
+        if let Some(hit) = gate.forbidden_within(&resolved, depth) {
             return Err(format!(
                 "`{name}` would walk {} ({d}), which holds the forbidden path {hit}",
+                resolved.display()
+            ));
+        }
+    }
+    for d in &parsed.write_dirs_recursive {
+        let resolved = gate.check_write_path(&absolute(cwd, d))?;
+        if let Some(hit) = gate.forbidden_beneath(&resolved) {
+            return Err(format!(
+                "`{name}` would write throughout {} ({d}), which holds the forbidden path {hit}",
                 resolved.display()
             ));
         }
@@ -609,6 +632,63 @@ fn judge_program(
         Judgement::medium(format!("`{name}` is on the shell allowlist"))
     };
     Ok((j, writes))
+}
+
+/// What git subcommands read beyond their operands: `grep` and `add -A`
+/// walk the tree (untracked files too), and `REV:path` reads a file from the
+/// object store, which is judged by the path it names.
+fn git_reads(
+    args: &[String],
+    parsed: &options::Parsed,
+    trees: &mut Vec<String>,
+    cwd: &Path,
+    gate: &Gate,
+) -> Judged<()> {
+    let Some(sub) = parsed
+        .git_subcommand
+        .and_then(|i| args.get(i.wrapping_sub(1)))
+    else {
+        return Ok(());
+    };
+    let ws = gate.workspace()?;
+    for a in args {
+        if let Some((rev, path)) = a.split_once(':')
+            && !rev.starts_with('-')
+            && !path.is_empty()
+        {
+            // `HEAD:./x` is relative to the directory; `HEAD:x` to the top.
+            let p = if path.starts_with("./") || path.starts_with("../") {
+                super::lexical_normalize(&cwd.join(path))
+            } else {
+                super::lexical_normalize(&ws.join(path))
+            };
+            gate.check_path(&p.to_string_lossy())
+                .map_err(|e| format!("git `{a}` reads a file from the repository: {e}"))?;
+        }
+    }
+    let pathspecs: Vec<String> = parsed
+        .reads
+        .iter()
+        .chain(&parsed.writes)
+        .filter(|p| !p.contains(':'))
+        .cloned()
+        .collect();
+    let whole = args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-A" | "--all" | "-u" | "--update" | "--untracked"
+        )
+    });
+    match sub.as_str() {
+        "grep" | "add" => {
+            if pathspecs.is_empty() || whole {
+                trees.push(".".into());
+            }
+            trees.extend(pathspecs);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Arguments of a program without a table: paths it may touch get the
