@@ -350,6 +350,22 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
              such as C.UTF-8 or UTC"
         ));
     }
+    // Programs' own parsers (sed's script reader above all) are judged in
+    // UTF-8 or single-byte terms; a multibyte charset such as GB18030 can
+    // hide ASCII syntax inside a character.
+    if name.starts_with("LC_") || name == "LANG" {
+        let v = value.to_ascii_lowercase();
+        let ok = v.is_empty()
+            || v == "c"
+            || v == "posix"
+            || v.ends_with(".utf-8")
+            || v.ends_with(".utf8");
+        if !ok {
+            return Err(format!(
+                "{name}={value}: only C, POSIX and UTF-8 locales (C.UTF-8, en_US.UTF-8) are allowed"
+            ));
+        }
+    }
     Ok(())
 }
 
