@@ -366,3 +366,51 @@ fn the_kernel_wall_holds_alone_for_a_trusted_program() {
     );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }
+
+#[test]
+fn a_child_that_kills_latchclaw_leaves_the_started_receipt() {
+    // Without the kernel wall (confinement off) a child can kill latchclaw:
+    // the call's started receipt was written before it ran.
+    let env = env_with("confinement = \"off\"\nshell_allowlist = [\"./assassin.sh\"]");
+    trusted_script(&env, "assassin.sh", "kill -KILL $PPID\nsleep 5");
+    let r = env.run(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "./assassin.sh"}"#,
+    ]);
+    assert_eq!(r.code, -1, "latchclaw should have been killed: {r:?}");
+    let lines = env.receipt_lines();
+    let last = lines.last().expect("a receipt");
+    assert_eq!(
+        (last["tool"].as_str(), last["status"].as_str()),
+        (Some("shell"), Some("started")),
+        "{lines:?}"
+    );
+    let v = env.run(&["receipt", "verify"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stdout.contains("started, no outcome"), "{v:?}");
+}
+
+#[test]
+fn policy_show_names_programs_without_a_table_and_the_sandbox() {
+    let env = env_with("shell_allowlist = [\"ls\", \"jq\", \"./tools/check.sh\"]");
+    let r = env.run(&["policy", "show"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "without an option table (judged by their path arguments only): jq, ./tools/check.sh"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("shell confinement: best_effort"),
+        "{}",
+        r.stdout
+    );
+    // A program without a table is still judged by its path arguments.
+    let (r, _) = shell(&env, "jq . /etc/passwd");
+    assert_eq!(r.code, 4, "{r:?}");
+}
