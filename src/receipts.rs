@@ -140,6 +140,20 @@ impl ReceiptLog {
         &self.path
     }
 
+    /// Refuses (as `append` would) a log whose last line is torn or altered,
+    /// without writing: a tool with no effect of its own runs only if its
+    /// receipt can be written afterwards.
+    pub fn check_appendable(&self) -> Result<()> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok(());
+        };
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        self.last_hash(&file, len).map(|_| ())
+    }
+
     /// Appends one receipt under an exclusive lock and flushes it to disk.
     pub fn append(&self, r: &NewReceipt) -> Result<Written> {
         check_shape(r.status, r.result.is_some(), r.started_id.is_some()).map_err(|why| {

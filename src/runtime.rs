@@ -159,17 +159,22 @@ impl<'a> Runtime<'a> {
             };
             // The started receipt is on disk before the tool can take effect,
             // so a call cut off by a kill or a crash still has a receipt; a
-            // tool whose receipt cannot be written does not run.
-            started_id = self.append_receipt(&NewReceipt {
-                conversation_id,
-                tool: name,
-                args,
-                result: None,
-                status: "started",
-                risk: d.risk.as_str(),
-                reason,
-                started_id: None,
-            })?;
+            // tool whose receipt cannot be written does not run. A tool that
+            // changes nothing gets its one receipt afterwards.
+            if tool.takes_effect() {
+                started_id = self.append_receipt(&NewReceipt {
+                    conversation_id,
+                    tool: name,
+                    args,
+                    result: None,
+                    status: "started",
+                    risk: d.risk.as_str(),
+                    reason,
+                    started_id: None,
+                })?;
+            } else if let Some(log) = &self.receipts {
+                log.check_appendable()?;
+            }
             let ctx = ToolCtx {
                 cfg: self.cfg,
                 gate: &self.gate,

@@ -168,7 +168,8 @@ fn at5_etc_passwd_denied_with_receipt_and_tool_error() {
 /// A call that ran (started, allowed) and one denied call (one receipt).
 fn three_receipts(env: &Env) -> Vec<String> {
     env.config("");
-    assert_eq!(env.run(&["tool", "run", "time", "--json", "{}"]).code, 0);
+    let echo = r#"{"command": "echo hi"}"#;
+    assert_eq!(env.run(&["tool", "run", "shell", "--json", echo]).code, 0);
     let denied = env.run(&[
         "tool",
         "run",

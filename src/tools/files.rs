@@ -75,6 +75,9 @@ fn human_size(n: u64) -> String {
 }
 
 impl Tool for FileList {
+    fn takes_effect(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "file_list"
     }
@@ -166,6 +169,9 @@ impl Tool for FileList {
 }
 
 impl Tool for FileRead {
+    fn takes_effect(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "file_read"
     }

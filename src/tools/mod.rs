@@ -81,6 +81,12 @@ pub trait Tool: Sync {
     fn description(&self) -> &'static str;
     fn parameters(&self) -> Value;
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
+    /// False for tools that change nothing and send nothing anywhere: cut
+    /// off mid-call they leave no effect, so they need no `started` receipt
+    /// (and its fsync) before they run.
+    fn takes_effect(&self) -> bool {
+        true
+    }
 }
 
 static TOOLS: &[&dyn Tool] = &[
@@ -105,6 +111,9 @@ pub fn find(name: &str) -> Option<&'static dyn Tool> {
 struct Time;
 
 impl Tool for Time {
+    fn takes_effect(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "time"
     }
@@ -154,6 +163,9 @@ fn local_offset(secs: i64) -> (i64, Option<String>) {
 struct MemorySearch;
 
 impl Tool for MemorySearch {
+    fn takes_effect(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "memory_search"
     }
