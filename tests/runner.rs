@@ -414,3 +414,61 @@ fn policy_show_names_programs_without_a_table_and_the_sandbox() {
     let (r, _) = shell(&env, "jq . /etc/passwd");
     assert_eq!(r.code, 4, "{r:?}");
 }
+
+#[test]
+fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
+         [channels.cli]\n{ALL_TOOLS}\n",
+        common::lit(&env.ws.join("private"))
+    ));
+    repo(&env);
+    std::fs::create_dir_all(env.ws.join("private")).unwrap();
+    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    // git matches pathspecs literally: a pattern cannot reach what the gate
+    // never saw named.
+    for command in [
+        "git add -N -f 'priv*'",
+        "git add -N -f ':(icase)PRIVATE'",
+        "git diff",
+        "git status --short",
+        "git diff --cached",
+    ] {
+        let (_, v) = shell(&env, command);
+        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+    }
+    for command in [
+        "git add -N -f private",
+        "git --icase-pathspecs add -N PRIVATE",
+        "git add .",
+        "grep -r CANARY .",
+        // GNU option parsing changes under POSIXLY_CORRECT; the tables
+        // read argv the GNU way, so the variable is never set.
+        "POSIXLY_CORRECT=1 grep -h '' notes.txt -e private/key",
+    ] {
+        let (r, v) = shell(&env, command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+    }
+    // A commit takes the user's identity from their own git config (the
+    // rest of that file is never read by git here).
+    std::fs::write(
+        env.home.join(".gitconfig"),
+        "[user]\n\tname = Home Person\n\temail = home@example.invalid\n[core]\n\tpager = false\n",
+    )
+    .unwrap();
+    let fresh = env.ws.join("fresh");
+    git(&env.ws, &["init", "-q", "fresh"]);
+    std::fs::write(fresh.join("f.txt"), "x\n").unwrap();
+    let (r, _) = shell(&env, "cd fresh && git add f.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+    let (r, _) = shell(&env, "cd fresh && git commit -qm one");
+    assert_eq!(r.code, 0, "{r:?}");
+    let (r, v) = shell(&env, "cd fresh && git log --format=%an");
+    assert_eq!((r.code, out(&v)), (0, "Home Person\n"), "{r:?}");
+    // Writing into a directory is fine; `cp f dir/` is everyday work.
+    let (r, _) = shell(&env, "cp notes.txt src/");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("src/notes.txt").exists());
+}

@@ -35,6 +35,53 @@ const DRIVER_KEYS: &[(&str, &[&str])] = &[
     ("merge", &["driver"]),
 ];
 
+/// Subcommands that write commits and so need an author.
+const COMMITS: &[&str] = &["commit", "merge", "revert", "cherry-pick", "stash", "tag"];
+
+/// The user's name and email from their own git config, which git no
+/// longer reads (`GIT_CONFIG_GLOBAL=/dev/null`): only those two values,
+/// as `GIT_AUTHOR_*`/`GIT_COMMITTER_*`, and only when the repository does
+/// not set them itself.
+fn identity(gitdir: &Path, env: &mut Vec<(String, String)>) {
+    let has = |text: &str, key: &str| {
+        entries(text)
+            .iter()
+            .any(|(s, sub, k, _)| s == "user" && sub.is_none() && k == key)
+    };
+    let repo = std::fs::read_to_string(gitdir.join("config")).unwrap_or_default();
+    let Some(home) = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| PathBuf::from(v))
+    else {
+        return;
+    };
+    let global: String = [home.join(".gitconfig"), home.join(".config/git/config")]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (key, vars) in [
+        ("name", ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]),
+        ("email", ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]),
+    ] {
+        if has(&repo, key) {
+            continue;
+        }
+        let Some(value) = entries(&global)
+            .into_iter()
+            .filter(|(s, sub, k, _)| s == "user" && sub.is_none() && k == key)
+            .map(|e| e.3)
+            .next_back()
+        else {
+            continue;
+        };
+        for v in vars {
+            env.push((v.to_string(), value.clone()));
+        }
+    }
+}
+
 /// Hardens one git argv and its environment. `cwd` is where it runs.
 pub fn harden(
     argv: &mut Vec<String>,
@@ -43,6 +90,15 @@ pub fn harden(
     gate: &Gate,
 ) -> Result<(), String> {
     for a in argv.iter().skip(1) {
+        if matches!(
+            a.as_str(),
+            "--icase-pathspecs" | "--glob-pathspecs" | "--noglob-pathspecs"
+        ) {
+            return Err(format!(
+                "git `{a}`: pathspecs are matched literally here (a pattern could reach a \
+                 forbidden path the gate cannot see); name the files"
+            ));
+        }
         if a == "--git-dir"
             || a.starts_with("--git-dir=")
             || a == "--work-tree"
@@ -67,6 +123,8 @@ pub fn harden(
         ("GIT_OPTIONAL_LOCKS", "0"),
         ("GIT_NO_REPLACE_OBJECTS", "1"),
         ("GIT_ATTR_NOSYSTEM", "1"),
+        // Pathspecs are the paths the gate judged: no wildcards, no magic.
+        ("GIT_LITERAL_PATHSPECS", "1"),
     ] {
         match env.iter_mut().find(|(n, _)| n == k) {
             Some(slot) => slot.1 = v.to_string(),
@@ -80,12 +138,9 @@ pub fn harden(
             "blame" | "grep" => &["--no-textconv"],
             _ => &[],
         };
-        // Last on the line (before `--`), so they beat any earlier flag.
-        let at = argv[i + 1..]
-            .iter()
-            .position(|a| a == "--")
-            .map_or(argv.len(), |p| i + 1 + p);
-        argv.splice(at..at, flags.iter().map(|f| f.to_string()));
+        // Right after the subcommand; the option tables refuse the flags
+        // that would turn them back on (`--ext-diff`, `--textconv`).
+        argv.splice(i + 1..i + 1, flags.iter().map(|f| f.to_string()));
     }
     let mut pinned: Vec<String> = Vec::with_capacity(PINNED.len() * 2);
     for kv in PINNED {
@@ -96,6 +151,9 @@ pub fn harden(
         for kv in driver_overrides(&repo, &ws)? {
             pinned.push("-c".into());
             pinned.push(kv);
+        }
+        if sub.is_some_and(|i| COMMITS.contains(&argv[i].as_str())) {
+            identity(&repo, env);
         }
     }
     argv.splice(1..1, pinned);

@@ -409,6 +409,16 @@ impl Gate {
     /// directory, nothing inside a `.git` directory (hooks and config there
     /// run code later).
     pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
+        self.check_write(raw, false)
+    }
+
+    /// [`Gate::check_write_path`] for a program that writes into or
+    /// throughout a directory (`cp f dir/`, `mkdir -p`, git in `.`).
+    pub(crate) fn check_write_dir_ok(&self, raw: &str) -> Result<PathBuf, String> {
+        self.check_write(raw, true)
+    }
+
+    fn check_write(&self, raw: &str, dir_ok: bool) -> Result<PathBuf, String> {
         let resolved = self.check_path(raw)?;
         let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let written = lexical_normalize(&self.absolute(raw)?);
@@ -419,15 +429,16 @@ impl Gate {
                 "\"{raw}\" is a symlink; writing through a symlink is refused"
             ));
         }
-        if resolved.is_dir() {
+        if !dir_ok && resolved.is_dir() {
             return Err(format!("\"{raw}\" is a directory"));
         }
-        if resolved
-            .strip_prefix(workspace)
-            .unwrap_or(&resolved)
-            .components()
-            .any(|c| c.as_os_str() == ".git")
-        {
+        let in_git = |p: &Path| {
+            p.strip_prefix(workspace)
+                .unwrap_or(p)
+                .components()
+                .any(|c| c.as_os_str() == ".git")
+        };
+        if in_git(&resolved) || in_git(&written) {
             return Err(format!(
                 "\"{raw}\" is inside a .git directory, where hooks and config run code"
             ));

@@ -68,7 +68,7 @@ const BENIGN_VARS: &[&str] = &[
     "LC_TIME", "LC_MONETARY", "TZ", "NO_COLOR", "TERM", "COLUMNS", "LINES", "CLICOLOR",
     "CLICOLOR_FORCE", "FORCE_COLOR", "GREP_COLOR", "GREP_COLORS", "LS_COLORS", "TIME_STYLE",
     "QUOTING_STYLE", "BLOCK_SIZE", "DU_BLOCK_SIZE", "DF_BLOCK_SIZE", "LS_BLOCK_SIZE",
-    "POSIXLY_CORRECT", "SOURCE_DATE_EPOCH",
+    "SOURCE_DATE_EPOCH",
 ];
 
 /// Programs whose writes can create or move symbolic links (`git apply` of
@@ -599,7 +599,17 @@ fn judge_program(
         let _ = resolved;
     }
     for w in &parsed.writes {
-        gate.check_write_path(&absolute(cwd, w))?;
+        let resolved = gate.check_write_dir_ok(&absolute(cwd, w))?;
+        // A directory written to may be written throughout (`git rm -r .`,
+        // `git checkout dir`): not one holding a forbidden path.
+        if resolved.is_dir()
+            && let Some(hit) = gate.forbidden_beneath(&resolved)
+        {
+            return Err(format!(
+                "`{name}` would write into {} ({w}), which holds the forbidden path {hit}",
+                resolved.display()
+            ));
+        }
     }
     let mut trees = parsed.read_dirs_recursive.clone();
     if lower == "git" {
@@ -625,7 +635,7 @@ fn judge_program(
         }
     }
     for d in &parsed.write_dirs_recursive {
-        let resolved = gate.check_write_path(&absolute(cwd, d))?;
+        let resolved = gate.check_write_dir_ok(&absolute(cwd, d))?;
         if let Some(hit) = gate.forbidden_beneath(&resolved) {
             return Err(format!(
                 "`{name}` would write throughout {} ({d}), which holds the forbidden path {hit}",
