@@ -136,6 +136,8 @@ pub struct Gate {
     shell_allowlist: Vec<String>,
     /// The environment every shell child gets (and `$NAME` expands from).
     child_env: OnceCell<Vec<(String, String)>>,
+    /// Programs already looked up on the shell's PATH.
+    programs: std::cell::RefCell<Vec<(String, Option<PathBuf>)>>,
     env_passthrough: Vec<String>,
     secret_envs: Vec<String>,
     file_write_max_bytes: usize,
@@ -201,6 +203,7 @@ impl Gate {
                 .collect(),
             shell_allowlist: cfg.security.shell_allowlist.clone(),
             child_env: OnceCell::new(),
+            programs: Default::default(),
             env_passthrough: cfg.security.shell_env_passthrough.clone(),
             secret_envs: cfg
                 .providers
@@ -474,8 +477,12 @@ impl Gate {
         let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let absolute = self.absolute(raw)?;
         let lexical = lexical_normalize(&absolute);
-        let resolved =
-            resolve(&absolute).map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
+        // The workspace is canonical: resolve only what lies below it.
+        let resolved = match absolute.strip_prefix(workspace) {
+            Ok(rest) => resolve_from(workspace.clone(), rest),
+            Err(_) => resolve(&absolute),
+        }
+        .map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
         for p in [&lexical, &resolved] {
             if let Some(hit) = self.protected().iter().find(|s| p.starts_with(s)) {
                 return Err(format!(
@@ -619,6 +626,25 @@ impl Gate {
             .map(|p| p.display().to_string())
     }
 
+    /// The first executable file named `name` on the shell's fixed PATH.
+    pub(crate) fn lookup_program(&self, name: &str) -> Option<PathBuf> {
+        if let Some((_, p)) = self.programs.borrow().iter().find(|(n, _)| n == name) {
+            return p.clone();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let found = shell::SAFE_PATH
+            .split(':')
+            .map(|dir| Path::new(dir).join(name))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|md| md.is_file() && md.permissions().mode() & 0o111 != 0)
+            });
+        self.programs
+            .borrow_mut()
+            .push((name.to_string(), found.clone()));
+        found
+    }
+
     /// PATH, TERM and a few variables from latchclaw's own environment
     /// (never a provider key), plus the configured pass-through names.
     pub fn child_env(&self) -> &[(String, String)] {
@@ -720,11 +746,17 @@ pub fn lexical_normalize(p: &Path) -> PathBuf {
 /// which is what the kernel would do once they are created as directories).
 /// Errors other than "not found" fail closed.
 pub fn resolve(path: &Path) -> Result<PathBuf, String> {
+    resolve_from(PathBuf::from("/"), path)
+}
+
+/// [`resolve`] of `rest` below `base`, a directory already resolved (no
+/// link in it), so its components are not looked at again.
+fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, String> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
-    let mut out = PathBuf::from("/");
+    let mut out = base;
     let mut hops = 0;
     let mut missing = 0usize;
-    push_front_components(&mut queue, path, &mut out);
+    push_front_components(&mut queue, rest, &mut out);
     while let Some(name) = queue.pop_front() {
         if name == ".." {
             missing = missing.saturating_sub(1);

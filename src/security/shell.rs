@@ -465,16 +465,8 @@ fn resolve_program(name: &str, cwd: &Path, gate: &Gate) -> Judged<PathBuf> {
         }
         return Ok(p);
     }
-    for dir in SAFE_PATH.split(':') {
-        let p = Path::new(dir).join(name);
-        if let Ok(md) = std::fs::metadata(&p)
-            && md.is_file()
-        {
-            use std::os::unix::fs::PermissionsExt;
-            if md.permissions().mode() & 0o111 != 0 {
-                return Ok(p);
-            }
-        }
+    if let Some(p) = gate.lookup_program(name) {
+        return Ok(p);
     }
     Err(format!(
         "`{name}` was not found on the command path ({SAFE_PATH}); shell builtins other than \
