@@ -285,6 +285,7 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             // elsewhere it is a switch.
             Long("json")
                 if a.words.first().is_some_and(|w| w == "tool")
+                    && a.words.get(1).is_some_and(|w| w == "run")
                     || a.words.get(1).is_some_and(|w| w == "check") =>
             {
                 a.json_args = Some(text(&mut p)?);

@@ -455,3 +455,20 @@ fn example_config_is_valid_and_complete() {
         }
     }
 }
+
+#[test]
+fn tool_list_takes_json_as_a_switch() {
+    let env = Env::new();
+    let (r, v) = env.json(&["tool", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"shell") && names.contains(&"file_read"),
+        "{names:?}"
+    );
+}
