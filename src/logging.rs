@@ -1,5 +1,5 @@
 //! Logs go to stderr only, so stdout stays the answer. `LATCHCLAW_LOG=json`
-//! gives one JSON object per line. Events (SPEC §14) are log records whose
+//! gives one JSON object per line. Events are log records whose
 //! target is `event::NAME`.
 
 use std::io::Write;

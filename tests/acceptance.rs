@@ -1,4 +1,4 @@
-//! SPEC §15 acceptance tests, each on the real binary in a temporary home.
+//! The acceptance tests, each on the real binary in a temporary home.
 
 mod common;
 

@@ -183,7 +183,7 @@ fn decide(env: &Env, tool: &str, args: Value, autonomy: &str) -> String {
     v["decision"].as_str().unwrap().to_string()
 }
 
-/// Every autonomy level × every rule of SPEC §8.
+/// Every autonomy level × every rule of the security policy.
 #[test]
 fn autonomy_by_rule_matrix() {
     let env = Env::new();
