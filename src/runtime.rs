@@ -3,7 +3,7 @@
 
 use crate::channels::{Approval, Approver};
 use crate::config::Config;
-use crate::error::{Error, Kind, Result, exit};
+use crate::error::{Error, IoContext, Kind, Result, exit};
 use crate::memory::{Memory, NewTurn};
 use crate::providers::{ChatRequest, Message, Provider, Role, ToolCall, ToolSpec, Usage};
 use crate::receipts::{NewReceipt, ReceiptLog};
@@ -33,6 +33,34 @@ pub struct Runtime<'a> {
     pub hint: Option<String>,
     /// `--timeout`: the whole run ends by then.
     pub deadline: Option<Instant>,
+}
+
+/// An exclusive lock on `<state>/tools.lock`, held while one tool call is
+/// re-judged and runs; released when the guard drops.
+fn tool_lock(cfg: &Config) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = cfg.state_dir.join("tools.lock");
+    let _ = std::fs::create_dir_all(&cfg.state_dir);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .ctx(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(Error::new(
+            Kind::Runtime,
+            format!(
+                "cannot lock {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 /// One attempted tool call, as reported to the user.
@@ -147,6 +175,7 @@ impl<'a> Runtime<'a> {
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
         let d = self.gate.decide(name, args);
+        let first = &d;
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
@@ -157,6 +186,21 @@ impl<'a> Runtime<'a> {
                     ToolResult::err(format!("unknown tool \"{name}\"")),
                 ));
             };
+            // One call at a time among the processes sharing this state
+            // directory, decided again under the lock: another latchclaw
+            // (an overlapping cron run, a second session) cannot change
+            // the files between this call's decision and its end.
+            let _lock = tool_lock(self.cfg)?;
+            let d = self.gate.decide(name, args);
+            if d.verdict == Verdict::Deny || d.risk > first.risk {
+                return Ok((
+                    "denied",
+                    ToolResult::err(format!(
+                        "denied by policy: the files changed since the call was judged: {}",
+                        d.reason
+                    )),
+                ));
+            }
             // The started receipt is on disk before the tool can take effect,
             // so a call cut off by a kill or a crash still has a receipt; a
             // tool whose receipt cannot be written does not run. A tool that

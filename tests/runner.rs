@@ -472,3 +472,59 @@ fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("src/notes.txt").exists());
 }
+
+#[test]
+fn a_recursive_copy_never_writes_through_a_link_in_its_destination() {
+    let env = env_with("");
+    repo(&env);
+    let before = std::fs::read_to_string(env.ws.join(".git/config")).unwrap();
+    // A link planted in the destination (git apply can make one), then a
+    // source tree with a file of the same name.
+    std::fs::create_dir_all(env.ws.join("dst")).unwrap();
+    std::os::unix::fs::symlink("../.git/config", env.ws.join("dst/c")).unwrap();
+    std::fs::create_dir_all(env.ws.join("src2")).unwrap();
+    std::fs::write(env.ws.join("src2/c"), "[core]\n\tfsmonitor = evil\n").unwrap();
+    for command in ["cp -rT src2 dst", "cp -r src2/. dst", "cp -a src2/. dst"] {
+        let (r, v) = shell(&env, command);
+        assert_eq!(r.code, 4, "{command}: {v}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".git/config")).unwrap(),
+        before
+    );
+    // Without the link the same copy is ordinary work.
+    std::fs::remove_file(env.ws.join("dst/c")).unwrap();
+    let (r, _) = shell(&env, "cp -rT src2 dst");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("dst/c").is_file());
+}
+
+#[test]
+fn tool_calls_of_processes_sharing_a_state_dir_do_not_overlap() {
+    let env = env_with("shell_allowlist = [\"sleep\", \"echo\"]");
+    let slow = env
+        .command(&[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "sleep 1.2424"}"#,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while processes_with("1.2424").is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let (r, v) = shell(&env, "echo after");
+    let waited = started.elapsed();
+    assert_eq!((r.code, out(&v)), (0, "after\n"), "{r:?}");
+    assert!(
+        waited > Duration::from_millis(700),
+        "the second call ran while the first was running ({waited:?})"
+    );
+    let _ = slow.wait_with_output();
+}

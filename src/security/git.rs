@@ -25,6 +25,8 @@ const PINNED: &[&str] = &[
     "pager.blame=false", "pager.status=false", "pager.config=false", "pager.shortlog=false",
     "commit.gpgSign=false", "tag.gpgSign=false", "merge.verifySignatures=false",
     "submodule.recurse=false", "core.sparseCheckout=false", "receive.procReceiveRefs=",
+    "gpg.ssh.defaultKeyCommand=", "mailmap.file=", "log.mailmap=false", "blame.ignoreRevsFile=",
+    "commit.template=", "core.attributesFile=/dev/null",
 ];
 
 /// Per-driver keys that name a program, pinned empty for every driver the
@@ -33,6 +35,9 @@ const DRIVER_KEYS: &[(&str, &[&str])] = &[
     ("filter", &["clean", "smudge", "process"]),
     ("diff", &["command", "textconv"]),
     ("merge", &["driver"]),
+    ("trailer", &["cmd", "command"]),
+    ("difftool", &["cmd"]),
+    ("mergetool", &["cmd"]),
 ];
 
 /// Subcommands that write commits and so need an author.

@@ -341,10 +341,25 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
             BENIGN_VARS.join(", ")
         ));
     }
-    // Locale and zone names with a slash are file paths to glibc.
-    if (name.starts_with("LC_") || name.starts_with("LANG") || name == "TZ")
-        && (value.contains('/') || value.starts_with(':') || value.contains(".."))
-    {
+    // Locale names with a slash, and zone names that are absolute, start
+    // with `:` or climb with `..`, are file paths to glibc. A zone name such
+    // as `America/New_York` is looked up under the system zone directory.
+    let zone_name = |v: &str| {
+        !v.starts_with('/')
+            && !v.contains("..")
+            && v.split('/').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_+-".contains(&b))
+            })
+    };
+    let path_like = if name == "TZ" {
+        !value.is_empty() && !zone_name(value)
+    } else {
+        value.contains('/') || value.starts_with(':') || value.contains("..")
+    };
+    if (name.starts_with("LC_") || name.starts_with("LANG") || name == "TZ") && path_like {
         return Err(format!(
             "{name}={value}: a path here makes programs load that file; use a plain name \
              such as C.UTF-8 or UTC"
@@ -586,7 +601,7 @@ fn judge_program(
         let resolved = gate.check_path(&abs)?;
         // `mv` removes its sources: they are writes too.
         if lower == "mv" {
-            gate.check_write_path(&abs)?;
+            gate.check_write_dir_ok(&abs)?;
         }
         let _ = resolved;
     }
@@ -635,6 +650,17 @@ fn judge_program(
             ));
         }
     }
+    // A recursive copy writes every file of its sources below the
+    // destination, following links already there (`x1/c -> .git/config`):
+    // each of those destination paths is judged like a write of its own.
+    if lower == "cp" && !parsed.write_dirs_recursive.is_empty() {
+        for dest in &parsed.write_dirs_recursive {
+            let dest = absolute(cwd, dest);
+            for src in &parsed.read_dirs_recursive {
+                copy_targets(&absolute(cwd, src), Path::new(&dest), gate)?;
+            }
+        }
+    }
     if parsed.follows_symlinks_recursively {
         return Err(format!(
             "`{name}` would follow symbolic links while walking a tree, which can lead out \
@@ -650,6 +676,43 @@ fn judge_program(
         Judgement::medium(format!("`{name}` is on the shell allowlist"))
     };
     Ok((j, writes))
+}
+
+/// Entries a recursive copy may look at in one source before it is refused.
+const COPY_WALK_LIMIT: usize = 20_000;
+
+/// Judges, as writes, the destination path of every entry below `src` for
+/// both ways `cp -r` may place it (`dest/rel`, and `dest/name/rel` when
+/// `dest` is a directory already).
+fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
+    let src = Path::new(src);
+    let name = src.file_name().map(PathBuf::from).unwrap_or_default();
+    let mut stack = vec![PathBuf::new()];
+    let mut seen = 0usize;
+    while let Some(rel) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(src.join(&rel)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > COPY_WALK_LIMIT {
+                return Err(format!(
+                    "`cp` would copy more than {COPY_WALK_LIMIT} entries from {}; copy a \
+                     smaller tree",
+                    src.display()
+                ));
+            }
+            let r = rel.join(e.file_name());
+            for target in [dest.join(&r), dest.join(&name).join(&r)] {
+                gate.check_write_dir_ok(&target.to_string_lossy())
+                    .map_err(|why| format!("`cp` would write {}: {why}", target.display()))?;
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(r);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What git subcommands read beyond their operands: `grep` and `add -A`
