@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Env, Run};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -22,15 +22,7 @@ fn env_with(security_extra: &str) -> Env {
 }
 
 fn shell(env: &Env, command: &str) -> (Run, Value) {
-    let r = env.run(&[
-        "tool",
-        "run",
-        "shell",
-        "--json",
-        &json!({ "command": command }).to_string(),
-    ]);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-    (r, v)
+    env.shell(command)
 }
 
 fn out(v: &Value) -> &str {

@@ -375,15 +375,7 @@ fn shell_env(extra: &str) -> Env {
 }
 
 fn shell(env: &Env, command: &str) -> (Run, Value) {
-    let r = env.run(&[
-        "tool",
-        "run",
-        "shell",
-        "--json",
-        &json!({ "command": command }).to_string(),
-    ]);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-    (r, v)
+    env.shell(command)
 }
 
 #[test]

@@ -161,6 +161,12 @@ impl Env {
             .collect()
     }
 
+    /// `tool run shell` with `command`, and its parsed JSON result.
+    pub fn shell(&self, command: &str) -> (Run, serde_json::Value) {
+        let args = serde_json::json!({ "command": command }).to_string();
+        self.json(&["tool", "run", "shell", "--json", &args])
+    }
+
     /// The parsed `--json` output of a run.
     pub fn json(&self, args: &[&str]) -> (Run, serde_json::Value) {
         let r = self.run(args);
