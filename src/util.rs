@@ -109,7 +109,12 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
 pub fn printable(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
+        // Controls, and the invisible format characters (bidi overrides and
+        // isolates, zero-width marks) that reorder or hide text on a
+        // terminal, are shown as escapes.
+        let format = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{061C}' | '\u{00AD}');
+        if c.is_control() || format {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -128,6 +133,15 @@ pub fn home_dir() -> Option<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn printable_escapes_controls_and_bidi_overrides() {
+        assert_eq!(
+            printable("a\u{202E}b\u{2066}c\x1bd"),
+            "a\\u{202e}b\\u{2066}c\\u{1b}d"
+        );
+        assert_eq!(printable("héllo wörld"), "héllo wörld");
+    }
 
     #[test]
     fn rfc3339_known_dates() {

@@ -520,3 +520,76 @@ fn tool_calls_of_processes_sharing_a_state_dir_do_not_overlap() {
     );
     let _ = slow.wait_with_output();
 }
+
+#[test]
+fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
+         [channels.cli]\n{ALL_TOOLS}\n",
+        common::lit(&env.ws.join("private"))
+    ));
+    repo(&env);
+    std::fs::create_dir_all(env.ws.join("private")).unwrap();
+    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    // diff compares the files inside directory operands; a link there
+    // (git apply can make one) is compared as a link, never followed.
+    std::fs::create_dir_all(env.ws.join("r1")).unwrap();
+    std::fs::create_dir_all(env.ws.join("r1d")).unwrap();
+    std::os::unix::fs::symlink("../private/key", env.ws.join("r1/k")).unwrap();
+    std::fs::write(env.ws.join("r1d/k"), "").unwrap();
+    for command in ["diff r1d r1", "diff r1d/k r1", "diff -r r1d r1"] {
+        let (_, v) = shell(&env, command);
+        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+    }
+    let (r, _) = shell(&env, "diff . r1");
+    assert_eq!(r.code, 4, "{r:?}");
+    // Driver names are read the way git reads them (`e\e` is `ee`).
+    let hook = env.ws.join("evil.sh");
+    std::fs::write(&hook, "#!/bin/sh\ntouch \"$(dirname \"$0\")/pwned\"; cat\n").unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = env.ws.join(".git/config");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "[filter \"e\\e\"]\n\tclean = {h}\n[filter \"a]b\"]\n\tclean = {h}\n",
+        h = hook.display()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(
+        env.ws.join(".gitattributes"),
+        "*.t filter=ee\n*.u filter=a]b\n",
+    )
+    .unwrap();
+    std::fs::write(env.ws.join("f.t"), "x\n").unwrap();
+    std::fs::write(env.ws.join("f.u"), "x\n").unwrap();
+    let (r, _) = shell(&env, "git add f.t f.u");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!env.ws.join("pwned").exists(), "an escaped driver name ran");
+    // A nested repository with a driver of its own: git in the outer one
+    // does not descend into it.
+    let sm = env.ws.join("sm");
+    git(&env.ws, &["init", "-q", "sm"]);
+    std::fs::write(sm.join(".gitattributes"), "*.t filter=zz\n").unwrap();
+    std::fs::write(sm.join("f.t"), "x\n").unwrap();
+    git(&sm, &["config", "user.name", "a"]);
+    git(&sm, &["config", "user.email", "a@b"]);
+    git(&sm, &["add", "."]);
+    git(&sm, &["commit", "-qm", "sm"]);
+    let mut t = std::fs::read_to_string(sm.join(".git/config")).unwrap();
+    t.push_str(&format!("[filter \"zz\"]\n\tclean = {}\n", hook.display()));
+    std::fs::write(sm.join(".git/config"), t).unwrap();
+    std::fs::write(sm.join("f.t"), "y\n").unwrap();
+    let _ = shell(&env, "git add sm");
+    for command in ["git status", "git diff", "git status --short"] {
+        let _ = shell(&env, command);
+        assert!(
+            !env.ws.join("pwned").exists(),
+            "{command} ran a nested repository's driver"
+        );
+    }
+    let (r, _) = shell(&env, "git diff --submodule=diff");
+    assert_eq!(r.code, 4, "{r:?}");
+    // A plain copy is not a link-making write: it may share a line.
+    let (r, _) = shell(&env, "mkdir -p build && cp notes.txt build/");
+    assert_eq!(r.code, 0, "{r:?}");
+}

@@ -26,7 +26,8 @@ const PINNED: &[&str] = &[
     "commit.gpgSign=false", "tag.gpgSign=false", "merge.verifySignatures=false",
     "submodule.recurse=false", "core.sparseCheckout=false", "receive.procReceiveRefs=",
     "gpg.ssh.defaultKeyCommand=", "mailmap.file=", "log.mailmap=false", "blame.ignoreRevsFile=",
-    "commit.template=", "core.attributesFile=/dev/null",
+    "commit.template=", "core.attributesFile=/dev/null", "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false", "fetch.recurseSubmodules=false",
 ];
 
 /// Per-driver keys that name a program, pinned empty for every driver the
@@ -102,6 +103,16 @@ pub fn harden(
             return Err(format!(
                 "git `{a}`: pathspecs are matched literally here (a pattern could reach a \
                  forbidden path the gate cannot see); name the files"
+            ));
+        }
+        // Nested repositories have configs of their own, never read here.
+        if a.starts_with("--submodule")
+            || a.starts_with("--recurse-submodules")
+            || (a.starts_with("--ignore-submodules") && a != "--ignore-submodules=all")
+        {
+            return Err(format!(
+                "git `{a}` would run git inside nested repositories, whose configs latchclaw \
+                 does not read; run git there with `-C DIR`"
             ));
         }
         if a == "--git-dir"
@@ -252,7 +263,14 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
-        for (section, sub, key, value) in entries(&text) {
+        let Some(all) = entries_checked(&text) else {
+            return Err(format!(
+                "{} has a section header latchclaw cannot read the way git does; it will \
+                 not run git on that repository",
+                f.display()
+            ));
+        };
+        for (section, sub, key, value) in all {
             let shown = || {
                 format!(
                     "{} (in {})",
@@ -284,6 +302,14 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
                 sub,
                 DRIVER_KEYS.iter().find(|(s, _)| *s == section.as_str()),
             ) {
+                // A name `-c SECTION.NAME.KEY=` cannot spell is refused.
+                if sub.contains(['=', '\n', '\r', '\0']) {
+                    return Err(format!(
+                        "the repository config names a {section} driver `{sub}` that cannot \
+                         be pinned off ({})",
+                        f.display()
+                    ));
+                }
                 for k in *keys {
                     let kv = format!("{section}.{sub}.{k}=");
                     if !out.contains(&kv) {
@@ -301,7 +327,16 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
 
 /// `(section, subsection, key, value)` of a git config file, sections and
 /// keys lowercased (git compares them case-insensitively).
-fn entries(text: &str) -> Vec<(String, Option<String>, String, String)> {
+/// One setting: section, subsection, key (lowercased), value.
+type Entry = (String, Option<String>, String, String);
+
+fn entries(text: &str) -> Vec<Entry> {
+    entries_checked(text).unwrap_or_default()
+}
+
+/// [`entries`], or `None` when a section header is not in the form this
+/// reader is sure it reads as git does (then the config is refused).
+fn entries_checked(text: &str) -> Option<Vec<Entry>> {
     let mut out = Vec::new();
     let (mut section, mut sub): (String, Option<String>) = (String::new(), None);
     for raw in text.lines() {
@@ -311,26 +346,49 @@ fn entries(text: &str) -> Vec<(String, Option<String>, String, String)> {
         }
         let mut rest = line;
         if let Some(h) = line.strip_prefix('[') {
-            let Some(end) = h.find(']') else { continue };
-            let header = &h[..end];
-            rest = h[end + 1..].trim();
-            match header.split_once(|c: char| c.is_whitespace()) {
-                Some((name, q)) => {
-                    section = name.to_ascii_lowercase();
-                    sub = Some(q.trim().trim_matches('"').replace("\\\"", "\""));
+            let name_end = h
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+                .unwrap_or(h.len());
+            let name = &h[..name_end];
+            let mut after = &h[name_end..];
+            if name.is_empty() {
+                return None;
+            }
+            if after.starts_with(' ') || after.starts_with('\t') {
+                // `[section "sub"]`: the quoted name, escapes and all, up to
+                // its closing quote, then `]`.
+                let q = after.trim_start().strip_prefix('"')?;
+                let mut name_sub = String::new();
+                let mut chars = q.char_indices();
+                let mut close = None;
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => name_sub.push(chars.next()?.1),
+                        '"' => {
+                            close = Some(i);
+                            break;
+                        }
+                        c => name_sub.push(c),
+                    }
                 }
+                after = q[close? + 1..].strip_prefix(']')?;
+                section = name.to_ascii_lowercase();
+                sub = Some(name_sub);
+            } else {
+                after = after.strip_prefix(']')?;
                 // `[section.sub]`, the old spelling.
-                None => match header.split_once('.') {
-                    Some((name, s)) => {
-                        section = name.to_ascii_lowercase();
+                match name.split_once('.') {
+                    Some((n, s)) => {
+                        section = n.to_ascii_lowercase();
                         sub = Some(s.to_ascii_lowercase());
                     }
                     None => {
-                        section = header.to_ascii_lowercase();
+                        section = name.to_ascii_lowercase();
                         sub = None;
                     }
-                },
+                }
             }
+            rest = after.trim();
             if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
                 continue;
             }
@@ -346,7 +404,7 @@ fn entries(text: &str) -> Vec<(String, Option<String>, String, String)> {
             value.to_string(),
         ));
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -371,5 +429,13 @@ mod tests {
                 .any(|x| x.0 == "merge" && x.1.as_deref() == Some("y"))
         );
         assert!(e.iter().any(|x| x.0 == "include"));
+        let e = entries("[filter \"a]b\"] clean = z\n");
+        assert_eq!(e[0].1.as_deref(), Some("a]b"));
+        assert!(entries_checked("[ filter \"x\"]\n").is_none());
+        assert!(entries_checked("[filter \"x\"\n").is_none());
+        // git drops a backslash before any character in a subsection name.
+        let e = entries("[filter \"e\\e\"]\n\tclean = x\n[diff \"a\\\"b\"]\n\tcommand = y\n");
+        assert_eq!(e[0].1.as_deref(), Some("ee"));
+        assert_eq!(e[1].1.as_deref(), Some("a\"b"));
     }
 }

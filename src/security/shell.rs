@@ -299,7 +299,30 @@ fn judge_command(
     destructive_argv(&lower, &argv[1..])?;
     let (j, writes) = judge_program(&name, &lower, &program, &mut argv, piped_into, cwd, gate)?;
     verdict = verdict.max(j);
-    let makes_links = writes && LINK_MAKERS.contains(&lower.as_str());
+    let makes_links = writes
+        && match lower.as_str() {
+            // A plain copy of files makes no link; recursion or keeping
+            // links (`-a`, `-d`, `-P`, `--no-dereference`) can.
+            "cp" => argv[1..].iter().any(|a| {
+                a.starts_with("--")
+                    && !matches!(
+                        a.as_str(),
+                        "--force" | "--verbose" | "--interactive" | "--no-clobber" | "--"
+                    )
+                    || a.starts_with('-')
+                        && !a.starts_with("--")
+                        && a.contains(['a', 'd', 'P', 'r', 'R', 'l', 's', 'H', 'L', 't', 'S'])
+            }),
+            // Moving a plain file makes no link; moving a link or a tree can.
+            "mv" => argv[1..].iter().any(|a| {
+                let p = cwd.join(a);
+                std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_symlink() || m.is_dir())
+            }),
+            l => LINK_MAKERS.contains(&l),
+        };
+    if lower == "diff" {
+        argv.insert(1, "--no-dereference".to_string());
+    }
     if lower == "git" || target == "git" {
         super::git::harden(&mut argv, &mut env, cwd, gate)?;
     }
@@ -661,7 +684,22 @@ fn judge_program(
             }
         }
     }
-    if parsed.follows_symlinks_recursively {
+    if lower == "diff" {
+        // diff compares the files one level inside a directory operand (and
+        // `diff FILE DIR` reads DIR/FILE): none of those may be forbidden.
+        // Links among them are not followed (`--no-dereference` is added).
+        for r in &parsed.reads {
+            let p = PathBuf::from(absolute(cwd, r));
+            if p.is_dir()
+                && let Some(hit) = gate.forbidden_within(&gate.check_path(r)?, 2)
+            {
+                return Err(format!(
+                    "`diff` would read the files in {}, among them the forbidden path {hit}",
+                    p.display()
+                ));
+            }
+        }
+    } else if parsed.follows_symlinks_recursively {
         return Err(format!(
             "`{name}` would follow symbolic links while walking a tree, which can lead out \
              of the workspace; drop the option that follows links"
