@@ -505,8 +505,15 @@ fn tool_calls_of_processes_sharing_a_state_dir_do_not_overlap() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // The sleep itself (not latchclaw, whose arguments name it too): the
+    // first call holds the lock by then.
+    let sleeping = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x001.2424"))
+        })
+    };
     let t0 = Instant::now();
-    while processes_with("1.2424").is_empty() {
+    while !sleeping() {
         assert!(t0.elapsed() < Duration::from_secs(10), "never started");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -592,4 +599,56 @@ fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
     // A plain copy is not a link-making write: it may share a line.
     let (r, _) = shell(&env, "mkdir -p build && cp notes.txt build/");
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn round_four_config_named_files_work_trees_and_copied_links() {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
+         [channels.cli]\n{ALL_TOOLS}\n",
+        common::lit(&env.ws.join("private"))
+    ));
+    repo(&env);
+    std::fs::create_dir_all(env.ws.join("private")).unwrap();
+    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    // A common user setting names a file git reads and quotes in errors.
+    git(
+        &env.ws,
+        &["config", "blame.ignoreRevsFile", ".git-blame-ignore-revs"],
+    );
+    std::os::unix::fs::symlink("private/key", env.ws.join(".git-blame-ignore-revs")).unwrap();
+    let (_, v) = shell(&env, "git blame notes.txt");
+    assert!(!out(&v).contains("CANARY-PRIVATE"), "{v}");
+    std::fs::remove_file(env.ws.join(".git-blame-ignore-revs")).unwrap();
+    // A relative link copied as a link would point at the forbidden file.
+    std::fs::create_dir_all(env.ws.join("sub")).unwrap();
+    std::os::unix::fs::symlink("private/key", env.ws.join("sub/l")).unwrap();
+    let (r, _) = shell(&env, "cp -P sub/l copied");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(std::fs::symlink_metadata(env.ws.join("copied")).is_err());
+    // A nested repository whose work tree is elsewhere is not run.
+    git(&env.ws, &["init", "-q", "nc"]);
+    git(&env.ws.join("nc"), &["config", "core.worktree", "../.."]);
+    for command in [
+        "cd nc && git add -A",
+        "cd nc && git reset --hard",
+        "git -C nc status",
+    ] {
+        let (r, _) = shell(&env, command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+    }
+    assert!(env.ws.join("private/key").exists());
+    // find obeys its last -maxdepth.
+    let (r, v) = shell(&env, "find . -maxdepth 1 -maxdepth 5 -name key");
+    assert_eq!(r.code, 4, "{v}");
+    // A repository file the gate reads is never followed through a link
+    // or read without bound (`config -> /dev/zero` answers at once).
+    git(&env.ws, &["init", "-q", "nl"]);
+    std::fs::remove_file(env.ws.join("nl/.git/config")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", env.ws.join("nl/.git/config")).unwrap();
+    let t = Instant::now();
+    let (r, _) = shell(&env, "cd nl && git status");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }

@@ -25,7 +25,7 @@ const PINNED: &[&str] = &[
     "pager.blame=false", "pager.status=false", "pager.config=false", "pager.shortlog=false",
     "commit.gpgSign=false", "tag.gpgSign=false", "merge.verifySignatures=false",
     "submodule.recurse=false", "core.sparseCheckout=false", "receive.procReceiveRefs=",
-    "gpg.ssh.defaultKeyCommand=", "mailmap.file=", "log.mailmap=false", "blame.ignoreRevsFile=",
+    "gpg.ssh.defaultKeyCommand=", "mailmap.file=", "mailmap.blob=", "log.mailmap=false",
     "commit.template=", "core.attributesFile=/dev/null", "diff.ignoreSubmodules=all",
     "status.submoduleSummary=false", "fetch.recurseSubmodules=false",
 ];
@@ -54,7 +54,10 @@ fn identity(gitdir: &Path, env: &mut Vec<(String, String)>) {
             .iter()
             .any(|(s, sub, k, _)| s == "user" && sub.is_none() && k == key)
     };
-    let repo = std::fs::read_to_string(gitdir.join("config")).unwrap_or_default();
+    let repo = read_small(&gitdir.join("config"))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let Some(home) = env
         .iter()
         .find(|(k, _)| k == "HOME")
@@ -64,7 +67,7 @@ fn identity(gitdir: &Path, env: &mut Vec<(String, String)>) {
     };
     let global: String = [home.join(".gitconfig"), home.join(".config/git/config")]
         .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|p| read_small(p).ok().flatten())
         .collect::<Vec<_>>()
         .join("\n");
     for (key, vars) in [
@@ -151,7 +154,11 @@ pub fn harden(
     if let Some(i) = sub {
         let flags: &[&str] = match argv[i].as_str() {
             "diff" | "log" | "show" => &["--no-ext-diff", "--no-textconv"],
-            "blame" | "grep" => &["--no-textconv"],
+            // `blame.ignoreRevsFile` names a file git reads and quotes in its
+            // errors; only `--no-ignore-revs-file` clears it (an empty `-c`
+            // value does not). Later `--ignore-revs-file` options are judged.
+            "blame" => &["--no-textconv", "--no-ignore-revs-file"],
+            "grep" => &["--no-textconv"],
             _ => &[],
         };
         // Right after the subcommand; the option tables refuse the flags
@@ -217,7 +224,7 @@ fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
         match std::fs::symlink_metadata(&dot) {
             Ok(md) if md.is_dir() => return Ok(Some(dot)),
             Ok(md) if md.is_file() => {
-                let text = std::fs::read_to_string(&dot).unwrap_or_default();
+                let text = read_small(&dot)?.unwrap_or_default();
                 let Some(target) = text.trim().strip_prefix("gitdir:") else {
                     return Err(format!("{} is not a usable git link", dot.display()));
                 };
@@ -248,19 +255,61 @@ fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
     }
 }
 
+/// Largest repository file (config, git link) the gate reads.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A small regular file's text; `None` when it does not exist. A link, a
+/// device or a file over [`MAX_CONFIG_BYTES`] is refused: the gate reads
+/// these outside the sandbox and must not follow a planted link or hang
+/// on `/dev/zero`.
+fn read_small(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e} (a link or unreadable)", path.display())),
+    };
+    let md = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !md.is_file() || md.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "{} is not a regular file of at most {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_CONFIG_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some(text))
+}
+
 /// `-c` pins for the drivers a repository's config defines; refuses a
 /// config that reaches outside (includes, a work tree elsewhere).
 fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
     let mut files = vec![gitdir.join("config"), gitdir.join("config.worktree")];
     // A linked work tree shares its main repository's config.
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        let c = super::lexical_normalize(&gitdir.join(common.trim()));
+    if let Some(common) = read_small(&gitdir.join("commondir"))? {
+        let c = super::resolve(&super::lexical_normalize(&gitdir.join(common.trim())))?;
+        if !c.starts_with(ws) {
+            return Err(format!(
+                "{} points git at {}, outside the workspace",
+                gitdir.join("commondir").display(),
+                c.display()
+            ));
+        }
         files.push(c.join("config"));
         files.push(c.join("config.worktree"));
     }
     let mut out = Vec::new();
     for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else {
+        let Some(text) = read_small(&f)? else {
             continue;
         };
         let Some(all) = entries_checked(&text) else {
@@ -286,15 +335,16 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
                         shown()
                     ));
                 }
+                // The work tree decides what git walks and rewrites; the gate
+                // judges the repository's own directory.
                 ("core", "worktree") => {
                     let wt = super::lexical_normalize(&gitdir.join(&value));
-                    if !wt.starts_with(ws) {
-                        return Err(format!(
-                            "the repository's work tree is {} ({}), outside the workspace",
-                            wt.display(),
-                            shown()
-                        ));
-                    }
+                    return Err(format!(
+                        "the repository's work tree is set to {} ({}); latchclaw runs git \
+                         only where the work tree is the repository's own directory",
+                        wt.display(),
+                        shown()
+                    ));
                 }
                 _ => {}
             }

@@ -646,12 +646,18 @@ fn judge_program(
         git_reads(args, &parsed, &mut trees, cwd, gate)?;
     }
     // How deep the walk lists: `find -maxdepth N` names entries down to N.
+    // find takes the last `-maxdepth`; a value that is not plain digits is
+    // taken as no limit.
     let depth = (lower == "find")
         .then(|| {
             args.windows(2)
-                .filter(|w| w[0] == "-maxdepth")
-                .filter_map(|w| w[1].parse::<usize>().ok())
-                .min()
+                .rfind(|w| w[0] == "-maxdepth")
+                .and_then(|w| {
+                    w[1].bytes()
+                        .all(|b| b.is_ascii_digit())
+                        .then(|| w[1].parse::<usize>().ok())
+                        .flatten()
+                })
         })
         .flatten()
         .unwrap_or(usize::MAX);
@@ -676,6 +682,23 @@ fn judge_program(
     // A recursive copy writes every file of its sources below the
     // destination, following links already there (`x1/c -> .git/config`):
     // each of those destination paths is judged like a write of its own.
+    // A relative link copied as a link points somewhere else from its new
+    // place (`cp -P sub/l .` turns `l -> private/key` into the forbidden
+    // file): judge where it will point from each place it may land.
+    if lower == "cp" {
+        for r in &parsed.reads {
+            let src = PathBuf::from(absolute(cwd, r));
+            if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_symlink()) {
+                continue;
+            }
+            for w in &parsed.writes {
+                let w = PathBuf::from(absolute(cwd, w));
+                for at in [w.clone(), w.join(src.file_name().unwrap_or_default())] {
+                    check_link_copy(&src, &at, gate)?;
+                }
+            }
+        }
+    }
     if lower == "cp" && !parsed.write_dirs_recursive.is_empty() {
         for dest in &parsed.write_dirs_recursive {
             let dest = absolute(cwd, dest);
@@ -741,9 +764,13 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
                 ));
             }
             let r = rel.join(e.file_name());
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
             for target in [dest.join(&r), dest.join(&name).join(&r)] {
                 gate.check_write_dir_ok(&target.to_string_lossy())
                     .map_err(|why| format!("`cp` would write {}: {why}", target.display()))?;
+                if is_link {
+                    check_link_copy(&src.join(&r), &target, gate)?;
+                }
             }
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(r);
@@ -751,6 +778,29 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
         }
     }
     Ok(())
+}
+
+/// A link at `link`, copied as a link to `at`: what it will point to
+/// from there must pass the read policy.
+fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Judged<()> {
+    let Ok(target) = std::fs::read_link(link) else {
+        return Ok(());
+    };
+    let lands = if target.is_absolute() {
+        target
+    } else {
+        at.parent().unwrap_or(at).join(target)
+    };
+    gate.check_path(&lands.to_string_lossy())
+        .map(drop)
+        .map_err(|why| {
+            format!(
+                "`cp` would copy the link {} to {}, where it points to {}: {why}",
+                link.display(),
+                at.display(),
+                lands.display()
+            )
+        })
 }
 
 /// What git subcommands read beyond their operands: `grep` and `add -A`
@@ -799,6 +849,9 @@ fn git_reads(
         )
     });
     match sub.as_str() {
+        // `git grep` reads tracked files only (already in the repository)
+        // unless told to read untracked ones too.
+        "grep" if !args.iter().any(|a| a == "--untracked") => {}
         "grep" | "add" => {
             if pathspecs.is_empty() || whole {
                 trees.push(".".into());
