@@ -652,3 +652,28 @@ fn round_four_config_named_files_work_trees_and_copied_links() {
     assert_eq!(r.code, 4, "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
+
+#[test]
+fn a_deep_tree_is_judged_quickly() {
+    let env = env_with("");
+    for (depth, top) in [(200usize, "t200"), (1500, "t1500")] {
+        let chain = "a/".repeat(depth);
+        for side in ["s", "d"] {
+            std::fs::create_dir_all(env.ws.join(top).join(side).join(&chain)).unwrap();
+        }
+        std::fs::write(env.ws.join(top).join("s").join(&chain).join("c"), "x").unwrap();
+        std::os::unix::fs::symlink(
+            "/dev/null",
+            env.ws.join(top).join("d").join(&chain).join("c"),
+        )
+        .unwrap();
+        let t = Instant::now();
+        let (r, v) = shell(&env, &format!("cp -rT {top}/s {top}/d"));
+        assert_eq!(r.code, 4, "{v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "depth {depth}: {:?}",
+            t.elapsed()
+        );
+    }
+}

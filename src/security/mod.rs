@@ -626,6 +626,25 @@ impl Gate {
             .map(|p| p.display().to_string())
     }
 
+    /// What the write policy says of a path that has no link in it (the
+    /// caller made sure): state, forbidden, outside, or inside `.git`.
+    pub(crate) fn refused_lexically(&self, p: &Path) -> Option<String> {
+        if let Some(hit) = self.protected().iter().find(|s| p.starts_with(s)) {
+            return Some(format!("latchclaw's own state ({})", hit.display()));
+        }
+        if let Some(hit) = self.forbidden().iter().find(|f| p.starts_with(f)) {
+            return Some(format!("under a forbidden path ({})", hit.display()));
+        }
+        let ws = self.workspace().ok()?;
+        match p.strip_prefix(ws) {
+            Ok(rel) if rel.components().any(|c| c.as_os_str() == ".git") => {
+                Some("inside a .git directory, where hooks and config run code".into())
+            }
+            Err(_) if self.workspace_only => Some("outside the workspace".into()),
+            _ => None,
+        }
+    }
+
     /// The first executable file named `name` on the shell's fixed PATH.
     pub(crate) fn lookup_program(&self, name: &str) -> Option<PathBuf> {
         if let Some((_, p)) = self.programs.borrow().iter().find(|(n, _)| n == name) {

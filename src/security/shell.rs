@@ -741,6 +741,8 @@ fn judge_program(
 
 /// Entries a recursive copy may look at in one source before it is refused.
 const COPY_WALK_LIMIT: usize = 20_000;
+/// Directory levels below a recursive copy's source.
+const COPY_DEPTH_LIMIT: usize = 256;
 
 /// Judges, as writes, the destination path of every entry below `src` for
 /// both ways `cp -r` may place it (`dest/rel`, and `dest/name/rel` when
@@ -748,9 +750,25 @@ const COPY_WALK_LIMIT: usize = 20_000;
 fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
     let src = Path::new(src);
     let name = src.file_name().map(PathBuf::from).unwrap_or_default();
-    let mut stack = vec![PathBuf::new()];
+    // Both places the tree may land, resolved once. Below them the walk
+    // looks at each component as it descends (one lstat an entry), so a
+    // deep tree costs what a wide one does.
+    let mut bases = Vec::new();
+    for b in [dest.to_path_buf(), dest.join(&name)] {
+        bases.push(
+            gate.check_write_dir_ok(&b.to_string_lossy())
+                .map_err(|why| format!("`cp` would write {}: {why}", b.display()))?,
+        );
+    }
+    let mut stack = vec![(PathBuf::new(), 0usize)];
     let mut seen = 0usize;
-    while let Some(rel) = stack.pop() {
+    while let Some((rel, depth)) = stack.pop() {
+        if depth > COPY_DEPTH_LIMIT {
+            return Err(format!(
+                "`cp` would copy a tree deeper than {COPY_DEPTH_LIMIT} levels from {}",
+                src.display()
+            ));
+        }
         let Ok(rd) = std::fs::read_dir(src.join(&rel)) else {
             continue;
         };
@@ -765,15 +783,23 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
             }
             let r = rel.join(e.file_name());
             let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
-            for target in [dest.join(&r), dest.join(&name).join(&r)] {
-                gate.check_write_dir_ok(&target.to_string_lossy())
-                    .map_err(|why| format!("`cp` would write {}: {why}", target.display()))?;
+            for base in &bases {
+                let target = base.join(&r);
+                if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_symlink()) {
+                    return Err(format!(
+                        "`cp` would write {}, a link it would write through",
+                        target.display()
+                    ));
+                }
+                if let Some(why) = gate.refused_lexically(&target) {
+                    return Err(format!("`cp` would write {}: {why}", target.display()));
+                }
                 if is_link {
                     check_link_copy(&src.join(&r), &target, gate)?;
                 }
             }
             if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(r);
+                stack.push((r, depth + 1));
             }
         }
     }
