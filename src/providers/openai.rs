@@ -482,8 +482,7 @@ fn text_mode_instructions(req: &ChatRequest) -> String {
 pub fn strip_think(text: &str) -> String {
     let mut out = text.to_string();
     loop {
-        let lower = out.to_lowercase();
-        match (lower.find("<think>"), lower.find("</think>")) {
+        match (find_ci(&out, "<think>"), find_ci(&out, "</think>")) {
             (Some(a), Some(b)) if a < b => out.replace_range(a..b + "</think>".len(), ""),
             (None, Some(b)) | (Some(_), Some(b)) => out.replace_range(..b + "</think>".len(), ""),
             (Some(a), None) => {
@@ -496,9 +495,20 @@ pub fn strip_think(text: &str) -> String {
     out
 }
 
+/// Byte offset of an ASCII `needle` in `hay`, ignoring ASCII case. Offsets
+/// come from `hay` itself: lowercasing a copy can change its length (`İ`
+/// is two bytes, its lowercase three), and slicing with the copy's offsets
+/// panics or cuts the wrong place.
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    if n.is_empty() || h.len() < n.len() {
+        return None;
+    }
+    (0..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+}
+
 fn has_text_call(text: &str) -> bool {
-    let l = text.to_lowercase();
-    l.contains("<tool_call>") || l.contains("```tool_call")
+    find_ci(text, "<tool_call>").is_some() || find_ci(text, "```tool_call").is_some()
 }
 
 /// Reads `<tool_call>{…}</tool_call>` blocks and ```` ```tool_call ```` fences.
@@ -508,9 +518,8 @@ pub fn parse_text_calls(text: &str) -> (Vec<ToolCall>, String) {
     let mut rest = String::new();
     let mut s = text;
     loop {
-        let lower = s.to_lowercase();
-        let tag = lower.find("<tool_call>");
-        let fence = lower.find("```tool_call");
+        let tag = find_ci(s, "<tool_call>");
+        let fence = find_ci(s, "```tool_call");
         let (start, open_len, close) = match (tag, fence) {
             (Some(t), Some(f)) if f < t => (f, "```tool_call".len(), "```"),
             (Some(t), _) => (t, "<tool_call>".len(), "</tool_call>"),
@@ -522,8 +531,7 @@ pub fn parse_text_calls(text: &str) -> (Vec<ToolCall>, String) {
         };
         rest.push_str(&s[..start]);
         let after = &s[start + open_len..];
-        let lower_after = after.to_lowercase();
-        let (inner, next) = match lower_after.find(close) {
+        let (inner, next) = match find_ci(after, close) {
             Some(end) => (&after[..end], &after[end + close.len()..]),
             None => (after, ""),
         };
@@ -559,6 +567,40 @@ fn text_call(inner: &str, index: usize) -> ToolCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_with_length_changing_case_never_panics() {
+        // `İ` lowercases to three bytes: offsets from a lowercased copy
+        // would cut the original in the wrong place (or mid-character).
+        let (calls, rest) = parse_text_calls(
+            "İİİ <TOOL_CALL>{\"name\": \"time\", \"arguments\": {}}</Tool_Call> İ tail",
+        );
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "time");
+        assert_eq!(rest, "İİİ  İ tail");
+        assert_eq!(strip_think("İİ<think>İ hidden</think>shown"), "İİshown");
+        assert_eq!(strip_think("İİ reasoning</THINK>answer"), "answer");
+        let mut rng = fastrand::Rng::with_seed(11);
+        let parts = [
+            "İ",
+            "ẞ",
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "```tool_call",
+            "```",
+            "{\"name\":",
+            "x",
+            "é",
+        ];
+        for _ in 0..5_000 {
+            let n = rng.usize(0..12);
+            let t: String = (0..n).map(|_| parts[rng.usize(..parts.len())]).collect();
+            let _ = parse_text_calls(&t);
+            let _ = strip_think(&t);
+        }
+    }
 
     #[test]
     fn text_calls_in_tags_and_fences() {
