@@ -100,13 +100,16 @@ pub struct TurnOutcome {
 
 impl TurnOutcome {
     /// Success, or why the run is not a clean success (README: exit codes).
+    /// When several apply, the emergency stop beats a refusal, which beats
+    /// a limit: a model that repeats a refused call until the rounds run
+    /// out was refused, and an unattended run should say so.
     pub fn exit_code(&self) -> i32 {
-        if self.exit_reason == "max_tool_rounds" || self.exit_reason == "timeout" {
-            exit::LIMIT
-        } else if self.tool_calls.iter().any(|c| c.estop) {
+        if self.tool_calls.iter().any(|c| c.estop) {
             exit::ESTOP
         } else if self.tool_calls.iter().any(|c| c.status == "denied") {
             exit::POLICY
+        } else if self.exit_reason == "max_tool_rounds" || self.exit_reason == "timeout" {
+            exit::LIMIT
         } else {
             exit::OK
         }

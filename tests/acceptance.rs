@@ -364,6 +364,19 @@ fn max_tool_rounds_stops_the_loop() {
 }
 
 #[test]
+fn a_refusal_beats_the_round_limit_and_estop_beats_both() {
+    let env = Env::new();
+    env.mock("endless_denied.toml", "max_tool_rounds = 2", "");
+    let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
+    assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
+    assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(r.code, 5, "{r:?}");
+}
+
+#[test]
 fn provider_failure_still_persists_the_user_turn() {
     let env = Env::new();
     env.mock("server_error.toml", "", "");
