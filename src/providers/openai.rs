@@ -547,12 +547,19 @@ pub fn parse_text_calls(text: &str) -> (Vec<ToolCall>, String) {
 fn text_call(inner: &str, index: usize) -> ToolCall {
     let id = format!("call_text_{index}");
     match serde_json::from_str::<Value>(inner) {
+        // `{"name", "arguments"}`, and the `{"tool", "params"}` spelling
+        // small models also write.
         Ok(v) => ToolCall {
             id,
-            name: v["name"].as_str().unwrap_or("").to_string(),
+            name: v["name"]
+                .as_str()
+                .or_else(|| v["tool"].as_str())
+                .unwrap_or("")
+                .to_string(),
             arguments: decode_arguments(
                 v.get("arguments")
                     .or_else(|| v.get("parameters"))
+                    .or_else(|| v.get("params"))
                     .unwrap_or(&Value::Null),
             ),
         },
@@ -567,6 +574,15 @@ fn text_call(inner: &str, index: usize) -> ToolCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_and_params_spelling_is_a_call() {
+        let (calls, _) = parse_text_calls(
+            "<tool_call>{\"tool\": \"file_read\", \"params\": {\"path\": \"a\"}}</tool_call>",
+        );
+        assert_eq!(calls[0].name, "file_read");
+        assert_eq!(calls[0].arguments, json!({"path": "a"}));
+    }
 
     #[test]
     fn text_with_length_changing_case_never_panics() {
