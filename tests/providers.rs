@@ -322,14 +322,17 @@ fn bad_responses_are_typed_errors() {
 
 #[test]
 fn a_server_that_never_answers_times_out() {
-    let server = FakeServer::start(vec![Reply::hang()]);
-    // env_for sets timeout_secs = 2.
-    let env = env_for(&server, "retries = 0");
+    let server = FakeServer::start(vec![Reply::hang(), Reply::hang()]);
+    // env_for sets timeout_secs = 2. A timeout is not retried (a slow local
+    // model would start over and time out again) and names the setting.
+    let env = env_for(&server, "retries = 2");
     let t = Instant::now();
     let r = agent(&env, "hi");
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("(timeout)"), "{r:?}");
-    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    assert!(r.stderr.contains("timeout_secs"), "{r:?}");
+    assert_eq!(server.requests().len(), 1, "retried after a timeout");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
 }
 
 #[test]

@@ -31,6 +31,7 @@ pub struct OpenAiCompatible {
     mode: Cell<ToolMode>,
     retries: u32,
     max_response_bytes: u64,
+    timeout_secs: u64,
     agent: ureq::Agent,
 }
 
@@ -65,8 +66,22 @@ impl OpenAiCompatible {
             mode: Cell::new(p.tool_mode),
             retries: p.retries,
             max_response_bytes,
+            timeout_secs: p.timeout_secs,
             agent: config.new_agent(),
         }
+    }
+
+    /// Our own time limit ran out. Not retried: a slow local model would
+    /// start its generation over from scratch and run out again.
+    fn timed_out(&self, detail: impl std::fmt::Display) -> SendError {
+        SendError::Fatal(self.err(
+            ProviderErrorKind::Timeout,
+            format!(
+                "no complete answer within {} s ({detail}); raise \
+                 providers.models.{}.timeout_secs for a slow model",
+                self.timeout_secs, self.name
+            ),
+        ))
     }
 
     fn err(&self, kind: ProviderErrorKind, message: impl Into<String>) -> ProviderError {
@@ -170,13 +185,14 @@ impl OpenAiCompatible {
             .take(self.max_response_bytes + 1)
             .read_to_end(&mut bytes);
         if let Err(e) = read {
-            let kind = if e.kind() == std::io::ErrorKind::TimedOut {
-                ProviderErrorKind::Timeout
-            } else {
-                ProviderErrorKind::Network
-            };
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                return Err(self.timed_out(format!("reading the response: {e}")));
+            }
             return Err(SendError::Retry(
-                self.err(kind, format!("reading the response: {e}")),
+                self.err(
+                    ProviderErrorKind::Network,
+                    format!("reading the response: {e}"),
+                ),
                 None,
             ));
         }
@@ -208,14 +224,8 @@ impl OpenAiCompatible {
 
     fn transport_error(&self, e: ureq::Error) -> SendError {
         match e {
-            ureq::Error::Timeout(t) => SendError::Retry(
-                self.err(ProviderErrorKind::Timeout, format!("timed out ({t})")),
-                None,
-            ),
-            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => SendError::Retry(
-                self.err(ProviderErrorKind::Timeout, format!("timed out: {io}")),
-                None,
-            ),
+            ureq::Error::Timeout(t) => self.timed_out(t),
+            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => self.timed_out(io),
             ureq::Error::BadUri(u) => SendError::Fatal(
                 self.err(ProviderErrorKind::BadRequest, format!("bad base_url: {u}")),
             ),
