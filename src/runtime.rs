@@ -446,6 +446,8 @@ impl<'a> Runtime<'a> {
         let mut calls = Vec::new();
         let mut usage = Usage::default();
         let mut rounds = 0;
+        // The last call that ran: (name, arguments, what the model got back).
+        let mut last_call: Option<(String, Value, String)> = None;
         loop {
             let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
             if timed_out || cancelled() {
@@ -526,9 +528,26 @@ impl<'a> Runtime<'a> {
             let mut results: Vec<(String, Option<String>, String)> = Vec::new();
             let mut failed = None;
             for call in &resp.tool_calls {
+                let repeat = last_call
+                    .as_ref()
+                    .filter(|(name, args, _)| *name == call.name && *args == call.arguments);
                 // A cancelled call is not attempted, so it gets no receipt;
                 // the history still gets a result for every call made.
-                let (content, tool_results, meta) = if cancelled() {
+                let (content, tool_results, meta) = if let Some((_, _, earlier)) = repeat {
+                    // Small models repeat a call after its result; running it
+                    // again would loop until the round limit. They answer
+                    // when told to use what they have.
+                    let status = json!({"tool_call_id": call.id, "status": "repeated"});
+                    (
+                        format!(
+                            "{earlier}\n\n[latchclaw: this call is the same as the one just \
+                             before, so it was not run again; its result is above. Answer the \
+                             user from it now.]"
+                        ),
+                        None,
+                        status,
+                    )
+                } else if cancelled() {
                     let status = json!({"tool_call_id": call.id, "status": "cancelled"});
                     (
                         "error: not run: the turn was cancelled by the operator".to_string(),
@@ -543,7 +562,10 @@ impl<'a> Runtime<'a> {
                             calls.push(record);
                             let results =
                                 json!([{"tool": call.name, "result": result}]).to_string();
-                            (result.for_model(), Some(results), meta)
+                            let content = result.for_model();
+                            last_call =
+                                Some((call.name.clone(), call.arguments.clone(), content.clone()));
+                            (content, Some(results), meta)
                         }
                         Err(e) => {
                             failed = Some(e);

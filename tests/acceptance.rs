@@ -377,6 +377,34 @@ fn a_refusal_beats_the_round_limit_and_estop_beats_both() {
 }
 
 #[test]
+fn an_identical_repeat_is_not_run_again_but_answered_from() {
+    let env = Env::new();
+    env.mock("repeats.toml", "max_tool_rounds = 5", "");
+    let (r, v) = env.json(&["agent", "-m", "what is here?", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["answer"], "Answered from the listing.");
+    // file_list, (repeat: not run), time, file_list again (another call ran
+    // in between, so it runs): three calls, three receipts.
+    let names: Vec<&str> = v["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["file_list", "time", "file_list"]);
+    assert_eq!(env.receipts().len(), 3);
+    // The repeat got the earlier result back with the instruction.
+    let reqs = env.requests();
+    let third = &reqs[2]["request"]["messages"];
+    let last = third.as_array().unwrap().last().unwrap();
+    let text = last["content"].as_str().unwrap();
+    assert!(
+        text.contains("not run again") && text.contains("Answer the user"),
+        "{text}"
+    );
+}
+
+#[test]
 fn provider_failure_still_persists_the_user_turn() {
     let env = Env::new();
     env.mock("server_error.toml", "", "");
