@@ -358,9 +358,10 @@ fn max_tool_rounds_stops_the_loop() {
     assert_eq!(r.code, 6, "{r:?}");
     assert_eq!(v["rounds"], 3);
     assert_eq!(v["exit_reason"], "max_tool_rounds");
-    assert_eq!(v["tool_calls"].as_array().unwrap().len(), 3);
-    assert_eq!(env.receipts().len(), 3);
-    assert_eq!(v["receipts_head"], env.receipts()[2]["receipt_hash"]);
+    // The same call every round: it ran once; the repeats got its result.
+    assert_eq!(v["tool_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(env.receipts().len(), 1);
+    assert_eq!(v["receipts_head"], env.receipts()[0]["receipt_hash"]);
 }
 
 #[test]
