@@ -177,33 +177,27 @@ impl<'a> Runtime<'a> {
         args: &Value,
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        // One call at a time among the processes sharing this state
+        // directory, from its decision to its last receipt: another
+        // latchclaw (an overlapping cron run, a second session) cannot
+        // change the files between what the gate judged and what runs.
+        // A call that is denied needs no lock (an unusable state dir is then
+        // still an estop denial); one that would run does not run without it.
+        let lock = tool_lock(self.cfg);
         let d = self.gate.decide(name, args);
-        let first = &d;
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
         let mut run = |status: &'static str, reason: &str| -> Result<(&'static str, ToolResult)> {
+            if let Err(e) = &lock {
+                return Err(Error::new(Kind::Runtime, e.to_string()));
+            }
             let Some(tool) = tools::find(name) else {
                 return Ok((
                     "failed",
                     ToolResult::err(format!("unknown tool \"{name}\"")),
                 ));
             };
-            // One call at a time among the processes sharing this state
-            // directory, decided again under the lock: another latchclaw
-            // (an overlapping cron run, a second session) cannot change
-            // the files between this call's decision and its end.
-            let _lock = tool_lock(self.cfg)?;
-            let d = self.gate.decide(name, args);
-            if d.verdict == Verdict::Deny || d.risk > first.risk {
-                return Ok((
-                    "denied",
-                    ToolResult::err(format!(
-                        "denied by policy: the files changed since the call was judged: {}",
-                        d.reason
-                    )),
-                ));
-            }
             // The started receipt is on disk before the tool can take effect,
             // so a call cut off by a kill or a crash still has a receipt; a
             // tool whose receipt cannot be written does not run. A tool that
