@@ -182,6 +182,20 @@ fn git_ignores_planted_config_that_would_run_programs() {
     }
 }
 
+/// A repository workspace with a forbidden `private/key` canary inside it.
+fn repo_with_private() -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
+         [channels.cli]\n{ALL_TOOLS}\n",
+        common::lit(&env.ws.join("private"))
+    ));
+    repo(&env);
+    std::fs::create_dir_all(env.ws.join("private")).unwrap();
+    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    env
+}
+
 fn processes_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -409,15 +423,7 @@ fn policy_show_names_programs_without_a_table_and_the_sandbox() {
 
 #[test]
 fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
-    let env = Env::new();
-    env.config(&format!(
-        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
-         [channels.cli]\n{ALL_TOOLS}\n",
-        common::lit(&env.ws.join("private"))
-    ));
-    repo(&env);
-    std::fs::create_dir_all(env.ws.join("private")).unwrap();
-    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    let env = repo_with_private();
     // git matches pathspecs literally: a pattern cannot reach what the gate
     // never saw named.
     for command in [
@@ -530,15 +536,7 @@ fn tool_calls_of_processes_sharing_a_state_dir_do_not_overlap() {
 
 #[test]
 fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
-    let env = Env::new();
-    env.config(&format!(
-        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
-         [channels.cli]\n{ALL_TOOLS}\n",
-        common::lit(&env.ws.join("private"))
-    ));
-    repo(&env);
-    std::fs::create_dir_all(env.ws.join("private")).unwrap();
-    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    let env = repo_with_private();
     // diff compares the files inside directory operands; a link there
     // (git apply can make one) is compared as a link, never followed.
     std::fs::create_dir_all(env.ws.join("r1")).unwrap();
@@ -603,15 +601,7 @@ fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
 
 #[test]
 fn round_four_config_named_files_work_trees_and_copied_links() {
-    let env = Env::new();
-    env.config(&format!(
-        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
-         [channels.cli]\n{ALL_TOOLS}\n",
-        common::lit(&env.ws.join("private"))
-    ));
-    repo(&env);
-    std::fs::create_dir_all(env.ws.join("private")).unwrap();
-    std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
+    let env = repo_with_private();
     // A common user setting names a file git reads and quotes in errors.
     git(
         &env.ws,

@@ -283,7 +283,13 @@ fn judge_command(
         verdict = verdict.max(j);
         redirs.extend(redir);
     }
-    let name = argv[0].clone();
+    // `/bin/ls` is `ls`: a system program by its full name.
+    let name = match argv[0].rsplit_once('/') {
+        Some((dir, base)) if !base.is_empty() && SAFE_PATH.split(':').any(|d| d == dir) => {
+            base.to_string()
+        }
+        _ => argv[0].clone(),
+    };
     if name.is_empty() {
         return Err("empty command name".into());
     }
@@ -297,7 +303,7 @@ fn judge_command(
         forbidden(l, &name, gate)?;
     }
     destructive_argv(&lower, &argv[1..])?;
-    let (j, writes) = judge_program(&name, &lower, &program, &mut argv, piped_into, cwd, gate)?;
+    let (j, writes) = judge_program(&name, &lower, &program, &argv, piped_into, cwd, gate)?;
     verdict = verdict.max(j);
     let makes_links = writes
         && match lower.as_str() {
@@ -489,13 +495,6 @@ fn judge_redir(
 /// directory) or the first match on the fixed PATH. Looked up once, here;
 /// the runner starts this file, so a file planted later changes nothing.
 fn resolve_program(name: &str, cwd: &Path, gate: &Gate) -> Judged<PathBuf> {
-    // `/bin/ls` is `ls`: a system program by its full name.
-    if let Some((dir, base)) = name.rsplit_once('/')
-        && SAFE_PATH.split(':').any(|d| d == dir)
-        && !base.is_empty()
-    {
-        return resolve_program(base, cwd, gate);
-    }
     if name.contains('/') {
         let p = gate.check_path(&absolute(cwd, name))?;
         if !p.is_file() {
@@ -534,16 +533,12 @@ fn judge_program(
     name: &str,
     lower: &str,
     program: &Path,
-    argv: &mut [String],
+    argv: &[String],
     piped_into: bool,
     cwd: &Path,
     gate: &Gate,
 ) -> Judged<(Judgement, bool)> {
     let args = &argv[1..];
-    let system_name = name
-        .rsplit_once('/')
-        .is_some_and(|(dir, _)| SAFE_PATH.split(':').any(|d| d == dir));
-    let name = if system_name { basename(name) } else { name };
     if SHELLS.contains(&lower) {
         return Err(format!(
             "`{name}` is a shell: latchclaw runs commands itself and never hands a string to \
