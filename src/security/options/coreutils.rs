@@ -3,7 +3,7 @@
 
 use super::{
     Entry, FOLLOW, Item, N, O, Order, P, PARENTS, Parsed, R, REC, Spec, Style, TARGET, getopt, o,
-    operands_read, push_read, push_tree, walk,
+    operands_read, push_read, push_tree, push_tree_named, walk,
 };
 
 const fn gnu(prog: &'static str, opts: &'static [O]) -> Spec {
@@ -96,10 +96,10 @@ fn ls(args: &[String]) -> Result<Parsed, String> {
     // `ls` names "-" as a file, not standard input.
     if rec {
         if w.operands.is_empty() {
-            tree_any(&mut w.p, ".");
+            push_tree_named(&mut w.p, ".");
         }
         for a in &w.operands {
-            tree_any(&mut w.p, a);
+            push_tree_named(&mut w.p, a);
         }
     } else {
         if w.operands.is_empty() {
@@ -111,11 +111,6 @@ fn ls(args: &[String]) -> Result<Parsed, String> {
     }
     w.p.follows_symlinks_recursively = rec && w.bits & FOLLOW != 0;
     Ok(w.p)
-}
-
-fn tree_any(p: &mut Parsed, a: &str) {
-    p.reads.push(a.to_string());
-    p.read_dirs_recursive.push(a.to_string());
 }
 
 // ---------------------------------------------------------------- cat
@@ -661,7 +656,7 @@ fn du(args: &[String]) -> Result<Parsed, String> {
         push_tree(&mut w.p, ".");
     }
     for a in &w.operands {
-        tree_any(&mut w.p, a);
+        push_tree_named(&mut w.p, a);
     }
     w.p.follows_symlinks_recursively = w.bits & FOLLOW != 0;
     Ok(w.p)
@@ -890,7 +885,7 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
             w.p.reads.push(s.to_string());
             w.p.writes.push(s.to_string());
         } else if rec {
-            tree_any(&mut w.p, s);
+            push_tree_named(&mut w.p, s);
         } else {
             w.p.reads.push(s.to_string());
         }

@@ -1,7 +1,7 @@
 //! GNU findutils 4.9 `find`: leading options, starting points, then the
 //! expression, read the way `find/util.c` and `find/tree.c` read them.
 
-use super::{Entry, Parsed};
+use super::{Entry, Parsed, push_tree_named};
 
 /// What an expression word is and how many arguments follow it.
 #[derive(Clone, Copy)]
@@ -158,12 +158,12 @@ fn find(args: &[String]) -> Result<Parsed, String> {
             break;
         }
         // "-" is a directory named "-" here, not standard input.
-        tree(&mut p, a);
+        push_tree_named(&mut p, a);
         starts += 1;
         i += 1;
     }
     if starts == 0 {
-        tree(&mut p, ".");
+        push_tree_named(&mut p, ".");
     }
     while let Some(a) = args.get(i) {
         i += 1;
@@ -215,9 +215,4 @@ fn find(args: &[String]) -> Result<Parsed, String> {
     }
     p.follows_symlinks_recursively = follow;
     Ok(p)
-}
-
-fn tree(p: &mut Parsed, a: &str) {
-    p.reads.push(a.to_string());
-    p.read_dirs_recursive.push(a.to_string());
 }

@@ -559,6 +559,13 @@ pub(crate) fn push_tree(p: &mut Parsed, path: &str) {
     }
 }
 
+/// A tree walked (and read) by a program for which `-` is a file named `-`
+/// (ls, du, cp, find), so it is judged like any other name.
+pub(crate) fn push_tree_named(p: &mut Parsed, path: &str) {
+    p.reads.push(path.to_string());
+    p.read_dirs_recursive.push(path.to_string());
+}
+
 /// Operands are reads; with `recursive`, trees (default "." when none).
 pub(crate) fn operands_read(p: &mut Parsed, operands: &[&str], recursive: bool, dflt: bool) {
     if recursive {

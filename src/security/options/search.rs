@@ -404,8 +404,20 @@ fn diff(args: &[String]) -> Result<Parsed, String> {
         push_read(&mut w.p, a);
     }
     if rec {
-        // --from-file/--to-file directories are walked too.
-        let trees: Vec<String> = w.p.reads.iter().filter(|r| *r != "-").cloned().collect();
+        // The operands and --from-file/--to-file directories are walked;
+        // an --exclude-from pattern file is only read.
+        let from_to = w.items.iter().filter_map(|i| match i {
+            Item::Opt(h) if matches!(h.o.l, "from-file" | "to-file") => h.val,
+            _ => None,
+        });
+        let trees: Vec<String> = w
+            .operands
+            .iter()
+            .copied()
+            .chain(from_to)
+            .filter(|r| *r != "-")
+            .map(String::from)
+            .collect();
         w.p.read_dirs_recursive.extend(trees);
     }
     // diff follows symbolic links in the trees it compares unless told not to.
