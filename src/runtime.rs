@@ -557,8 +557,10 @@ impl<'a> Runtime<'a> {
                             let results =
                                 json!([{"tool": call.name, "result": result}]).to_string();
                             let content = result.for_model();
-                            last_call =
-                                Some((call.name.clone(), call.arguments.clone(), content.clone()));
+                            // A failed call may be worth trying again as it is.
+                            last_call = result.success.then(|| {
+                                (call.name.clone(), call.arguments.clone(), content.clone())
+                            });
                             (content, Some(results), meta)
                         }
                         Err(e) => {

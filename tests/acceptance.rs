@@ -406,6 +406,16 @@ fn an_identical_repeat_is_not_run_again_but_answered_from() {
 }
 
 #[test]
+fn a_failed_call_tried_again_runs_again() {
+    let env = Env::new();
+    env.mock("retry_failed.toml", "", "");
+    let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["tool_calls"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(env.receipts().len(), 2);
+}
+
+#[test]
 fn provider_failure_still_persists_the_user_turn() {
     let env = Env::new();
     env.mock("server_error.toml", "", "");

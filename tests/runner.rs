@@ -667,3 +667,17 @@ fn a_deep_tree_is_judged_quickly() {
         );
     }
 }
+
+#[test]
+fn a_command_runs_in_the_directory_the_gate_judged_even_outside_the_workspace() {
+    let env = Env::new();
+    let outside = env.home.join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    env.config(&format!(
+        "[security]\nautonomy = \"full\"\nworkspace_only = false\nconfinement = \"off\"\n\
+         [channels.cli]\n{ALL_TOOLS}\n"
+    ));
+    let (r, v) = shell(&env, &format!("cd {} && pwd", outside.display()));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(out(&v), format!("{}\n", outside.display()));
+}

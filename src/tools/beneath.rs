@@ -86,6 +86,16 @@ fn cstr(s: &OsStr) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
+/// Where a path the gate resolved (absolute, no links) is opened from:
+/// the workspace when it lies inside it, else `/` (`workspace_only =
+/// false`); and the rest of the path below that base.
+pub fn split<'a>(ws: &'a Path, p: &'a Path) -> (&'a Path, &'a Path) {
+    match p.strip_prefix(ws) {
+        Ok(rel) => (ws, rel),
+        Err(_) => (Path::new("/"), p.strip_prefix("/").unwrap_or(p)),
+    }
+}
+
 /// Opens a directory to use as the root of later opens (`O_PATH`: it grants
 /// nothing by itself). `ws` should be canonical: it is opened as written.
 pub fn open_workspace(ws: &Path) -> io::Result<OwnedFd> {

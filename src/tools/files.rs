@@ -40,13 +40,10 @@ fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
 /// still refuses a symlink swapped in on any component, not only the last.
 fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
     let ws = ctx.gate.workspace()?;
-    let (base, rel) = match path.strip_prefix(ws) {
-        Ok(rel) => (ws, rel),
-        Err(_) => match path.strip_prefix("/") {
-            Ok(rel) => (Path::new("/"), rel),
-            Err(_) => return Err(format!("internal: {} is not absolute", path.display())),
-        },
-    };
+    if !path.is_absolute() {
+        return Err(format!("internal: {} is not absolute", path.display()));
+    }
+    let (base, rel) = beneath::split(ws, path);
     let fd = beneath::open_workspace(base)
         .map_err(|e| format!("cannot open {}: {e}", base.display()))?;
     Ok((fd, rel.to_path_buf()))
@@ -307,7 +304,7 @@ fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String>
         Ok(md) if md.nlink() > 1 => {
             return Err("the target has more than one hard link; refused".into());
         }
-        Ok(md) => md.mode() & 0o7777,
+        Ok(md) => md.mode() & 0o777,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0o644,
         Err(e) => return Err(explain(&e)),
     };

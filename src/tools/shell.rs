@@ -294,15 +294,8 @@ fn open_redir(call: &CallEnv, path: &std::path::Path, mode: OpenMode) -> std::io
     if path == std::path::Path::new("/dev/null") {
         return null();
     }
-    let (root, rel) = match path.strip_prefix(&call.ws) {
-        Ok(rel) => (call.ws_fd.as_fd(), rel.to_path_buf()),
-        // Outside the workspace (workspace_only = false): from `/`.
-        Err(_) => (
-            call.root_fd.as_fd(),
-            path.strip_prefix("/").unwrap_or(path).to_path_buf(),
-        ),
-    };
-    open_beneath(root, &rel, flags, 0o644, Symlinks::Refuse)
+    let (base, rel) = beneath::split(&call.ws, path);
+    open_beneath(call.fd_for(base), rel, flags, 0o644, Symlinks::Refuse)
 }
 
 impl Fds {
@@ -358,6 +351,17 @@ struct CallEnv {
     cwd_fd: OwnedFd,
     confine: crate::security::confine::Prepared,
     tmp: Option<std::path::PathBuf>,
+}
+
+impl CallEnv {
+    /// The open descriptor of a base `beneath::split` chose.
+    fn fd_for(&self, base: &std::path::Path) -> std::os::fd::BorrowedFd<'_> {
+        if base == self.ws {
+            self.ws_fd.as_fd()
+        } else {
+            self.root_fd.as_fd()
+        }
+    }
 }
 
 fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
@@ -515,11 +519,15 @@ impl Tool for Shell {
         };
         let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
             let root_fd = beneath::open_workspace(std::path::Path::new("/"))?;
-            let rel = plan
-                .cwd
-                .strip_prefix(&ws)
-                .unwrap_or(std::path::Path::new(""));
-            let cwd_fd = beneath::open_dir_beneath(ws_fd.as_fd(), rel, beneath::Symlinks::Refuse)?;
+            // The directory the gate judged, by the same route as every
+            // other path: beneath the workspace, or from `/` outside it.
+            let (base, rel) = beneath::split(&ws, &plan.cwd);
+            let from = if base == ws {
+                ws_fd.as_fd()
+            } else {
+                root_fd.as_fd()
+            };
+            let cwd_fd = beneath::open_dir_beneath(from, rel, beneath::Symlinks::Refuse)?;
             Ok((ws_fd, root_fd, cwd_fd))
         });
         let (ws_fd, root_fd, cwd_fd) = match opened {
