@@ -37,7 +37,7 @@ pub struct Runtime<'a> {
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
 /// re-judged and runs; released when the guard drops.
-fn tool_lock(cfg: &Config) -> Result<std::fs::File> {
+fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = cfg.state_dir.join("tools.lock");
@@ -49,16 +49,26 @@ fn tool_lock(cfg: &Config) -> Result<std::fs::File> {
         .mode(0o600)
         .open(&path)
         .ctx(|| format!("cannot open {}", path.display()))?;
-    // SAFETY: flock(2) on a descriptor this function owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(Error::new(
-            Kind::Runtime,
-            format!(
-                "cannot lock {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            ),
-        ));
+    // Waits for the other call, but not past the run's deadline or Ctrl-C.
+    loop {
+        // SAFETY: flock(2) on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        let waiting = err.raw_os_error() == Some(libc::EWOULDBLOCK);
+        if !waiting || cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+            let why = if waiting {
+                "another latchclaw call holds it".to_string()
+            } else {
+                err.to_string()
+            };
+            return Err(Error::new(
+                Kind::Runtime,
+                format!("cannot lock {}: {why}", path.display()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
     Ok(file)
 }
@@ -183,15 +193,37 @@ impl<'a> Runtime<'a> {
         // change the files between what the gate judged and what runs.
         // A call that is denied needs no lock (an unusable state dir is then
         // still an estop denial); one that would run does not run without it.
-        let lock = tool_lock(self.cfg);
+        let lock = RefCell::new(Some(tool_lock(self.cfg, self.deadline)));
         let d = self.gate.decide(name, args);
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
         let mut run = |status: &'static str, reason: &str| -> Result<(&'static str, ToolResult)> {
-            if let Err(e) = &lock {
+            // The lock was let go while the operator was asked: take it
+            // again and decide again, since the files may have changed.
+            let relocked = lock.borrow().is_none();
+            if relocked {
+                *lock.borrow_mut() = Some(tool_lock(self.cfg, self.deadline));
+            }
+            if let Some(Err(e)) = &*lock.borrow() {
                 return Err(Error::new(Kind::Runtime, e.to_string()));
             }
+            let fresh;
+            let d = if relocked {
+                fresh = self.gate.decide(name, args);
+                if fresh.verdict == Verdict::Deny || fresh.risk > d.risk {
+                    return Ok((
+                        "denied",
+                        ToolResult::err(format!(
+                            "denied by policy: the files changed while the operator was asked: {}",
+                            fresh.reason
+                        )),
+                    ));
+                }
+                &fresh
+            } else {
+                &d
+            };
             let Some(tool) = tools::find(name) else {
                 return Ok((
                     "failed",
@@ -220,7 +252,7 @@ impl<'a> Runtime<'a> {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
-                decision: &d,
+                decision: d,
                 deadline: self.deadline,
             };
             let result = tool.invoke(args, &ctx);
@@ -232,6 +264,11 @@ impl<'a> Runtime<'a> {
                 Ok(("failed", result))
             }
         };
+        // Nobody else's call waits on this one's operator.
+        let ask_operator = || {
+            lock.borrow_mut().take();
+            self.approver.ask(name, &d, args)
+        };
         let (status, mut result) = match d.verdict {
             Verdict::Allow => run("allowed", &reason)?,
             Verdict::Ask => match self.memory.take_approved(conversation_id, name, args)? {
@@ -240,7 +277,7 @@ impl<'a> Runtime<'a> {
                     reason = format!("{reason}; approved by the operator ({id})");
                     run("approved", &reason)?
                 }
-                None => match self.approver.ask(name, &d, args) {
+                None => match ask_operator() {
                     Approval::Approved => {
                         log::info!(target: "event::tool_approved", "tool={name}");
                         reason = format!("{reason}; approved by the operator");
