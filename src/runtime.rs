@@ -508,8 +508,7 @@ impl<'a> Runtime<'a> {
                 Error::new(Kind::Runtime, e.to_string())
             })?;
             if let Some(u) = &resp.usage {
-                usage.prompt_tokens += u.prompt_tokens;
-                usage.completion_tokens += u.completion_tokens;
+                usage.add(u);
             }
             let meta = json!({"answered_by": resp.provider, "round": rounds,
                               "finish_reason": resp.finish_reason})

@@ -250,6 +250,7 @@ impl Provider for MockProvider {
             usage: Some(super::Usage {
                 prompt_tokens,
                 completion_tokens: final_text.len() as u64 / 4,
+                cached_tokens: 0,
             }),
             final_text,
             tool_calls,

@@ -5,6 +5,7 @@ mod mock;
 pub mod openai;
 mod reliable;
 mod router;
+pub mod textcalls;
 
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -73,6 +74,16 @@ pub struct ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the server took from its prompt cache (when it says).
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
 }
 
 #[derive(Debug, Clone, Default)]
