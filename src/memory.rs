@@ -1130,6 +1130,17 @@ mod tests {
         assert_eq!(m.search("aardv", 10).unwrap().len(), 1, "prefix match");
         assert_eq!(m.search("\"", 10).unwrap().len(), 1, "substring fallback");
         assert_eq!(m.search("zebra", 10).unwrap().len(), 0);
+        // Property: random Unicode and FTS syntax never make an error.
+        let mut rng = fastrand::Rng::with_seed(3);
+        let pieces = [
+            "NEAR", "OR", "\"", "*", "(", ")", ":", "-", "^", " ", "aardvark", "AND",
+        ];
+        for _ in 0..2_000 {
+            let q = crate::util::arbitrary::text(&mut rng, &pieces, 10);
+            m.search(&q, 5).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+            m.search_context(&q, 5, Some("c9"))
+                .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 

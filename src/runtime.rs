@@ -745,3 +745,60 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
             .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(names: &[&str]) -> Vec<ToolSpec> {
+        names
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                parameters: json!({}),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tool_text_is_recognised_and_prose_is_not() {
+        let tools = specs(&["time", "file_list"]);
+        for t in [
+            "<tool_result>12:00</tool_result> It is noon.",
+            "</TOOL_CALL>",
+            "<function=time>{}</function>",
+            "<|im_start|>assistant",
+            "Here: { \"name\" : \"time\", \"arguments\": {} }",
+            "{\"tool\": \"file_list\"}",
+        ] {
+            assert!(looks_like_tool_text(t, &tools), "{t}");
+        }
+        for t in [
+            "It is noon.",
+            "{\"name\": \"Ada\", \"arguments\": 3}",
+            "The time tool says 12:00; file_list shows a.txt.",
+            "",
+        ] {
+            assert!(!looks_like_tool_text(t, &tools), "{t}");
+        }
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
+            let _ = looks_like_tool_text(&t, &tools);
+        }
+    }
+
+    #[test]
+    fn a_stopped_turn_shows_the_last_results_within_bounds() {
+        let big = "x".repeat(10_000);
+        let text = stopped_text(
+            "stopped",
+            &[("shell".into(), big.clone()), ("time".into(), "noon".into())],
+        );
+        assert!(text.starts_with("stopped. The last tool results:"));
+        assert!(text.contains("[shell]") && text.contains("[time]\nnoon"));
+        assert!(text.len() < STOPPED_RESULTS_BYTES + 200, "{}", text.len());
+        assert_eq!(stopped_text("stopped", &[]), "stopped");
+    }
+}
