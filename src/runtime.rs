@@ -794,7 +794,10 @@ mod tests {
         let big = "x".repeat(10_000);
         let text = stopped_text(
             "stopped",
-            &[("shell".into(), big.clone()), ("time".into(), "noon".into())],
+            &[
+                ("shell".into(), big.clone()),
+                ("time".into(), "noon".into()),
+            ],
         );
         assert!(text.starts_with("stopped. The last tool results:"));
         assert!(text.contains("[shell]") && text.contains("[time]\nnoon"));
