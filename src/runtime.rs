@@ -614,6 +614,7 @@ impl<'a> Runtime<'a> {
             // (content, tool_results, metadata) of each call's tool turn.
             let mut results: Vec<(String, Option<String>, String)> = Vec::new();
             let mut failed = None;
+            let mut repeated = None;
             for call in &resp.tool_calls {
                 let repeat = last_call
                     .as_ref()
@@ -623,17 +624,12 @@ impl<'a> Runtime<'a> {
                 let (content, tool_results, meta) = if let Some((_, _, earlier)) = repeat {
                     // Small models repeat a call after its result; running it
                     // again would loop until the round limit. They answer
-                    // when told to use what they have.
+                    // when a user-role line tells them to use what they have
+                    // (measured with Qwen2.5-Coder-1.5B: the same words inside
+                    // the tool result were ignored).
+                    repeated = Some(call.name.clone());
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
-                    (
-                        format!(
-                            "{earlier}\n\n[latchclaw: this call is the same as the one just \
-                             before, so it was not run again; its result is above. Answer the \
-                             user from it now.]"
-                        ),
-                        None,
-                        status,
-                    )
+                    (earlier.clone(), None, status)
                 } else if cancelled() {
                     let status = json!({"tool_call_id": call.id, "status": "cancelled"});
                     (
@@ -668,6 +664,13 @@ impl<'a> Runtime<'a> {
                 });
                 last_results.push((call.name.clone(), content.clone()));
                 results.push((content, tool_results, meta.to_string()));
+            }
+            if let Some(name) = repeated {
+                req.messages.push(Message::runtime(format!(
+                    "[latchclaw: you called {name} again with the same arguments; it was not \
+                     run again and its result is above. Answer the user now, in plain text, \
+                     from that result.]"
+                )));
             }
             // The round is one transaction (see `Memory::add_turns`), written
             // before the next provider call, and also when a call failed.
