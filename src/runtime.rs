@@ -53,22 +53,22 @@ pub struct NoProgress;
 
 impl Progress for NoProgress {}
 
-/// One provider call's view of the turn: the raw text so far (the partial
-/// answer, should the stream be cut), what of it may be shown, and when to
-/// stop (the run's deadline, Ctrl-C).
+/// One provider call's view of the turn: what of its text may be shown
+/// (and, should the stream be cut, is its partial answer: no reasoning, no
+/// half-written tool call), and when to stop (the run's deadline, Ctrl-C).
 struct RoundSink<'p> {
-    raw: String,
     visible: Visible,
+    shown: String,
     progress: &'p dyn Progress,
     deadline: Option<Instant>,
 }
 
 impl StreamSink for RoundSink<'_> {
     fn text(&mut self, delta: &str) {
-        self.raw.push_str(delta);
         let shown = self.visible.push(delta);
         if !shown.is_empty() {
             self.progress.text(&shown);
+            self.shown.push_str(&shown);
         }
     }
 
@@ -80,18 +80,6 @@ impl StreamSink for RoundSink<'_> {
         } else {
             None
         }
-    }
-}
-
-impl RoundSink<'_> {
-    /// What the user would have been given of a cut answer: no reasoning,
-    /// no half-written tool call.
-    fn partial_answer(&self) -> String {
-        let text = crate::providers::textcalls::strip_think(&self.raw);
-        crate::providers::textcalls::parse_text_calls(&text)
-            .1
-            .trim()
-            .to_string()
     }
 }
 
@@ -707,8 +695,8 @@ impl<'a> Runtime<'a> {
             }
             progress.round_start(rounds);
             let mut sink = RoundSink {
-                raw: String::new(),
                 visible: Visible::new(),
+                shown: String::new(),
                 progress,
                 deadline: self.deadline,
             };
@@ -719,13 +707,7 @@ impl<'a> Runtime<'a> {
             let resp = match answered {
                 Ok(r) => r,
                 Err(e) if e.kind == ProviderErrorKind::StreamCut => {
-                    return self.cut(
-                        conv,
-                        e,
-                        sink.partial_answer(),
-                        rounds,
-                        (calls, usage, started),
-                    );
+                    return self.cut(conv, e, sink.shown, rounds, (calls, usage, started));
                 }
                 Err(e) => {
                     log::error!(target: "event::provider_error", "{e}");

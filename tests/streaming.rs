@@ -295,6 +295,24 @@ fn a_cut_stream_is_a_typed_error_and_keeps_the_partial_answer() {
 }
 
 #[test]
+fn a_cut_partial_answer_keeps_no_reasoning_or_half_calls() {
+    let server = FakeServer::start(vec![Reply::sse_cut(now(&[
+        text("<think>secret plan</think>"),
+        text("Partial answer "),
+        text("<tool_call>{\"name\": \"fi"),
+    ]))]);
+    let env = env_for(&server, "");
+    let r = agent(&env, &["-m", "hi"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    let t = turns(&env);
+    assert_eq!(
+        (&t[1]["content"], &t[1]["metadata"]["cut"]),
+        (&json!("Partial answer"), &json!(true)),
+        "{t:?}"
+    );
+}
+
+#[test]
 fn a_cut_stream_does_not_fall_back() {
     let server = FakeServer::start(vec![Reply::sse(now(&[text("Half")]))]);
     let env = Env::new();
