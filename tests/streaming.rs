@@ -313,6 +313,27 @@ fn a_cut_partial_answer_keeps_no_reasoning_or_half_calls() {
 }
 
 #[test]
+fn the_providers_own_timeout_cuts_a_slow_stream() {
+    let server = FakeServer::start(vec![slow_answer("Slow ", 4000, "never")]);
+    let env = env_for(&server, "");
+    let cfg = std::fs::read_to_string(env.state.join("config.toml")).unwrap();
+    std::fs::write(
+        env.state.join("config.toml"),
+        cfg.replace("timeout_secs = 5", "timeout_secs = 1"),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let r = agent(&env, &["-m", "hi"]);
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("(stream_cut)") && r.stderr.contains("timeout_secs"),
+        "{r:?}"
+    );
+    assert_eq!(turns(&env)[1]["content"], "Slow");
+}
+
+#[test]
 fn a_cut_stream_does_not_fall_back() {
     let server = FakeServer::start(vec![Reply::sse(now(&[text("Half")]))]);
     let env = Env::new();

@@ -389,7 +389,7 @@ impl OpenAiCompatible {
                 body,
             }) => match body {
                 Ok(b) => (status, retry_after, b),
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(e) if is_timeout(&e) => {
                     return Err(self.timed_out(format!("reading the response: {e}")));
                 }
                 Err(e) => {
@@ -419,6 +419,18 @@ impl OpenAiCompatible {
                             if bytes.len() as u64 > self.max_response_bytes {
                                 break;
                             }
+                        }
+                        Ok(Wire::ReadFailed(e)) if is_timeout(&e) => {
+                            return Err(self.timed_out(format!("reading the response: {e}")));
+                        }
+                        Ok(Wire::ReadFailed(e)) => {
+                            return Err(SendError::Retry(
+                                self.err(
+                                    ProviderErrorKind::Network,
+                                    format!("reading the response: {e}"),
+                                ),
+                                None,
+                            ));
                         }
                         Ok(_) => break,
                     }
@@ -584,7 +596,7 @@ impl OpenAiCompatible {
                 })),
                 Wire::ReadFailed(e) => {
                     let mid = decoder.finish(&mut events).is_err();
-                    let how = if e.kind() == std::io::ErrorKind::TimedOut {
+                    let how = if is_timeout(&e) {
                         format!(
                             "no complete answer within {} s (raise providers.models.{}.timeout_secs \
                              for a slow model): {e}",
@@ -774,6 +786,16 @@ impl Provider for OpenAiCompatible {
             }
         }
     }
+}
+
+/// A read that ran out of time: the socket's own timeout, or ureq's
+/// (`timeout_secs`), which reaches a body reader wrapped in an I/O error.
+fn is_timeout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut
+        || matches!(
+            e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()),
+            Some(ureq::Error::Timeout(_))
+        )
 }
 
 /// The provider's own error text: `error.message`, else the start of the body.
