@@ -687,7 +687,9 @@ impl<'a> Runtime<'a> {
         let mut usage = Usage::default();
         let mut rounds = 0;
         // The last call that ran: (name, arguments, what the model got back).
-        let mut last_call: Option<(String, Value, String)> = None;
+        // The last call that ran or was refused: (name, arguments, what the
+        // model got back, refused?).
+        let mut last_call: Option<(String, Value, String, bool)> = None;
         // What the model got back in the last round, for a turn that stops.
         let mut last_results: Vec<(String, String)> = Vec::new();
         let mut asked_plain = false;
@@ -827,16 +829,16 @@ impl<'a> Runtime<'a> {
                 progress.tool_start(&call.name, &summarize_args(&call.arguments));
                 let repeat = last_call
                     .as_ref()
-                    .filter(|(name, args, _)| *name == call.name && *args == call.arguments);
+                    .filter(|(name, args, ..)| *name == call.name && *args == call.arguments);
                 // A cancelled call is not attempted, so it gets no receipt;
                 // the history still gets a result for every call made.
-                let (content, tool_results, meta) = if let Some((_, _, earlier)) = repeat {
+                let (content, tool_results, meta) = if let Some((_, _, earlier, refused)) = repeat {
                     // Small models repeat a call after its result; running it
                     // again would loop until the round limit. They answer
                     // when a user-role line tells them to use what they have
                     // (measured with Qwen2.5-Coder-1.5B: the same words inside
                     // the tool result were ignored).
-                    repeated = Some(call.name.clone());
+                    repeated = Some((call.name.clone(), *refused));
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
                     (earlier.clone(), None, status)
                 } else if cancelled() {
@@ -851,13 +853,17 @@ impl<'a> Runtime<'a> {
                         Ok((record, result)) => {
                             let meta = json!({"tool_call_id": call.id, "status": record.status,
                                               "receipt_id": record.receipt_id});
+                            let refused = record.status == "denied";
                             calls.push(record);
                             let results =
                                 json!([{"tool": call.name, "result": result}]).to_string();
                             let content = result.for_model();
-                            // A failed call may be worth trying again as it is.
-                            last_call = result.success.then(|| {
-                                (call.name.clone(), call.arguments.clone(), content.clone())
+                            // A failed call may be worth trying again as it is;
+                            // a refused one is refused again (and asking again
+                            // would queue another approval for the operator).
+                            last_call = (result.success || refused).then(|| {
+                                let args = call.arguments.clone();
+                                (call.name.clone(), args, content.clone(), refused)
                             });
                             (content, Some(results), meta)
                         }
@@ -878,12 +884,20 @@ impl<'a> Runtime<'a> {
                 last_results.push((call.name.clone(), content.clone()));
                 results.push((content, tool_results, meta.to_string()));
             }
-            if let Some(name) = repeated {
-                req.messages.push(Message::runtime(format!(
-                    "[latchclaw: you called {name} again with the same arguments; it was not \
-                     run again and its result is above. Answer the user now, in plain text, \
-                     from that result.]"
-                )));
+            if let Some((name, refused)) = repeated {
+                req.messages.push(Message::runtime(if refused {
+                    format!(
+                        "[latchclaw: you called {name} again with the same arguments; it was \
+                         refused before, so it was not tried again. Do not retry it. Answer the \
+                         user now, in plain text, and say it was refused and why.]"
+                    )
+                } else {
+                    format!(
+                        "[latchclaw: you called {name} again with the same arguments; it was not \
+                         run again and its result is above. Answer the user now, in plain text, \
+                         from that result.]"
+                    )
+                }));
             }
             // The round is one transaction (see `Memory::add_turns`), written
             // before the next provider call, and also when a call failed.
