@@ -942,3 +942,69 @@ pub(crate) fn usage_of(v: &Value) -> Option<Usage> {
         cached_tokens: cached,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::path::{Path, PathBuf};
+
+    fn provider() -> OpenAiCompatible {
+        let cfg = Config::from_text(
+            "[providers.models.p]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        OpenAiCompatible::from_config(cfg.provider("p").unwrap(), 1 << 20)
+    }
+
+    /// Property: every cut of real response bodies, and random bytes,
+    /// parse to a response or a typed error; never a panic.
+    #[test]
+    fn cut_and_random_responses_never_panic() {
+        let p = provider();
+        let tools = [ToolSpec {
+            name: "file_list".into(),
+            description: String::new(),
+            parameters: json!({"properties": {"path": {}}}),
+        }];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai");
+        let mut bodies: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        bodies.sort();
+        assert!(bodies.len() >= 10);
+        for body in &bodies {
+            for cut in crate::util::arbitrary::prefixes(body) {
+                let _ = p.parse(cut.as_bytes(), &tools);
+            }
+        }
+        let whole = std::fs::read(dir.join("one_tool.json")).unwrap();
+        let r = p.parse(&whole, &tools).unwrap();
+        assert_eq!(r.tool_calls[0].name, "file_list");
+        let mut rng = fastrand::Rng::with_seed(13);
+        let pieces = [
+            "{\"choices\":[{\"message\":{\"content\":",
+            "\"tool_calls\":[{\"function\":{\"name\":",
+            "\"arguments\":",
+            "null",
+            "\"```json\\n{\\\"name\\\": \\\"file_list\\\"}\"",
+            "}",
+            "]",
+            ",",
+            "\"usage\":{\"prompt_tokens\":",
+            "-1",
+            "1e400",
+        ];
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &pieces, 12);
+            let _ = p.parse(t.as_bytes(), &tools);
+        }
+        let random: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
+        for n in 0..random.len() {
+            let _ = p.parse(&random[..n], &tools);
+        }
+    }
+}
