@@ -168,7 +168,8 @@ impl OpenAiCompatible {
             retries: p.retries,
             max_response_bytes,
             timeout_secs: p.timeout_secs,
-            agent: config.new_agent(),
+            // Quick ACKs: no 40 ms wait per reused connection (transport.rs).
+            agent: crate::transport::agent(config),
             worker: RefCell::new(None),
         }
     }
