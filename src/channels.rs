@@ -161,6 +161,16 @@ impl TermProgress {
         }
     }
 
+    /// Shows nothing while the turn runs (`agent -q`): the answer is
+    /// printed whole at the end.
+    pub fn silent() -> TermProgress {
+        TermProgress {
+            text: false,
+            status: false,
+            ..TermProgress::new(true)
+        }
+    }
+
     /// Ends the line the answer was shown on, so what comes next starts a
     /// line of its own.
     fn close_line(&self) {
@@ -263,6 +273,10 @@ pub struct CliChannel {
     pub message: Option<String>,
     pub conversation: Option<String>,
     pub json: bool,
+    /// `-q`: no status lines, no streamed text.
+    pub quiet: bool,
+    /// How the one-shot turn ended, for the run record.
+    pub outcome: Option<TurnOutcome>,
 }
 
 impl CliChannel {
@@ -288,7 +302,11 @@ impl CliChannel {
         provider: &dyn Provider,
         message: &str,
     ) -> Result<std::result::Result<TurnOutcome, crate::error::Error>> {
-        let progress = TermProgress::new(self.json);
+        let progress = if self.quiet {
+            TermProgress::silent()
+        } else {
+            TermProgress::new(self.json)
+        };
         match rt.agent_turn_with(provider, self.conversation.as_deref(), message, &progress) {
             Ok(o) => {
                 self.conversation = Some(o.conversation_id.clone());
@@ -377,7 +395,12 @@ impl Channel for CliChannel {
     fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
         log::info!(target: "event::channel_started", "channel={}", self.name());
         match self.message.clone() {
-            Some(m) => Ok(self.turn(rt, provider, &m)??.exit_code()),
+            Some(m) => {
+                let outcome = self.turn(rt, provider, &m)??;
+                let code = outcome.exit_code();
+                self.outcome = Some(outcome);
+                Ok(code)
+            }
             None => self.repl(rt, provider),
         }
     }

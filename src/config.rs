@@ -190,6 +190,8 @@ pub struct Config {
     pub memory_context_hits: u32,
     pub memory_context_bytes: usize,
     pub prompt_base_file: Option<PathBuf>,
+    /// `agent --system TEXT`: the base layer for this run (never from a file).
+    pub prompt_base_text: Option<String>,
     pub prompt_persona_file: Option<PathBuf>,
     pub prompt_user_file: Option<PathBuf>,
     pub receipts_enabled: bool,
@@ -816,6 +818,7 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         memory_context_hits,
         memory_context_bytes,
         prompt_base_file,
+        prompt_base_text: None,
         prompt_persona_file,
         prompt_user_file,
         receipts_enabled,

@@ -89,6 +89,9 @@ pub struct Memory {
     /// A run whose record is written with the next turn, in the same
     /// transaction (one commit fewer per run).
     pending_run: std::cell::RefCell<Option<RunStart>>,
+    /// `agent --no-memory`: this run's turns stay in the process (so a
+    /// REPL conversation still has its context) and are never written.
+    scratch: Option<std::cell::RefCell<Vec<Turn>>>,
 }
 
 struct RunStart {
@@ -396,8 +399,27 @@ fn rank(rows: &mut [Candidate], terms: &[Term], idf: &[f64], now: i64) {
 impl Memory {
     pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<Memory> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
+            util::private_dir(dir)?;
+        }
+        // Created owner-only: SQLite gives the -wal and -shm files the mode
+        // of the database file.
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(Error::runtime(format!(
+                        "cannot create memory database {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
         }
         let conn = Connection::open(path).map_err(|e| {
             Error::runtime(format!(
@@ -409,6 +431,7 @@ impl Memory {
         let mem = Memory {
             conn,
             pending_run: std::cell::RefCell::new(None),
+            scratch: None,
         };
         // Switching to WAL needs a moment of exclusive access, and SQLite
         // reports some lock conflicts without calling the busy handler, so
@@ -488,7 +511,27 @@ impl Memory {
         Ok(())
     }
 
+    /// The database if it exists; `None` creates nothing (for commands
+    /// that only read).
+    pub fn open_existing(path: &Path, busy_timeout_ms: u64) -> Result<Option<Memory>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        Memory::open(path, busy_timeout_ms).map(Some)
+    }
+
+    /// From now on turns are kept in this process only (`--no-memory`);
+    /// run records and pending approvals are still written.
+    pub fn keep_turns_in_process(&mut self) {
+        self.scratch = Some(std::cell::RefCell::new(Vec::new()));
+    }
+
     pub fn conversation_exists(&self, id: &str) -> Result<bool> {
+        if let Some(s) = &self.scratch
+            && s.borrow().iter().any(|t| t.conversation_id == id)
+        {
+            return Ok(true);
+        }
         Ok(self
             .conn
             .query_row(
@@ -510,6 +553,9 @@ impl Memory {
     /// rewrites the pages it touched and starts a new FTS5 segment, so one
     /// commit per round instead of one per turn halves the pages written.
     pub fn add_turns(&self, turns: &[NewTurn]) -> Result<Vec<String>> {
+        if let Some(scratch) = &self.scratch {
+            return Ok(self.keep(scratch, turns));
+        }
         let tx = self.conn.unchecked_transaction()?;
         let mut ids = Vec::with_capacity(turns.len());
         for t in turns {
@@ -551,8 +597,53 @@ impl Memory {
         Ok(ids)
     }
 
+    /// `--no-memory`: the turns kept in the process; the run record that
+    /// would have gone with them is written alone.
+    fn keep(&self, scratch: &std::cell::RefCell<Vec<Turn>>, turns: &[NewTurn]) -> Vec<String> {
+        if let Some(run) = self.pending_run.borrow_mut().take() {
+            let _ = insert_run(&self.conn, &run);
+        }
+        let parse = |s: &Option<String>| json_col(s.clone());
+        turns
+            .iter()
+            .map(|t| {
+                let turn_id = util::new_id("turn");
+                scratch.borrow_mut().push(Turn {
+                    conversation_id: t.conversation_id.to_string(),
+                    turn_id: turn_id.clone(),
+                    timestamp: util::now_rfc3339(),
+                    role: t.role.to_string(),
+                    content: t.content.to_string(),
+                    tool_calls: parse(&t.tool_calls),
+                    tool_results: parse(&t.tool_results),
+                    provider: t.provider.map(String::from),
+                    model: t.model.map(String::from),
+                    metadata: parse(&t.metadata),
+                });
+                turn_id
+            })
+            .collect()
+    }
+
     /// The last `limit` turns of a conversation, oldest first.
     pub fn turns(&self, conversation_id: &str, limit: Option<u32>) -> Result<Vec<Turn>> {
+        let mut all = self.stored_turns(conversation_id, limit)?;
+        if let Some(s) = &self.scratch {
+            all.extend(
+                s.borrow()
+                    .iter()
+                    .filter(|t| t.conversation_id == conversation_id)
+                    .cloned(),
+            );
+            if let Some(n) = limit {
+                let cut = all.len().saturating_sub(n as usize);
+                all.drain(..cut);
+            }
+        }
+        Ok(all)
+    }
+
+    fn stored_turns(&self, conversation_id: &str, limit: Option<u32>) -> Result<Vec<Turn>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT * FROM (
                 SELECT id, conversation_id, turn_id, timestamp, role, content, tool_calls,
@@ -950,6 +1041,15 @@ impl Memory {
             lock_name: lock_name.map(String::from),
         });
         Ok(id)
+    }
+
+    /// Writes the run's record now rather than with its first turn, so
+    /// another connection can finish it (the `--timeout` watchdog).
+    pub fn flush_run(&self) -> Result<()> {
+        if let Some(run) = self.pending_run.borrow_mut().take() {
+            insert_run(&self.conn, &run)?;
+        }
+        Ok(())
     }
 
     pub fn run_finished(

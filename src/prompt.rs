@@ -84,9 +84,10 @@ pub fn build(cfg: &Config, gate: &Gate) -> Result<String> {
 /// The system prompt's layers by name, in order (empty when absent).
 pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> {
     let mut parts: Vec<(&'static str, String)> = Vec::new();
-    let base = match &cfg.prompt_base_file {
-        Some(p) => layer(p, true, "prompt.base_file")?,
-        None => layer(
+    let base = match (&cfg.prompt_base_text, &cfg.prompt_base_file) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(p)) => layer(p, true, "prompt.base_file")?,
+        (None, None) => layer(
             &cfg.state_dir.join("prompt/base.md"),
             false,
             "prompt.base_file",

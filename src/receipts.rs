@@ -163,7 +163,7 @@ impl ReceiptLog {
             )
         })?;
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).ctx(|| format!("cannot create {}", dir.display()))?;
+            crate::util::private_dir(dir)?;
         }
         let mut file = OpenOptions::new()
             .read(true)

@@ -153,6 +153,9 @@ pub struct Runtime<'a> {
     pub deadline: Option<Instant>,
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
+    /// The conversation a turn is working on, as soon as it is known, for
+    /// whoever must report the run from another thread (`--timeout`).
+    pub conversation: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -161,7 +164,7 @@ fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = cfg.state_dir.join("tools.lock");
-    let _ = std::fs::create_dir_all(&cfg.state_dir);
+    let _ = crate::util::private_dir(&cfg.state_dir);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -263,6 +266,7 @@ impl<'a> Runtime<'a> {
             hint: None,
             deadline: None,
             run_usage: RefCell::new(Usage::default()),
+            conversation: Default::default(),
         })
     }
 
@@ -655,6 +659,9 @@ impl<'a> Runtime<'a> {
                 (id, Vec::new())
             }
         };
+        if let Ok(mut slot) = self.conversation.lock() {
+            *slot = Some(conv.clone());
+        }
         let configured = self.cfg.provider(provider.name()).ok();
         let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {

@@ -46,6 +46,17 @@ pub fn rfc3339(secs: i64, nanos: u32, offset_secs: i64) -> String {
     )
 }
 
+/// Creates `dir` and its missing parents owner-only (0700), as `init`
+/// does for the state directory; an existing directory is left as it is.
+pub fn private_dir(dir: &std::path::Path) -> crate::error::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| crate::error::Error::runtime(format!("cannot create {}: {e}", dir.display())))
+}
+
 pub fn now_rfc3339() -> String {
     let (s, n) = now_unix();
     rfc3339(s, n, 0)

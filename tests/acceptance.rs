@@ -492,7 +492,16 @@ fn a_refusal_beats_the_round_limit_and_estop_beats_both() {
     let env = Env::new();
     env.mock("endless_denied.toml", "max_tool_rounds = 2", "");
     let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
-    assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(v["turn_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(
+        (v["exit_code"].as_i64(), &v["exit_reason"]),
+        (Some(4), &"refused".into()),
+        "{v}"
+    );
+    assert!(
+        v["error"].as_str().unwrap().starts_with("file_read: "),
+        "{v}"
+    );
     assert_eq!(r.code, 4, "{r:?}");
     // The refused call repeated is not judged again (one receipt, one
     // record): the model is told it was refused and not to retry.
@@ -511,7 +520,12 @@ fn a_refusal_beats_the_round_limit_and_estop_beats_both() {
     );
     assert_eq!(env.run(&["estop"]).code, 0);
     let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
-    assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(v["turn_reason"], "max_tool_rounds", "{v}");
+    assert_eq!(
+        (v["exit_code"].as_i64(), &v["exit_reason"]),
+        (Some(5), &"estop".into()),
+        "{v}"
+    );
     assert_eq!(r.code, 5, "{r:?}");
 }
 

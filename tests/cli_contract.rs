@@ -354,7 +354,10 @@ fn completions_are_generated_for_every_command_and_flag() {
         ["--json"]
     );
     assert_eq!(bash_complete(&bash, &["memory", "s"]), ["search", "show"]);
-    assert_eq!(bash_complete(&bash, &["agent", "--no"]), ["--no-stream"]);
+    assert_eq!(
+        bash_complete(&bash, &["agent", "--no"]),
+        ["--no-stream", "--no-memory"]
+    );
     // A flag's value is not taken for a command word.
     assert_eq!(
         bash_complete(&bash, &["--config", "x.toml", "estop", "--c"]),

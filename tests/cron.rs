@@ -57,8 +57,17 @@ fn a_held_lock_refuses_a_second_run() {
     assert_eq!(env.run(&["agent", "--lock", "nightly", "-m", "hi"]).code, 0);
     let (_, runs) = env.json(&["runs", "list", "--json"]);
     let runs = runs.as_array().unwrap();
-    assert_eq!(runs.len(), 3, "the refused run never started");
+    assert_eq!(runs.len(), 4, "the refused run is recorded too: {runs:?}");
     assert!(runs.iter().all(|r| r["ended_at"].is_string()));
+    let refused: Vec<_> = runs.iter().filter(|r| r["exit_code"] == 8).collect();
+    assert_eq!(refused.len(), 1, "{runs:?}");
+    assert!(
+        refused[0]["exit_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("locked: another run holds the lock \"nightly\""),
+        "{refused:?}"
+    );
     let slept = runs.iter().find(|r| r["lock_name"] == "nightly").unwrap();
     assert_eq!(slept["lock_name"], "nightly");
     assert!(

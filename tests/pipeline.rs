@@ -102,12 +102,15 @@ fn json_output_field_by_field() {
             "answer",
             "conversation_id",
             "duration_ms",
+            "exit_code",
             "exit_reason",
             "model",
             "provider",
             "receipts_head",
             "rounds",
+            "schema",
             "tool_calls",
+            "turn_reason",
             "usage"
         ]
     );

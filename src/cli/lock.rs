@@ -7,10 +7,11 @@ use crate::error::{Error, Result};
 /// run with the same name is refused at once (exit 8), never queued.
 pub fn acquire(cfg: &Config, name: &str) -> Result<std::fs::File> {
     let dir = cfg.state_dir.join("locks");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    crate::util::private_dir(&dir)?;
     let path = dir.join(format!("{name}.lock"));
+    use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .truncate(false)
         .write(true)

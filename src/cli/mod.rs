@@ -40,6 +40,13 @@ impl Ctx {
         let cfg = self.load_config()?;
         Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)
     }
+
+    /// The memory database for a command that only reads it: `None` when
+    /// there is none yet (nothing is created).
+    pub fn read_memory(&self) -> Result<Option<Memory>> {
+        let cfg = self.load_config()?;
+        Memory::open_existing(&cfg.memory_path, cfg.memory_busy_timeout_ms)
+    }
 }
 
 /// Entry point: parses, dispatches, and returns the exit code.
@@ -114,11 +121,47 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
     }
 }
 
+/// Every `--json` output: one compact object (or array) on one line.
 pub(crate) fn print_json(v: &impl serde::Serialize) {
     println!(
         "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())
+        serde_json::to_string(v).unwrap_or_else(|_| "null".into())
     );
+}
+
+/// Rows under a header, each column as wide as its widest cell (in chars)
+/// so long names do not push the rest out of line; the last column is not
+/// padded. `right` lists the columns aligned right (numbers).
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([header[i].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let line = |cells: Vec<&str>| {
+        let last = cells.len() - 1;
+        let mut out = String::new();
+        for (i, c) in cells.into_iter().enumerate() {
+            let pad = widths[i].saturating_sub(c.chars().count());
+            if i == last {
+                out.push_str(c);
+            } else if right.contains(&i) {
+                out.push_str(&format!("{}{c}  ", " ".repeat(pad)));
+            } else {
+                out.push_str(&format!("{c}{}  ", " ".repeat(pad)));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push('\n');
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
 }
 
 /// `s` on one line, cut to `max` chars.
@@ -140,6 +183,22 @@ pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn table_columns_line_up_with_long_cells() {
+        let t = super::table(
+            &["ID", "N", "NOTE"],
+            &[
+                vec!["a".into(), "1".into(), "x".into()],
+                vec!["a-much-longer-id".into(), "123".into(), "y".into()],
+            ],
+            &[1],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "ID                  N  NOTE");
+        assert_eq!(lines[1], "a                   1  x");
+        assert_eq!(lines[2], "a-much-longer-id  123  y");
+    }
+
     #[test]
     fn counts_are_singular_for_one() {
         assert_eq!(super::count(1u32, "receipt"), "1 receipt");

@@ -137,6 +137,14 @@ pub struct Agent {
     pub lock: Option<String>,
     pub timeout: Option<u64>,
     pub no_stream: bool,
+    /// `--provider NAME`, checked against the config when it is loaded.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// `--system TEXT`: replaces the base prompt layer.
+    pub system: Option<String>,
+    pub workspace: Option<PathBuf>,
+    pub no_memory: bool,
+    pub quiet: bool,
 }
 
 /// A parsed command line.
@@ -348,6 +356,11 @@ fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
         }
         // The same name, used the other way (`--json` without its ARGS).
         if let Some(other) = FLAGS.iter().find(|g| g.long == f.long && g.takes(c.path)) {
+            // Given before the command word, the other definition of the
+            // same shape was guessed: the value is the same.
+            if other.value.is_some() == f.value.is_some() {
+                continue;
+            }
             return Err(Error::usage(format!(
                 "`latchclaw {}` takes {} ({})",
                 c.path,
@@ -455,6 +468,14 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         .value("timeout")
         .map(|v| positive("timeout", &v, "a positive number of seconds"))
         .transpose()?;
+    let text = |flag: &str, what: &str| -> Result<Option<String>> {
+        match o.value(flag) {
+            Some(v) if v.trim().is_empty() => {
+                Err(Error::usage(format!("--{flag}: empty; give {what}")))
+            }
+            v => Ok(v),
+        }
+    };
     Ok(Agent {
         message,
         conversation,
@@ -463,6 +484,12 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         lock,
         timeout,
         no_stream: o.on("no-stream"),
+        provider: text("provider", "a configured provider's name")?,
+        model: text("model", "a model name")?,
+        system: text("system", "the prompt text")?,
+        workspace: text("workspace", "a directory")?.map(PathBuf::from),
+        no_memory: o.on("no-memory"),
+        quiet: o.on("quiet"),
     })
 }
 

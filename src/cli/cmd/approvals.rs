@@ -1,10 +1,13 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
-use crate::cli::{Ctx, one_line, print_json};
+use crate::cli::{Ctx, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
-    let list = ctx.open_memory()?.approvals(all)?;
+    let list = match ctx.read_memory()? {
+        Some(m) => m.approvals(all)?,
+        None => Vec::new(),
+    };
     if json {
         print_json(&list);
     } else if list.is_empty() {
@@ -54,31 +57,57 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
 }
 
 pub fn runs(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
-    let runs = ctx.open_memory()?.runs(limit.unwrap_or(50))?;
+    let runs = match ctx.read_memory()? {
+        Some(m) => m.runs(limit.unwrap_or(50))?,
+        None => Vec::new(),
+    };
     if json {
         print_json(&runs);
     } else if runs.is_empty() {
         eprintln!("no runs yet");
     } else {
+        let rows: Vec<Vec<String>> = runs
+            .into_iter()
+            .map(|r| {
+                let tokens = match (r.prompt_tokens, r.cached_tokens) {
+                    (Some(p), c) => format!("{p}/{}", c.unwrap_or(0)),
+                    _ => "-".to_string(),
+                };
+                // A run still going (or killed outright) has no end yet.
+                let reason = match (&r.exit_reason, &r.ended_at) {
+                    (Some(why), _) => one_line(why, 60),
+                    (None, None) => "running or killed".into(),
+                    (None, Some(_)) => "-".into(),
+                };
+                vec![
+                    r.id,
+                    r.started_at,
+                    r.exit_code.map_or("-".to_string(), |c| c.to_string()),
+                    reason,
+                    tokens,
+                    r.lock_name.unwrap_or_else(|| "-".into()),
+                    r.conversation_id.unwrap_or_else(|| "-".into()),
+                    one_line(&r.command, 60),
+                ]
+            })
+            .collect();
         println!(
-            "{:28} {:24} {:>4}  {:>17}  {:12} {:32} COMMAND",
-            "RUN", "STARTED", "EXIT", "TOKENS IN/CACHED", "LOCK", "CONVERSATION"
+            "{}",
+            table(
+                &[
+                    "RUN",
+                    "STARTED",
+                    "EXIT",
+                    "REASON",
+                    "TOKENS IN/CACHED",
+                    "LOCK",
+                    "CONVERSATION",
+                    "COMMAND"
+                ],
+                &rows,
+                &[2, 4]
+            )
         );
-        for r in runs {
-            let tokens = match (r.prompt_tokens, r.cached_tokens) {
-                (Some(p), c) => format!("{p}/{}", c.unwrap_or(0)),
-                _ => "-".to_string(),
-            };
-            println!(
-                "{:28} {:24} {:>4}  {tokens:>17}  {:12} {:32} {}",
-                r.id,
-                r.started_at,
-                r.exit_code.map_or("-".to_string(), |c| c.to_string()),
-                r.lock_name.as_deref().unwrap_or("-"),
-                r.conversation_id.as_deref().unwrap_or("-"),
-                one_line(&r.command, 50)
-            );
-        }
     }
     Ok(exit::OK)
 }

@@ -21,8 +21,7 @@ pub fn run(ctx: &Ctx, clear: bool) -> Result<i32> {
         }
         return Ok(exit::OK);
     }
-    std::fs::create_dir_all(&cfg.state_dir)
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", cfg.state_dir.display())))?;
+    crate::util::private_dir(&cfg.state_dir)?;
     std::fs::write(&path, format!("engaged {}\n", crate::util::now_rfc3339()))
         .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))?;
     log::warn!(target: "event::estop_triggered", "path={}", path.display());

@@ -1,34 +1,46 @@
 //! `memory list`, `memory search`, `memory show`, `memory clear`.
 
-use crate::cli::{Ctx, count, one_line, print_json};
+use crate::cli::{Ctx, count, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
 
 pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
-    let list = ctx.open_memory()?.list(limit.unwrap_or(50))?;
+    let list = match ctx.read_memory()? {
+        Some(m) => m.list(limit.unwrap_or(50))?,
+        None => Vec::new(),
+    };
     if json {
         print_json(&list);
     } else if list.is_empty() {
         eprintln!("no conversations yet");
     } else {
+        let rows: Vec<Vec<String>> = list
+            .into_iter()
+            .map(|c| {
+                vec![
+                    c.conversation_id,
+                    c.turns.to_string(),
+                    c.last_activity,
+                    one_line(&c.first_message, 60),
+                ]
+            })
+            .collect();
         println!(
-            "{:32} {:>5}  {:24}  FIRST MESSAGE",
-            "CONVERSATION", "TURNS", "LAST ACTIVITY"
+            "{}",
+            table(
+                &["CONVERSATION", "TURNS", "LAST ACTIVITY", "FIRST MESSAGE"],
+                &rows,
+                &[1]
+            )
         );
-        for c in list {
-            println!(
-                "{:32} {:>5}  {:24}  {}",
-                c.conversation_id,
-                c.turns,
-                c.last_activity,
-                one_line(&c.first_message, 60)
-            );
-        }
     }
     Ok(exit::OK)
 }
 
 pub fn search(ctx: &Ctx, query: &str, limit: Option<u32>, json: bool) -> Result<i32> {
-    let hits = ctx.open_memory()?.search(query, limit.unwrap_or(20))?;
+    let hits = match ctx.read_memory()? {
+        Some(m) => m.search(query, limit.unwrap_or(20))?,
+        None => Vec::new(),
+    };
     if json {
         print_json(&hits);
     } else if hits.is_empty() {
@@ -48,7 +60,10 @@ pub fn search(ctx: &Ctx, query: &str, limit: Option<u32>, json: bool) -> Result<
 }
 
 pub fn show(ctx: &Ctx, id: &str, json: bool) -> Result<i32> {
-    let turns = ctx.open_memory()?.turns(id, None)?;
+    let turns = match ctx.read_memory()? {
+        Some(m) => m.turns(id, None)?,
+        None => Vec::new(),
+    };
     if turns.is_empty() {
         return Err(Error::usage(format!(
             "no conversation \"{id}\"; `latchclaw memory list` shows them"

@@ -17,7 +17,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        eprintln!("no receipts in {}", cfg.receipts_path.display());
+        eprintln!("no receipts yet ({})", cfg.receipts_path.display());
     }
     for (i, r) in rows.iter().enumerate() {
         match r {
