@@ -151,6 +151,10 @@ pub struct Runtime<'a> {
     pub hint: Option<String>,
     /// `--timeout`: the whole run ends by then.
     pub deadline: Option<Instant>,
+    /// The command that runs this call again, for a caller that is not a
+    /// conversation (`tool run`): after `latchclaw approve ID` the operator
+    /// gives it again, instead of resuming a conversation.
+    pub rerun: Option<String>,
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
 }
@@ -262,6 +266,7 @@ impl<'a> Runtime<'a> {
             receipts_head: RefCell::new(None),
             hint: None,
             deadline: None,
+            rerun: None,
             run_usage: RefCell::new(Usage::default()),
         })
     }
@@ -411,9 +416,13 @@ impl<'a> Runtime<'a> {
                             d.risk.as_str(),
                             &d.reason,
                         )?;
+                        let then = match &self.rerun {
+                            Some(cmd) => format!("run `{cmd}` again"),
+                            None => format!("`latchclaw agent --resume {conversation_id}`"),
+                        };
                         reason = format!(
                             "{reason}; {why}; waiting as pending approval {id} \
-                             (`latchclaw approve {id}`, then `latchclaw agent --resume {conversation_id}`)"
+                             (`latchclaw approve {id}`, then {then})"
                         );
                         pending = Some(id);
                         ("denied", ToolResult::err(format!("denied: {reason}")))
