@@ -308,6 +308,11 @@ impl<'a> Runtime<'a> {
         args: &Value,
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        if let Some(tool) = tools::find(name)
+            && let Err(e) = tools::check_args(tool, args)
+        {
+            return self.invalid_call(conversation_id, name, args, e);
+        }
         // One call at a time among the processes sharing this state
         // directory, from its decision to its last receipt: another
         // latchclaw (an overlapping cron run, a second session) cannot
@@ -477,6 +482,46 @@ impl<'a> Runtime<'a> {
                 started_receipt_id: started_id,
                 pending_approval: pending,
                 estop: d.estop || result.estop,
+            },
+            result,
+        ))
+    }
+
+    /// A call whose arguments do not fit its tool's schema: not judged, not
+    /// run; the model reads what to fix, and the receipt records the attempt.
+    fn invalid_call(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        error: String,
+    ) -> Result<(CallRecord, ToolResult)> {
+        log::info!(target: "event::tool_failed", "tool={name} error={error}");
+        let reason = format!("invalid arguments: {error}");
+        let mut result = ToolResult::err(reason.clone());
+        let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let receipt_id = self.append_receipt(&NewReceipt {
+            conversation_id,
+            tool: name,
+            args,
+            result: Some(&result_value),
+            status: "failed",
+            risk: "low",
+            reason: &reason,
+            started_id: None,
+        })?;
+        result.receipt_id = receipt_id.clone();
+        Ok((
+            CallRecord {
+                tool: name.to_string(),
+                arguments: args.clone(),
+                status: "failed",
+                risk: "low",
+                reason,
+                receipt_id,
+                started_receipt_id: None,
+                pending_approval: None,
+                estop: false,
             },
             result,
         ))

@@ -159,3 +159,100 @@ fn without_a_terminal_the_suggested_next_step_works() {
     let (code, _) = sh(&format!("setsid {again}"));
     assert_eq!(code, 4);
 }
+
+#[test]
+fn tool_run_checks_arguments_against_the_schema_with_exit_2() {
+    let env = env_with("full", "");
+    std::fs::write(env.ws.join("note-b2.txt"), "MARKER-B2-READ").unwrap();
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "file_read",
+            r#"{"path": "note-b2.txt", "lines": 3}"#,
+            "unknown argument \"lines\"; allowed: path (string)",
+        ),
+        (
+            "time",
+            r#"{"zone": "UTC"}"#,
+            "unknown argument \"zone\"; it takes no arguments",
+        ),
+        (
+            "memory_search",
+            r#"{"query": "x", "limit": "5"}"#,
+            "argument \"limit\" must be an integer, not a string",
+        ),
+        (
+            "shell",
+            r#"{"command": 7}"#,
+            "argument \"command\" must be a string, not an integer",
+        ),
+        (
+            "file_write",
+            r#"{"path": "w-b2.txt"}"#,
+            "missing required argument \"content\" (string)",
+        ),
+    ];
+    for (tool, args, want) in cases {
+        let r = env.run(&["tool", "run", tool, "--json", args]);
+        assert_eq!(r.code, 2, "{tool} {args}: {r:?}");
+        assert!(r.stderr.contains(want), "{tool} {args}: {r:?}");
+        assert!(!r.stdout.contains("MARKER-B2-READ"), "{r:?}");
+    }
+    assert!(!env.ws.join("w-b2.txt").exists());
+    // Nothing was judged or run: no receipts.
+    assert!(env.receipt_lines().is_empty());
+    // The right arguments work.
+    let (r, v) = env.json(&[
+        "tool",
+        "run",
+        "file_read",
+        "--json",
+        r#"{"path": "note-b2.txt"}"#,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["output"], "MARKER-B2-READ");
+}
+
+#[test]
+fn the_agent_returns_schema_errors_to_the_model() {
+    let env = Env::new();
+    env.mock(
+        "bad_args.toml",
+        "",
+        &format!("[security]\nautonomy = \"full\"\n[channels.cli]\n{TOOLS}\n"),
+    );
+    std::fs::write(env.ws.join("secret-b2.txt"), "MARKER-B2-SECRET").unwrap();
+    let cases = [
+        (
+            "unknown field",
+            "file_read: unknown argument \\\"lines\\\"; allowed: path (string)",
+        ),
+        (
+            "wrong type",
+            "memory_search: argument \\\"limit\\\" must be an integer, not a string",
+        ),
+        (
+            "missing field",
+            "file_write: missing required argument \\\"content\\\" (string)",
+        ),
+    ];
+    for (i, (message, want)) in cases.iter().enumerate() {
+        let (r, v) = env.json(&["agent", "--json", "-m", message]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let call = &v["tool_calls"][0];
+        assert_eq!(call["status"], "failed", "{v}");
+        let reason = call["reason"].as_str().unwrap();
+        assert!(reason.starts_with("invalid arguments: "), "{reason}");
+        // What the model read in the next round is the tool error.
+        let requests = env.requests();
+        let last = requests.last().unwrap().to_string();
+        assert!(last.contains(want), "{want} not in {last}");
+        assert!(!last.contains("MARKER-B2-SECRET"));
+        let receipts = env.receipts();
+        assert_eq!(receipts.len(), i + 1);
+        assert_eq!(receipts[i]["status"], "failed");
+        assert_eq!(receipts[i]["reason"], reason);
+    }
+    assert!(!env.ws.join("out-b2.txt").exists());
+    // No call was started: nothing ran.
+    assert!(env.receipt_lines().iter().all(|r| r["status"] != "started"));
+}

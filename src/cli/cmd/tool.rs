@@ -42,6 +42,10 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let args = parse_tool_args(name, raw)?;
+    // `policy check` leaves this out: it shows what the gate alone decides.
+    if let Some(tool) = crate::tools::find(name) {
+        crate::tools::check_args(tool, &args).map_err(|e| Error::usage(format!("--json: {e}")))?;
+    }
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
