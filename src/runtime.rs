@@ -793,7 +793,9 @@ impl<'a> Runtime<'a> {
                     return self.cut(conv, e, sink.shown, rounds, (calls, usage, started));
                 }
                 Err(e) => {
-                    log::error!(target: "event::provider_error", "{e}");
+                    // The error itself is returned and printed once by main;
+                    // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
+                    log::info!(target: "event::provider_error", "{e}");
                     return Err(Error::new(Kind::Runtime, e.to_string()));
                 }
             };
