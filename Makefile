@@ -3,7 +3,7 @@ CARGO ?= cargo
 DEMO_DIR := $(CURDIR)/target/demo
 BIN := target/debug/latchclaw
 
-.PHONY: build test lint bench demo release clean-demo
+.PHONY: build test lint bench demo release clean-demo install
 
 build:
 	$(CARGO) build
@@ -32,3 +32,7 @@ clean-demo:
 release:
 	$(CARGO) build --release
 	@ls -l target/release/latchclaw
+
+# Installs the binary into cargo's bin directory (~/.cargo/bin).
+install:
+	$(CARGO) install --locked --path .

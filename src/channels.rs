@@ -148,6 +148,8 @@ pub struct TermProgress {
     open: Cell<bool>,
     /// The status line of the call in progress (to print again when it ends).
     line: RefCell<String>,
+    /// How many columns of it are on the screen.
+    line_width: Cell<usize>,
 }
 
 impl TermProgress {
@@ -158,6 +160,7 @@ impl TermProgress {
             shown: RefCell::new(String::new()),
             open: Cell::new(false),
             line: RefCell::new(String::new()),
+            line_width: Cell::new(0),
         }
     }
 
@@ -205,9 +208,11 @@ impl Progress for TermProgress {
         if !self.text {
             return;
         }
+        // Only ever on a terminal (see `new`): neutralised.
+        let safe = crate::util::for_terminal(delta);
         let mut out = std::io::stdout().lock();
         if out
-            .write_all(delta.as_bytes())
+            .write_all(safe.as_bytes())
             .and_then(|_| out.flush())
             .is_ok()
         {
@@ -228,6 +233,7 @@ impl Progress for TermProgress {
         };
         let shown = fit(&line, " …", terminal_width());
         eprint!("{shown}");
+        self.line_width.set(shown.chars().count());
         *self.line.borrow_mut() = line;
     }
 
@@ -241,8 +247,12 @@ impl Progress for TermProgress {
             other => format!(" … {other}"),
         };
         // Printed again whole: an approval question may have come between.
+        // Spaces, not an erase-line escape, cover what was there: nothing
+        // here writes escape codes (NO_COLOR, dumb terminals).
         let line = self.line.take();
-        eprintln!("\r\x1b[K{}", fit(&line, &outcome, terminal_width()));
+        let done = fit(&line, &outcome, terminal_width());
+        let pad = self.line_width.take().saturating_sub(done.chars().count());
+        eprintln!("\r{done}{}", " ".repeat(pad));
     }
 }
 
@@ -367,7 +377,10 @@ impl CliChannel {
                         for h in hits {
                             eprintln!(
                                 "{}  {}  {}: {}",
-                                h.conversation_id, h.timestamp, h.role, h.snippet
+                                h.conversation_id,
+                                h.timestamp,
+                                h.role,
+                                crate::util::for_terminal(&h.snippet)
                             );
                         }
                     }
@@ -407,7 +420,7 @@ impl Channel for CliChannel {
 
     fn send(&mut self, _conversation_id: &str, message: &str) -> Result<()> {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{message}")?;
+        writeln!(out, "{}", crate::util::for_stdout(message))?;
         out.flush()?;
         Ok(())
     }

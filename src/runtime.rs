@@ -151,6 +151,10 @@ pub struct Runtime<'a> {
     pub hint: Option<String>,
     /// `--timeout`: the whole run ends by then.
     pub deadline: Option<Instant>,
+    /// The command that runs this call again, for a caller that is not a
+    /// conversation (`tool run`): after `latchclaw approve ID` the operator
+    /// gives it again, instead of resuming a conversation.
+    pub rerun: Option<String>,
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
     /// The conversation a turn is working on, as soon as it is known, for
@@ -265,6 +269,7 @@ impl<'a> Runtime<'a> {
             receipts_head: RefCell::new(None),
             hint: None,
             deadline: None,
+            rerun: None,
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
         })
@@ -307,6 +312,11 @@ impl<'a> Runtime<'a> {
         args: &Value,
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        if let Some(tool) = tools::find(name)
+            && let Err(e) = tools::check_args(tool, args)
+        {
+            return self.invalid_call(conversation_id, name, args, e);
+        }
         // One call at a time among the processes sharing this state
         // directory, from its decision to its last receipt: another
         // latchclaw (an overlapping cron run, a second session) cannot
@@ -415,9 +425,13 @@ impl<'a> Runtime<'a> {
                             d.risk.as_str(),
                             &d.reason,
                         )?;
+                        let then = match &self.rerun {
+                            Some(cmd) => format!("run `{cmd}` again"),
+                            None => format!("`latchclaw agent --resume {conversation_id}`"),
+                        };
                         reason = format!(
                             "{reason}; {why}; waiting as pending approval {id} \
-                             (`latchclaw approve {id}`, then `latchclaw agent --resume {conversation_id}`)"
+                             (`latchclaw approve {id}`, then {then})"
                         );
                         pending = Some(id);
                         ("denied", ToolResult::err(format!("denied: {reason}")))
@@ -472,6 +486,46 @@ impl<'a> Runtime<'a> {
                 started_receipt_id: started_id,
                 pending_approval: pending,
                 estop: d.estop || result.estop,
+            },
+            result,
+        ))
+    }
+
+    /// A call whose arguments do not fit its tool's schema: not judged, not
+    /// run; the model reads what to fix, and the receipt records the attempt.
+    fn invalid_call(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        error: String,
+    ) -> Result<(CallRecord, ToolResult)> {
+        log::info!(target: "event::tool_failed", "tool={name} error={error}");
+        let reason = format!("invalid arguments: {error}");
+        let mut result = ToolResult::err(reason.clone());
+        let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let receipt_id = self.append_receipt(&NewReceipt {
+            conversation_id,
+            tool: name,
+            args,
+            result: Some(&result_value),
+            status: "failed",
+            risk: "low",
+            reason: &reason,
+            started_id: None,
+        })?;
+        result.receipt_id = receipt_id.clone();
+        Ok((
+            CallRecord {
+                tool: name.to_string(),
+                arguments: args.clone(),
+                status: "failed",
+                risk: "low",
+                reason,
+                receipt_id,
+                started_receipt_id: None,
+                pending_approval: None,
+                estop: false,
             },
             result,
         ))
@@ -748,7 +802,9 @@ impl<'a> Runtime<'a> {
                     return self.cut(conv, e, sink.shown, rounds, (calls, usage, started));
                 }
                 Err(e) => {
-                    log::error!(target: "event::provider_error", "{e}");
+                    // The error itself is returned and printed once by main;
+                    // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
+                    log::info!(target: "event::provider_error", "{e}");
                     return Err(Error::new(Kind::Runtime, e.to_string()));
                 }
             };

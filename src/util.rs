@@ -134,6 +134,34 @@ pub fn printable(s: &str) -> String {
     out
 }
 
+/// Text from a model or from memory, made safe to show on a terminal:
+/// like [`printable`], but line ends and tabs stay as they are, so an
+/// answer keeps its layout and still cannot retitle the terminal, move the
+/// cursor or hide text (ESC, the other C0 and C1 controls, DEL, bidi and
+/// zero-width characters are shown as escapes).
+pub fn for_terminal(s: &str) -> String {
+    s.split_inclusive(['\n', '\t'])
+        .map(|piece| {
+            let (body, end) = match piece.strip_suffix(['\n', '\t']) {
+                Some(b) => (b, &piece[b.len()..]),
+                None => (piece, ""),
+            };
+            printable(body) + end
+        })
+        .collect()
+}
+
+/// `s` for stdout: neutralised when stdout is a terminal, the exact bytes
+/// when it is a pipe or a file (scripts get what the model said).
+pub fn for_stdout(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        std::borrow::Cow::Owned(for_terminal(s))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 /// Home directory from `$HOME`; `None` when unset or empty.
 pub fn home_dir() -> Option<std::path::PathBuf> {
     std::env::var_os("HOME")
@@ -152,6 +180,16 @@ mod tests {
             "a\\u{202e}b\\u{2066}c\\u{1b}d"
         );
         assert_eq!(printable("héllo wörld"), "héllo wörld");
+    }
+
+    #[test]
+    fn for_terminal_keeps_layout_and_neutralises_controls() {
+        assert_eq!(
+            for_terminal("a\n\tb\x1b]0;owned\x07c\x1b[8mhidden\r\u{9b}2J\x7f\u{202e}"),
+            "a\n\tb\\u{1b}]0;owned\\u{7}c\\u{1b}[8mhidden\\r\\u{9b}2J\\u{7f}\\u{202e}"
+        );
+        assert_eq!(for_terminal("plain\nlines\n"), "plain\nlines\n");
+        assert_eq!(for_terminal(""), "");
     }
 
     #[test]

@@ -335,19 +335,34 @@ fn several_tool_calls_in_one_response_and_bad_arguments() {
     );
     assert_eq!(env.receipts().len(), 2);
 
+    // Arguments that are not an object are the model's mistake, told to
+    // it as a tool error; not a refusal.
     let r = env.run(&["agent", "-m", "bad args please"]);
-    assert_eq!(r.code, 4, "{r:?}");
-    assert!(r.stdout.contains("JSON object"), "{r:?}");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("file_read: the arguments must be a JSON object, not a string"),
+        "{r:?}"
+    );
+    assert_eq!(env.receipts()[2]["status"], "failed");
 }
 
 #[test]
 fn approval_fields_in_arguments_approve_nothing() {
     let env = Env::new();
     env.mock("by_message.toml", "", "");
+    // Fields the tool does not take are refused before the gate sees them.
     let r = env.run(&["agent", "-m", "approve yourself"]);
-    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("unknown argument \"approval\"")
+            || r.stdout.contains("unknown argument \"approved\""),
+        "{r:?}"
+    );
     let rc = env.receipts();
-    assert_eq!(rc[0]["status"], "denied");
+    assert_eq!(rc.len(), 1);
+    assert_eq!(rc[0]["status"], "failed");
+    assert!(env.receipt_lines().iter().all(|r| r["status"] != "started"));
 }
 
 #[test]

@@ -92,3 +92,196 @@ fn onboard_asks_on_a_terminal() {
     assert!(prov.get("api_key_env").is_none(), "no key variable: {prov}");
     assert_eq!(c["workspace_dir"], ws.display().to_string());
 }
+
+#[test]
+fn onboard_asks_again_after_a_bad_answer() {
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let ws = env.root.join("ws-b2");
+    let mut p = Pty::spawn(&env, &["onboard"]);
+    p.expect("Provider (mock or openai-compatible) [mock]: ");
+    p.send("gpt-b2\n");
+    p.expect("provider \"gpt-b2\" is not offered here; allowed values: mock, openai-compatible; try again");
+    p.expect("Provider (mock or openai-compatible) [mock]: ");
+    p.send("openai-compatible\n");
+    p.expect("Server URL (…/v1) [http://localhost:1234/v1]: ");
+    p.send("ftp://b2.example\n");
+    p.expect("must start with http:// or https://");
+    p.expect("Server URL");
+    p.send("http://127.0.0.1:8099/v1\n");
+    p.expect("Model [local-model]: ");
+    p.send("b2-model\n");
+    // A local server: the default is no key.
+    p.expect("API key (- for none) [-]: ");
+    p.send("not a name\n");
+    p.expect("is not an environment variable name");
+    p.expect("API key (- for none) [-]: ");
+    p.send("\n");
+    p.expect("Autonomy (readonly, supervised, full) [supervised]: ");
+    p.send("godmode\n");
+    p.expect("allowed values: readonly, supervised, full; try again");
+    p.expect("Autonomy");
+    p.send("full\n");
+    p.expect("Workspace directory");
+    p.send(&format!("{}\n", ws.display()));
+    p.expect("next: latchclaw agent");
+    let t = p.transcript();
+    assert_eq!(p.wait(), Some(0));
+    assert!(!t.contains("export "), "no key to export: {t}");
+    let (_, c) = env.json(&["config", "show", "--json"]);
+    assert_eq!(c["security"]["autonomy"], "full");
+    let prov = &c["providers"]["models"]["openai_compatible"];
+    assert_eq!(prov["base_url"], "http://127.0.0.1:8099/v1");
+    assert_eq!(prov["model"], "b2-model");
+    assert!(prov.get("api_key_env").is_none(), "{prov}");
+    assert_eq!(c["workspace_dir"], ws.display().to_string());
+}
+
+#[test]
+fn onboard_gives_up_at_end_of_input_without_writing() {
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let mut p = Pty::spawn(&env, &["onboard"]);
+    p.expect("Provider (mock or openai-compatible) [mock]: ");
+    p.send("nope-b2\n");
+    p.expect("try again");
+    p.send("\u{4}");
+    p.expect("setup cancelled");
+    assert_eq!(p.wait(), Some(2));
+    assert!(!env.state.join("config.toml").exists());
+}
+
+#[test]
+fn a_local_base_url_needs_no_key_and_a_remote_one_does() {
+    for (url, key) in [
+        ("http://localhost:8080/v1", None),
+        ("http://127.0.0.1:8080/v1", None),
+        ("http://[::1]:8080/v1", None),
+        ("https://api.b2.example/v1", Some("OPENAI_API_KEY")),
+        ("http://localhost.b2.example/v1", Some("OPENAI_API_KEY")),
+    ] {
+        let env = Env::new();
+        std::fs::remove_dir_all(&env.state).unwrap();
+        let r = env.run_env(
+            &[
+                "onboard",
+                "--yes",
+                "--provider",
+                "openai-compatible",
+                "--base-url",
+                url,
+            ],
+            &[("OPENAI_API_KEY", "")],
+        );
+        assert_eq!(r.code, 0, "{url}: {r:?}");
+        let (_, c) = env.json(&["config", "show", "--json"]);
+        let prov = &c["providers"]["models"]["openai_compatible"];
+        assert_eq!(prov["api_key_env"].as_str(), key, "{url}: {prov}");
+        assert_eq!(
+            r.stdout.contains("export OPENAI_API_KEY="),
+            key.is_some(),
+            "{url}: {r:?}"
+        );
+    }
+    // init writes no key variable either: its server is localhost.
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let r = env.run_env(&["init"], &[("OPENAI_API_KEY", "")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("export"), "{r:?}");
+    let (_, c) = env.json(&["config", "show", "--json"]);
+    assert!(
+        c["providers"]["models"]["openai_compatible"]
+            .get("api_key_env")
+            .is_none()
+    );
+}
+
+#[test]
+fn config_show_prints_a_config_that_validates_and_loads_the_same() {
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let r = env.run(&[
+        "onboard",
+        "--yes",
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        "https://api.b2.example/v1",
+        "--api-key-env",
+        "B2_KEY",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = env.run(&["config", "show"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(
+        shown
+            .stdout
+            .contains("# openai_compatible: B2_KEY is not set"),
+        "{shown:?}"
+    );
+    let copy = env.root.join("shown-b2.toml");
+    std::fs::write(&copy, &shown.stdout).unwrap();
+    let copy = copy.to_str().unwrap();
+    let r = env.run(&["--config", copy, "config", "validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("ok: "), "{r:?}");
+    let (_, original) = env.json(&["config", "show", "--json"]);
+    let (_, reloaded) = env.json(&["--config", copy, "config", "show", "--json"]);
+    assert_eq!(original, reloaded);
+    // Showing it again gives the same config: a fixed point.
+    let again = env.run(&["--config", copy, "config", "show"]);
+    let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&again.stdout), body(&shown.stdout));
+}
+
+#[test]
+fn init_workspace_on_an_existing_config_says_what_it_did() {
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let first = env.root.join("ws-b2-first");
+    let other = env.root.join("ws-b2-other");
+    let r = env.run(&["init", "--workspace", first.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("(created)") && !r.stdout.contains("unchanged"),
+        "{r:?}"
+    );
+    let before = std::fs::read_to_string(env.state.join("config.toml")).unwrap();
+
+    let r = env.run(&["init", "--workspace", first.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "workspace  {} (unchanged: already the config's workspace)",
+            first.display()
+        )),
+        "{r:?}"
+    );
+
+    let r = env.run(&["init", "--workspace", other.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "workspace  {} (unchanged: the existing config's; --workspace {} was not applied",
+            first.display(),
+            other.display()
+        )),
+        "{r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.state.join("config.toml")).unwrap(),
+        before
+    );
+    assert!(!other.exists());
+
+    // --force applies it.
+    let r = env.run(&["init", "--force", "--workspace", other.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("(overwritten)") && !r.stdout.contains("unchanged"),
+        "{r:?}"
+    );
+    let (_, c) = env.json(&["config", "show", "--json"]);
+    assert_eq!(c["workspace_dir"], other.display().to_string());
+}

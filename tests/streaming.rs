@@ -638,7 +638,7 @@ fn tool_status_lines_go_to_stderr_only() {
     assert_eq!(piped, "The workspace holds alpha.txt.\n");
     let status = tty
         .split(['\r', '\n'])
-        .map(|l| l.trim_start_matches("\x1b[K"))
+        .map(str::trim_end)
         .find(|l| l.starts_with("→ file_list: . … ") && l.ends_with(" ms"))
         .unwrap_or_else(|| panic!("no status line in {tty:?}"));
     let ms: u64 = status["→ file_list: . … ".len()..status.len() - 3]

@@ -23,21 +23,26 @@ pub struct Setup {
     base_url: String,
     model: String,
     api_key_env: Option<String>,
+    /// `--workspace` as given, to say whether an existing config took it.
+    requested_workspace: Option<PathBuf>,
 }
 
 impl Setup {
     pub fn defaults(workspace: Option<&Path>) -> Result<Setup> {
+        let workspace_arg = workspace;
         let workspace = match workspace {
             Some(w) => workspace_literal(&w.display().to_string())?,
             None => "\"~/latchclaw-workspace\"".into(),
         };
         Ok(Setup {
             workspace,
+            requested_workspace: workspace_arg.map(Path::to_path_buf),
             default_provider: "local",
             autonomy: "supervised".into(),
             base_url: "http://localhost:1234/v1".into(),
             model: "local-model".into(),
-            api_key_env: Some("OPENAI_API_KEY".into()),
+            // localhost needs no key (see `is_local_url`).
+            api_key_env: None,
         })
     }
 
@@ -119,14 +124,31 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
     println!("config     {} ({action})", path.display());
     println!("memory     {}", cfg.memory_path.display());
     println!("receipts   {}", cfg.receipts_path.display());
-    println!("workspace  {}", cfg.workspace_dir.display());
+    let kept = exists && !replace_existing;
+    let ws_note = match &setup.requested_workspace {
+        // The existing config was kept, so --workspace was not written.
+        Some(asked) if kept => {
+            let asked = std::path::absolute(asked).unwrap_or_else(|_| asked.clone());
+            if asked == cfg.workspace_dir {
+                " (unchanged: already the config's workspace)".to_string()
+            } else {
+                format!(
+                    " (unchanged: the existing config's; --workspace {} was not applied: \
+                     `latchclaw init --force --workspace DIR` writes a new config, or edit workspace_dir)",
+                    asked.display()
+                )
+            }
+        }
+        _ => String::new(),
+    };
+    println!("workspace  {}{ws_note}", cfg.workspace_dir.display());
     println!(
         "provider   {} (autonomy {})",
         cfg.default_provider,
         cfg.security.autonomy.as_str()
     );
     if let Some(var) = cfg.provider(&cfg.default_provider)?.api_key_env.as_deref()
-        && std::env::var_os(var).is_none()
+        && std::env::var_os(var).is_none_or(|v| v.is_empty())
     {
         println!("key        export {var}=... before running the agent (the key is never stored)");
     }
@@ -134,70 +156,158 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
     Ok(exit::OK)
 }
 
-/// Asks one question on the terminal; an empty answer keeps the default.
-fn ask(question: &str, default: &str) -> Result<String> {
-    eprint!("{question} [{default}]: ");
-    let _ = std::io::Write::flush(&mut std::io::stderr());
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line)?;
-    let answer = line.trim();
-    Ok(if answer.is_empty() {
-        default.to_string()
+/// Asks on the terminal until `check` accepts the answer (an empty answer
+/// is the default): a typo is asked again, not the end of the setup. End
+/// of input gives up.
+fn ask(
+    question: &str,
+    default: &str,
+    check: &dyn Fn(&str) -> std::result::Result<(), String>,
+) -> Result<String> {
+    loop {
+        eprint!("{question} [{default}]: ");
+        let _ = std::io::Write::flush(&mut std::io::stderr());
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line)? == 0 {
+            eprintln!();
+            return Err(Error::usage("setup cancelled: no answer (end of input)"));
+        }
+        let answer = match line.trim() {
+            "" => default,
+            a => a,
+        };
+        match check(answer) {
+            Ok(()) => return Ok(answer.to_string()),
+            Err(why) => eprintln!("  {}; try again", crate::util::printable(&why)),
+        }
+    }
+}
+
+/// True for a server on this machine, which needs no API key.
+pub fn is_local_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or("");
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    matches!(
+        host.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "::1"
+    )
+}
+
+fn check_provider(kind: &str) -> std::result::Result<(), String> {
+    match kind {
+        "mock" | "openai-compatible" => Ok(()),
+        other => Err(format!(
+            "provider \"{other}\" is not offered here; allowed values: mock, openai-compatible"
+        )),
+    }
+}
+
+fn check_url(url: &str) -> std::result::Result<(), String> {
+    let host = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match host {
+        Some(h) if !h.is_empty() && !h.starts_with('/') => Ok(()),
+        _ => Err(format!(
+            "base_url \"{url}\" must start with http:// or https:// and name a server, e.g. http://localhost:1234/v1"
+        )),
+    }
+}
+
+fn check_autonomy(a: &str) -> std::result::Result<(), String> {
+    match Autonomy::parse(a) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "autonomy \"{a}\" is not allowed; allowed values: {}",
+            Autonomy::ALLOWED.join(", ")
+        )),
+    }
+}
+
+fn check_var(v: &str) -> std::result::Result<(), String> {
+    let name_ok = v
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if v == "-" || name_ok {
+        Ok(())
     } else {
-        answer.to_string()
-    })
+        Err(format!(
+            "\"{v}\" is not an environment variable name (letters, digits, _); - for none"
+        ))
+    }
+}
+
+fn check_workspace(w: &str) -> std::result::Result<(), String> {
+    workspace_literal(w).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// The setup `onboard` writes: flags answer in advance, a terminal is
-/// asked the rest, and with neither the defaults stand.
+/// asked the rest, and with neither the defaults stand. A bad flag is an
+/// error; a bad answer on the terminal is asked again.
 pub fn wizard(o: &Onboard) -> Result<Setup> {
     use std::io::IsTerminal;
     let interactive = std::io::stdin().is_terminal() && !o.yes;
-    let pick = |flag: &Option<String>, question: &str, default: &str| -> Result<String> {
-        match flag {
-            Some(v) => Ok(v.clone()),
-            None if interactive => ask(question, default),
-            None => Ok(default.to_string()),
-        }
+    type Check = dyn Fn(&str) -> std::result::Result<(), String>;
+    let pick = |flag: &Option<String>, question: &str, default: &str, check: &Check| match flag {
+        Some(v) => check(v).map(|()| v.clone()).map_err(Error::usage),
+        None if interactive => ask(question, default, check),
+        None => Ok(default.to_string()),
     };
     if interactive {
         eprintln!("LatchClaw setup. Press Enter to keep the value in brackets.");
     }
-    let kind = pick(&o.provider, "Provider (mock or openai-compatible)", "mock")?;
+    let kind = pick(
+        &o.provider,
+        "Provider (mock or openai-compatible)",
+        "mock",
+        &check_provider,
+    )?;
     let mut setup = Setup::defaults(o.workspace.as_deref())?;
-    match kind.as_str() {
-        "mock" => {}
-        "openai-compatible" => {
-            setup.default_provider = "openai_compatible";
-            setup.base_url = pick(&o.base_url, "Server URL (…/v1)", "http://localhost:1234/v1")?;
-            setup.model = pick(&o.model, "Model", "local-model")?;
-            let var = pick(
-                &o.api_key_env,
-                "Environment variable with the API key (- for none)",
-                "OPENAI_API_KEY",
-            )?;
-            setup.api_key_env = (var != "-" && !var.is_empty()).then_some(var);
-        }
-        other => {
-            return Err(Error::usage(format!(
-                "provider \"{other}\" is not offered here; allowed values: mock, openai-compatible"
-            )));
-        }
+    if kind == "openai-compatible" {
+        setup.default_provider = "openai_compatible";
+        setup.base_url = pick(
+            &o.base_url,
+            "Server URL (…/v1)",
+            "http://localhost:1234/v1",
+            &check_url,
+        )?;
+        setup.model = pick(&o.model, "Model", "local-model", &|_| Ok(()))?;
+        // A server on this machine needs no key: none unless one is named.
+        let default_var = if is_local_url(&setup.base_url) {
+            "-"
+        } else {
+            "OPENAI_API_KEY"
+        };
+        let var = pick(
+            &o.api_key_env,
+            "Environment variable with the API key (- for none)",
+            default_var,
+            &check_var,
+        )?;
+        setup.api_key_env = (var != "-").then_some(var);
     }
     setup.autonomy = pick(
         &o.autonomy,
         "Autonomy (readonly, supervised, full)",
         "supervised",
+        &check_autonomy,
     )?;
-    if Autonomy::parse(&setup.autonomy).is_none() {
-        return Err(Error::usage(format!(
-            "autonomy \"{}\" is not allowed; allowed values: {}",
-            setup.autonomy,
-            Autonomy::ALLOWED.join(", ")
-        )));
-    }
     if o.workspace.is_none() && interactive {
-        setup.workspace = workspace_literal(&ask("Workspace directory", "~/latchclaw-workspace")?)?;
+        let w = ask(
+            "Workspace directory",
+            "~/latchclaw-workspace",
+            &check_workspace,
+        )?;
+        setup.workspace = workspace_literal(&w)?;
     }
     Ok(setup)
 }

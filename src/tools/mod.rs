@@ -108,6 +108,86 @@ pub fn find(name: &str) -> Option<&'static dyn Tool> {
     TOOLS.iter().copied().find(|t| t.name() == name)
 }
 
+/// Checks a call's arguments against the tool's parameter schema, before
+/// the gate sees them: a misspelt or mistyped field is the model's mistake
+/// to fix, not a call to judge. Covers the subset the tools use: an object
+/// with `properties` of type string, integer, boolean (or object), and
+/// `required`. The error names the field and what is allowed.
+pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
+    let schema = tool.parameters();
+    let name = tool.name();
+    let Some(given) = args.as_object() else {
+        return Err(format!(
+            "{name}: the arguments must be a JSON object, not {}",
+            kind_of(args)
+        ));
+    };
+    let empty = serde_json::Map::new();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let allowed = || {
+        if props.is_empty() {
+            "it takes no arguments".to_string()
+        } else {
+            let fields: Vec<String> = props
+                .iter()
+                .map(|(k, p)| format!("{k} ({})", p["type"].as_str().unwrap_or("any")))
+                .collect();
+            format!("allowed: {}", fields.join(", "))
+        }
+    };
+    for (key, value) in given {
+        let Some(prop) = props.get(key) else {
+            return Err(format!(
+                "{name}: unknown argument \"{}\"; {}",
+                crate::util::printable(key),
+                allowed()
+            ));
+        };
+        let want = prop.get("type").and_then(Value::as_str).unwrap_or("");
+        let fits = match want {
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "boolean" => value.is_boolean(),
+            "object" => value.is_object(),
+            _ => true,
+        };
+        if !fits {
+            return Err(format!(
+                "{name}: argument \"{}\" must be {} {want}, not {}",
+                crate::util::printable(key),
+                if want == "integer" { "an" } else { "a" },
+                kind_of(value)
+            ));
+        }
+    }
+    let required = schema.get("required").and_then(Value::as_array);
+    for key in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !given.contains_key(key) {
+            let want = props[key]["type"].as_str().unwrap_or("value");
+            return Err(format!(
+                "{name}: missing required argument \"{key}\" ({want}); {}",
+                allowed()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number with a fraction",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 struct Time;
 
 impl Tool for Time {
@@ -213,5 +293,61 @@ impl Tool for MemorySearch {
             }
             Err(e) => ToolResult::err(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(tool: &str, args: Value) -> Result<(), String> {
+        check_args(find(tool).unwrap(), &args)
+    }
+
+    #[test]
+    fn arguments_that_fit_the_schema_pass() {
+        assert_eq!(check("time", json!({})), Ok(()));
+        assert_eq!(check("file_list", json!({})), Ok(()));
+        assert_eq!(check("file_list", json!({"path": "src"})), Ok(()));
+        assert_eq!(
+            check("memory_search", json!({"query": "x", "limit": 3})),
+            Ok(())
+        );
+        assert_eq!(
+            check("file_write", json!({"path": "a", "content": ""})),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn unknown_mistyped_and_missing_fields_are_named() {
+        let e = check("file_read", json!({"path": "a", "lines": 3})).unwrap_err();
+        assert_eq!(
+            e,
+            "file_read: unknown argument \"lines\"; allowed: path (string)"
+        );
+        let e = check("time", json!({"zone": "UTC"})).unwrap_err();
+        assert!(
+            e.contains("\"zone\"") && e.contains("takes no arguments"),
+            "{e}"
+        );
+        let e = check("memory_search", json!({"query": "x", "limit": "3"})).unwrap_err();
+        assert_eq!(
+            e,
+            "memory_search: argument \"limit\" must be an integer, not a string"
+        );
+        let e = check("memory_search", json!({"query": "x", "limit": 2.5})).unwrap_err();
+        assert!(e.contains("not a number with a fraction"), "{e}");
+        let e = check("shell", json!({"command": ["ls"]})).unwrap_err();
+        assert!(e.contains("must be a string, not an array"), "{e}");
+        let e = check("file_write", json!({"path": "a"})).unwrap_err();
+        assert_eq!(
+            e,
+            "file_write: missing required argument \"content\" (string); allowed: content (string), path (string)"
+        );
+        let e = check("shell", json!(["ls"])).unwrap_err();
+        assert!(e.contains("must be a JSON object, not an array"), "{e}");
+        let e = check("file_read", json!({"pa\u{1b}th": "a"})).unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e}");
     }
 }

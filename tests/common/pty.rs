@@ -85,8 +85,14 @@ pub struct Pty {
 
 impl Pty {
     pub fn spawn(env: &Env, args: &[&str]) -> Pty {
+        Pty::spawn_env(env, args, &[])
+    }
+
+    /// `spawn` with these environment variables set.
+    pub fn spawn_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Pty {
         let (master, slave) = open_pty();
         let mut cmd = Command::new(BIN);
+        cmd.envs(vars.iter().copied());
         cmd.args(args)
             .env("LATCHCLAW_HOME", &env.state)
             .env("HOME", &env.home)

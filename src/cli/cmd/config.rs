@@ -184,9 +184,23 @@ pub fn show(ctx: &Ctx, json: bool) -> Result<i32> {
             Some(p) => p.display().to_string(),
             None => format!("{} (absent: defaults)", cfg.config_path.display()),
         };
-        let t: toml::Table = serde_json::from_value(strip_nulls(v))
+        // `api_key_set` is a fact about the environment, not a config key:
+        // it becomes a comment, so the output is a config `config validate`
+        // accepts.
+        let mut v = strip_nulls(v);
+        let mut keys = String::new();
+        if let Some(models) = v["providers"]["models"].as_object_mut() {
+            for (name, p) in models.iter_mut() {
+                if let Some(set) = p.as_object_mut().and_then(|m| m.remove("api_key_set")) {
+                    let var = p["api_key_env"].as_str().unwrap_or("");
+                    let state = if set == true { "set" } else { "not set" };
+                    keys.push_str(&format!("# {name}: {var} is {state}\n"));
+                }
+            }
+        }
+        let t: toml::Table = serde_json::from_value(v)
             .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
-        print!("# effective config from {source}\n{t}");
+        print!("# effective config from {source}\n{keys}{t}");
     }
     Ok(exit::OK)
 }

@@ -2,6 +2,7 @@
 
 use crate::cli::{Ctx, count, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
+use crate::util::for_stdout;
 
 pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
     let list = match ctx.read_memory()? {
@@ -20,7 +21,7 @@ pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
                     c.conversation_id,
                     c.turns.to_string(),
                     c.last_activity,
-                    one_line(&c.first_message, 60),
+                    for_stdout(&one_line(&c.first_message, 60)).into_owned(),
                 ]
             })
             .collect();
@@ -52,7 +53,7 @@ pub fn search(ctx: &Ctx, query: &str, limit: Option<u32>, json: bool) -> Result<
                 h.conversation_id,
                 h.timestamp,
                 h.role,
-                one_line(&h.snippet, 100)
+                for_stdout(&one_line(&h.snippet, 100))
             );
         }
     }
@@ -73,9 +74,9 @@ pub fn show(ctx: &Ctx, id: &str, json: bool) -> Result<i32> {
         print_json(&turns);
     } else {
         for t in turns {
-            println!("[{}] {}: {}", t.timestamp, t.role, t.content);
+            println!("[{}] {}: {}", t.timestamp, t.role, for_stdout(&t.content));
             if let Some(calls) = t.tool_calls {
-                println!("    tool calls: {calls}");
+                println!("    tool calls: {}", for_stdout(&calls.to_string()));
             }
         }
     }

@@ -42,9 +42,21 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let args = parse_tool_args(name, raw)?;
+    // `policy check` leaves this out: it shows what the gate alone decides.
+    if let Some(tool) = crate::tools::find(name) {
+        crate::tools::check_args(tool, &args).map_err(|e| Error::usage(format!("--json: {e}")))?;
+    }
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
-    let rt = Runtime::new(&cfg, &approver)?;
+    let mut rt = Runtime::new(&cfg, &approver)?;
+    let config = match &ctx.config {
+        Some(p) => format!(" --config {}", shell_quote(&p.display().to_string())),
+        None => String::new(),
+    };
+    rt.rerun = Some(format!(
+        "latchclaw{config} tool run {name} --json {}",
+        shell_quote(&args.to_string())
+    ));
     let (record, result) = rt.execute_tool("cli-tool-run", name, &args)?;
     print_json(&json!({
         "tool": name,
@@ -58,12 +70,18 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         "error": result.error,
         "metadata": result.metadata,
     }));
+    // The emergency stop wins whether it refused the call or killed it.
     Ok(match record.status {
-        "denied" if record.estop => exit::ESTOP,
+        _ if record.estop => exit::ESTOP,
         "denied" => exit::POLICY,
         "failed" => exit::RUNTIME,
         _ => exit::OK,
     })
+}
+
+/// `s` as one word for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<Value> {

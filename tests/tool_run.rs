@@ -1,0 +1,258 @@
+//! `tool run` on the real binary: the emergency stop's exit code, the next
+//! step it suggests with no terminal, argument checking, `tool_timeout_secs`.
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
+
+fn env_with(autonomy: &str, top: &str) -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "{top}\n[security]\nautonomy = \"{autonomy}\"\nshell_allowlist = [\"sleep\", \"touch\"]\n[channels.cli]\n{TOOLS}\n"
+    ));
+    env
+}
+
+/// Live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            // The command itself, not the latchclaw that names it.
+            if text.contains(marker) && !text.contains("latchclaw") && !text.contains("tool_run-") {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn estop_killing_a_tool_run_command_exits_5() {
+    let env = env_with("full", "shell_timeout_secs = 60");
+    let child = env
+        .command(&[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "sleep 31.7373"}"#,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while processes_with("31.7373").is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{stdout}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["metadata"]["estop"], true, "{v}");
+    assert!(processes_with("31.7373").is_empty());
+}
+
+#[test]
+fn a_call_that_ends_on_its_own_is_not_an_estop() {
+    // Same command shape, no stop: the exit is not 5.
+    let env = env_with("full", "");
+    let (r, v) = env.json(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "sleep 0.01"}"#,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["status"], "allowed");
+    // An engaged stop refuses the next call, also with 5.
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let (r, v) = env.json(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "sleep 0.01"}"#,
+    ]);
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(v["status"], "denied");
+}
+
+/// The hint between backticks after "then run".
+fn suggested_command(reason: &str) -> String {
+    let rest = reason
+        .split("then run `")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no rerun suggestion in: {reason}"));
+    rest.split('`').next().unwrap().to_string()
+}
+
+#[test]
+fn without_a_terminal_the_suggested_next_step_works() {
+    let env = env_with("supervised", "");
+    let args = r#"{"command": "touch \"it's-made.txt\""}"#;
+    let (r, v) = env.json(&["tool", "run", "shell", "--json", args]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(!reason.contains("--resume"), "{reason}");
+    let id = reason
+        .split("pending approval ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(
+        reason.contains(&format!("`latchclaw approve {id}`")),
+        "{reason}"
+    );
+    let again = suggested_command(reason);
+    assert!(
+        again.starts_with("latchclaw tool run shell --json "),
+        "{again}"
+    );
+    assert!(!env.ws.join("it's-made.txt").exists());
+
+    // Running the suggestion before approving is still refused.
+    let sh = |cmd: &str| {
+        let bin_dir = std::path::Path::new(common::BIN).parent().unwrap();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("PATH", path)
+            .env("LATCHCLAW_HOME", &env.state)
+            .env("HOME", &env.home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, _) = sh(&format!("setsid {again}"));
+    assert_eq!(code, 4);
+    assert!(!env.ws.join("it's-made.txt").exists());
+
+    assert_eq!(env.run(&["approve", id, "--yes"]).code, 0);
+    let (code, out) = sh(&format!("setsid {again}"));
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "approved", "{v}");
+    assert!(env.ws.join("it's-made.txt").exists());
+    // The approval ran once: the same command asks again.
+    let (code, _) = sh(&format!("setsid {again}"));
+    assert_eq!(code, 4);
+}
+
+#[test]
+fn tool_run_checks_arguments_against_the_schema_with_exit_2() {
+    let env = env_with("full", "");
+    std::fs::write(env.ws.join("note-b2.txt"), "MARKER-B2-READ").unwrap();
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "file_read",
+            r#"{"path": "note-b2.txt", "lines": 3}"#,
+            "unknown argument \"lines\"; allowed: path (string)",
+        ),
+        (
+            "time",
+            r#"{"zone": "UTC"}"#,
+            "unknown argument \"zone\"; it takes no arguments",
+        ),
+        (
+            "memory_search",
+            r#"{"query": "x", "limit": "5"}"#,
+            "argument \"limit\" must be an integer, not a string",
+        ),
+        (
+            "shell",
+            r#"{"command": 7}"#,
+            "argument \"command\" must be a string, not an integer",
+        ),
+        (
+            "file_write",
+            r#"{"path": "w-b2.txt"}"#,
+            "missing required argument \"content\" (string)",
+        ),
+    ];
+    for (tool, args, want) in cases {
+        let r = env.run(&["tool", "run", tool, "--json", args]);
+        assert_eq!(r.code, 2, "{tool} {args}: {r:?}");
+        assert!(r.stderr.contains(want), "{tool} {args}: {r:?}");
+        assert!(!r.stdout.contains("MARKER-B2-READ"), "{r:?}");
+    }
+    assert!(!env.ws.join("w-b2.txt").exists());
+    // Nothing was judged or run: no receipts.
+    assert!(env.receipt_lines().is_empty());
+    // The right arguments work.
+    let (r, v) = env.json(&[
+        "tool",
+        "run",
+        "file_read",
+        "--json",
+        r#"{"path": "note-b2.txt"}"#,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["output"], "MARKER-B2-READ");
+}
+
+#[test]
+fn the_agent_returns_schema_errors_to_the_model() {
+    let env = Env::new();
+    env.mock(
+        "bad_args.toml",
+        "",
+        &format!("[security]\nautonomy = \"full\"\n[channels.cli]\n{TOOLS}\n"),
+    );
+    std::fs::write(env.ws.join("secret-b2.txt"), "MARKER-B2-SECRET").unwrap();
+    let cases = [
+        (
+            "unknown field",
+            "file_read: unknown argument \\\"lines\\\"; allowed: path (string)",
+        ),
+        (
+            "wrong type",
+            "memory_search: argument \\\"limit\\\" must be an integer, not a string",
+        ),
+        (
+            "missing field",
+            "file_write: missing required argument \\\"content\\\" (string)",
+        ),
+    ];
+    for (i, (message, want)) in cases.iter().enumerate() {
+        let (r, v) = env.json(&["agent", "--json", "-m", message]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let call = &v["tool_calls"][0];
+        assert_eq!(call["status"], "failed", "{v}");
+        let reason = call["reason"].as_str().unwrap();
+        assert!(reason.starts_with("invalid arguments: "), "{reason}");
+        // What the model read in the next round is the tool error.
+        let requests = env.requests();
+        let last = requests.last().unwrap().to_string();
+        assert!(last.contains(want), "{want} not in {last}");
+        assert!(!last.contains("MARKER-B2-SECRET"));
+        let receipts = env.receipts();
+        assert_eq!(receipts.len(), i + 1);
+        assert_eq!(receipts[i]["status"], "failed");
+        assert_eq!(receipts[i]["reason"], reason);
+    }
+    assert!(!env.ws.join("out-b2.txt").exists());
+    // No call was started: nothing ran.
+    assert!(env.receipt_lines().iter().all(|r| r["status"] != "started"));
+}
