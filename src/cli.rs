@@ -191,14 +191,18 @@ or deny. Exit 0 whenever a decision was made.
 and commands, the shell allowlist and the enabled tools."
         }
         ["prompt", ..] => {
-            "Usage: latchclaw prompt show [-m MESSAGE] [--conversation ID]
+            "Usage: latchclaw prompt show [-m MESSAGE] [--conversation ID] [--json]
 
-Prints the system prompt a turn would get, assembled in this order: the
+Prints the system prompt every turn gets, assembled in this order: the
 base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
 persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
-(prompt.user_file / <state>/prompt/user.md), notes from other conversations
-relevant to MESSAGE (memory.context_hits within memory.context_bytes), the
-tools, and the active policy."
+(prompt.user_file / <state>/prompt/user.md) and the active policy. It is
+the same bytes on every turn, so a server's prompt cache keeps working.
+Then the memory notes MESSAGE would carry (turns of other conversations
+that share a rare word with it, memory.context_hits within
+memory.context_bytes; sent with the message, quoted as data), and the size
+in bytes of each layer, each tool's schema and the whole first request.
+  --json   the same as one JSON object"
         }
         ["runs", ..] => {
             "Usage: latchclaw runs list [--limit N] [--json]
@@ -1307,9 +1311,14 @@ fn cmd_agent(a: &Args) -> Result<i32> {
         Err(e) => (e.exit_code(), e.msg.clone()),
     };
     // The run's own outcome matters more than failing to record it.
-    let _ = rt
-        .memory
-        .run_finished(&run_id, code, &reason, channel.conversation.as_deref());
+    let usage = rt.run_usage.borrow().clone();
+    let _ = rt.memory.run_finished(
+        &run_id,
+        code,
+        &reason,
+        channel.conversation.as_deref(),
+        Some(&usage),
+    );
     result
 }
 
@@ -1357,7 +1366,7 @@ fn watchdog(cfg: &Config, run_id: &str, secs: u64) {
         );
         crate::tools::shell::kill_current();
         if let Ok(m) = Memory::open(&path, busy) {
-            let _ = m.run_finished(&run_id, exit::LIMIT, "timeout (--timeout)", None);
+            let _ = m.run_finished(&run_id, exit::LIMIT, "timeout (--timeout)", None, None);
         }
         eprintln!("latchclaw: error: the run's --timeout of {secs} s was reached; stopping");
         std::process::exit(exit::LIMIT);
@@ -1365,12 +1374,77 @@ fn watchdog(cfg: &Config, run_id: &str, secs: u64) {
 }
 
 fn cmd_prompt_show(a: &Args) -> Result<i32> {
-    a.only("prompt show", &["message", "conversation"])?;
+    use crate::config::ToolMode;
+    use crate::providers::{ChatRequest, Message, Role, openai};
+    a.only("prompt show", &["message", "conversation", "json"])?;
     let cfg = a.load_config()?;
     let approver = TtyApprover;
     let rt = Runtime::new(&cfg, &approver)?;
     let message = a.message.as_deref().unwrap_or("");
-    println!("{}", rt.system_prompt(message, a.conversation.as_deref())?);
+    let notes = if message.is_empty() {
+        None
+    } else {
+        rt.memory_notes(message, a.conversation.as_deref())?
+    };
+    let layers = crate::prompt::layers(&cfg, &rt.gate)?;
+    let system = crate::prompt::build(&cfg, &rt.gate)?;
+    let tools = rt.tool_specs();
+    // The first request of a turn as an OpenAI-compatible server gets it.
+    let req = ChatRequest {
+        system_prompt: system.clone(),
+        messages: vec![Message {
+            notes: notes.clone(),
+            ..Message::new(Role::User, message)
+        }],
+        tools: tools.clone(),
+        model: cfg.default_model.clone(),
+        temperature: None,
+        metadata: Default::default(),
+    };
+    let native = openai::wire_body(&req, ToolMode::Native, None, None).to_string();
+    let text = openai::wire_body(&req, ToolMode::Text, None, None).to_string();
+    let tool_bytes: Vec<(String, usize)> = tools
+        .iter()
+        .map(|t| {
+            let schema = serde_json::json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}});
+            (t.name.clone(), schema.to_string().len())
+        })
+        .collect();
+    if a.json {
+        let v = serde_json::json!({
+            "system_prompt": system,
+            "memory_notes": notes,
+            "layers": layers.iter().map(|(n, t)| serde_json::json!({"name": n, "bytes": t.len()}))
+                .collect::<Vec<_>>(),
+            "system_prompt_bytes": system.len(),
+            "memory_notes_bytes": notes.as_ref().map_or(0, String::len),
+            "tools": tool_bytes.iter().map(|(n, b)| serde_json::json!({"name": n, "bytes": b}))
+                .collect::<Vec<_>>(),
+            "request_bytes": {"native": native.len(), "text": text.len()},
+        });
+        println!("{v:#}");
+        return Ok(exit::OK);
+    }
+    println!("{system}");
+    if let Some(n) = &notes {
+        println!("\n--- memory notes, sent with the message (not in the system prompt) ---\n{n}");
+    }
+    println!("\n--- bytes per layer ---");
+    for (name, t) in &layers {
+        println!("{name:<24} {:>6}", t.len());
+    }
+    println!("{:<24} {:>6}", "system prompt", system.len());
+    for (name, b) in &tool_bytes {
+        println!("{:<24} {b:>6}", format!("tool {name}"));
+    }
+    println!(
+        "{:<24} {:>6}",
+        "memory notes",
+        notes.as_ref().map_or(0, String::len)
+    );
+    println!("{:<24} {:>6}", "request, native tools", native.len());
+    println!("{:<24} {:>6}", "request, text tools", text.len());
     Ok(exit::OK)
 }
 
@@ -1383,12 +1457,16 @@ fn cmd_runs_list(a: &Args) -> Result<i32> {
         eprintln!("no runs yet");
     } else {
         println!(
-            "{:28} {:24} {:>4}  {:12} {:32} COMMAND",
-            "RUN", "STARTED", "EXIT", "LOCK", "CONVERSATION"
+            "{:28} {:24} {:>4}  {:>17}  {:12} {:32} COMMAND",
+            "RUN", "STARTED", "EXIT", "TOKENS IN/CACHED", "LOCK", "CONVERSATION"
         );
         for r in runs {
+            let tokens = match (r.prompt_tokens, r.cached_tokens) {
+                (Some(p), c) => format!("{p}/{}", c.unwrap_or(0)),
+                _ => "-".to_string(),
+            };
             println!(
-                "{:28} {:24} {:>4}  {:12} {:32} {}",
+                "{:28} {:24} {:>4}  {tokens:>17}  {:12} {:32} {}",
                 r.id,
                 r.started_at,
                 r.exit_code.map_or("-".to_string(), |c| c.to_string()),

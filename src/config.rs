@@ -1037,6 +1037,53 @@ mod tests {
         Config::from_text(text, Path::new("/cfg/config.toml"), PathBuf::from("/state"))
     }
 
+    /// Property: the example config cut anywhere, or with any value swapped
+    /// for an odd one, is a config or a list of errors, never a panic.
+    #[test]
+    fn cut_or_mangled_configs_never_panic() {
+        let example = include_str!("../config.example.toml");
+        for (i, cut) in crate::util::arbitrary::prefixes(example).enumerate() {
+            if i % 7 == 0 {
+                let _ = parse(cut);
+            }
+        }
+        const ODD: [&str; 16] = [
+            "\"\"",
+            "-1",
+            "1e309",
+            "[]",
+            "{}",
+            "\"İ\"",
+            "true",
+            "99999999999999999999",
+            "0",
+            "\"~/../..\"",
+            "\"$LC_UNSET_VAR\"",
+            "[1, \"a\"]",
+            "{ a = 1 }",
+            "\"\\u0000\"",
+            "\"a\\nb\"",
+            "nan",
+        ];
+        let lines: Vec<&str> = example.lines().collect();
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..3_000 {
+            let mut text = String::new();
+            for line in &lines {
+                match line.split_once(" = ") {
+                    Some((key, _)) if !key.starts_with('#') && rng.u8(..4) == 0 => {
+                        text.push_str(&format!("{key} = {}\n", ODD[rng.usize(..ODD.len())]));
+                    }
+                    _ => {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+            let _ = parse(&text);
+        }
+    }
+
     fn errors(text: &str) -> Vec<String> {
         parse(text).err().map(|e| e.errors).unwrap_or_default()
     }

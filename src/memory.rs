@@ -78,6 +78,10 @@ CREATE INDEX runs_by_start ON runs(started_at);
 "#,
     // The operator deciding later is shown the risk the gate saw.
     "ALTER TABLE approvals ADD COLUMN risk TEXT NOT NULL DEFAULT 'medium';",
+    // Token counts per run, as the provider reported them.
+    "ALTER TABLE runs ADD COLUMN prompt_tokens INTEGER;
+     ALTER TABLE runs ADD COLUMN completion_tokens INTEGER;
+     ALTER TABLE runs ADD COLUMN cached_tokens INTEGER;",
 ];
 
 pub struct Memory {
@@ -157,6 +161,9 @@ pub struct Run {
     pub lock_name: Option<String>,
     pub pid: i64,
     pub command: String,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -266,12 +273,33 @@ fn terms(query: &str, prefix: bool) -> Vec<Term> {
 
 /// Words in a snippet.
 const SNIPPET_TOKENS: usize = 16;
+/// Words in a memory note (a note is read by the model, not skimmed).
+const NOTE_TOKENS: usize = 40;
+
+/// Words that say nothing about what a message is about.
+const STOP_WORDS: &[&str] = &[
+    "about", "above", "after", "again", "all", "also", "and", "any", "are", "ask", "been",
+    "before", "being", "below", "but", "can", "could", "did", "does", "doing", "done", "down",
+    "each", "few", "file", "files", "for", "from", "get", "give", "got", "had", "has", "have",
+    "having", "her", "here", "him", "his", "how", "into", "its", "just", "know", "let", "like",
+    "list", "look", "make", "many", "may", "more", "most", "much", "must", "need", "not", "now",
+    "off", "once", "one", "only", "other", "our", "out", "over", "own", "please", "same", "say",
+    "says", "see", "she", "should", "show", "some", "such", "tell", "than", "thank", "thanks",
+    "that", "the", "their", "them", "then", "there", "these", "they", "thing", "this", "those",
+    "through", "too", "under", "until", "use", "used", "very", "want", "was", "way", "were",
+    "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would",
+    "yes", "you", "your", "yours",
+];
+
+fn is_stop_word(w: &str) -> bool {
+    STOP_WORDS.binary_search(&w).is_ok()
+}
 
 /// The `width`-word window of `text` holding the most query words, with
-/// those words in [brackets] and "…" where text was cut. FTS5's snippet()
+/// those words in [brackets] when `mark`, and "…" where text was cut. FTS5's snippet()
 /// does the same, but as one more MATCH query per hit, which costs ~1 ms
 /// each on a large memory; the text is already at hand here.
-fn snippet(text: &str, terms: &[Term], width: usize) -> String {
+fn snippet(text: &str, terms: &[Term], width: usize, mark: bool) -> String {
     let mut tokens: Vec<(usize, usize, bool)> = Vec::new();
     let mut start = None;
     for (i, ch) in text
@@ -310,7 +338,7 @@ fn snippet(text: &str, terms: &[Term], width: usize) -> String {
     let mut at = window[0].0;
     for &(s, e, hit) in window {
         out.push_str(&text[at..s]);
-        if hit {
+        if hit && mark {
             out.push('[');
             out.push_str(&text[s..e]);
             out.push(']');
@@ -585,37 +613,67 @@ impl Memory {
         self.search_steps(query, &steps, limit, CANDIDATES.max(limit * 5), None)
     }
 
-    /// Search for the system prompt's memory context: other conversations
-    /// only, and no tool output.
+    /// Turns of other conversations worth showing with a message as notes:
+    /// only user and assistant turns (no tool output, nothing latchclaw
+    /// wrote itself), and only those sharing a *rare* word with the
+    /// message: not a stop word, at least three letters, and found in few
+    /// turns (at most `max(3, turns / 50)`). "what", "files" or "please"
+    /// match half the memory and say nothing about relevance. Snippets
+    /// carry no highlight marks.
     pub fn search_context(
         &self,
         query: &str,
         limit: u32,
         exclude: Option<&str>,
     ) -> Result<Vec<Hit>> {
-        // A whole message is a long query: keep its eight longest distinct
-        // words of four letters or more (short ones are mostly "the", "and")
-        // and let any of them match, in one query over few candidates, since
-        // it runs on every turn.
-        let mut longest: Vec<String> = words(query)
-            .filter(|t| t.chars().count() >= 4)
+        let mut candidates: Vec<String> = words(query)
             .map(str::to_lowercase)
+            .filter(|w| w.chars().count() >= 3 && !is_stop_word(w))
             .collect();
-        // Longest first; equal lengths in order, so repeats sit together.
-        longest.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
-        longest.dedup();
-        longest.truncate(8);
-        if longest.is_empty() {
+        // Longest first (the likeliest to be rare); at most twelve lookups.
+        candidates.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
+        candidates.dedup();
+        candidates.truncate(12);
+        if candidates.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        let span = self.rowid_span()?;
+        let bound = ((span.1 - span.0 + 1) / 50).max(3);
+        let mut count = self.conn.prepare_cached(
+            "SELECT count(*) FROM
+               (SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?1 LIMIT ?2)",
+        )?;
+        let mut rare = Vec::new();
+        for word in candidates {
+            let term = Term {
+                word,
+                prefix: false,
+            };
+            let n: i64 = count.query_row(params![term.fts(), bound + 1], |r| r.get(0))?;
+            if (1..=bound).contains(&n) {
+                rare.push(term);
+            }
+        }
+        if rare.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = rare.iter().map(Term::fts).collect::<Vec<_>>().join(" OR ");
         let exclude = Some(exclude.unwrap_or(""));
-        self.search_steps(
-            &longest.join(" "),
-            &[(" OR ", false)],
-            limit,
-            limit * 20,
-            exclude,
-        )
+        let mut rows = self.candidates(&q, limit * 20, exclude)?;
+        let (now, _) = util::now_unix();
+        let idf: Vec<f64> = rare
+            .iter()
+            .map(|t| self.idf(t, limit * 20, span))
+            .collect::<Result<_>>()?;
+        rank(&mut rows, &rare, &idf, now);
+        rows.truncate(limit as usize);
+        Ok(rows
+            .into_iter()
+            .map(|c| Hit {
+                snippet: snippet(&c.content, &rare, NOTE_TOKENS, false),
+                ..c.hit
+            })
+            .collect())
     }
 
     /// Runs FTS queries built from `query` by `steps` (join, prefix) until
@@ -655,7 +713,7 @@ impl Memory {
             return Ok(rows
                 .into_iter()
                 .map(|c| Hit {
-                    snippet: snippet(&c.content, &terms, SNIPPET_TOKENS),
+                    snippet: snippet(&c.content, &terms, SNIPPET_TOKENS, true),
                     ..c.hit
                 })
                 .collect());
@@ -672,7 +730,9 @@ impl Memory {
              FROM (SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?1
                    ORDER BY rowid DESC LIMIT ?2) AS c
              JOIN turns t ON t.id = c.rowid
-             WHERE ?3 IS NULL OR (t.conversation_id != ?3 AND t.role != 'tool')",
+             WHERE t.role != 'system'
+               AND NOT (t.role = 'tool' AND t.tool_results LIKE '%\"tool\":\"memory_search\"%')
+               AND (?3 IS NULL OR (t.conversation_id != ?3 AND t.role IN ('user', 'assistant')))",
         )?;
         let rows = stmt.query_map(params![q, limit, context], |r| {
             Ok(Candidate {
@@ -898,15 +958,26 @@ impl Memory {
         exit_code: i32,
         reason: &str,
         conversation_id: Option<&str>,
+        usage: Option<&crate::providers::Usage>,
     ) -> Result<()> {
         if let Some(run) = self.pending_run.borrow_mut().take() {
             insert_run(&self.conn, &run)?;
         }
         self.conn.execute(
             "UPDATE runs SET ended_at = ?2, exit_code = ?3, exit_reason = ?4,
-                             conversation_id = coalesce(?5, conversation_id)
+                             conversation_id = coalesce(?5, conversation_id),
+                             prompt_tokens = ?6, completion_tokens = ?7, cached_tokens = ?8
              WHERE id = ?1",
-            params![id, util::now_rfc3339(), exit_code, reason, conversation_id],
+            params![
+                id,
+                util::now_rfc3339(),
+                exit_code,
+                reason,
+                conversation_id,
+                usage.map(|u| u.prompt_tokens as i64),
+                usage.map(|u| u.completion_tokens as i64),
+                usage.map(|u| u.cached_tokens as i64)
+            ],
         )?;
         Ok(())
     }
@@ -914,7 +985,8 @@ impl Memory {
     /// The most recent runs, newest first.
     pub fn runs(&self, limit: u32) -> Result<Vec<Run>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, started_at, ended_at, exit_code, exit_reason, conversation_id, lock_name, pid, command
+            "SELECT id, started_at, ended_at, exit_code, exit_reason, conversation_id, lock_name, pid, command,
+                    prompt_tokens, completion_tokens, cached_tokens
              FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
@@ -928,6 +1000,9 @@ impl Memory {
                 lock_name: r.get(6)?,
                 pid: r.get(7)?,
                 command: r.get(8)?,
+                prompt_tokens: r.get(9)?,
+                completion_tokens: r.get(10)?,
+                cached_tokens: r.get(11)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -1055,6 +1130,17 @@ mod tests {
         assert_eq!(m.search("aardv", 10).unwrap().len(), 1, "prefix match");
         assert_eq!(m.search("\"", 10).unwrap().len(), 1, "substring fallback");
         assert_eq!(m.search("zebra", 10).unwrap().len(), 0);
+        // Property: random Unicode and FTS syntax never make an error.
+        let mut rng = fastrand::Rng::with_seed(3);
+        let pieces = [
+            "NEAR", "OR", "\"", "*", "(", ")", ":", "-", "^", " ", "aardvark", "AND",
+        ];
+        for _ in 0..2_000 {
+            let q = crate::util::arbitrary::text(&mut rng, &pieces, 10);
+            m.search(&q, 5).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+            m.search_context(&q, 5, Some("c9"))
+                .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -1075,17 +1161,17 @@ mod tests {
     fn snippets_mark_the_best_window() {
         let t = terms("rust borrow", true);
         let text = "one two three four Rust five six borrowing seven eight nine ten";
-        assert_eq!(snippet(text, &t, 4), "…[Rust] five six [borrowing]…");
+        assert_eq!(snippet(text, &t, 4, true), "…[Rust] five six [borrowing]…");
         assert_eq!(
-            snippet(text, &t, 100),
+            snippet(text, &t, 100, true),
             "one two three four [Rust] five six [borrowing] seven eight nine ten"
         );
-        assert_eq!(snippet("Rust, é-rust!", &t, 2), "[Rust], é…");
+        assert_eq!(snippet("Rust, é-rust!", &t, 2, true), "[Rust], é…");
         assert_eq!(
-            snippet("Ünïcode ruST", &terms("rust", false), 16),
+            snippet("Ünïcode ruST", &terms("rust", false), 16, true),
             "Ünïcode [ruST]"
         );
-        assert_eq!(snippet("¿¡", &t, 16), "¿¡");
+        assert_eq!(snippet("¿¡", &t, 16, true), "¿¡");
     }
 
     #[test]

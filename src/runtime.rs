@@ -33,6 +33,8 @@ pub struct Runtime<'a> {
     pub hint: Option<String>,
     /// `--timeout`: the whole run ends by then.
     pub deadline: Option<Instant>,
+    /// Tokens the provider reported over every turn of this run.
+    pub run_usage: RefCell<Usage>,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -120,6 +122,8 @@ impl TurnOutcome {
             exit::POLICY
         } else if self.exit_reason == "max_tool_rounds" || self.exit_reason == "timeout" {
             exit::LIMIT
+        } else if self.exit_reason == "unusable_reply" {
+            exit::RUNTIME
         } else {
             exit::OK
         }
@@ -140,6 +144,7 @@ impl<'a> Runtime<'a> {
             receipts_head: RefCell::new(None),
             hint: None,
             deadline: None,
+            run_usage: RefCell::new(Usage::default()),
         })
     }
 
@@ -156,25 +161,18 @@ impl<'a> Runtime<'a> {
             .collect()
     }
 
-    /// The layered system prompt for a message (see `prompt.rs`).
-    pub fn system_prompt(&self, message: &str, conversation: Option<&str>) -> Result<String> {
-        self.system_prompt_with(&self.tool_specs(), message, conversation)
+    /// The system prompt (see `prompt.rs`): the same bytes every turn.
+    pub fn system_prompt(&self) -> Result<String> {
+        crate::prompt::build(self.cfg, &self.gate)
     }
 
-    fn system_prompt_with(
+    /// Memory notes for a message (see `prompt::memory_notes`).
+    pub fn memory_notes(
         &self,
-        tools: &[ToolSpec],
         message: &str,
         conversation: Option<&str>,
-    ) -> Result<String> {
-        crate::prompt::build(
-            self.cfg,
-            &self.gate,
-            &self.memory,
-            tools,
-            message,
-            conversation,
-        )
+    ) -> Result<Option<String>> {
+        crate::prompt::memory_notes(self.cfg, &self.memory, message, conversation)
     }
 
     /// Gate → approval → started receipt → tool → outcome receipt. Denials
@@ -309,6 +307,18 @@ impl<'a> Runtime<'a> {
                 ToolResult::err(format!("denied by policy: {reason}")),
             ),
         };
+        // A call that ran and failed is reported by its error: the gate's
+        // reason ("low risk under supervised") says why it was let run, not
+        // what went wrong. The started receipt keeps the gate's reason.
+        if status == "failed" {
+            reason = format!(
+                "failed: {}",
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or("the tool reported a failure")
+            );
+        }
         if status == "denied" {
             let line = format!("tool={name} risk={} reason={reason}", d.risk.as_str());
             if self.cfg.security.audit_log {
@@ -383,16 +393,17 @@ impl<'a> Runtime<'a> {
                 .and_then(Value::as_str)
                 .map(String::from);
             out.push(Message {
-                role,
-                content: t.content,
                 tool_calls,
                 tool_call_id,
+                ..Message::new(role, t.content)
             });
         }
         Ok(out)
     }
 
-    /// Persists the final answer and reports the turn.
+    /// Persists the final answer and reports the turn. Latchclaw's own
+    /// words (a limit, a cancel) are stored as a `system` turn: never sent
+    /// back to the model as if it had said them, never a memory note.
     fn finish(
         &self,
         conversation_id: String,
@@ -404,7 +415,11 @@ impl<'a> Runtime<'a> {
     ) -> Result<TurnOutcome> {
         self.memory.add_turn(&NewTurn {
             conversation_id: &conversation_id,
-            role: "assistant",
+            role: if exit_reason == "completed" {
+                "assistant"
+            } else {
+                "system"
+            },
             content: &answer,
             provider: Some(&provider),
             model: Some(&model),
@@ -460,10 +475,13 @@ impl<'a> Runtime<'a> {
             model: Some(&model),
             ..Default::default()
         })?;
-        messages.push(Message::new(Role::User, message));
+        messages.push(Message {
+            notes: self.memory_notes(message, Some(&conv))?,
+            ..Message::new(Role::User, message)
+        });
         let tools = self.tool_specs();
         let mut req = ChatRequest {
-            system_prompt: self.system_prompt_with(&tools, message, Some(&conv))?,
+            system_prompt: self.system_prompt()?,
             messages,
             tools,
             model: model.clone(),
@@ -474,11 +492,15 @@ impl<'a> Runtime<'a> {
                 .map(|h| ("hint".to_string(), h.clone()))
                 .collect(),
         };
+        let max_rounds = self.cfg.max_tool_rounds;
         let mut calls = Vec::new();
         let mut usage = Usage::default();
         let mut rounds = 0;
         // The last call that ran: (name, arguments, what the model got back).
         let mut last_call: Option<(String, Value, String)> = None;
+        // What the model got back in the last round, for a turn that stops.
+        let mut last_results: Vec<(String, String)> = Vec::new();
+        let mut asked_plain = false;
         loop {
             let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
             if timed_out || cancelled() {
@@ -503,42 +525,77 @@ impl<'a> Runtime<'a> {
                     (calls, usage, rounds, started),
                 );
             }
+            // The last request: tools will not run after it, and small
+            // models answer when told so instead of asking again.
+            if rounds == max_rounds && rounds > 0 && !last_results.is_empty() {
+                req.messages.push(Message::runtime(LAST_ROUND));
+            }
             let resp = provider.chat(&req).map_err(|e| {
                 log::error!(target: "event::provider_error", "{e}");
                 Error::new(Kind::Runtime, e.to_string())
             })?;
             if let Some(u) = &resp.usage {
                 usage.add(u);
+                self.run_usage.borrow_mut().add(u);
             }
             let meta = json!({"answered_by": resp.provider, "round": rounds,
                               "finish_reason": resp.finish_reason})
             .to_string();
-            let done = resp.tool_calls.is_empty();
-            if done || rounds >= self.cfg.max_tool_rounds {
-                let (answer, reason) = if done {
-                    (resp.final_text, "completed")
-                } else {
-                    let note = format!(
-                        "stopped: the model still wanted tools after max_tool_rounds ({}) rounds",
-                        self.cfg.max_tool_rounds
+            if resp.tool_calls.is_empty() {
+                let who = (resp.provider, resp.model);
+                if !looks_like_tool_text(&resp.final_text, &req.tools) {
+                    return self.finish(
+                        conv,
+                        resp.final_text,
+                        who,
+                        Some(meta),
+                        "completed",
+                        (calls, usage, rounds, started),
                     );
-                    let text = if resp.final_text.is_empty() {
-                        note
-                    } else {
-                        format!("{}\n[{note}]", resp.final_text)
-                    };
-                    (text, "max_tool_rounds")
-                };
+                }
+                // Tool-call or tool-result markup that is not a call latchclaw
+                // reads (an invented result, a half-written call) is never
+                // the answer: the model is asked once for plain text.
+                log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
+                if !asked_plain {
+                    asked_plain = true;
+                    req.messages
+                        .push(Message::new(Role::Assistant, resp.final_text.clone()));
+                    req.messages.push(Message::runtime(PLAIN_TEXT));
+                    continue;
+                }
+                let answer = stopped_text(
+                    "stopped: the model answered with tool-call text that latchclaw could not run",
+                    &last_results,
+                );
+                return self.finish(
+                    conv,
+                    answer,
+                    who,
+                    Some(meta),
+                    "unusable_reply",
+                    (calls, usage, rounds, started),
+                );
+            }
+            if rounds >= max_rounds {
+                let answer = stopped_text(
+                    &format!(
+                        "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
+                         asked for more tools instead of answering"
+                    ),
+                    &last_results,
+                );
                 let who = (resp.provider, resp.model);
                 return self.finish(
                     conv,
                     answer,
                     who,
                     Some(meta),
-                    reason,
+                    "max_tool_rounds",
                     (calls, usage, rounds, started),
                 );
             }
+            last_results.clear();
             rounds += 1;
             let assistant = NewTurn {
                 conversation_id: &conv,
@@ -557,6 +614,7 @@ impl<'a> Runtime<'a> {
             // (content, tool_results, metadata) of each call's tool turn.
             let mut results: Vec<(String, Option<String>, String)> = Vec::new();
             let mut failed = None;
+            let mut repeated = None;
             for call in &resp.tool_calls {
                 let repeat = last_call
                     .as_ref()
@@ -566,17 +624,12 @@ impl<'a> Runtime<'a> {
                 let (content, tool_results, meta) = if let Some((_, _, earlier)) = repeat {
                     // Small models repeat a call after its result; running it
                     // again would loop until the round limit. They answer
-                    // when told to use what they have.
+                    // when a user-role line tells them to use what they have
+                    // (measured with Qwen2.5-Coder-1.5B: the same words inside
+                    // the tool result were ignored).
+                    repeated = Some(call.name.clone());
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
-                    (
-                        format!(
-                            "{earlier}\n\n[latchclaw: this call is the same as the one just \
-                             before, so it was not run again; its result is above. Answer the \
-                             user from it now.]"
-                        ),
-                        None,
-                        status,
-                    )
+                    (earlier.clone(), None, status)
                 } else if cancelled() {
                     let status = json!({"tool_call_id": call.id, "status": "cancelled"});
                     (
@@ -609,7 +662,15 @@ impl<'a> Runtime<'a> {
                     tool_call_id: Some(call.id.clone()),
                     ..Message::new(Role::Tool, content.clone())
                 });
+                last_results.push((call.name.clone(), content.clone()));
                 results.push((content, tool_results, meta.to_string()));
+            }
+            if let Some(name) = repeated {
+                req.messages.push(Message::runtime(format!(
+                    "[latchclaw: you called {name} again with the same arguments; it was not \
+                     run again and its result is above. Answer the user now, in plain text, \
+                     from that result.]"
+                )));
             }
             // The round is one transaction (see `Memory::add_turns`), written
             // before the next provider call, and also when a call failed.
@@ -627,5 +688,123 @@ impl<'a> Runtime<'a> {
                 return Err(e);
             }
         }
+    }
+}
+
+/// The last request of a turn, sent when the round limit is reached.
+const LAST_ROUND: &str = "[latchclaw: tools will not run again in this turn. Answer the user now, \
+in plain text, from the tool results above.]";
+
+/// Sent once when a reply holds tool-call text that is not a call.
+const PLAIN_TEXT: &str = "[latchclaw: your reply holds tool-call or tool-result markup, which \
+was not run and is not shown to the user. Call a tool properly if you need one; otherwise \
+answer the user in plain text.]";
+
+/// How much of the last results a stopped turn shows the user.
+const STOPPED_RESULTS_BYTES: usize = 4000;
+
+/// A stopped turn's answer: why, then what the last round's tools returned
+/// (the user still gets what was found).
+fn stopped_text(why: &str, last_results: &[(String, String)]) -> String {
+    let mut out = why.to_string();
+    if !last_results.is_empty() {
+        out.push_str(". The last tool results:");
+        let each = STOPPED_RESULTS_BYTES / last_results.len();
+        for (tool, content) in last_results {
+            out.push_str(&format!(
+                "\n\n[{tool}]\n{}",
+                crate::util::truncate_middle(content, each)
+            ));
+        }
+    }
+    out
+}
+
+/// Text that only looks like a tool call or a tool result: markup the
+/// models write (`<tool_call>`, `<tool_result>`, `<function=…>`, a
+/// ```` ```tool_call ```` fence, a chat template's own tokens) or a JSON
+/// object naming one of the tools. Printed with exit 0 it would pass for
+/// an answer.
+pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
+    const MARKS: [&str; 7] = [
+        "<tool_call",
+        "</tool_call",
+        "<tool_result",
+        "</tool_result",
+        "<function=",
+        "```tool_call",
+        "<|im_start|>",
+    ];
+    let lower = text.to_ascii_lowercase();
+    if MARKS.iter().any(|m| lower.contains(m)) {
+        return true;
+    }
+    // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.
+    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    tools.iter().any(|t| {
+        let name = t.name.to_ascii_lowercase();
+        ["name", "tool", "function"]
+            .iter()
+            .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(names: &[&str]) -> Vec<ToolSpec> {
+        names
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                parameters: json!({}),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tool_text_is_recognised_and_prose_is_not() {
+        let tools = specs(&["time", "file_list"]);
+        for t in [
+            "<tool_result>12:00</tool_result> It is noon.",
+            "</TOOL_CALL>",
+            "<function=time>{}</function>",
+            "<|im_start|>assistant",
+            "Here: { \"name\" : \"time\", \"arguments\": {} }",
+            "{\"tool\": \"file_list\"}",
+        ] {
+            assert!(looks_like_tool_text(t, &tools), "{t}");
+        }
+        for t in [
+            "It is noon.",
+            "{\"name\": \"Ada\", \"arguments\": 3}",
+            "The time tool says 12:00; file_list shows a.txt.",
+            "",
+        ] {
+            assert!(!looks_like_tool_text(t, &tools), "{t}");
+        }
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
+            let _ = looks_like_tool_text(&t, &tools);
+        }
+    }
+
+    #[test]
+    fn a_stopped_turn_shows_the_last_results_within_bounds() {
+        let big = "x".repeat(10_000);
+        let text = stopped_text(
+            "stopped",
+            &[
+                ("shell".into(), big.clone()),
+                ("time".into(), "noon".into()),
+            ],
+        );
+        assert!(text.starts_with("stopped. The last tool results:"));
+        assert!(text.contains("[shell]") && text.contains("[time]\nnoon"));
+        assert!(text.len() < STOPPED_RESULTS_BYTES + 200, "{}", text.len());
+        assert_eq!(stopped_text("stopped", &[]), "stopped");
     }
 }

@@ -192,3 +192,33 @@ mod tests {
         assert_ne!(a, b);
     }
 }
+
+/// Random model-like text for the parsers' property tests: markup pieces
+/// mixed with arbitrary Unicode (multi-byte letters whose case changes
+/// their length, combining marks, controls, NUL, emoji).
+#[cfg(test)]
+pub mod arbitrary {
+    pub fn text(rng: &mut fastrand::Rng, pieces: &[&str], max_parts: usize) -> String {
+        const ODD: [&str; 12] = [
+            "İ", "ẞ", "ﬁ", "Σ", "é", "e\u{301}", "\u{0}", "\r\n", "\u{202e}", "😀", "\\", "\"",
+        ];
+        let n = rng.usize(0..=max_parts);
+        let mut out = String::new();
+        for _ in 0..n {
+            match rng.u8(0..4) {
+                0 => out.push_str(ODD[rng.usize(..ODD.len())]),
+                1 => out.push(rng.char(..)),
+                _ if !pieces.is_empty() => out.push_str(pieces[rng.usize(..pieces.len())]),
+                _ => out.push(rng.alphanumeric()),
+            }
+        }
+        out
+    }
+
+    /// Every prefix of `text` that ends on a character boundary.
+    pub fn prefixes(text: &str) -> impl Iterator<Item = &str> {
+        (0..=text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .map(move |i| &text[..i])
+    }
+}

@@ -362,6 +362,129 @@ fn max_tool_rounds_stops_the_loop() {
     assert_eq!(v["tool_calls"].as_array().unwrap().len(), 1);
     assert_eq!(env.receipts().len(), 1);
     assert_eq!(v["receipts_head"], env.receipts()[0]["receipt_hash"]);
+    // The last request said tools would not run again; the user still gets
+    // the last results and a plain reason.
+    let reqs = env.requests();
+    assert_eq!(reqs.len(), 4);
+    let last = reqs[3]["request"]["messages"].as_array().unwrap().clone();
+    let asked = last.last().unwrap();
+    assert_eq!(asked["role"], "user");
+    assert_eq!(asked["from_runtime"], true);
+    assert!(
+        asked["content"]
+            .as_str()
+            .unwrap()
+            .contains("tools will not run again")
+    );
+    for earlier in &reqs[..3] {
+        let m = earlier["request"]["messages"].to_string();
+        assert!(!m.contains("tools will not run again"), "{m}");
+    }
+    // Each repeat was answered with a user-role line, not inside the result.
+    let m = reqs[2]["request"]["messages"].as_array().unwrap();
+    let line = m.last().unwrap();
+    assert_eq!(
+        (&line["role"], &line["from_runtime"]),
+        (&"user".into(), &true.into())
+    );
+    assert!(
+        line["content"]
+            .as_str()
+            .unwrap()
+            .contains("called time again"),
+        "{line}"
+    );
+    let results: Vec<&serde_json::Value> = m.iter().filter(|m| m["role"] == "tool").collect();
+    assert!(
+        results
+            .iter()
+            .all(|r| !r["content"].as_str().unwrap().contains("latchclaw"))
+    );
+    let answer = v["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("stopped after 3 tool rounds"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("[time]") && answer.contains("Local time"),
+        "{answer}"
+    );
+    // latchclaw's own words are not stored as the model's.
+    let conv = v["conversation_id"].as_str().unwrap();
+    let (_, shown) = env.json(&["memory", "show", conv, "--json"]);
+    let turns = shown["turns"]
+        .as_array()
+        .unwrap_or_else(|| shown.as_array().unwrap());
+    let last_turn = turns.last().unwrap();
+    assert_eq!(last_turn["role"], "system", "{last_turn}");
+    assert!(turns.iter().all(|t| {
+        !(t["role"] == "assistant"
+            && t["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("stopped after"))
+    }));
+    // Resuming sends no "stopped" line back as the model's own.
+    env.run(&["agent", "-c", "-m", "go on"]);
+    let reqs = env.requests();
+    let resumed = reqs.last().unwrap()["request"]["messages"].to_string();
+    assert!(!resumed.contains("stopped after"), "{resumed}");
+}
+
+#[test]
+fn told_that_tools_stop_the_model_answers_from_what_it_has() {
+    let env = Env::new();
+    env.mock("last_round.toml", "max_tool_rounds = 2", "");
+    let (r, v) = env.json(&["agent", "-m", "check things", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["answer"], "From the listing and the clock: all fine.");
+    assert_eq!(v["exit_reason"], "completed");
+    assert_eq!(v["rounds"], 2);
+}
+
+#[test]
+fn invented_tool_results_are_never_the_answer() {
+    let env = Env::new();
+    env.mock("fake_result.toml", "", "");
+    // Asked once for plain text, the model answers.
+    let (r, v) = env.json(&["agent", "-m", "what time is it?", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        v["answer"],
+        "I have not looked at a clock; ask me to use the time tool."
+    );
+    let reqs = env.requests();
+    let m = reqs[1]["request"]["messages"].as_array().unwrap();
+    assert!(
+        m.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("plain text")
+    );
+    // A model that does it again: no answer, exit 3, nothing that looks
+    // like a result on stdout.
+    let r = env.run(&["agent", "-m", "twice: what time is it?"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        !r.stdout.contains("tool_result") && !r.stdout.contains("12:00"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("tool-call text"), "{r:?}");
+}
+
+#[test]
+fn a_failed_call_reports_its_error_not_the_gate_reason() {
+    let env = Env::new();
+    env.mock("retry_failed.toml", "", "");
+    let (_, v) = env.json(&["agent", "-m", "read it", "--json"]);
+    let first = &v["tool_calls"][0];
+    assert_eq!(first["status"], "failed", "{v}");
+    let reason = first["reason"].as_str().unwrap();
+    assert!(reason.starts_with("failed: "), "{reason}");
+    assert!(!reason.contains("under supervised"), "{reason}");
+    let rc = env.receipts();
+    let outcome = rc.iter().find(|r| r["status"] == "failed").unwrap();
+    assert_eq!(outcome["reason"], first["reason"]);
 }
 
 #[test]

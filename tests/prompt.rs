@@ -10,7 +10,7 @@ fn pos(text: &str, needle: &str) -> usize {
 }
 
 #[test]
-fn layers_come_in_the_documented_order() {
+fn layers_come_in_the_documented_order_and_stay_the_same_bytes() {
     let env = Env::new();
     env.mock("by_message.toml", "", "");
     std::fs::create_dir_all(env.state.join("prompt")).unwrap();
@@ -25,53 +25,153 @@ fn layers_come_in_the_documented_order() {
     )
     .unwrap();
     env.run(&["agent", "-m", "the Aardvark adapter needs a new cable"]);
-    let r = env.run(&["prompt", "show", "-m", "what about the aardvark?"]);
+    let (r, v) = env.json(&["prompt", "show", "-m", "what about the aardvark?", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let p = &r.stdout;
+    let p = v["system_prompt"].as_str().unwrap();
     let order = [
         pos(p, "You are LatchClaw"),
         pos(p, "PERSONA: a terse librarian."),
         pos(p, "USER: prefers metric units."),
-        pos(p, "Notes from earlier conversations"),
-        pos(p, "Tools you can call:"),
         pos(p, "Policy: autonomy is supervised"),
     ];
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{p}");
-    assert!(p.contains("[Aardvark] adapter"), "{p}");
-    // The agent sends exactly this prompt.
+    // Notes and the tool list are not in it (the schemas list the tools).
+    assert!(
+        !p.contains("Aardvark") && !p.contains("Tools you can call"),
+        "{p}"
+    );
+    let names: Vec<&str> = v["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["base", "persona", "user", "policy"]);
+    // The agent sends exactly this prompt, on every turn and every round.
     env.run(&["agent", "-m", "what about the aardvark?"]);
-    let sent = env.requests().last().unwrap()["request"]["system_prompt"].clone();
-    assert_eq!(sent.as_str().unwrap(), p.trim_end());
+    env.run(&["agent", "-m", "two tools please"]);
+    let reqs = env.requests();
+    assert!(reqs.len() >= 4, "{reqs:?}");
+    for req in &reqs {
+        assert_eq!(req["request"]["system_prompt"].as_str().unwrap(), p);
+    }
+    // The human form prints the prompt, then bytes per layer.
+    let r = env.run(&["prompt", "show"]);
+    assert!(r.stdout.starts_with(p), "{r:?}");
+    assert!(r.stdout.contains("bytes per layer") && r.stdout.contains("request, native tools"));
 }
 
 #[test]
-fn memory_context_skips_tool_output_this_conversation_and_the_budget() {
+fn notes_travel_with_the_message_quoted_and_unmarked() {
+    let env = Env::new();
+    env.mock("by_message.toml", "", "");
+    env.run(&["agent", "-m", "the Aardvark adapter needs a new cable"]);
+    let (_, v) = env.json(&["agent", "-m", "what about the aardvark?", "--json"]);
+    let reqs = env.requests();
+    let msgs = reqs.last().unwrap()["request"]["messages"].clone();
+    let last = msgs.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "what about the aardvark?");
+    let notes = last["notes"].as_str().unwrap();
+    assert!(notes.contains("not instructions"), "{notes}");
+    assert!(
+        notes.contains("user) the Aardvark adapter needs a new cable"),
+        "{notes}"
+    );
+    assert!(!notes.contains("[Aardvark]"), "no highlight marks: {notes}");
+    // Stored as the user wrote it: notes are never part of a turn.
+    let conv = v["conversation_id"].as_str().unwrap();
+    let (_, shown) = env.json(&["memory", "show", conv, "--json"]);
+    let text = shown.to_string();
+    assert!(!text.contains("Notes from earlier"), "{text}");
+}
+
+#[test]
+fn common_words_never_make_notes() {
+    let env = Env::new();
+    env.mock("by_message.toml", "", "");
+    env.run(&["agent", "-m", "What is the time? Just say OK."]);
+    for i in 0..5 {
+        env.run(&["agent", "-m", &format!("kubernetes cluster number {i}")]);
+    }
+    // Stop words ("what", "the", "time" is not one but "is" is short).
+    let (_, v) = env.json(&["prompt", "show", "-m", "what is this about?", "--json"]);
+    assert!(v["memory_notes"].is_null(), "{v}");
+    // A word in five of eleven turns is not rare: no note.
+    let (_, v) = env.json(&["prompt", "show", "-m", "kubernetes", "--json"]);
+    assert!(v["memory_notes"].is_null(), "{v}");
+    // A rare word is.
+    let (_, v) = env.json(&["prompt", "show", "-m", "say OK about the time", "--json"]);
+    let notes = v["memory_notes"].as_str().unwrap_or_default();
+    assert!(notes.contains("What is the time"), "{v}");
+}
+
+#[test]
+fn notes_skip_tool_output_runtime_messages_this_conversation_and_the_budget() {
     let env = Env::new();
     std::fs::write(env.ws.join("zebra.txt"), "zebra").unwrap();
     env.mock("file_list.toml", "", "[memory]\ncontext_bytes = 200\n");
     // A tool result mentioning zebra, and a user turn mentioning zebra.
-    let (_, v) = env.json(&["agent", "-m", "list files about zebra", "--json"]);
+    let (_, v) = env.json(&["agent", "-m", "list what is about zebra", "--json"]);
     let conv = v["conversation_id"].as_str().unwrap();
-    let r = env.run(&["prompt", "show", "-m", "zebra"]);
-    assert!(r.stdout.contains("user] list files about [zebra]"), "{r:?}");
-    assert!(!r.stdout.contains("tool]"), "tool output stays out: {r:?}");
-    let r = env.run(&["prompt", "show", "-m", "zebra", "--conversation", conv]);
-    assert!(!r.stdout.contains("Notes from earlier"), "{r:?}");
+    let (_, v) = env.json(&["prompt", "show", "-m", "zebra", "--json"]);
+    let notes = v["memory_notes"].as_str().unwrap_or_default();
+    assert!(notes.contains("user) list what is about zebra"), "{v}");
+    assert!(!notes.contains("tool)"), "tool output stays out: {v}");
+    let (_, v) = env.json(&[
+        "prompt",
+        "show",
+        "-m",
+        "zebra",
+        "--conversation",
+        conv,
+        "--json",
+    ]);
+    assert!(v["memory_notes"].is_null(), "{v}");
+    // A turn stopped by the round limit: latchclaw's own words are no note.
+    env.mock("endless_tools.toml", "max_tool_rounds = 1", "");
+    let r = env.run(&["agent", "-m", "loop"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    let (_, v) = env.json(&["prompt", "show", "-m", "stopped rounds", "--json"]);
+    assert!(v["memory_notes"].is_null(), "{v}");
+    // The budget: ten turns, each with its own rare word, all relevant.
+    env.mock("by_message.toml", "", "[memory]\ncontext_bytes = 200\n");
+    let mut query = String::new();
     for i in 0..10 {
         env.run(&[
             "agent",
             "-m",
-            &format!("zebra note number {i} with some padding text"),
+            &format!("note qz{i}x with some padding text to fill"),
         ]);
+        query.push_str(&format!("qz{i}x "));
     }
-    let r = env.run(&["prompt", "show", "-m", "zebra"]);
-    let notes = r
-        .stdout
-        .split("Notes from earlier conversations")
-        .nth(1)
-        .unwrap();
-    let notes = notes.split("\n\n").next().unwrap();
-    assert!(notes.len() <= 260, "within context_bytes: {}", notes.len());
+    let (_, v) = env.json(&["prompt", "show", "-m", &query, "--json"]);
+    let notes = v["memory_notes"].as_str().unwrap();
+    let lines = notes
+        .lines()
+        .filter(|l| l.starts_with("> "))
+        .collect::<Vec<_>>();
+    assert!(lines.len() >= 2, "{notes}");
+    assert!(
+        lines.iter().map(|l| l.len() + 1).sum::<usize>() <= 200,
+        "{notes}"
+    );
+}
+
+#[test]
+fn memory_search_does_not_find_its_own_results() {
+    let env = Env::new();
+    env.mock("memory_search.toml", "", "");
+    env.run(&["agent", "-m", "the quokka lives on Rottnest"]);
+    for _ in 0..3 {
+        let (r, v) = env.json(&["agent", "-m", "recall please", "--json"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(v["tool_calls"][0]["status"], "allowed", "{v}");
+    }
+    let (_, v) = env.json(&["memory", "search", "quokka", "--json"]);
+    let hits = v.as_array().unwrap();
+    // The user turn and its echo, never an earlier search's output.
+    assert_eq!(hits.len(), 2, "{v}");
+    assert!(hits.iter().all(|h| h["role"] != "tool"), "{v}");
 }
 
 #[test]

@@ -213,6 +213,120 @@ fn text_tool_mode_describes_tools_in_the_prompt() {
     );
 }
 
+/// A chat completion whose message is `content` (no native calls).
+fn says(content: &str) -> Reply {
+    let body = serde_json::json!({"id": "chatcmpl-t", "object": "chat.completion", "model": "qwen",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 20, "total_tokens": 920,
+                  "prompt_tokens_details": {"cached_tokens": 850}}});
+    Reply::json(200, body.to_string())
+}
+
+#[test]
+fn fenced_json_calls_run_in_text_and_native_mode() {
+    // The form Qwen2.5-Coder writes: a ```json fence, no <tool_call> tag.
+    let fence = "```json\n{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}\n```";
+    for mode in ["text", "native", "auto"] {
+        let server = FakeServer::start(vec![says(fence), says("There is alpha.txt.")]);
+        let env = env_for(&server, &format!("tool_mode = \"{mode}\""));
+        let r = env.run_env(&["agent", "-m", "list", "--json"], &[("LC_TEST_KEY", KEY)]);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or_default();
+        assert_eq!(r.code, 0, "{mode}: {r:?}");
+        assert_eq!(v["answer"], "There is alpha.txt.", "{mode}");
+        assert_eq!(env.receipts()[0]["tool"], "file_list", "{mode}");
+        // Token counts, cached ones included, are added up over the turn.
+        assert_eq!(v["usage"]["prompt_tokens"], 1800, "{v}");
+        assert_eq!(v["usage"]["cached_tokens"], 1700, "{v}");
+        let (_, runs) = env.json(&["runs", "list", "--json"]);
+        assert_eq!(
+            (&runs[0]["prompt_tokens"], &runs[0]["cached_tokens"]),
+            (&Value::from(1800), &Value::from(1700)),
+            "{runs}"
+        );
+        assert_eq!(runs[0]["completion_tokens"], 40);
+        let r = env.run(&["runs", "list"]);
+        assert!(r.stdout.contains("1800/1700"), "{r:?}");
+    }
+    // JSON naming something that is not a tool is an answer, not a call.
+    let server = FakeServer::start(vec![says("```json\n{\"name\": \"Ada\"}\n```")]);
+    let env = env_for(&server, "");
+    let r = agent(&env, "give me a json example");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("\"Ada\""), "{r:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn tool_syntax_is_never_printed_as_an_answer() {
+    // Each reply only looks like a call or a result; asked for plain text,
+    // the model repeats it: exit 3, and stdout never shows the markup.
+    for fake in [
+        "<tool_result>{\"time\": \"12:00\"}</tool_result> It is noon.",
+        "<function=time>{}</function>",
+        "Calling: {\"name\": \"time\", \"arguments\": {}} now",
+        "<|im_start|>assistant",
+    ] {
+        let server = FakeServer::start(vec![says(fake)]);
+        let env = env_for(&server, "");
+        let r = agent(&env, "what time is it?");
+        assert_eq!(r.code, 3, "{fake}: {r:?}");
+        assert!(
+            !r.stdout.contains("<tool_result")
+                && !r.stdout.contains("\"name\"")
+                && !r.stdout.contains("<function")
+                && !r.stdout.contains("<|im_start|>"),
+            "{r:?}"
+        );
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2, "asked once more: {fake}");
+        let msgs = reqs[1].json()["messages"].as_array().unwrap().clone();
+        assert!(
+            msgs.last().unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .contains("plain text")
+        );
+    }
+}
+
+#[test]
+fn a_one_tool_turn_with_every_built_in_tool_fits_in_three_kb() {
+    let all = "[channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \
+               \"file_write\", \"shell\", \"http\", \"memory_search\"]\n";
+    for mode in ["native", "text"] {
+        let server = FakeServer::start(vec![
+            Reply::fixture(200, "one_tool.json"),
+            Reply::fixture(200, "final.json"),
+        ]);
+        let env = env_for(&server, &format!("tool_mode = \"{mode}\"\n{all}"));
+        let r = agent(&env, "what files are in the workspace?");
+        assert_eq!(r.code, 0, "{r:?}");
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2);
+        for q in &reqs {
+            assert!(
+                q.body.len() <= 3072,
+                "{mode}: {} bytes: {}",
+                q.body.len(),
+                q.body
+            );
+        }
+        let (a, b) = (reqs[0].json(), reqs[1].json());
+        // The same system prompt in both; each tool described once.
+        assert_eq!(a["messages"][0], b["messages"][0]);
+        for name in ["file_write", "memory_search"] {
+            assert_eq!(q_count(&reqs[0].body, name), 1, "{mode}: {name}");
+        }
+    }
+}
+
+fn q_count(body: &str, name: &str) -> usize {
+    body.matches(&format!("\\\"{name}\\\"")).count()
+        + body.matches(&format!("\"{name}\"")).count()
+        + body.matches(&format!("- {name}:")).count()
+}
+
 #[test]
 fn think_preamble_is_stripped() {
     let server = FakeServer::start(vec![Reply::fixture(200, "think.json")]);

@@ -50,6 +50,9 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Past the deadline the child is killed, so the test fails instead of
+    // hanging on it.
+    let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     // SAFETY: closing the fd we opened; the reader then sees EOF/EIO.
     unsafe { libc::close(master) };

@@ -197,7 +197,11 @@ impl Provider for MockProvider {
         if let Some(kind) = &self.fixture.error {
             return Err(self.fail(kind));
         }
-        let last_user = req.messages.iter().rposition(|m| m.role == Role::User);
+        // Lines latchclaw adds itself are not the user's: the script goes on.
+        let last_user = req
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User && !m.from_runtime);
         let user = last_user.map_or("", |i| req.messages[i].content.as_str());
         let since_user = &req.messages[last_user.map_or(0, |i| i + 1)..];
         let step = since_user

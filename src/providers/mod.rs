@@ -39,6 +39,16 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Memory notes sent ahead of this (user) message, quoted as data. Kept
+    /// apart from `content` so the system prompt stays the same from turn
+    /// to turn (a server's prompt cache keeps working) and so the notes are
+    /// never stored as if the user had written them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// A line latchclaw itself adds (the last-round request, a request to
+    /// answer in plain text): sent as a user message, never stored.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_runtime: bool,
 }
 
 impl Message {
@@ -48,6 +58,24 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            notes: None,
+            from_runtime: false,
+        }
+    }
+
+    /// A user-role line from latchclaw itself.
+    pub fn runtime(content: impl Into<String>) -> Message {
+        Message {
+            from_runtime: true,
+            ..Message::new(Role::User, content)
+        }
+    }
+
+    /// The text a server sees: the notes, quoted, then the message.
+    pub fn wire_content(&self) -> std::borrow::Cow<'_, str> {
+        match &self.notes {
+            Some(n) => format!("{n}\n\n{}", self.content).into(),
+            None => self.content.as_str().into(),
         }
     }
 }

@@ -3,10 +3,10 @@
 //! Studio. Native tool calling, or tools described in the prompt and read
 //! back from `<tool_call>` blocks for models without it.
 
-use super::textcalls::{decode_arguments, has_text_call, parse_text_calls, strip_think};
+use super::textcalls::{decode_arguments, parse_text_calls, strip_think};
 use super::{
     Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
-    Role, ToolCall, Usage,
+    Role, ToolCall, ToolSpec, Usage,
 };
 use crate::config::{ProviderConfig, ToolMode};
 use serde_json::{Value, json};
@@ -95,6 +95,18 @@ impl OpenAiCompatible {
 
     /// The request body for one call in the given tool mode.
     pub fn body(&self, req: &ChatRequest, mode: ToolMode) -> Value {
+        wire_body(req, mode, self.temperature, self.max_tokens)
+    }
+}
+
+/// The JSON body of a chat completions request (`prompt show` measures it).
+pub fn wire_body(
+    req: &ChatRequest,
+    mode: ToolMode,
+    temperature: Option<f64>,
+    max_tokens: Option<u64>,
+) -> Value {
+    {
         let text_tools = mode == ToolMode::Text && !req.tools.is_empty();
         let mut system = req.system_prompt.clone();
         if text_tools {
@@ -119,15 +131,17 @@ impl OpenAiCompatible {
                 })
                 .collect();
         }
-        if let Some(t) = req.temperature.or(self.temperature) {
+        if let Some(t) = req.temperature.or(temperature) {
             body["temperature"] = json!(t);
         }
-        if let Some(n) = self.max_tokens {
+        if let Some(n) = max_tokens {
             body["max_tokens"] = json!(n);
         }
         body
     }
+}
 
+impl OpenAiCompatible {
     /// The key, read from the environment at call time, never stored elsewhere.
     fn key(&self) -> Result<Option<String>, ProviderError> {
         match &self.api_key_env {
@@ -277,7 +291,7 @@ impl OpenAiCompatible {
         }
     }
 
-    fn parse(&self, bytes: &[u8], mode: ToolMode) -> Result<ChatResponse, ProviderError> {
+    fn parse(&self, bytes: &[u8], tools: &[ToolSpec]) -> Result<ChatResponse, ProviderError> {
         let bad = |m: String| self.err(ProviderErrorKind::BadResponse, m);
         let v: Value = serde_json::from_slice(bytes)
             .map_err(|e| bad(format!("the response is not JSON: {e}")))?;
@@ -318,10 +332,11 @@ impl OpenAiCompatible {
             });
         }
         let mut text = strip_think(&content);
-        if calls.is_empty()
-            && (mode == ToolMode::Text || mode == ToolMode::Auto && has_text_call(&text))
-        {
-            let (text_calls, rest) = parse_text_calls(&text);
+        // Calls written as text are read in every mode: a server's template
+        // may not turn what a model wrote into native calls.
+        if calls.is_empty() {
+            let known: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let (text_calls, rest) = parse_text_calls(&text, &known);
             calls = text_calls;
             text = rest;
         }
@@ -363,7 +378,7 @@ impl Provider for OpenAiCompatible {
                 mode.as_str()
             );
             match self.send(&body, key.as_deref(), had_tools) {
-                Ok(bytes) => return self.parse(&bytes, mode),
+                Ok(bytes) => return self.parse(&bytes, &req.tools),
                 Err(SendError::ToolsUnsupported(e)) if mode == ToolMode::Auto => {
                     log::warn!(
                         target: "event::provider_tool_mode",
@@ -414,7 +429,7 @@ fn says_tools_unsupported(text: &str) -> bool {
 
 fn wire_message(m: &Message, text_mode: bool) -> Value {
     match m.role {
-        Role::User => json!({"role": "user", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.wire_content()}),
         Role::Assistant if text_mode => {
             let mut content = m.content.clone();
             for c in &m.tool_calls {

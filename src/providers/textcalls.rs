@@ -48,149 +48,318 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     (0..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
 }
 
-pub(crate) fn has_text_call(text: &str) -> bool {
-    find_ci(text, "<tool_call>").is_some() || find_ci(text, "```tool_call").is_some()
-}
-
-/// Reads `<tool_call>{…}</tool_call>` blocks and ```` ```tool_call ```` fences.
-/// Bare JSON in prose is never a call. Returns the calls and the text left.
-pub fn parse_text_calls(text: &str) -> (Vec<ToolCall>, String) {
+/// Reads the tool calls a model wrote as text, in every form small models
+/// use: `<tool_call>{…}</tool_call>` blocks (an unclosed one runs to the
+/// end), ```` ```tool_call ```` fences, ```` ```json ```` (or bare ```` ``` ````)
+/// fences holding `{"name", "arguments"}` objects, and a reply that is
+/// nothing but such objects. Objects may say `tool`/`params` or
+/// `parameters` instead, and their arguments may be a JSON string.
+///
+/// A tag or a `tool_call` fence is a call whatever it names (an unknown
+/// name comes back to the model as an error it can read); a plain fence or
+/// bare JSON is a call only when it names one of `known`, so JSON the
+/// model shows the user stays text. Returns the calls and the text left;
+/// when there are calls, invented `<tool_result>` blocks are dropped from
+/// that text (the real results come from the tools).
+pub fn parse_text_calls(text: &str, known: &[&str]) -> (Vec<ToolCall>, String) {
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut s = text;
     loop {
         let tag = find_ci(s, "<tool_call>");
-        let fence = find_ci(s, "```tool_call");
-        let (start, open_len, close) = match (tag, fence) {
-            (Some(t), Some(f)) if f < t => (f, "```tool_call".len(), "```"),
-            (Some(t), _) => (t, "<tool_call>".len(), "</tool_call>"),
-            (None, Some(f)) => (f, "```tool_call".len(), "```"),
+        let fence = find_ci(s, "```");
+        let (start, open_len, close, any_name) = match (tag, fence) {
+            (Some(t), Some(f)) if f < t => fence_open(s, f),
+            (Some(t), _) => (t, "<tool_call>".len(), "</tool_call>", true),
+            (None, Some(f)) => fence_open(s, f),
             (None, None) => {
                 rest.push_str(s);
                 break;
             }
         };
-        rest.push_str(&s[..start]);
         let after = &s[start + open_len..];
         let (inner, next) = match find_ci(after, close) {
             Some(end) => (&after[..end], &after[end + close.len()..]),
             None => (after, ""),
         };
-        calls.push(text_call(
-            inner.trim().trim_start_matches("json").trim(),
-            calls.len(),
-        ));
+        let found = if any_name {
+            vec![text_call(inner.trim(), calls.len())]
+        } else {
+            objects_naming(inner, known, calls.len())
+        };
+        if found.is_empty() {
+            // A fence of something else is text: keep its opening mark and
+            // read on inside it (it may hold a `<tool_call>` tag).
+            rest.push_str(&s[..start + 3]);
+            s = &s[start + 3..];
+            continue;
+        }
+        rest.push_str(&s[..start]);
+        calls.extend(found);
         s = next;
+    }
+    if calls.is_empty() {
+        // A reply that is nothing but call objects.
+        calls = objects_naming(&rest, known, 0);
+        if !calls.is_empty() {
+            rest.clear();
+        }
+    }
+    if !calls.is_empty() {
+        rest = drop_blocks(&rest, "<tool_result", "</tool_result>");
     }
     (calls, rest)
 }
 
+/// A fence at `f`: (start, opening length, closing mark, any name?). The
+/// opening runs to the end of its line (```` ```json ````, ```` ```tool_call ````).
+fn fence_open(s: &str, f: usize) -> (usize, usize, &'static str, bool) {
+    let line_end = s[f..].find('\n').map_or(s.len(), |i| f + i);
+    let info = s[f + 3..line_end].trim();
+    let any_name = info.eq_ignore_ascii_case("tool_call");
+    // A fence with no line break after its info word still opens at `{`.
+    let open_len = match s[f..line_end].find('{') {
+        Some(brace) => brace,
+        None => line_end - f,
+    };
+    (f, open_len, "```", any_name)
+}
+
+/// The JSON objects in `inner` (one, an array, or several in a row) that
+/// name a known tool; none unless *all* of `inner` is such objects.
+fn objects_naming(inner: &str, known: &[&str], first: usize) -> Vec<ToolCall> {
+    let trimmed = inner.trim();
+    if !trimmed.starts_with('{') && !trimmed.starts_with('[') {
+        return Vec::new();
+    }
+    let mut values = Vec::new();
+    for v in serde_json::Deserializer::from_str(trimmed).into_iter::<Value>() {
+        match v {
+            Ok(Value::Array(items)) => values.extend(items),
+            Ok(v) => values.push(v),
+            Err(_) => return Vec::new(),
+        }
+    }
+    let calls: Vec<ToolCall> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| call_from(v, first + i))
+        .collect();
+    if calls.is_empty() || !calls.iter().all(|c| known.contains(&c.name.as_str())) {
+        return Vec::new();
+    }
+    calls
+}
+
+/// Removes `open…close` blocks (an unclosed one runs to the end).
+fn drop_blocks(text: &str, open: &str, close: &str) -> String {
+    let mut out = String::new();
+    let mut s = text;
+    while let Some(a) = find_ci(s, open) {
+        out.push_str(&s[..a]);
+        s = match find_ci(&s[a..], close) {
+            Some(b) => &s[a + b + close.len()..],
+            None => "",
+        };
+    }
+    out.push_str(s);
+    out
+}
+
 fn text_call(inner: &str, index: usize) -> ToolCall {
-    let id = format!("call_text_{index}");
+    let inner = inner.strip_prefix("json").unwrap_or(inner).trim();
     match serde_json::from_str::<Value>(inner) {
-        // `{"name", "arguments"}`, and the `{"tool", "params"}` spelling
-        // small models also write.
-        Ok(v) => ToolCall {
-            id,
-            name: v["name"]
-                .as_str()
-                .or_else(|| v["tool"].as_str())
-                .unwrap_or("")
-                .to_string(),
-            arguments: decode_arguments(
-                v.get("arguments")
-                    .or_else(|| v.get("parameters"))
-                    .or_else(|| v.get("params"))
-                    .unwrap_or(&Value::Null),
-            ),
-        },
+        Ok(v) => call_from(&v, index),
         Err(_) => ToolCall {
-            id,
+            id: format!("call_text_{index}"),
             name: String::new(),
             arguments: Value::String(inner.to_string()),
         },
     }
 }
 
+/// `{"name", "arguments"}`, and the `{"tool", "params"}` and `parameters`
+/// spellings small models also write.
+fn call_from(v: &Value, index: usize) -> ToolCall {
+    ToolCall {
+        id: format!("call_text_{index}"),
+        name: v["name"]
+            .as_str()
+            .or_else(|| v["tool"].as_str())
+            .unwrap_or("")
+            .to_string(),
+        arguments: decode_arguments(
+            v.get("arguments")
+                .or_else(|| v.get("parameters"))
+                .or_else(|| v.get("params"))
+                .unwrap_or(&Value::Null),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::arbitrary;
+
+    const KNOWN: &[&str] = &["time", "file_list", "file_read", "shell"];
+
+    fn calls(text: &str) -> (Vec<(String, Value)>, String) {
+        let (calls, rest) = parse_text_calls(text, KNOWN);
+        (
+            calls.into_iter().map(|c| (c.name, c.arguments)).collect(),
+            rest,
+        )
+    }
 
     #[test]
     fn tool_and_params_spelling_is_a_call() {
-        let (calls, _) = parse_text_calls(
+        let (c, _) = calls(
             "<tool_call>{\"tool\": \"file_read\", \"params\": {\"path\": \"a\"}}</tool_call>",
         );
-        assert_eq!(calls[0].name, "file_read");
-        assert_eq!(calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(c, [("file_read".into(), json!({"path": "a"}))]);
+    }
+
+    #[test]
+    fn text_calls_in_tags_and_fences() {
+        let (c, rest) = calls(
+            "Sure.\n<tool_call>{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}</tool_call>\n\
+             ```tool_call\n{\"name\": \"time\", \"arguments\": \"{}\"}\n```\nDone.",
+        );
+        assert_eq!(
+            c,
+            [
+                ("file_list".into(), json!({"path": "."})),
+                ("time".into(), json!({}))
+            ]
+        );
+        assert_eq!(
+            rest.split_whitespace().collect::<Vec<_>>(),
+            ["Sure.", "Done."]
+        );
+        let (c, _) = calls("<TOOL_CALL>{\"name\": \"x\", \"parameters\": {\"a\": 1}}");
+        assert_eq!(c, [("x".into(), json!({"a": 1}))]);
+        let (c, _) = calls("<tool_call>{not json</tool_call>");
+        assert_eq!(c, [(String::new(), Value::String("{not json".into()))]);
+    }
+
+    #[test]
+    fn fenced_json_the_way_qwen_coder_writes_it() {
+        // The form these models write in text mode, one or several calls.
+        let (c, rest) =
+            calls("```json\n{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}\n```");
+        assert_eq!(c, [("file_list".into(), json!({"path": "."}))]);
+        assert_eq!(rest.trim(), "");
+        let (c, _) = calls(
+            "I will check.\n```json\n[{\"name\": \"time\", \"arguments\": {}},\n\
+             {\"name\": \"shell\", \"arguments\": \"{\\\"command\\\": \\\"wc -l a\\\"}\"}]\n```",
+        );
+        assert_eq!(
+            c,
+            [
+                ("time".into(), json!({})),
+                ("shell".into(), json!({"command": "wc -l a"}))
+            ]
+        );
+        let (c, _) =
+            calls("```\n{\"name\": \"time\", \"arguments\": {}}\n{\"name\": \"time\"}\n```");
+        assert_eq!(c.len(), 2);
+        // No line break after the info word, no closing fence.
+        let (c, _) = calls("```json{\"name\": \"time\", \"arguments\": {}}");
+        assert_eq!(c, [("time".into(), json!({}))]);
+    }
+
+    #[test]
+    fn json_that_is_not_a_call_stays_text() {
+        // Unknown names, other objects, JSON inside prose, other fences.
+        for t in [
+            "Here is JSON: {\"name\": \"rm\", \"arguments\": {}}",
+            "```json\n{\"name\": \"Ada\", \"age\": 36}\n```",
+            "```json\n{\"name\": \"time\"} trailing words\n```",
+            "```python\nprint({\"name\": \"time\"})\n```",
+            "{\"name\": \"time\", \"arguments\": {}} and then some prose",
+        ] {
+            let (c, rest) = calls(t);
+            assert!(c.is_empty(), "{t}: {c:?}");
+            assert_eq!(rest, t);
+        }
+        // A bare reply that is only a call is one.
+        let (c, rest) = calls("  {\"name\": \"time\", \"arguments\": {}}\n");
+        assert_eq!((c.len(), rest.as_str()), (1, ""));
+        // A tag inside a fence of something else is still read.
+        let (c, _) = calls("```\n<tool_call>{\"name\": \"time\"}</tool_call>\n```");
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn invented_results_go_with_a_call_and_stay_without_one() {
+        let (c, rest) = calls(
+            "<tool_call>{\"name\": \"time\"}</tool_call><tool_result>12:00</tool_result>It is 12:00.",
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(rest, "It is 12:00.");
+        // Without a call the text is left whole (the runtime refuses it).
+        let (c, rest) = calls("<tool_result>12:00</tool_result>It is 12:00.");
+        assert!(c.is_empty() && rest.contains("<tool_result>"));
     }
 
     #[test]
     fn text_with_length_changing_case_never_panics() {
         // `İ` lowercases to three bytes: offsets from a lowercased copy
         // would cut the original in the wrong place (or mid-character).
-        let (calls, rest) = parse_text_calls(
-            "İİİ <TOOL_CALL>{\"name\": \"time\", \"arguments\": {}}</Tool_Call> İ tail",
-        );
-        assert_eq!(calls.len(), 1);
-        assert_eq!(calls[0].name, "time");
+        let (c, rest) =
+            calls("İİİ <TOOL_CALL>{\"name\": \"time\", \"arguments\": {}}</Tool_Call> İ tail");
+        assert_eq!(c, [("time".into(), json!({}))]);
         assert_eq!(rest, "İİİ  İ tail");
         assert_eq!(strip_think("İİ<think>İ hidden</think>shown"), "İİshown");
         assert_eq!(strip_think("İİ reasoning</THINK>answer"), "answer");
+    }
+
+    /// Property: random Unicode mixed with markup, and every truncation of
+    /// real call texts, never panic; text with no markup comes back whole.
+    #[test]
+    fn random_and_truncated_input_never_panics() {
         let mut rng = fastrand::Rng::with_seed(11);
-        let parts = [
-            "İ",
-            "ẞ",
+        let pieces = [
             "<think>",
             "</think>",
             "<tool_call>",
             "</tool_call>",
             "```tool_call",
+            "```json\n",
             "```",
             "{\"name\":",
-            "x",
-            "é",
+            "\"time\"",
+            "\"arguments\":",
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            "<tool_result>",
+            "</tool_result>",
+            "\n",
         ];
-        for _ in 0..5_000 {
-            let n = rng.usize(0..12);
-            let t: String = (0..n).map(|_| parts[rng.usize(..parts.len())]).collect();
-            let _ = parse_text_calls(&t);
+        for _ in 0..20_000 {
+            let t = arbitrary::text(&mut rng, &pieces, 14);
+            let (c, rest) = parse_text_calls(&t, KNOWN);
             let _ = strip_think(&t);
+            if !t.contains("```") && !t.to_ascii_lowercase().contains("<tool_call>") {
+                let bare = t.trim_start().starts_with(['{', '[']);
+                assert!(bare || (c.is_empty() && rest == t), "{t:?}");
+            }
         }
-    }
-
-    #[test]
-    fn text_calls_in_tags_and_fences() {
-        let (calls, rest) = parse_text_calls(
-            "Sure.\n<tool_call>{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}</tool_call>\n\
-             ```tool_call\n{\"name\": \"time\", \"arguments\": \"{}\"}\n```\nDone.",
-        );
-        assert_eq!(calls.len(), 2);
-        assert_eq!(
-            (calls[0].name.as_str(), &calls[0].arguments),
-            ("file_list", &json!({"path": "."}))
-        );
-        assert_eq!(
-            (calls[1].name.as_str(), &calls[1].arguments),
-            ("time", &json!({}))
-        );
-        assert_eq!(
-            rest.split_whitespace().collect::<Vec<_>>(),
-            ["Sure.", "Done."]
-        );
-        let (calls, _) =
-            parse_text_calls("<TOOL_CALL>{\"name\": \"x\", \"parameters\": {\"a\": 1}}");
-        assert_eq!(
-            (calls[0].name.as_str(), &calls[0].arguments),
-            ("x", &json!({"a": 1}))
-        );
-        let (calls, _) = parse_text_calls("<tool_call>{not json</tool_call>");
-        assert_eq!(calls[0].arguments, Value::String("{not json".into()));
-        let (calls, rest) = parse_text_calls("Here is JSON: {\"name\": \"rm\", \"arguments\": {}}");
-        assert!(
-            calls.is_empty() && rest.contains("JSON"),
-            "bare JSON is not a call"
-        );
+        let whole = [
+            "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"wc -l İ.txt\"}}</tool_call>",
+            "```json\n[{\"name\": \"time\", \"arguments\": \"{}\"}]\n```",
+            "<think>ẞ</think>{\"tool\": \"file_read\", \"params\": {\"path\": \"é\"}}",
+        ];
+        for w in whole {
+            for p in arbitrary::prefixes(w) {
+                let (c, _) = parse_text_calls(&strip_think(p), KNOWN);
+                assert!(c.len() <= 1, "{p:?}");
+            }
+        }
     }
 
     #[test]

@@ -256,7 +256,7 @@ impl Tool for FileWrite {
         "file_write"
     }
     fn description(&self) -> &'static str {
-        "Writes a UTF-8 text file in the workspace (replacing it atomically), creating missing directories."
+        "Writes a UTF-8 text file in the workspace (whole content, replacing it), creating missing directories."
     }
     fn parameters(&self) -> Value {
         json!({

@@ -121,7 +121,7 @@ impl Tool for Time {
         "Current local time, UTC time and the local time zone."
     }
     fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
+        json!({"type": "object", "properties": {}})
     }
     fn invoke(&self, _args: &Value, _ctx: &ToolCtx) -> ToolResult {
         let (secs, nanos) = crate::util::now_unix();
@@ -170,14 +170,14 @@ impl Tool for MemorySearch {
         "memory_search"
     }
     fn description(&self) -> &'static str {
-        "Searches earlier conversations (ranked full-text search). Returns conversation ids, times and matching snippets."
+        "Searches earlier conversations; returns matching snippets with their conversation and time."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "words to look for"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}
+                "limit": {"type": "integer", "description": "1 to 50, default 5"}
             },
             "required": ["query"]
         })

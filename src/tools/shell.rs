@@ -490,7 +490,7 @@ impl Tool for Shell {
         "shell"
     }
     fn description(&self) -> &'static str {
-        "Runs a command line in the workspace: allowlisted programs with pipes, && || ;, redirections, $VAR and globs (no subshells, heredocs or substitutions). Returns stdout, stderr and the exit code."
+        "Runs a command line in the workspace: allowed programs, pipes, && || ;, redirections, $VAR, globs (no subshells). Returns stdout, stderr and the exit code."
     }
     fn parameters(&self) -> Value {
         json!({

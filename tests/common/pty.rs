@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// A new pseudo-terminal: the master fd and the slave's path.
 pub fn open_pty() -> (i32, CString) {
     // SAFETY: plain libc pty calls; results checked.
-    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+    // Close-on-exec: tests run in parallel threads, and a master inherited
+    // by another test's child keeps this terminal open after ours exits.
+    let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
     assert!(master >= 0);
     assert_eq!(unsafe { libc::grantpt(master) }, 0);
     assert_eq!(unsafe { libc::unlockpt(master) }, 0);
@@ -47,10 +49,15 @@ pub fn attach(cmd: &mut Command, slave: CString, stdio: bool) {
     }
 }
 
-/// Copies everything the terminal shows into `transcript` until EOF.
+/// Copies everything the terminal shows into `transcript` until EOF. The
+/// reader has its own copy of the fd: the caller closing `master` can then
+/// never leave it reading a number reused by another test's file.
 pub fn record(master: i32) -> Arc<Mutex<String>> {
     let transcript = Arc::new(Mutex::new(String::new()));
     let t2 = transcript.clone();
+    // SAFETY: duplicating our own fd; the thread owns and closes the copy.
+    let master = unsafe { libc::fcntl(master, libc::F_DUPFD_CLOEXEC, 0) };
+    assert!(master >= 0);
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         loop {
@@ -63,6 +70,8 @@ pub fn record(master: i32) -> Arc<Mutex<String>> {
                 .unwrap()
                 .push_str(&String::from_utf8_lossy(&buf[..n as usize]));
         }
+        // SAFETY: the copy made above, closed once.
+        unsafe { libc::close(master) };
     });
     transcript
 }
@@ -129,8 +138,6 @@ impl Pty {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
-                // SAFETY: closing our own fd.
-                unsafe { libc::close(self.master) };
                 return st.code();
             }
             assert!(
@@ -140,5 +147,16 @@ impl Pty {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// A test that fails (or forgets to wait) never leaves its child running:
+/// a hung child once held a test binary for 17 minutes.
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // SAFETY: our own fd, closed once, here.
+        unsafe { libc::close(self.master) };
     }
 }
