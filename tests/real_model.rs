@@ -19,32 +19,42 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One task: what the user asks and how its answer is judged.
+/// One task: what the user asks, under which autonomy.
 struct Task {
     key: &'static str,
     message: &'static str,
+    /// Under `supervised` every shell command (even `wc -l`) and every write
+    /// asks the operator, and with no terminal that is a denial; the
+    /// read-only tasks run under `full` so they test the model, not the
+    /// missing terminal. The write task is about exactly that path.
+    autonomy: &'static str,
 }
 
 const TASKS: &[Task] = &[
     Task {
         key: "files",
         message: "Which files are in the workspace?",
+        autonomy: "full",
     },
     Task {
         key: "explain",
         message: "What does the file src/tally.py do? Answer in one or two sentences.",
+        autonomy: "full",
     },
     Task {
         key: "lines",
         message: "Use the shell to count the lines of notes.txt. How many lines does it have?",
+        autonomy: "full",
     },
     Task {
         key: "time",
         message: "What time is it now?",
+        autonomy: "full",
     },
     Task {
         key: "write",
         message: "Create a file named greeting.txt containing exactly this text: Hello from LatchClaw",
+        autonomy: "supervised",
     },
 ];
 
@@ -428,10 +438,10 @@ fn seed_workspace(ws: &Path) {
     std::fs::write(ws.join("data.csv"), "word,count\nthe,12\nclaw,3\n").unwrap();
 }
 
-fn configure(env: &Env, s: &Settings, base_url: &str, mode: &str) {
+fn configure(env: &Env, s: &Settings, base_url: &str, mode: &str, autonomy: &str) {
     env.config(&format!(
         "default_provider = \"real\"\n\
-         [security]\nautonomy = \"supervised\"\n\
+         [security]\nautonomy = \"{autonomy}\"\n\
          [channels.cli]\n\
          tools_allow = [\"file_read\", \"file_list\", \"file_write\", \"time\", \"memory_search\", \"shell\"]\n\
          [providers.models.real]\n\
@@ -715,7 +725,7 @@ fn save_exchanges(s: &Settings, name: &str, xs: &[Exchange]) {
 
 fn run_task(s: &Settings, proxy: &Proxy, mode: &str, task: &Task, log: &mut String) -> Vec<Row> {
     let env = fresh_env();
-    configure(&env, s, &proxy.base_url(), mode);
+    configure(&env, s, &proxy.base_url(), mode, task.autonomy);
     let before = time_tool(&env);
     let o = run_agent(&env, proxy, s, &["-m", task.message]);
     let after = time_tool(&env);
@@ -774,7 +784,7 @@ fn run_task(s: &Settings, proxy: &Proxy, mode: &str, task: &Task, log: &mut Stri
 /// prompt and tools.
 fn cache_check(s: &Settings, proxy: &Proxy, mode: &str, log: &mut String) -> (Row, String, bool) {
     let env = fresh_env();
-    configure(&env, s, &proxy.base_url(), mode);
+    configure(&env, s, &proxy.base_url(), mode, "full");
     let o1 = run_agent(
         &env,
         proxy,
