@@ -722,11 +722,14 @@ fn stopped_text(why: &str, last_results: &[(String, String)]) -> String {
 
 /// Text that only looks like a tool call or a tool result: markup the
 /// models write (`<tool_call>`, `<tool_result>`, `<function=…>`, a
-/// ```` ```tool_call ```` fence, a chat template's own tokens) or a JSON
+/// ```` ```tool_call ```` fence, a chat template's own tokens, latchclaw's
+/// own requests echoed back) or a JSON
 /// object naming one of the tools. Printed with exit 0 it would pass for
 /// an answer.
 pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
-    const MARKS: [&str; 7] = [
+    // `[latchclaw:` is our own request echoed back (seen from a 1.5B model).
+    const MARKS: [&str; 8] = [
+        "[latchclaw:",
         "<tool_call",
         "</tool_call",
         "<tool_result",
@@ -741,12 +744,31 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
     }
     // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.
     let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
-    tools.iter().any(|t| {
+    let named = tools.iter().any(|t| {
         let name = t.name.to_ascii_lowercase();
         ["name", "tool", "function"]
             .iter()
             .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
-    })
+    });
+    // A reply that is only arguments (`{"path": "."}`, fenced or not) whose
+    // keys are all some tool's parameters: a call with its name left out.
+    let body = text.trim();
+    let body = body
+        .strip_prefix("```")
+        .map(|b| b.trim_start_matches(|c: char| c.is_ascii_alphabetic()))
+        .and_then(|b| b.trim_end().strip_suffix("```"))
+        .unwrap_or(body);
+    let bare_arguments = serde_json::from_str::<Value>(body.trim())
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .is_some_and(|o| {
+            !o.is_empty()
+                && tools.iter().any(|t| {
+                    let props = t.parameters["properties"].as_object();
+                    o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
+                })
+        });
+    named || bare_arguments
 }
 
 #[cfg(test)]
@@ -759,7 +781,7 @@ mod tests {
             .map(|n| ToolSpec {
                 name: n.to_string(),
                 description: String::new(),
-                parameters: json!({}),
+                parameters: json!({"properties": {"path": {}}}),
             })
             .collect()
     }
@@ -772,14 +794,19 @@ mod tests {
             "</TOOL_CALL>",
             "<function=time>{}</function>",
             "<|im_start|>assistant",
+            "[latchclaw: tools will not run again in this turn.]",
             "Here: { \"name\" : \"time\", \"arguments\": {} }",
             "{\"tool\": \"file_list\"}",
+            "```json\n{\"path\": \".\"}\n```",
+            " {\"path\": \"a\"} ",
         ] {
             assert!(looks_like_tool_text(t, &tools), "{t}");
         }
         for t in [
             "It is noon.",
             "{\"name\": \"Ada\", \"arguments\": 3}",
+            "```json\n{\"age\": 3}\n```",
+            "Use {\"path\": \".\"} next time.",
             "The time tool says 12:00; file_list shows a.txt.",
             "",
         ] {

@@ -199,17 +199,22 @@ fn text_tool_mode_describes_tools_in_the_prompt() {
     assert!(first.get("tools").is_none(), "no native tools in text mode");
     let system = first["messages"][0]["content"].as_str().unwrap();
     assert!(
-        system.contains("<tool_call>") && system.contains("file_list"),
+        system.contains("```json") && system.contains("file_list"),
         "{system}"
     );
+    // The call goes back in the same fenced form the model was told to use.
     let msgs = reqs[1].json()["messages"].as_array().unwrap().clone();
-    assert!(msgs[2]["content"].as_str().unwrap().contains("<tool_call>"));
-    assert_eq!(msgs[3]["role"], "user");
+    let call = "```json\n{\"name\": \"file_list\", \"arguments\": {\"path\":\".\"}}\n```";
     assert!(
-        msgs[3]["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("<tool_result")
+        msgs[2]["content"].as_str().unwrap().contains(call),
+        "{msgs:?}"
+    );
+    // The result is labelled with the tool's name.
+    assert_eq!(msgs[3]["role"], "user");
+    let result = msgs[3]["content"].as_str().unwrap();
+    assert!(
+        result.starts_with("<tool_result name=\"file_list\">\n"),
+        "{result}"
     );
 }
 
@@ -361,7 +366,7 @@ fn no_tool_support_switches_to_text_mode_and_retries() {
         second["messages"][0]["content"]
             .as_str()
             .unwrap()
-            .contains("<tool_call>")
+            .contains("```json")
     );
 }
 

@@ -114,7 +114,17 @@ pub fn wire_body(
         }
         let mut messages = vec![json!({"role": "system", "content": system})];
         for m in &req.messages {
-            messages.push(wire_message(m, mode == ToolMode::Text));
+            // In text mode a result is labelled with its tool's name: labelled
+            // with the call id, Qwen2.5-Coder-1.5B went on to call the next
+            // tool in the list instead of answering.
+            let tool = m.tool_call_id.as_deref().and_then(|id| {
+                req.messages
+                    .iter()
+                    .flat_map(|a| &a.tool_calls)
+                    .find(|c| c.id == id)
+                    .map(|c| c.name.as_str())
+            });
+            messages.push(wire_message(m, mode == ToolMode::Text, tool));
         }
         let mut body = json!({
             "model": req.model.clone(),
@@ -331,12 +341,20 @@ impl OpenAiCompatible {
                 arguments: decode_arguments(&f["arguments"]),
             });
         }
+        // What the model wrote, for `LATCHCLAW_LOG_LEVEL=info` (diagnosing a
+        // model that loops or answers with markup starts here).
+        log::info!(
+            target: "event::provider_reply",
+            "provider {}: content {:?}, {} native call(s)",
+            self.name,
+            crate::util::truncate_middle(&content, 2000),
+            calls.len()
+        );
         let mut text = strip_think(&content);
         // Calls written as text are read in every mode: a server's template
         // may not turn what a model wrote into native calls.
         if calls.is_empty() {
-            let known: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-            let (text_calls, rest) = parse_text_calls(&text, &known);
+            let (text_calls, rest) = parse_text_calls(&text, tools);
             calls = text_calls;
             text = rest;
         }
@@ -427,15 +445,18 @@ fn says_tools_unsupported(text: &str) -> bool {
         .any(|p| t.contains(p))
 }
 
-fn wire_message(m: &Message, text_mode: bool) -> Value {
+fn wire_message(m: &Message, text_mode: bool, tool: Option<&str>) -> Value {
     match m.role {
         Role::User => json!({"role": "user", "content": m.wire_content()}),
         Role::Assistant if text_mode => {
             let mut content = m.content.clone();
+            // Written back exactly as the instructions show it, name first:
+            // a model copies the form of its own earlier turns.
             for c in &m.tool_calls {
                 content.push_str(&format!(
-                    "\n<tool_call>{}</tool_call>",
-                    json!({"name": c.name, "arguments": c.arguments})
+                    "\n```json\n{{\"name\": {}, \"arguments\": {}}}\n```",
+                    json!(c.name),
+                    c.arguments
                 ));
             }
             json!({"role": "assistant", "content": content})
@@ -460,8 +481,8 @@ fn wire_message(m: &Message, text_mode: bool) -> Value {
         Role::Tool if text_mode => json!({
             "role": "user",
             "content": format!(
-                "<tool_result id=\"{}\">\n{}\n</tool_result>",
-                m.tool_call_id.as_deref().unwrap_or(""),
+                "<tool_result name={}>\n{}\n</tool_result>",
+                json!(tool.unwrap_or("unknown")),
                 m.content
             ),
         }),
@@ -473,11 +494,14 @@ fn wire_message(m: &Message, text_mode: bool) -> Value {
     }
 }
 
+/// The fenced form is the one small coder models write unprompted
+/// (Qwen2.5-Coder); told to use `<tool_call>` tags and `<tool_result>`
+/// replies, the 1.5B model wrote results of its own instead of calls.
 fn text_mode_instructions(req: &ChatRequest) -> String {
     let mut s = String::from(
-        "\n\nYou can call tools. To call one, write exactly one block per call:\n\
-         <tool_call>{\"name\": \"TOOL_NAME\", \"arguments\": {...}}</tool_call>\n\
-         and nothing else runs. Results come back in <tool_result> blocks. Tools:\n",
+        "\n\nYou can call tools. To call one, reply with only a block like this:\n\
+         ```json\n{\"name\": \"TOOL_NAME\", \"arguments\": {...}}\n```\n\
+         The result comes back in the next message; never write a result yourself. Tools:\n",
     );
     for t in &req.tools {
         s.push_str(&format!(

@@ -3,7 +3,7 @@
 //! `<think>` reasoning to drop. Model text is arbitrary Unicode: every
 //! offset here comes from the text itself, never from a transformed copy.
 
-use super::ToolCall;
+use super::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 /// Arguments arrive as a JSON string (OpenAI) or an object (some servers).
@@ -58,10 +58,12 @@ fn find_ci(hay: &str, needle: &str) -> Option<usize> {
 /// A tag or a `tool_call` fence is a call whatever it names (an unknown
 /// name comes back to the model as an error it can read); a plain fence or
 /// bare JSON is a call only when it names one of `known`, so JSON the
-/// model shows the user stays text. Returns the calls and the text left;
+/// model shows the user stays text. An object with no name whose keys fit
+/// exactly one tool's parameters (`{"command": "wc -l a"}`: small models
+/// drop the wrapper) is a call to that tool. Returns the calls and the text left;
 /// when there are calls, invented `<tool_result>` blocks are dropped from
 /// that text (the real results come from the tools).
-pub fn parse_text_calls(text: &str, known: &[&str]) -> (Vec<ToolCall>, String) {
+pub fn parse_text_calls(text: &str, known: &[ToolSpec]) -> (Vec<ToolCall>, String) {
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut s = text;
@@ -127,7 +129,7 @@ fn fence_open(s: &str, f: usize) -> (usize, usize, &'static str, bool) {
 
 /// The JSON objects in `inner` (one, an array, or several in a row) that
 /// name a known tool; none unless *all* of `inner` is such objects.
-fn objects_naming(inner: &str, known: &[&str], first: usize) -> Vec<ToolCall> {
+fn objects_naming(inner: &str, known: &[ToolSpec], first: usize) -> Vec<ToolCall> {
     let trimmed = inner.trim();
     if !trimmed.starts_with('{') && !trimmed.starts_with('[') {
         return Vec::new();
@@ -143,12 +145,47 @@ fn objects_naming(inner: &str, known: &[&str], first: usize) -> Vec<ToolCall> {
     let calls: Vec<ToolCall> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| call_from(v, first + i))
+        .map(|(i, v)| {
+            let mut call = call_from(v, first + i);
+            if call.name.is_empty()
+                && let Some(tool) = tool_for_arguments(v, known)
+            {
+                call.name = tool.to_string();
+                call.arguments = v.clone();
+            }
+            call
+        })
         .collect();
-    if calls.is_empty() || !calls.iter().all(|c| known.contains(&c.name.as_str())) {
+    if calls.is_empty() || !calls.iter().all(|c| known.iter().any(|t| t.name == c.name)) {
         return Vec::new();
     }
     calls
+}
+
+/// The one tool whose parameters an unnamed object fits: every key is one
+/// of its properties and every required property is there. None when no
+/// tool or several fit.
+pub fn tool_for_arguments<'a>(v: &Value, known: &'a [ToolSpec]) -> Option<&'a str> {
+    let obj = v.as_object().filter(|o| !o.is_empty())?;
+    if ["name", "tool", "function"]
+        .iter()
+        .any(|k| obj.contains_key(*k))
+    {
+        return None;
+    }
+    let mut fits = known.iter().filter(|t| {
+        let props = t.parameters["properties"].as_object();
+        let has = |k: &str| props.is_some_and(|p| p.contains_key(k));
+        let required = t.parameters["required"].as_array();
+        obj.keys().all(|k| has(k))
+            && required.is_none_or(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .all(|k| obj.contains_key(k))
+            })
+    });
+    let one = fits.next()?;
+    fits.next().is_none().then_some(one.name.as_str())
 }
 
 /// Removes `open…close` blocks (an unclosed one runs to the end).
@@ -202,10 +239,31 @@ mod tests {
     use super::*;
     use crate::util::arbitrary;
 
-    const KNOWN: &[&str] = &["time", "file_list", "file_read", "shell"];
+    fn known() -> Vec<ToolSpec> {
+        let spec = |name: &str, parameters: Value| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        };
+        vec![
+            spec("time", json!({"type": "object", "properties": {}})),
+            spec(
+                "file_list",
+                json!({"properties": {"path": {"type": "string"}}}),
+            ),
+            spec(
+                "file_read",
+                json!({"properties": {"path": {}}, "required": ["path"]}),
+            ),
+            spec(
+                "shell",
+                json!({"properties": {"command": {}}, "required": ["command"]}),
+            ),
+        ]
+    }
 
     fn calls(text: &str) -> (Vec<(String, Value)>, String) {
-        let (calls, rest) = parse_text_calls(text, KNOWN);
+        let (calls, rest) = parse_text_calls(text, &known());
         (
             calls.into_iter().map(|c| (c.name, c.arguments)).collect(),
             rest,
@@ -292,6 +350,22 @@ mod tests {
     }
 
     #[test]
+    fn an_unnamed_object_that_fits_one_tool_calls_it() {
+        let (c, _) = calls("```json\n{\n  \"command\": \"wc -l notes.txt\"\n}\n```");
+        assert_eq!(c, [("shell".into(), json!({"command": "wc -l notes.txt"}))]);
+        // `path` fits file_list and file_read: no guess.
+        let (c, _) = calls("```json\n{\"path\": \".\"}\n```");
+        assert!(c.is_empty());
+        // Keys no tool has, an empty object: no call.
+        for t in [
+            "```json\n{\"command\": \"ls\", \"x\": 1}\n```",
+            "```json\n{}\n```",
+        ] {
+            assert!(calls(t).0.is_empty(), "{t}");
+        }
+    }
+
+    #[test]
     fn invented_results_go_with_a_call_and_stay_without_one() {
         let (c, rest) = calls(
             "<tool_call>{\"name\": \"time\"}</tool_call><tool_result>12:00</tool_result>It is 12:00.",
@@ -342,7 +416,7 @@ mod tests {
         ];
         for _ in 0..20_000 {
             let t = arbitrary::text(&mut rng, &pieces, 14);
-            let (c, rest) = parse_text_calls(&t, KNOWN);
+            let (c, rest) = parse_text_calls(&t, &known());
             let _ = strip_think(&t);
             if !t.contains("```") && !t.to_ascii_lowercase().contains("<tool_call>") {
                 let bare = t.trim_start().starts_with(['{', '[']);
@@ -356,7 +430,7 @@ mod tests {
         ];
         for w in whole {
             for p in arbitrary::prefixes(w) {
-                let (c, _) = parse_text_calls(&strip_think(p), KNOWN);
+                let (c, _) = parse_text_calls(&strip_think(p), &known());
                 assert!(c.len() <= 1, "{p:?}");
             }
         }
