@@ -643,6 +643,18 @@ fn transcript(title: &str, o: &Outcome) -> String {
             r["timings"]["predicted_ms"].as_f64().unwrap_or(0.0).round(),
             r["choices"][0]["finish_reason"],
         );
+        // The server's own figures leave out time spent queued behind
+        // another client's request (one slot): a gap here means the run
+        // shared the server and its figures and the cache suffered.
+        let busy = r["timings"]["prompt_ms"].as_f64().unwrap_or(0.0)
+            + r["timings"]["predicted_ms"].as_f64().unwrap_or(0.0);
+        if busy > 0.0 && x.ms as f64 > busy + 3000.0 {
+            let _ = writeln!(
+                t,
+                "  note: {:.0} s more than the server worked on it: queued behind another client?",
+                (x.ms as f64 - busy) / 1000.0
+            );
+        }
         if let Some(c) = m["content"].as_str().filter(|c| !c.is_empty()) {
             let _ = writeln!(t, "  content: {}", quote(c, 600));
         }
