@@ -4,10 +4,11 @@
 
 use crate::error::{Result, exit};
 use crate::providers::Provider;
-use crate::runtime::{Runtime, TurnOutcome};
+use crate::runtime::{Progress, Runtime, TurnOutcome};
 use crate::security::Decision;
 use serde_json::Value;
-use std::io::{BufRead, Write};
+use std::cell::{Cell, RefCell};
+use std::io::{BufRead, IsTerminal, Write};
 
 pub enum Approval {
     Approved,
@@ -135,6 +136,128 @@ pub trait Channel {
     }
 }
 
+/// The CLI's view of a running turn: the answer on stdout as it arrives
+/// when stdout is a terminal, one status line per tool call on stderr when
+/// that is one. Piped output gets nothing here, only the final answer.
+pub struct TermProgress {
+    text: bool,
+    status: bool,
+    /// What this round showed of its answer on stdout.
+    shown: RefCell<String>,
+    /// stdout has text with no line end after it.
+    open: Cell<bool>,
+    /// The status line of the call in progress (to print again when it ends).
+    line: RefCell<String>,
+}
+
+impl TermProgress {
+    pub fn new(json: bool) -> TermProgress {
+        TermProgress {
+            text: !json && std::io::stdout().is_terminal(),
+            status: std::io::stderr().is_terminal(),
+            shown: RefCell::new(String::new()),
+            open: Cell::new(false),
+            line: RefCell::new(String::new()),
+        }
+    }
+
+    /// Ends the line the answer was shown on, so what comes next starts a
+    /// line of its own.
+    fn close_line(&self) {
+        if self.open.replace(false) {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b"\n").and_then(|_| out.flush());
+        }
+    }
+
+    /// What of the final answer is still to print: the rest of it when the
+    /// screen shows its start, else all of it on a line of its own.
+    fn remainder<'a>(&self, answer: &'a str) -> (bool, &'a str) {
+        let shown = self.shown.take();
+        if shown.is_empty() {
+            return (false, answer);
+        }
+        self.open.set(false);
+        match answer.strip_prefix(shown.as_str()) {
+            Some(rest) => (false, rest),
+            None => (true, answer),
+        }
+    }
+}
+
+impl Progress for TermProgress {
+    fn round_start(&self, _round: u32) {
+        self.close_line();
+        self.shown.borrow_mut().clear();
+    }
+
+    fn text(&self, delta: &str) {
+        if !self.text {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if out
+            .write_all(delta.as_bytes())
+            .and_then(|_| out.flush())
+            .is_ok()
+        {
+            self.shown.borrow_mut().push_str(delta);
+            self.open.set(true);
+        }
+    }
+
+    fn tool_start(&self, tool: &str, summary: &str) {
+        self.close_line();
+        self.shown.borrow_mut().clear();
+        if !self.status {
+            return;
+        }
+        let line = match summary {
+            "" => format!("→ {}", crate::util::printable(tool)),
+            s => format!("→ {}: {s}", crate::util::printable(tool)),
+        };
+        let shown = fit(&line, " …", terminal_width());
+        eprint!("{shown}");
+        *self.line.borrow_mut() = line;
+    }
+
+    fn tool_end(&self, _tool: &str, status: &str, ms: u128) {
+        if !self.status {
+            return;
+        }
+        let outcome = match status {
+            "allowed" | "approved" => format!(" … {ms} ms"),
+            "repeated" => " … repeated, not run again".to_string(),
+            other => format!(" … {other}"),
+        };
+        // Printed again whole: an approval question may have come between.
+        let line = self.line.take();
+        eprintln!("\r\x1b[K{}", fit(&line, &outcome, terminal_width()));
+    }
+}
+
+/// `head` cut to leave room for `tail` within `width` columns (counted in
+/// chars), then `tail`.
+fn fit(head: &str, tail: &str, width: usize) -> String {
+    let room = width.saturating_sub(tail.chars().count() + 1).max(8);
+    match head.char_indices().nth(room) {
+        Some((i, _)) => format!("{}…{tail}", &head[..i]),
+        None => format!("{head}{tail}"),
+    }
+}
+
+/// The width of the terminal on stderr; 100 when it cannot be told.
+fn terminal_width() -> usize {
+    // SAFETY: TIOCGWINSZ fills the winsize we pass; nothing else is touched.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        ws.ws_col as usize
+    } else {
+        100
+    }
+}
+
 pub struct CliChannel {
     /// `-m`: run this one message and exit.
     pub message: Option<String>,
@@ -143,15 +266,39 @@ pub struct CliChannel {
 }
 
 impl CliChannel {
-    fn deliver(&mut self, outcome: &TurnOutcome) -> Result<()> {
+    fn deliver(&mut self, outcome: &TurnOutcome, progress: &TermProgress) -> Result<()> {
         if self.json {
             println!(
                 "{}",
                 serde_json::to_string(outcome).unwrap_or_else(|_| "{}".into())
             );
-            Ok(())
-        } else {
-            self.send(&outcome.conversation_id, &outcome.answer)
+            return Ok(());
+        }
+        // On a terminal the answer may be on the screen already.
+        match progress.remainder(&outcome.answer) {
+            (false, rest) => self.send(&outcome.conversation_id, rest),
+            (true, all) => self.send(&outcome.conversation_id, &format!("\n{all}")),
+        }
+    }
+
+    /// One turn, shown as it runs; its answer is then delivered.
+    fn turn(
+        &mut self,
+        rt: &Runtime,
+        provider: &dyn Provider,
+        message: &str,
+    ) -> Result<std::result::Result<TurnOutcome, crate::error::Error>> {
+        let progress = TermProgress::new(self.json);
+        match rt.agent_turn_with(provider, self.conversation.as_deref(), message, &progress) {
+            Ok(o) => {
+                self.conversation = Some(o.conversation_id.clone());
+                self.deliver(&o, &progress)?;
+                Ok(Ok(o))
+            }
+            Err(e) => {
+                progress.close_line();
+                Ok(Err(e))
+            }
         }
     }
 
@@ -213,12 +360,8 @@ impl CliChannel {
                 }
                 _ => {
                     crate::runtime::CANCEL.store(false, std::sync::atomic::Ordering::SeqCst);
-                    match rt.agent_turn(provider, self.conversation.as_deref(), input) {
-                        Ok(outcome) => {
-                            self.conversation = Some(outcome.conversation_id.clone());
-                            self.deliver(&outcome)?;
-                        }
-                        Err(e) => eprintln!("error: {e}"),
+                    if let Err(e) = self.turn(rt, provider, input)? {
+                        eprintln!("error: {e}");
                     }
                 }
             }
@@ -234,12 +377,7 @@ impl Channel for CliChannel {
     fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
         log::info!(target: "event::channel_started", "channel={}", self.name());
         match self.message.clone() {
-            Some(m) => {
-                let outcome = rt.agent_turn(provider, self.conversation.as_deref(), &m)?;
-                self.conversation = Some(outcome.conversation_id.clone());
-                self.deliver(&outcome)?;
-                Ok(outcome.exit_code())
-            }
+            Some(m) => Ok(self.turn(rt, provider, &m)??.exit_code()),
             None => self.repl(rt, provider),
         }
     }

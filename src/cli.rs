@@ -152,7 +152,13 @@ stdin is the message. On a terminal with no -m, starts a REPL (/tools,
   --lock NAME             refuse to start (exit 8) while another run holds NAME
   --timeout SECS          bound the whole run, tools and provider calls included (exit 6)
   --hint NAME             routing hint for a router provider (e.g. fast)
-  --json                  print one JSON object: answer, tool calls, rounds, usage"
+  --no-stream             ask for each answer whole instead of streamed
+  --json                  print one JSON object: answer, tool calls, rounds, usage
+
+On a terminal the answer appears as it streams in (never the model's
+<think> reasoning or tool-call syntax) and each tool call gets a status
+line on stderr (`→ shell: git status … 12 ms`); piped output and --json
+get only the final answer."
         }
         ["memory", ..] => {
             "Usage: latchclaw memory list [--limit N] [--json]
@@ -261,6 +267,7 @@ struct Args {
     lock: Option<String>,
     timeout: Option<u64>,
     hint: Option<String>,
+    no_stream: bool,
     clear: bool,
     force: bool,
 }
@@ -346,6 +353,10 @@ fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Args> {
             Long("hint") => {
                 a.hint = Some(text(&mut p)?);
                 "hint"
+            }
+            Long("no-stream") => {
+                a.no_stream = true;
+                "no-stream"
             }
             Long("autonomy") => {
                 a.autonomy = Some(text(&mut p)?);
@@ -808,6 +819,7 @@ fn config_value(cfg: &Config) -> Value {
             }
             if p.kind == crate::config::ProviderKind::OpenAiCompatible {
                 m.insert("tool_mode".into(), p.tool_mode.as_str().into());
+                m.insert("stream".into(), p.stream.into());
                 m.insert("retries".into(), p.retries.into());
                 if let Some(n) = p.max_tokens {
                     m.insert("max_tokens".into(), n.into());
@@ -1247,6 +1259,7 @@ fn cmd_agent(a: &Args) -> Result<i32> {
             "resume",
             "lock",
             "timeout",
+            "no-stream",
         ],
     )?;
     if [
@@ -1263,11 +1276,16 @@ fn cmd_agent(a: &Args) -> Result<i32> {
             "give one of --conversation ID, --continue or --resume ID",
         ));
     }
-    let cfg = a.load_config()?;
+    let mut cfg = a.load_config()?;
     if !cfg.cli_enabled {
         return Err(Error::usage(
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
+    }
+    if a.no_stream {
+        for p in cfg.providers.values_mut() {
+            p.stream = false;
+        }
     }
     let message = match (&a.resume, a.message.as_deref()) {
         // Resuming: the operator's decisions are the new turn.

@@ -135,6 +135,9 @@ pub struct ProviderConfig {
     /// Extra request headers (never credentials: those come from the env).
     pub headers: Vec<(String, String)>,
     pub tool_mode: ToolMode,
+    /// openai-compatible: ask for server-sent events (`agent --no-stream`
+    /// turns it off for a run).
+    pub stream: bool,
     /// Retries after 408/429/5xx and transport errors.
     pub retries: u32,
     /// router: `--hint NAME` → provider.
@@ -838,6 +841,7 @@ fn builtin_local(default_model: &str) -> ProviderConfig {
         max_tokens: None,
         headers: Vec::new(),
         tool_mode: ToolMode::Auto,
+        stream: true,
         retries: 2,
         hints: Vec::new(),
         routes: Vec::new(),
@@ -887,6 +891,7 @@ fn read_providers(
                     tool_mode: r
                         .enum_str(&mut p, "tool_mode", ToolMode::parse, ToolMode::ALLOWED)
                         .unwrap_or(ToolMode::Auto),
+                    stream: r.boolean(&mut p, "stream", true),
                     retries: r.int(&mut p, "retries", 2, 0, 10) as u32,
                     hints: r.string_map(&mut p, "hints"),
                     routes: r.string_map(&mut p, "routes"),
@@ -1169,6 +1174,19 @@ tools_allow = ["file_read", "teleport"]
             );
         }
         assert_eq!(e.len(), want.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn stream_is_a_boolean_on_by_default() {
+        let base =
+            "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n";
+        assert!(parse(base).unwrap().providers["o"].stream);
+        assert!(!parse(&format!("{base}stream = false\n")).unwrap().providers["o"].stream);
+        let e = errors(&format!("{base}stream = \"no\"\n"));
+        assert_eq!(
+            e,
+            ["providers.models.o.stream: expected true or false, found string"]
+        );
     }
 
     #[test]

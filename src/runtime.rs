@@ -5,7 +5,10 @@ use crate::channels::{Approval, Approver};
 use crate::config::Config;
 use crate::error::{Error, IoContext, Kind, Result, exit};
 use crate::memory::{Memory, NewTurn};
-use crate::providers::{ChatRequest, Message, Provider, Role, ToolCall, ToolSpec, Usage};
+use crate::providers::visible::Visible;
+use crate::providers::{
+    ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
+};
 use crate::receipts::{NewReceipt, ReceiptLog};
 use crate::security::{Gate, Verdict};
 use crate::tools::{self, ToolCtx, ToolResult};
@@ -19,6 +22,121 @@ pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 
 pub fn cancelled() -> bool {
     CANCEL.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
+/// Every method does nothing unless the channel says otherwise.
+pub trait Progress {
+    /// A provider call starts (0 for the first of the turn).
+    fn round_start(&self, round: u32) {
+        let _ = round;
+    }
+    /// More of this round's answer as it streams in, safe to show: never
+    /// `<think>` reasoning or tool-call syntax.
+    fn text(&self, delta: &str) {
+        let _ = delta;
+    }
+    /// A tool call is about to be decided and run; `summary` is its main
+    /// argument, short and printable.
+    fn tool_start(&self, tool: &str, summary: &str) {
+        let _ = (tool, summary);
+    }
+    /// The call ended: `allowed`, `approved`, `denied`, `failed`,
+    /// `repeated` (not run again) or `cancelled`.
+    fn tool_end(&self, tool: &str, status: &str, ms: u128) {
+        let _ = (tool, status, ms);
+    }
+}
+
+/// Shows nothing (`--json`, tests, anything without a screen).
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// One provider call's view of the turn: what of its text may be shown
+/// (and, should the stream be cut, is its partial answer: no reasoning, no
+/// half-written tool call), and when to stop (the run's deadline, Ctrl-C).
+struct RoundSink<'p> {
+    visible: Visible,
+    shown: String,
+    progress: &'p dyn Progress,
+    deadline: Option<Instant>,
+}
+
+impl StreamSink for RoundSink<'_> {
+    fn text(&mut self, delta: &str) {
+        let shown = self.visible.push(delta);
+        if !shown.is_empty() {
+            self.progress.text(&shown);
+            self.shown.push_str(&shown);
+        }
+    }
+
+    fn stop(&mut self) -> Option<String> {
+        if cancelled() {
+            Some("cancelled by the operator (Ctrl-C)".into())
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Some("the run's --timeout was reached".into())
+        } else {
+            None
+        }
+    }
+}
+
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    CANCEL.store(true, std::sync::atomic::Ordering::SeqCst);
+    crate::tools::shell::PENDING_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// While a provider call runs in a one-shot turn, Ctrl-C cuts the call and
+/// ends the turn as cancelled (recorded), and latchclaw then dies of the
+/// signal on its way out (main.rs). A handler already in place (the REPL's)
+/// is left alone.
+struct InterruptGuard(bool);
+
+impl InterruptGuard {
+    fn install() -> InterruptGuard {
+        // SAFETY: the handler only stores to atomics.
+        let prev = unsafe {
+            libc::signal(
+                libc::SIGINT,
+                on_interrupt as *const () as libc::sighandler_t,
+            )
+        };
+        if prev != libc::SIG_DFL {
+            // SAFETY: puts back the handler that was there.
+            unsafe { libc::signal(libc::SIGINT, prev) };
+            return InterruptGuard(false);
+        }
+        InterruptGuard(true)
+    }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        if self.0 {
+            // SAFETY: restores the default disposition.
+            unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+        }
+    }
+}
+
+/// The main argument of a call, on one short line, for a status line.
+pub fn summarize_args(args: &Value) -> String {
+    let main = ["command", "path", "url", "query"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str));
+    let text = match main {
+        Some(s) => s.to_string(),
+        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        None => args.to_string(),
+    };
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let printable = crate::util::printable(&one_line);
+    match printable.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &printable[..i]),
+        None => printable,
+    }
 }
 
 pub struct Runtime<'a> {
@@ -440,12 +558,84 @@ impl<'a> Runtime<'a> {
         })
     }
 
+    /// A provider call cut mid-answer. Its partial answer is kept as the
+    /// turn's assistant message, marked `"cut": true`. Cut by the run's
+    /// deadline or Ctrl-C, the turn ends as a timeout or cancel does;
+    /// otherwise (the server closed or failed mid-stream) it is a provider
+    /// error.
+    fn cut(
+        &self,
+        conv: String,
+        e: crate::providers::ProviderError,
+        partial: String,
+        round: u32,
+        (calls, usage, started): (Vec<CallRecord>, Usage, Instant),
+    ) -> Result<TurnOutcome> {
+        let meta = json!({"answered_by": e.provider, "round": round, "cut": true,
+                          "error": e.message})
+        .to_string();
+        let model = self
+            .cfg
+            .provider(&e.provider)
+            .map_or_else(|_| self.cfg.default_model.clone(), |p| p.model.clone());
+        let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
+        if timed_out || cancelled() {
+            let (note, reason) = if cancelled() {
+                ("cancelled by the operator (Ctrl-C)", "cancelled")
+            } else {
+                ("stopped: the run's --timeout was reached", "timeout")
+            };
+            let answer = if partial.is_empty() {
+                note.to_string()
+            } else {
+                format!("{partial}\n[{note}]")
+            };
+            log::warn!(target: "event::provider_cut", "{e}");
+            return self.finish(
+                conv,
+                answer,
+                (e.provider.clone(), model),
+                Some(meta),
+                reason,
+                (calls, usage, round, started),
+            );
+        }
+        log::error!(target: "event::provider_error", "{e}");
+        self.memory.add_turn(&NewTurn {
+            conversation_id: &conv,
+            role: "assistant",
+            content: &partial,
+            provider: Some(&e.provider),
+            model: Some(&model),
+            metadata: Some(meta),
+            ..Default::default()
+        })?;
+        Err(Error::new(
+            Kind::Runtime,
+            format!(
+                "{e}; the partial answer ({} chars) is saved in conversation {conv}, marked cut",
+                partial.chars().count()
+            ),
+        ))
+    }
+
     /// One user turn: provider ↔ tools until a text answer or the round limit.
     pub fn agent_turn(
         &self,
         provider: &dyn Provider,
         conversation_id: Option<&str>,
         message: &str,
+    ) -> Result<TurnOutcome> {
+        self.agent_turn_with(provider, conversation_id, message, &NoProgress)
+    }
+
+    /// `agent_turn`, telling `progress` what happens as it happens.
+    pub fn agent_turn_with(
+        &self,
+        provider: &dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+        progress: &dyn Progress,
     ) -> Result<TurnOutcome> {
         let started = Instant::now();
         // A new conversation has no history to read (one statement less to
@@ -497,7 +687,9 @@ impl<'a> Runtime<'a> {
         let mut usage = Usage::default();
         let mut rounds = 0;
         // The last call that ran: (name, arguments, what the model got back).
-        let mut last_call: Option<(String, Value, String)> = None;
+        // The last call that ran or was refused: (name, arguments, what the
+        // model got back, refused?).
+        let mut last_call: Option<(String, Value, String, bool)> = None;
         // What the model got back in the last round, for a turn that stops.
         let mut last_results: Vec<(String, String)> = Vec::new();
         let mut asked_plain = false;
@@ -530,10 +722,27 @@ impl<'a> Runtime<'a> {
             if rounds == max_rounds && rounds > 0 && !last_results.is_empty() {
                 req.messages.push(Message::runtime(LAST_ROUND));
             }
-            let resp = provider.chat(&req).map_err(|e| {
-                log::error!(target: "event::provider_error", "{e}");
-                Error::new(Kind::Runtime, e.to_string())
-            })?;
+            progress.round_start(rounds);
+            let mut sink = RoundSink {
+                visible: Visible::new(&req.tools),
+                shown: String::new(),
+                progress,
+                deadline: self.deadline,
+            };
+            let answered = {
+                let _ctrl_c = InterruptGuard::install();
+                provider.chat_streaming(&req, &mut sink)
+            };
+            let resp = match answered {
+                Ok(r) => r,
+                Err(e) if e.kind == ProviderErrorKind::StreamCut => {
+                    return self.cut(conv, e, sink.shown, rounds, (calls, usage, started));
+                }
+                Err(e) => {
+                    log::error!(target: "event::provider_error", "{e}");
+                    return Err(Error::new(Kind::Runtime, e.to_string()));
+                }
+            };
             if let Some(u) = &resp.usage {
                 usage.add(u);
                 self.run_usage.borrow_mut().add(u);
@@ -616,18 +825,20 @@ impl<'a> Runtime<'a> {
             let mut failed = None;
             let mut repeated = None;
             for call in &resp.tool_calls {
+                let call_started = Instant::now();
+                progress.tool_start(&call.name, &summarize_args(&call.arguments));
                 let repeat = last_call
                     .as_ref()
-                    .filter(|(name, args, _)| *name == call.name && *args == call.arguments);
+                    .filter(|(name, args, ..)| *name == call.name && *args == call.arguments);
                 // A cancelled call is not attempted, so it gets no receipt;
                 // the history still gets a result for every call made.
-                let (content, tool_results, meta) = if let Some((_, _, earlier)) = repeat {
+                let (content, tool_results, meta) = if let Some((_, _, earlier, refused)) = repeat {
                     // Small models repeat a call after its result; running it
                     // again would loop until the round limit. They answer
                     // when a user-role line tells them to use what they have
                     // (measured with Qwen2.5-Coder-1.5B: the same words inside
                     // the tool result were ignored).
-                    repeated = Some(call.name.clone());
+                    repeated = Some((call.name.clone(), *refused));
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
                     (earlier.clone(), None, status)
                 } else if cancelled() {
@@ -642,22 +853,30 @@ impl<'a> Runtime<'a> {
                         Ok((record, result)) => {
                             let meta = json!({"tool_call_id": call.id, "status": record.status,
                                               "receipt_id": record.receipt_id});
+                            let refused = record.status == "denied";
                             calls.push(record);
                             let results =
                                 json!([{"tool": call.name, "result": result}]).to_string();
                             let content = result.for_model();
-                            // A failed call may be worth trying again as it is.
-                            last_call = result.success.then(|| {
-                                (call.name.clone(), call.arguments.clone(), content.clone())
+                            // A failed call may be worth trying again as it is;
+                            // a refused one is refused again (and asking again
+                            // would queue another approval for the operator).
+                            last_call = (result.success || refused).then(|| {
+                                let args = call.arguments.clone();
+                                (call.name.clone(), args, content.clone(), refused)
                             });
                             (content, Some(results), meta)
                         }
                         Err(e) => {
+                            let ms = call_started.elapsed().as_millis();
+                            progress.tool_end(&call.name, "failed", ms);
                             failed = Some(e);
                             break;
                         }
                     }
                 };
+                let status = meta["status"].as_str().unwrap_or("");
+                progress.tool_end(&call.name, status, call_started.elapsed().as_millis());
                 req.messages.push(Message {
                     tool_call_id: Some(call.id.clone()),
                     ..Message::new(Role::Tool, content.clone())
@@ -665,12 +884,20 @@ impl<'a> Runtime<'a> {
                 last_results.push((call.name.clone(), content.clone()));
                 results.push((content, tool_results, meta.to_string()));
             }
-            if let Some(name) = repeated {
-                req.messages.push(Message::runtime(format!(
-                    "[latchclaw: you called {name} again with the same arguments; it was not \
-                     run again and its result is above. Answer the user now, in plain text, \
-                     from that result.]"
-                )));
+            if let Some((name, refused)) = repeated {
+                req.messages.push(Message::runtime(if refused {
+                    format!(
+                        "[latchclaw: you called {name} again with the same arguments; it was \
+                         refused before, so it was not tried again. Do not retry it. Answer the \
+                         user now, in plain text, and say it was refused and why.]"
+                    )
+                } else {
+                    format!(
+                        "[latchclaw: you called {name} again with the same arguments; it was not \
+                         run again and its result is above. Answer the user now, in plain text, \
+                         from that result.]"
+                    )
+                }));
             }
             // The round is one transaction (see `Memory::add_turns`), written
             // before the next provider call, and also when a call failed.

@@ -494,6 +494,21 @@ fn a_refusal_beats_the_round_limit_and_estop_beats_both() {
     let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
     assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");
     assert_eq!(r.code, 4, "{r:?}");
+    // The refused call repeated is not judged again (one receipt, one
+    // record): the model is told it was refused and not to retry.
+    assert_eq!(v["tool_calls"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(env.receipts().len(), 1);
+    let reqs = env.requests();
+    let line = reqs[2]["request"]["messages"].as_array().unwrap().clone();
+    let lines: Vec<&str> = line
+        .iter()
+        .filter(|m| m["from_runtime"] == true)
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("refused before")),
+        "{lines:?}"
+    );
     assert_eq!(env.run(&["estop"]).code, 0);
     let (r, v) = env.json(&["agent", "-m", "read it", "--json"]);
     assert_eq!(v["exit_reason"], "max_tool_rounds", "{v}");

@@ -64,7 +64,8 @@ fn text_reply_and_what_was_sent() {
     assert_eq!(q.header("x-title"), Some("latchclaw-test"));
     let body = q.json();
     assert_eq!(body["model"], "gpt-4o-mini");
-    assert_eq!(body["stream"], false);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
     assert_eq!(body["temperature"], 0.2);
     assert_eq!(body["max_tokens"], 256);
     assert_eq!(body["messages"][0]["role"], "system");

@@ -7,7 +7,7 @@
 
 use super::{
     Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ProviderErrorKind, Role,
-    ToolCall,
+    StreamSink, ToolCall,
 };
 use crate::config::ProviderConfig;
 use crate::error::{Error, Result};
@@ -91,6 +91,9 @@ pub struct MockProvider {
     model: String,
     fixture: Fixture,
     record: Option<PathBuf>,
+    /// Pass the answer to a streaming caller in pieces (`stream = false`:
+    /// all at once), so the display path runs without a server.
+    stream: bool,
 }
 
 fn parse_error_kind(s: &str, origin: &str) -> Result<ProviderErrorKind> {
@@ -140,6 +143,7 @@ impl MockProvider {
             model: p.model.clone(),
             fixture,
             record: p.record_requests.clone(),
+            stream: p.stream,
         })
     }
 
@@ -170,6 +174,22 @@ impl MockProvider {
     }
 }
 
+/// `text` in up to `n` pieces of about equal length, cut at char boundaries.
+fn pieces(text: &str, n: usize) -> Vec<&str> {
+    let step = text.len().div_ceil(n).max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + step).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
+
 /// Replaces `{{user_message}}` and `{{tool_results}}` in a scripted text.
 fn fill(template: &str, user: &str, tool_results: &str) -> String {
     template
@@ -187,6 +207,20 @@ impl Provider for MockProvider {
             native_tool_calls: true,
             deterministic: true,
         }
+    }
+
+    fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        sink: &mut dyn StreamSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let resp = self.chat(req)?;
+        if self.stream {
+            for piece in pieces(&resp.final_text, 3) {
+                sink.text(piece);
+            }
+        }
+        Ok(resp)
     }
 
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
@@ -283,6 +317,7 @@ mod tests {
             model: "mock".into(),
             fixture: toml::from_str(fixture).unwrap(),
             record: None,
+            stream: true,
         }
     }
 
@@ -320,6 +355,28 @@ mod tests {
             .chat(&req(vec![Message::new(Role::User, "hello")]))
             .unwrap();
         assert!(r.final_text.ends_with("You said: hello"));
+    }
+
+    #[test]
+    fn streaming_passes_the_answer_in_pieces() {
+        struct Collect(Vec<String>);
+        impl StreamSink for Collect {
+            fn text(&mut self, d: &str) {
+                self.0.push(d.to_string());
+            }
+            fn stop(&mut self) -> Option<String> {
+                None
+            }
+        }
+        let p = provider("[[script]]\n[[script.responses]]\ntext = \"héllo wörld, streamed\"\n");
+        let mut sink = Collect(Vec::new());
+        let r = p
+            .chat_streaming(&req(vec![Message::new(Role::User, "x")]), &mut sink)
+            .unwrap();
+        assert!(sink.0.len() > 1, "{:?}", sink.0);
+        assert_eq!(sink.0.concat(), r.final_text);
+        assert_eq!(pieces("", 3), Vec::<&str>::new());
+        assert_eq!(pieces("éé", 3).concat(), "éé");
     }
 
     #[test]

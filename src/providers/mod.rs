@@ -5,7 +5,9 @@ mod mock;
 pub mod openai;
 mod reliable;
 mod router;
+pub mod sse;
 pub mod textcalls;
+pub mod visible;
 
 use crate::config::{Config, ProviderKind};
 use crate::error::{Error, Result};
@@ -135,6 +137,9 @@ pub enum ProviderErrorKind {
     Server,
     BadRequest,
     BadResponse,
+    /// A streamed answer that stopped before it was complete (the server
+    /// closed or failed mid-stream, or the run's deadline or Ctrl-C cut it).
+    StreamCut,
 }
 
 impl ProviderErrorKind {
@@ -146,6 +151,7 @@ impl ProviderErrorKind {
         "server",
         "bad_request",
         "bad_response",
+        "stream_cut",
     ];
     pub fn as_str(self) -> &'static str {
         Self::ALLOWED[self as usize]
@@ -160,11 +166,14 @@ impl ProviderErrorKind {
             Server,
             BadRequest,
             BadResponse,
+            StreamCut,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
     }
-    /// Errors another provider might not have.
+    /// Errors another provider might not have. A cut stream does not fall
+    /// back: part of its answer may already be on the screen, and another
+    /// provider would start a different one.
     pub fn falls_back(self) -> bool {
         use ProviderErrorKind::*;
         matches!(self, Network | Timeout | Auth | RateLimit | Server)
@@ -196,10 +205,42 @@ pub struct Capabilities {
     pub deterministic: bool,
 }
 
+/// Receives an answer while it streams in, and may stop the call.
+pub trait StreamSink {
+    /// The next piece of the model's text as the server sent it: it may hold
+    /// `<think>` reasoning or tool calls written as text (`visible` says
+    /// what of it can be shown).
+    fn text(&mut self, delta: &str);
+    /// Asked at least every 100 ms while a call waits on the server; `Some`
+    /// (why) abandons the call at once with a `StreamCut` error.
+    fn stop(&mut self) -> Option<String>;
+}
+
+/// A sink that shows nothing and never stops a call.
+pub struct NoSink;
+
+impl StreamSink for NoSink {
+    fn text(&mut self, _: &str) {}
+    fn stop(&mut self) -> Option<String> {
+        None
+    }
+}
+
 pub trait Provider {
     fn name(&self) -> &str;
     fn capabilities(&self) -> Capabilities;
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+    /// `chat`, passing the answer's text to `sink` as it arrives (when the
+    /// provider streams) and stopping when `sink` says so. The default
+    /// answers all at once.
+    fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        sink: &mut dyn StreamSink,
+    ) -> Result<ChatResponse, ProviderError> {
+        let _ = sink;
+        self.chat(req)
+    }
 }
 
 /// Builds the named provider (and, for `reliable`, the ones it wraps).
@@ -257,5 +298,23 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
                 default_route: p.default_route.clone().unwrap_or_default(),
             }))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProviderErrorKind;
+
+    #[test]
+    fn error_kinds_round_trip_and_a_cut_stream_does_not_fall_back() {
+        for name in ProviderErrorKind::ALLOWED {
+            assert_eq!(ProviderErrorKind::parse(name).unwrap().as_str(), *name);
+        }
+        assert_eq!(
+            ProviderErrorKind::parse("stream_cut"),
+            Some(ProviderErrorKind::StreamCut)
+        );
+        assert!(!ProviderErrorKind::StreamCut.falls_back());
+        assert!(ProviderErrorKind::Timeout.falls_back());
     }
 }

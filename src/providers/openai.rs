@@ -1,23 +1,28 @@
 //! `openai-compatible`: blocking `POST {base_url}/chat/completions` with
 //! ureq, for OpenAI, OpenRouter, llama.cpp's server, Ollama, vLLM and LM
 //! Studio. Native tool calling, or tools described in the prompt and read
-//! back from `<tool_call>` blocks for models without it.
+//! back from `<tool_call>` blocks for models without it. Answers stream as
+//! server-sent events (`sse.rs`) unless `stream = false`.
 
+use super::sse::{Assembly, Decoder, Event};
 use super::textcalls::{decode_arguments, parse_text_calls, strip_think};
 use super::{
     Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
-    Role, ToolCall, ToolSpec, Usage,
+    Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
 use crate::config::{ProviderConfig, ToolMode};
 use serde_json::{Value, json};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::Read;
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
 
 /// The longest `Retry-After` we wait out before giving up (so `reliable`
 /// can fall back instead).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 const BACKOFF_BASE_MS: u64 = 200;
+/// How often a call waiting on the server asks its sink whether to stop.
+const POLL: Duration = Duration::from_millis(50);
 
 pub struct OpenAiCompatible {
     name: String,
@@ -30,11 +35,21 @@ pub struct OpenAiCompatible {
     /// `auto` becomes `text` for the rest of the process once the server
     /// says it has no tool support.
     mode: Cell<ToolMode>,
+    /// Off for the rest of the process once the server refuses streaming.
+    stream: Cell<bool>,
     retries: u32,
     max_response_bytes: u64,
     timeout_secs: u64,
     agent: ureq::Agent,
+    /// The thread that carries the HTTP exchanges, one at a time, so that
+    /// waiting on the server never blocks past a deadline or Ctrl-C. Started
+    /// on first use (a thread per request costs far more than handing work
+    /// to one that runs); an exchange abandoned half-way keeps its thread,
+    /// which ends with it, and the next one starts a new thread.
+    worker: RefCell<Option<SyncSender<Job>>>,
 }
+
+type Job = Box<dyn FnOnce() + Send>;
 
 /// Why one HTTP exchange failed.
 enum SendError {
@@ -42,7 +57,91 @@ enum SendError {
     Retry(ProviderError, Option<Duration>),
     /// The server rejected the tools field.
     ToolsUnsupported(ProviderError),
+    /// The server rejected `stream: true`.
+    StreamRefused(ProviderError),
     Fatal(ProviderError),
+}
+
+/// What the thread carrying one HTTP exchange reports, in order.
+enum Wire {
+    /// A `text/event-stream` response: its body follows in `Bytes`.
+    Head {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    /// Any other response, read whole (up to one byte past the cap) in one
+    /// hand-over.
+    Whole {
+        status: u16,
+        retry_after: Option<Duration>,
+        body: std::io::Result<Vec<u8>>,
+    },
+    Bytes(Vec<u8>),
+    End,
+    SendFailed(ureq::Error),
+    ReadFailed(std::io::Error),
+}
+
+impl Wire {
+    fn last(&self) -> bool {
+        !matches!(self, Wire::Head { .. } | Wire::Bytes(_))
+    }
+}
+
+/// One exchange in progress on the worker. Dropped before its last report
+/// arrived, it retires the worker still busy with it.
+struct Exchange<'a> {
+    rx: Receiver<Wire>,
+    done: bool,
+    worker: &'a RefCell<Option<SyncSender<Job>>>,
+}
+
+impl Drop for Exchange<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.worker.borrow_mut().take();
+        }
+    }
+}
+
+impl Exchange<'_> {
+    /// The next report, asking `sink` every `POLL` whether to stop waiting
+    /// (`Err`: why).
+    fn next(&mut self, sink: &mut dyn StreamSink) -> Result<Wire, String> {
+        loop {
+            if let Some(why) = sink.stop() {
+                return Err(why);
+            }
+            match self.rx.recv_timeout(POLL) {
+                Ok(w) => {
+                    self.done |= w.last();
+                    return Ok(w);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.done = true;
+                    return Ok(Wire::ReadFailed(std::io::Error::other(
+                        "the connection thread ended",
+                    )));
+                }
+            }
+        }
+    }
+
+    /// After `[DONE]`, waits briefly for the body's end, so the connection
+    /// goes back to the pool (and the worker is free) for the next request.
+    fn drain(&mut self) {
+        let until = Instant::now() + Duration::from_millis(100);
+        while let Ok(w) = self
+            .rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            if w.last() {
+                self.done = true;
+                return;
+            }
+        }
+    }
 }
 
 impl OpenAiCompatible {
@@ -65,10 +164,12 @@ impl OpenAiCompatible {
             temperature: p.temperature,
             max_tokens: p.max_tokens,
             mode: Cell::new(p.tool_mode),
+            stream: Cell::new(p.stream),
             retries: p.retries,
             max_response_bytes,
             timeout_secs: p.timeout_secs,
             agent: config.new_agent(),
+            worker: RefCell::new(None),
         }
     }
 
@@ -175,52 +276,202 @@ impl OpenAiCompatible {
         crate::util::printable(&s)
     }
 
-    fn send_once(
+    /// Hands one exchange to the worker thread.
+    fn start_exchange(
         &self,
         body: &str,
         key: Option<&str>,
-        had_tools: bool,
-    ) -> Result<Vec<u8>, SendError> {
+        streaming: bool,
+    ) -> Result<Exchange<'_>, SendError> {
+        let accept = if streaming {
+            "text/event-stream, application/json"
+        } else {
+            "application/json"
+        };
         let mut request = self
             .agent
             .post(&self.url)
             .header("Content-Type", "application/json")
-            .header("Accept", "application/json");
+            .header("Accept", accept);
         if let Some(k) = key {
             request = request.header("Authorization", format!("Bearer {k}"));
         }
         for (n, v) in &self.headers {
             request = request.header(n.as_str(), v.as_str());
         }
-        let mut resp = match request.send(body) {
-            Ok(r) => r,
-            Err(e) => return Err(self.transport_error(e)),
-        };
-        let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let mut bytes = Vec::new();
-        let read = resp
-            .body_mut()
-            .as_reader()
-            .take(self.max_response_bytes + 1)
-            .read_to_end(&mut bytes);
-        if let Err(e) = read {
-            if e.kind() == std::io::ErrorKind::TimedOut {
-                return Err(self.timed_out(format!("reading the response: {e}")));
+        // Bounded: a reader far ahead of the parser waits for it.
+        let (tx, rx) = sync_channel(64);
+        let body = body.to_string();
+        let max_bytes = self.max_response_bytes;
+        let job: Job = Box::new(move || {
+            let resp = match request.send(&body) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Wire::SendFailed(e));
+                    return;
+                }
+            };
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| v.trim().to_ascii_lowercase())
+            };
+            let status = resp.status().as_u16();
+            let event_stream =
+                header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+            let retry_after = header("retry-after")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let mut reader = resp.into_body().into_reader();
+            if !event_stream {
+                let mut bytes = Vec::new();
+                let body = (&mut reader)
+                    .take(max_bytes + 1)
+                    .read_to_end(&mut bytes)
+                    .map(|_| bytes);
+                let _ = tx.send(Wire::Whole {
+                    status,
+                    retry_after,
+                    body,
+                });
+                return;
             }
-            return Err(SendError::Retry(
-                self.err(
+            let head = Wire::Head {
+                status,
+                retry_after,
+            };
+            if tx.send(head).is_err() {
+                return;
+            }
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                let msg = match reader.read(&mut buf) {
+                    Ok(0) => Wire::End,
+                    Ok(n) => Wire::Bytes(buf[..n].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => Wire::ReadFailed(e),
+                };
+                let last = msg.last();
+                if tx.send(msg).is_err() || last {
+                    return;
+                }
+            }
+        });
+        let mut worker = self.worker.borrow_mut();
+        // No worker yet, or it is gone: start one.
+        let job = match &*worker {
+            Some(w) => w.send(job).err().map(|e| e.0),
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            let (jobs, queue) = sync_channel::<Job>(1);
+            let spawned = std::thread::Builder::new()
+                .name("provider-http".into())
+                .spawn(move || {
+                    // Ends when the provider lets go of it.
+                    while let Ok(job) = queue.recv() {
+                        job();
+                    }
+                });
+            if let Err(e) = spawned {
+                return Err(SendError::Fatal(self.err(
                     ProviderErrorKind::Network,
-                    format!("reading the response: {e}"),
-                ),
-                None,
-            ));
+                    format!("cannot start the request thread: {e}"),
+                )));
+            }
+            let _ = jobs.send(job);
+            *worker = Some(jobs);
         }
+        Ok(Exchange {
+            rx,
+            done: false,
+            worker: &self.worker,
+        })
+    }
+
+    fn send_once(
+        &self,
+        body: &str,
+        key: Option<&str>,
+        had_tools: bool,
+        streaming: bool,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Vec<u8>, SendError> {
+        let mut ex = self.start_exchange(body, key, streaming)?;
+        let stopped = |why: String, n: usize| {
+            SendError::Fatal(self.err(
+                ProviderErrorKind::StreamCut,
+                format!("stopped: {why} ({n} bytes of the response had arrived)"),
+            ))
+        };
+        let (status, retry_after, bytes) = match ex.next(sink) {
+            Err(why) => return Err(stopped(why, 0)),
+            Ok(Wire::Whole {
+                status,
+                retry_after,
+                body,
+            }) => match body {
+                Ok(b) => (status, retry_after, b),
+                Err(e) if is_timeout(&e) => {
+                    return Err(self.timed_out(format!("reading the response: {e}")));
+                }
+                Err(e) => {
+                    return Err(SendError::Retry(
+                        self.err(
+                            ProviderErrorKind::Network,
+                            format!("reading the response: {e}"),
+                        ),
+                        None,
+                    ));
+                }
+            },
+            Ok(Wire::Head { status, .. }) if streaming && (200..300).contains(&status) => {
+                return self.read_events(&mut ex, sink);
+            }
+            // An event stream we did not ask for, or as an error's body.
+            Ok(Wire::Head {
+                status,
+                retry_after,
+            }) => {
+                let mut bytes = Vec::new();
+                loop {
+                    match ex.next(sink) {
+                        Err(why) => return Err(stopped(why, bytes.len())),
+                        Ok(Wire::Bytes(b)) => {
+                            bytes.extend_from_slice(&b);
+                            if bytes.len() as u64 > self.max_response_bytes {
+                                break;
+                            }
+                        }
+                        Ok(Wire::ReadFailed(e)) if is_timeout(&e) => {
+                            return Err(self.timed_out(format!("reading the response: {e}")));
+                        }
+                        Ok(Wire::ReadFailed(e)) => {
+                            return Err(SendError::Retry(
+                                self.err(
+                                    ProviderErrorKind::Network,
+                                    format!("reading the response: {e}"),
+                                ),
+                                None,
+                            ));
+                        }
+                        Ok(_) => break,
+                    }
+                }
+                (status, retry_after, bytes)
+            }
+            Ok(Wire::SendFailed(e)) => return Err(self.transport_error(e)),
+            Ok(_) => {
+                return Err(SendError::Retry(
+                    self.err(
+                        ProviderErrorKind::Network,
+                        "the connection ended before a response",
+                    ),
+                    None,
+                ));
+            }
+        };
         if bytes.len() as u64 > self.max_response_bytes {
             return Err(SendError::Fatal(self.err(
                 ProviderErrorKind::BadResponse,
@@ -240,6 +491,9 @@ impl OpenAiCompatible {
             408 => SendError::Retry(self.err(ProviderErrorKind::Timeout, msg), retry_after),
             429 => SendError::Retry(self.err(ProviderErrorKind::RateLimit, msg), retry_after),
             500..=599 => SendError::Retry(self.err(ProviderErrorKind::Server, msg), retry_after),
+            400 | 422 if streaming && detail.to_lowercase().contains("stream") => {
+                SendError::StreamRefused(self.err(ProviderErrorKind::BadRequest, msg))
+            }
             400 | 422 if had_tools && says_tools_unsupported(&detail) => {
                 SendError::ToolsUnsupported(self.err(ProviderErrorKind::BadRequest, msg))
             }
@@ -265,10 +519,17 @@ impl OpenAiCompatible {
     }
 
     /// One logical request: retries with exponential backoff and jitter.
-    fn send(&self, body: &str, key: Option<&str>, had_tools: bool) -> Result<Vec<u8>, SendError> {
+    fn send(
+        &self,
+        body: &str,
+        key: Option<&str>,
+        had_tools: bool,
+        streaming: bool,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Vec<u8>, SendError> {
         let mut attempt = 0;
         loop {
-            match self.send_once(body, key, had_tools) {
+            match self.send_once(body, key, had_tools, streaming, sink) {
                 Err(SendError::Retry(e, wait)) if attempt < self.retries => {
                     let backoff = BACKOFF_BASE_MS << attempt.min(6);
                     let jittered = Duration::from_millis(backoff / 2 + fastrand::u64(0..=backoff));
@@ -293,10 +554,131 @@ impl OpenAiCompatible {
                         self.retries,
                         pause.as_millis()
                     );
-                    std::thread::sleep(pause);
+                    let until = Instant::now() + pause;
+                    while Instant::now() < until {
+                        if let Some(why) = sink.stop() {
+                            return Err(SendError::Fatal(self.err(
+                                ProviderErrorKind::StreamCut,
+                                format!("stopped: {why} (waiting to retry after: {})", e.message),
+                            )));
+                        }
+                        std::thread::sleep(
+                            POLL.min(until.saturating_duration_since(Instant::now())),
+                        );
+                    }
                     attempt += 1;
                 }
                 other => return other,
+            }
+        }
+    }
+
+    /// Reads server-sent events to the end of the answer, passing its text
+    /// on as it comes; returns the answer as a non-streamed response body.
+    /// Anything that goes wrong once events flow is a cut stream.
+    fn read_events(
+        &self,
+        ex: &mut Exchange,
+        sink: &mut dyn StreamSink,
+    ) -> Result<Vec<u8>, SendError> {
+        let mut decoder = Decoder::default();
+        let mut answer = Assembly::default();
+        let mut events = Vec::new();
+        let mut total: u64 = 0;
+        let cut = |answer: &Assembly, total: u64, what: String| {
+            SendError::Fatal(self.err(
+                ProviderErrorKind::StreamCut,
+                format!(
+                    "{what}; {total} bytes of the stream had arrived: {} chunks, {} chars of text, \
+                     {} tool calls begun",
+                    answer.chunks,
+                    answer.content.chars().count(),
+                    answer.calls.len()
+                ),
+            ))
+        };
+        loop {
+            let wire = match ex.next(sink) {
+                Ok(w) => w,
+                Err(why) => return Err(cut(&answer, total, format!("stopped: {why}"))),
+            };
+            let ended = match wire {
+                Wire::Bytes(b) => {
+                    total += b.len() as u64;
+                    if total > self.max_response_bytes {
+                        let what = format!(
+                            "the stream is larger than max_response_bytes ({} bytes)",
+                            self.max_response_bytes
+                        );
+                        return Err(cut(&answer, total, what));
+                    }
+                    decoder.push(&b, &mut events);
+                    None
+                }
+                Wire::End => Some(decoder.finish(&mut events).err().map(|n| {
+                    format!("the stream ended in the middle of an event ({n} bytes of it)")
+                })),
+                Wire::ReadFailed(e) => {
+                    let mid = decoder.finish(&mut events).is_err();
+                    let how = if is_timeout(&e) {
+                        format!(
+                            "no complete answer within {} s (raise providers.models.{}.timeout_secs \
+                             for a slow model): {e}",
+                            self.timeout_secs, self.name
+                        )
+                    } else {
+                        format!("reading the stream failed: {e}")
+                    };
+                    Some(Some(match mid {
+                        true => format!("{how}, in the middle of an event"),
+                        false => how,
+                    }))
+                }
+                Wire::Head { .. } | Wire::Whole { .. } | Wire::SendFailed(_) => {
+                    Some(Some("the connection thread misbehaved".to_string()))
+                }
+            };
+            for event in events.drain(..) {
+                let data = match event {
+                    Event::Done => {
+                        ex.drain();
+                        return Ok(answer.to_response().to_string().into_bytes());
+                    }
+                    Event::Data(d) => d,
+                };
+                let chunk: Value = match serde_json::from_str(&data) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let what =
+                            format!("an event is not JSON ({e}): {}", self.scrub(&data, None));
+                        return Err(cut(&answer, total, what));
+                    }
+                };
+                if chunk.get("error").is_some_and(|e| !e.is_null()) {
+                    let what = format!(
+                        "the server reported an error mid-stream: {}",
+                        self.scrub(&server_message(data.as_bytes()), None)
+                    );
+                    return Err(cut(&answer, total, what));
+                }
+                let text = answer.add(&chunk);
+                if !text.is_empty() {
+                    sink.text(text);
+                }
+            }
+            match ended {
+                None => {}
+                // Without `[DONE]`, a stream that said how it finished is
+                // whole; one that did not was cut.
+                Some(None) if answer.finish_reason.is_some() => {
+                    return Ok(answer.to_response().to_string().into_bytes());
+                }
+                Some(None) => {
+                    let what =
+                        "the stream ended before the answer finished (no finish_reason, no [DONE])";
+                    return Err(cut(&answer, total, what.to_string()));
+                }
+                Some(Some(what)) => return Err(cut(&answer, total, what)),
             }
         }
     }
@@ -383,20 +765,43 @@ impl Provider for OpenAiCompatible {
     }
 
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.chat_streaming(req, &mut super::NoSink)
+    }
+
+    fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        sink: &mut dyn StreamSink,
+    ) -> Result<ChatResponse, ProviderError> {
         let key = self.key()?;
         loop {
             let mode = self.mode.get();
-            let body = self.body(req, mode).to_string();
+            let streaming = self.stream.get();
+            let mut body = self.body(req, mode);
+            if streaming {
+                body["stream"] = json!(true);
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            let body = body.to_string();
             let had_tools = !req.tools.is_empty() && mode != ToolMode::Text;
             log::info!(
-                "provider {}: POST {} ({} bytes, tool mode {})",
+                "provider {}: POST {} ({} bytes, tool mode {}, stream {streaming})",
                 self.name,
                 self.url,
                 body.len(),
                 mode.as_str()
             );
-            match self.send(&body, key.as_deref(), had_tools) {
+            match self.send(&body, key.as_deref(), had_tools, streaming, sink) {
                 Ok(bytes) => return self.parse(&bytes, &req.tools),
+                Err(SendError::StreamRefused(e)) => {
+                    log::warn!(
+                        target: "event::provider_stream",
+                        "provider {}: the server refuses streaming ({}); asking without it from now on",
+                        self.name,
+                        e.message
+                    );
+                    self.stream.set(false);
+                }
                 Err(SendError::ToolsUnsupported(e)) if mode == ToolMode::Auto => {
                     log::warn!(
                         target: "event::provider_tool_mode",
@@ -414,6 +819,16 @@ impl Provider for OpenAiCompatible {
             }
         }
     }
+}
+
+/// A read that ran out of time: the socket's own timeout, or ureq's
+/// (`timeout_secs`), which reaches a body reader wrapped in an I/O error.
+fn is_timeout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut
+        || matches!(
+            e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()),
+            Some(ureq::Error::Timeout(_))
+        )
 }
 
 /// The provider's own error text: `error.message`, else the start of the body.
@@ -526,4 +941,70 @@ pub(crate) fn usage_of(v: &Value) -> Option<Usage> {
         completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
         cached_tokens: cached,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use std::path::{Path, PathBuf};
+
+    fn provider() -> OpenAiCompatible {
+        let cfg = Config::from_text(
+            "[providers.models.p]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            Path::new("/cfg/config.toml"),
+            PathBuf::from("/state"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        OpenAiCompatible::from_config(cfg.provider("p").unwrap(), 1 << 20)
+    }
+
+    /// Property: every cut of real response bodies, and random bytes,
+    /// parse to a response or a typed error; never a panic.
+    #[test]
+    fn cut_and_random_responses_never_panic() {
+        let p = provider();
+        let tools = [ToolSpec {
+            name: "file_list".into(),
+            description: String::new(),
+            parameters: json!({"properties": {"path": {}}}),
+        }];
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai");
+        let mut bodies: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect();
+        bodies.sort();
+        assert!(bodies.len() >= 10);
+        for body in &bodies {
+            for cut in crate::util::arbitrary::prefixes(body) {
+                let _ = p.parse(cut.as_bytes(), &tools);
+            }
+        }
+        let whole = std::fs::read(dir.join("one_tool.json")).unwrap();
+        let r = p.parse(&whole, &tools).unwrap();
+        assert_eq!(r.tool_calls[0].name, "file_list");
+        let mut rng = fastrand::Rng::with_seed(13);
+        let pieces = [
+            "{\"choices\":[{\"message\":{\"content\":",
+            "\"tool_calls\":[{\"function\":{\"name\":",
+            "\"arguments\":",
+            "null",
+            "\"```json\\n{\\\"name\\\": \\\"file_list\\\"}\"",
+            "}",
+            "]",
+            ",",
+            "\"usage\":{\"prompt_tokens\":",
+            "-1",
+            "1e400",
+        ];
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &pieces, 12);
+            let _ = p.parse(t.as_bytes(), &tools);
+        }
+        let random: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
+        for n in 0..random.len() {
+            let _ = p.parse(&random[..n], &tools);
+        }
+    }
 }

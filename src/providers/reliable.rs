@@ -1,7 +1,7 @@
 //! `reliable`: tries providers in order, falling back on errors another
 //! provider might not share (network, timeout, auth, rate limit, server).
 
-use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError};
+use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, StreamSink};
 
 pub struct Reliable {
     name: String,
@@ -33,9 +33,17 @@ impl Provider for Reliable {
     }
 
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.chat_streaming(req, &mut super::NoSink)
+    }
+
+    fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        sink: &mut dyn StreamSink,
+    ) -> Result<ChatResponse, ProviderError> {
         let mut last = None;
         for (i, p) in self.inner.iter().enumerate() {
-            match p.chat(req) {
+            match p.chat_streaming(req, sink) {
                 Ok(r) => return Ok(r),
                 Err(e) if e.kind.falls_back() => {
                     match self.inner.get(i + 1) {

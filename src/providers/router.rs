@@ -2,7 +2,7 @@
 //! metadata, else the first route whose text appears in the user message,
 //! else the default route.
 
-use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, Role};
+use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, Role, StreamSink};
 
 pub struct Router {
     pub name: String,
@@ -56,10 +56,18 @@ impl Provider for Router {
     }
 
     fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.chat_streaming(req, &mut super::NoSink)
+    }
+
+    fn chat_streaming(
+        &self,
+        req: &ChatRequest,
+        sink: &mut dyn StreamSink,
+    ) -> Result<ChatResponse, ProviderError> {
         let (target, why) = self.choose(req);
         log::info!(target: "event::provider_routed", "router {} chose \"{target}\" ({why})", self.name);
         match self.providers.iter().find(|p| p.name() == target) {
-            Some(p) => p.chat(req),
+            Some(p) => p.chat_streaming(req, sink),
             None => Err(ProviderError {
                 kind: super::ProviderErrorKind::BadRequest,
                 provider: self.name.clone(),

@@ -67,9 +67,17 @@ pub fn parse_text_calls(text: &str, known: &[ToolSpec]) -> (Vec<ToolCall>, Strin
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut s = text;
+    // Inside a fence of something else: the next ``` closes it.
+    let mut in_code = false;
     loop {
         let tag = find_ci(s, "<tool_call>");
         let fence = find_ci(s, "```");
+        if let Some(f) = fence.filter(|&f| in_code && tag.is_none_or(|t| f < t)) {
+            rest.push_str(&s[..f + 3]);
+            s = &s[f + 3..];
+            in_code = false;
+            continue;
+        }
         let (start, open_len, close, any_name) = match (tag, fence) {
             (Some(t), Some(f)) if f < t => fence_open(s, f),
             (Some(t), _) => (t, "<tool_call>".len(), "</tool_call>", true),
@@ -94,6 +102,7 @@ pub fn parse_text_calls(text: &str, known: &[ToolSpec]) -> (Vec<ToolCall>, Strin
             // read on inside it (it may hold a `<tool_call>` tag).
             rest.push_str(&s[..start + 3]);
             s = &s[start + 3..];
+            in_code = true;
             continue;
         }
         rest.push_str(&s[..start]);
@@ -116,13 +125,20 @@ pub fn parse_text_calls(text: &str, known: &[ToolSpec]) -> (Vec<ToolCall>, Strin
 /// A fence at `f`: (start, opening length, closing mark, any name?). The
 /// opening runs to the end of its line (```` ```json ````, ```` ```tool_call ````).
 fn fence_open(s: &str, f: usize) -> (usize, usize, &'static str, bool) {
-    let line_end = s[f..].find('\n').map_or(s.len(), |i| f + i);
-    let info = s[f + 3..line_end].trim();
-    let any_name = info.eq_ignore_ascii_case("tool_call");
-    // A fence with no line break after its info word still opens at `{`.
-    let open_len = match s[f..line_end].find('{') {
-        Some(brace) => brace,
-        None => line_end - f,
+    let after = &s[f + 3..];
+    let word = after
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(after.len());
+    let any_name = after[..word].eq_ignore_ascii_case("tool_call");
+    // The info word, then the end of the line or (no line break) a `{`;
+    // anything else (```` ```` ````, ```` ```x y ````) opens no call: its
+    // inside then does not start with `{` and stays text.
+    let rest = &after[word..];
+    let spaces = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+    let open_len = match rest[spaces..].chars().next() {
+        Some('{') => 3 + word + spaces,
+        Some('\r' | '\n') | None => 3 + word + spaces,
+        Some(_) => 3,
     };
     (f, open_len, "```", any_name)
 }

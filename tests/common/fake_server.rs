@@ -18,6 +18,12 @@ pub struct Reply {
     pub body: Vec<u8>,
     /// Accept, read the request, then never answer.
     pub hang: bool,
+    /// A `text/event-stream` body, chunked: each (delay in ms, raw bytes)
+    /// is one chunk, written after its delay.
+    pub sse: Option<Vec<(u64, String)>>,
+    /// With `sse`: close the connection after the last event, without the
+    /// chunked body's end (a stream cut off).
+    pub cut: bool,
 }
 
 impl Reply {
@@ -27,6 +33,8 @@ impl Reply {
             headers: vec![("Content-Type".into(), "application/json".into())],
             body: body.into(),
             hang: false,
+            sse: None,
+            cut: false,
         }
     }
     /// A reply whose body is `fixtures/openai/NAME`.
@@ -39,6 +47,22 @@ impl Reply {
     pub fn header(mut self, k: &str, v: &str) -> Reply {
         self.headers.push((k.into(), v.into()));
         self
+    }
+    /// Server-sent events (see `sse`), each written as its own chunk.
+    pub fn sse(events: Vec<(u64, String)>) -> Reply {
+        Reply {
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            sse: Some(events),
+            ..Reply::json(200, "")
+        }
+    }
+    /// Like `sse`, but the connection closes after the last event without
+    /// ending the body.
+    pub fn sse_cut(events: Vec<(u64, String)>) -> Reply {
+        Reply {
+            cut: true,
+            ..Reply::sse(events)
+        }
     }
     pub fn hang() -> Reply {
         Reply {
@@ -159,6 +183,9 @@ fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) ->
         std::thread::sleep(Duration::from_secs(30));
         return false;
     }
+    if let Some(events) = &reply.sse {
+        return write_sse(&mut stream, &reply, events);
+    }
     let mut out = format!(
         "HTTP/1.1 {} Test\r\nContent-Length: {}\r\nConnection: close\r\n",
         reply.status,
@@ -173,6 +200,39 @@ fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) ->
     let mut bytes = out.into_bytes();
     bytes.extend_from_slice(&reply.body);
     let _ = stream.write_all(&bytes);
+    let _ = stream.flush();
+    true
+}
+
+/// Writes a `text/event-stream` reply: the head, then each event as one
+/// chunk after its delay (nodelay, so each leaves at once).
+fn write_sse(stream: &mut TcpStream, reply: &Reply, events: &[(u64, String)]) -> bool {
+    let _ = stream.set_nodelay(true);
+    let mut head = format!(
+        "HTTP/1.1 {} Test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n",
+        reply.status
+    );
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    if stream.write_all(head.as_bytes()).is_err() {
+        return false;
+    }
+    for (delay, raw) in events {
+        std::thread::sleep(Duration::from_millis(*delay));
+        // A chunk of length 0 would end the body.
+        if raw.is_empty() {
+            continue;
+        }
+        let chunk = format!("{:x}\r\n{raw}\r\n", raw.len());
+        if stream.write_all(chunk.as_bytes()).is_err() {
+            return false;
+        }
+    }
+    if !reply.cut {
+        let _ = stream.write_all(b"0\r\n\r\n");
+    }
     let _ = stream.flush();
     true
 }

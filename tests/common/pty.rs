@@ -130,6 +130,11 @@ impl Pty {
         }
     }
 
+    /// True once the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     pub fn transcript(&self) -> String {
         self.transcript.lock().unwrap().clone()
     }
