@@ -99,9 +99,11 @@ build_server() {
     rm -rf "$dl" "$dir/src"; mkdir -p "$dl" "$dir"
     # Hash-checking mode: pip refuses an sdist whose sha256 differs from the pin.
     printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$LCP_VERSION" "$LCP_SHA256" >"$dl/req.txt"
-    pip_ download --no-deps --no-binary :all: --require-hashes -d "$dl" -r "$dl/req.txt"
+    pip_ download --no-deps --no-binary llama-cpp-python --require-hashes -d "$dl" -r "$dl/req.txt"
     tar -xzf "$dl/llama_cpp_python-$LCP_VERSION.tar.gz" -C "$dl"
     mv "$dl/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp" "$dir/src"
+    # A submodule's .git file pointing into the sdist's absent parent repository.
+    rm -f "$dir/src/.git"
     rm -rf "$dl"
   fi
   say "installing ${BUILD_TOOLS[*]} from PyPI into $CACHE/venv"
