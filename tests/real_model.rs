@@ -1020,3 +1020,117 @@ fn real_model_tasks() {
         .collect();
     assert!(failed.is_empty(), "not met: {}", failed.join("; "));
 }
+
+// The harness's own parsing, checked without a server (these run in `make test`).
+
+#[test]
+fn dechunk_reads_whole_and_cut_bodies() {
+    let whole = b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+    assert_eq!(dechunk(whole), (b"hello world".to_vec(), true));
+    let cut = b"5\r\nhello\r\n6\r\n wo";
+    assert_eq!(dechunk(cut), (b"hello wo".to_vec(), false));
+    assert_eq!(dechunk(b"zz\r\n"), (Vec::new(), false));
+}
+
+#[test]
+fn response_complete_by_length_chunks_or_never() {
+    assert!(response_complete(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    ));
+    assert!(!response_complete(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n{}"
+    ));
+    assert!(response_complete(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    ));
+    assert!(!response_complete(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n"
+    ));
+    // Neither: read to the end of the connection.
+    assert!(!response_complete(b"HTTP/1.1 200 OK\r\n\r\n{}"));
+}
+
+#[test]
+fn stream_assembled_like_a_whole_reply() {
+    let sse = concat!(
+        ": keep-alive comment\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"lo\",\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"ti\",\"arguments\":\"{\\\"a\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"me\",\"arguments\":\"\\\":1}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":7},\"timings\":{\"cache_n\":5}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let v = assemble_stream(sse);
+    let m = &v["choices"][0]["message"];
+    assert_eq!(m["content"], "Hello");
+    assert_eq!(m["tool_calls"][0]["function"]["name"], "time");
+    assert_eq!(m["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(v["usage"]["prompt_tokens"], 7);
+    assert_eq!(cached_of(&v), 5);
+}
+
+#[test]
+fn tool_call_syntax_in_an_answer_is_flagged() {
+    assert_eq!(
+        tool_syntax("```json\n{\"name\": \"time\", \"arguments\": {}}\n```"),
+        Some("\"name\":")
+    );
+    assert_eq!(tool_syntax("<TOOL_CALL>{}"), Some("<tool_call>"));
+    assert_eq!(
+        tool_syntax("<tool_result>\n23\n</tool_result>"),
+        Some("<tool_result")
+    );
+    assert_eq!(tool_syntax("notes.txt has 23 lines."), None);
+}
+
+#[test]
+fn judged_loosely_but_not_blindly() {
+    let env = Env::new();
+    let mut row = Row {
+        answer: "notes.txt has 23 lines.".into(),
+        ..Row::default()
+    };
+    judge("lines", &mut row, &env, &[]);
+    assert!(row.correct, "{}", row.why);
+    // 123 or 2.3 is not 23; and a right answer with a bad exit is not correct.
+    for (answer, exit) in [("It has 123 lines.", 0), ("about 2.3k", 0), ("23", 4)] {
+        let mut row = Row {
+            answer: answer.into(),
+            exit,
+            ..Row::default()
+        };
+        judge("lines", &mut row, &env, &[]);
+        assert!(!row.correct, "{answer} (exit {exit}) judged correct");
+    }
+    let mut row = Row {
+        answer: "README.md, notes.txt and the src directory.".into(),
+        ..Row::default()
+    };
+    judge("files", &mut row, &env, &[]);
+    assert!(row.correct, "{}", row.why);
+    row.answer = "README.md and notes.txt".into();
+    judge("files", &mut row, &env, &[]);
+    assert!(!row.correct);
+    let clock = [("2026-11-22".to_string(), "21".to_string())];
+    for (answer, ok) in [
+        ("It is 21:05 UTC.", true),
+        ("Today is 2026-11-22.", true),
+        ("It is 9:05 PM.", true),
+        ("It is 9:05 AM.", false),
+        ("It is 14:30.", false),
+    ] {
+        let mut row = Row {
+            answer: answer.into(),
+            ..Row::default()
+        };
+        judge("time", &mut row, &env, &clock);
+        assert_eq!(row.correct, ok, "{answer}");
+    }
+    let mut row = Row::default();
+    judge("write", &mut row, &env, &[]);
+    assert!(!row.correct, "no greeting.txt yet");
+    std::fs::write(env.ws.join("greeting.txt"), format!("{GREETING}\n")).unwrap();
+    judge("write", &mut row, &env, &[]);
+    assert!(row.correct, "{}", row.why);
+}
