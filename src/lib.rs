@@ -15,4 +15,5 @@ pub mod receipts;
 pub mod runtime;
 pub mod security;
 pub mod tools;
+pub mod transport;
 pub mod util;

@@ -693,6 +693,7 @@ impl<'a> Runtime<'a> {
         // What the model got back in the last round, for a turn that stops.
         let mut last_results: Vec<(String, String)> = Vec::new();
         let mut asked_plain = false;
+        let mut asked_last = false;
         loop {
             let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
             if timed_out || cancelled() {
@@ -719,7 +720,8 @@ impl<'a> Runtime<'a> {
             }
             // The last request: tools will not run after it, and small
             // models answer when told so instead of asking again.
-            if rounds == max_rounds && rounds > 0 && !last_results.is_empty() {
+            if rounds == max_rounds && rounds > 0 && !last_results.is_empty() && !asked_last {
+                asked_last = true;
                 req.messages.push(Message::runtime(LAST_ROUND));
             }
             progress.round_start(rounds);

@@ -162,7 +162,7 @@ fn a_call_killed_mid_run_keeps_its_started_receipt() {
 
     let r = env.run(&["receipt", "verify"]);
     assert_eq!(r.code, 0, "the chain is intact: {r:?}");
-    assert!(r.stdout.starts_with("ok: 1 receipts, head "), "{r:?}");
+    assert!(r.stdout.starts_with("ok: 1 receipt, head "), "{r:?}");
     assert!(
         r.stdout.contains(&format!(
             "started, no outcome (the process was cut off): receipt 1 of 1, tool shell, id {cut}"

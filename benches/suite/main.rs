@@ -8,7 +8,9 @@
 //!
 //! `LATCHCLAW_BENCH_MAX=100000` stops the data sizes at 100k (a quick run);
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
-//! installed.
+//! installed. Names after `--` run only those groups of rows:
+//! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
+//! verify, append, gate).
 
 mod data;
 mod measure;
@@ -101,6 +103,12 @@ fn main() {
         return;
     }
     // `cargo bench` passes flags such as `--bench`; none are needed here.
+    let only: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let run = |group: &str| only.is_empty() || only.contains(&group);
     let max = std::env::var("LATCHCLAW_BENCH_MAX")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -114,18 +122,33 @@ fn main() {
     let mut report = Report::default();
     let started = Instant::now();
 
-    static_figures(&mut report);
+    if run("static") {
+        static_figures(&mut report);
+    }
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     for i in 0..20 {
         std::fs::write(ws.join(format!("file-{i}.txt")), "x").unwrap();
     }
-    cli_figures(&meter, &mut report, &root, &ws);
+    if run("cli") {
+        cli_figures(&meter, &mut report, &root, &ws);
+    }
+    if run("stall") {
+        stall_figures(&mut report, &root, &ws);
+    }
     let vocab = data::Vocabulary::new(30_000);
-    search_figures(&meter, &mut report, &root, &vocab, &sizes);
-    verify_figures(&meter, &mut report, &root, &vocab, &sizes);
-    append_figures(&mut report, &root);
-    gate_figure(&mut report, &root);
+    if run("search") {
+        search_figures(&meter, &mut report, &root, &vocab, &sizes);
+    }
+    if run("verify") {
+        verify_figures(&meter, &mut report, &root, &vocab, &sizes);
+    }
+    if run("append") {
+        append_figures(&mut report, &root);
+    }
+    if run("gate") {
+        gate_figure(&mut report, &root);
+    }
 
     let header = format!(
         "latchclaw {} — {}\n{}; timings are medians of {RUNS} runs after {} warm-up runs unless a row says otherwise\nsuite time {:.0} s",
@@ -310,6 +333,71 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
         mib(f.rss_mib),
         "≤ 6 MiB",
         Some(f.rss_mib <= 6.0),
+    );
+}
+
+/// The one-tool-round turn (`time`, then the answer) against the fake
+/// server, which keeps the connection alive and writes each reply's head
+/// and body in two writes, Nagle on: the second request reuses the
+/// connection, and a client that delays its ACK of the head waits 40 ms for
+/// the body. Compared with the same turn on the mock, run alternately.
+fn stall_figures(report: &mut Report, root: &Path, ws: &Path) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bench_rounds.toml");
+    let mock = setup_home(
+        root,
+        "stall-mock",
+        &format!(
+            "{}[providers.models.local]\nkind = \"mock\"\nfixture = {:?}\n",
+            ws_line(ws),
+            fixture.display().to_string()
+        ),
+    );
+    let server = server::start_tool_round();
+    let fake = setup_home(
+        root,
+        "stall-server",
+        &format!(
+            "{}default_provider = \"cloud\"\n[providers.models.cloud]\n\
+             kind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"bench\"\n",
+            ws_line(ws),
+            server.port
+        ),
+    );
+    let message = ["agent", "-m", "what is the time?"];
+    let (on_mock, on_server) =
+        measure::paired(&cmd(&mock, &message), &cmd(&fake, &message), 2 * RUNS - 1);
+    let (m, s) = (percentile(&on_mock, 50), percentile(&on_server, 50));
+    // Each run's difference from the mock run just before it: load that
+    // comes and goes cancels out of most pairs.
+    let diffs: Vec<f64> = on_mock.iter().zip(&on_server).map(|(m, s)| s - m).collect();
+    let over = percentile(&diffs, 50);
+    report.row("agent -m, mock, 1 `time` round", ms(m), "-", None);
+    report.row(
+        "one-tool-round turn, two-write keep-alive fake server",
+        ms(s),
+        "-",
+        None,
+    );
+    report.row(
+        "  of which over the same turn on the mock (paired runs)",
+        ms(over),
+        "≤ 1.5 ms",
+        Some(over <= 1.5),
+    );
+    // The figure means something only if the turn's second request did
+    // reuse the connection.
+    let per_connection = server::requests_per_connection(&server);
+    report.row(
+        "  requests per connection (a turn makes 2)",
+        format!("{per_connection:.2}"),
+        "2",
+        Some(per_connection == 2.0),
+    );
+    report.row(
+        "  fake server's own time per request",
+        ms(server::median_ms(&server)),
+        "-",
+        None,
     );
 }
 

@@ -136,6 +136,19 @@ impl Meter {
     }
 }
 
+/// Wall times of `a` and `b` run alternately, `runs` times each after a
+/// warm-up, so that the machine's load falls on both alike (always the
+/// built-in timer: hyperfine runs one command's runs back to back).
+pub fn paired(a: &Cmd, b: &Cmd, runs: usize) -> (Vec<f64>, Vec<f64>) {
+    for _ in 0..WARMUP {
+        run_waited(a);
+        run_waited(b);
+    }
+    (0..runs)
+        .map(|_| (run_waited(a).0, run_waited(b).0))
+        .unzip()
+}
+
 /// Runs once, reaped by `wait4` for its rusage: (wall ms, peak RSS KiB).
 // The child is reaped by `wait4`, which clippy cannot see.
 #[allow(clippy::zombie_processes)]

@@ -10,7 +10,7 @@ use std::fmt;
 use std::io::Read;
 use std::time::Duration;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::NextTimeout;
 
 pub struct Http;
 
@@ -127,7 +127,7 @@ impl Tool for Http {
             .build();
         let agent = ureq::Agent::with_parts(
             config,
-            DefaultConnector::new(),
+            crate::transport::connector(),
             CheckedResolver {
                 policy: policy.clone(),
             },
@@ -156,6 +156,13 @@ impl Tool for Http {
                     ));
                 }
                 current = absolute_location(&current, loc);
+                // A body read to its end frees the connection for the next
+                // hop (one connect, one TLS handshake); past 64 KiB it is not
+                // worth it and the connection is dropped.
+                let _ = std::io::copy(
+                    &mut resp.body_mut().as_reader().take(64 * 1024),
+                    &mut std::io::sink(),
+                );
                 hops += 1;
                 continue;
             }

@@ -3,11 +3,17 @@
 //! every request it receives, and how long it took over each (the
 //! benchmark suite uses it too, to take the server's own time out of a
 //! client's).
+//!
+//! It writes like real servers do (Python's http.server, cpp-httplib as
+//! llama-server builds it, many proxies): HTTP/1.1 keep-alive, the head and
+//! the body in separate writes, TCP_NODELAY off. A client that delays its
+//! ACKs meets Nagle's algorithm here; that is the client's problem to solve.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +30,13 @@ pub struct Reply {
     /// With `sse`: close the connection after the last event, without the
     /// chunked body's end (a stream cut off).
     pub cut: bool,
+    /// Send the body `Transfer-Encoding: chunked` in this many chunks, each
+    /// its own write, then the last chunk in another (0: `Content-Length`).
+    pub chunks: usize,
+    /// Say `Connection: close` and close after the body, which has no
+    /// length of its own (it ends with the connection, as HTTP/1.0-style
+    /// servers send it) unless it is chunked.
+    pub close: bool,
 }
 
 impl Reply {
@@ -35,6 +48,8 @@ impl Reply {
             hang: false,
             sse: None,
             cut: false,
+            chunks: 0,
+            close: false,
         }
     }
     /// A reply whose body is `fixtures/openai/NAME`.
@@ -70,6 +85,16 @@ impl Reply {
             ..Reply::json(200, "")
         }
     }
+    /// The body in `n` chunks (at least one).
+    pub fn chunked(mut self, n: usize) -> Reply {
+        self.chunks = n.max(1);
+        self
+    }
+    /// `Connection: close`, then close.
+    pub fn close(mut self) -> Reply {
+        self.close = true;
+        self
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +103,10 @@ pub struct Recorded {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// The client's port: requests with the same port came on one connection.
+    pub peer_port: u16,
+    /// When its first bytes were read.
+    pub received: Instant,
 }
 
 impl Recorded {
@@ -92,10 +121,14 @@ impl Recorded {
     }
 }
 
+/// Picks the reply to a request, given the request and how many came
+/// before it (on any connection).
+pub type Responder = dyn Fn(&Recorded, usize) -> Reply + Send + Sync;
+
 pub struct FakeServer {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
-    /// Per answered request: from accepting the connection to the reply
+    /// Per answered request: from its first bytes read to the reply
     /// written.
     pub handled: Arc<Mutex<Vec<Duration>>>,
 }
@@ -106,23 +139,27 @@ impl FakeServer {
     }
 
     pub fn start_on(addr: &str, replies: Vec<Reply>) -> FakeServer {
+        Self::start_with(addr, move |_, n| replies[n.min(replies.len() - 1)].clone())
+    }
+
+    /// A server whose replies `respond` picks per request.
+    pub fn start_with(
+        addr: &str,
+        respond: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
+    ) -> FakeServer {
         let listener = TcpListener::bind(addr).unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let handled = Arc::new(Mutex::new(Vec::new()));
         let (rec, times) = (requests.clone(), handled.clone());
-        let replies = Arc::new(replies);
+        let respond: Arc<Responder> = Arc::new(respond);
+        let count = Arc::new(AtomicUsize::new(0));
         std::thread::spawn(move || {
-            for (n, stream) in listener.incoming().enumerate() {
-                let accepted = Instant::now();
+            for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let reply = replies[n.min(replies.len() - 1)].clone();
+                let (respond, count) = (respond.clone(), count.clone());
                 let (rec, times) = (rec.clone(), times.clone());
-                std::thread::spawn(move || {
-                    if serve(stream, reply, rec) {
-                        times.lock().unwrap().push(accepted.elapsed());
-                    }
-                });
+                std::thread::spawn(move || serve(stream, &*respond, &count, &rec, &times));
             }
         });
         FakeServer {
@@ -141,19 +178,63 @@ impl FakeServer {
     }
 }
 
-/// Reads one request, records it, answers; false if nothing was answered.
-fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) -> bool {
+/// Answers requests on one connection until the client closes it, asks to
+/// close it, or a reply closes it.
+fn serve(
+    mut stream: TcpStream,
+    respond: &Responder,
+    count: &AtomicUsize,
+    rec: &Mutex<Vec<Recorded>>,
+    times: &Mutex<Vec<Duration>>,
+) {
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let peer_port = stream.peer_addr().map_or(0, |a| a.port());
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+    loop {
+        let Some(request) = read_request(&mut stream, &mut buf, peer_port) else {
+            return;
+        };
+        let started = request.received;
+        let reply = respond(&request, count.fetch_add(1, Ordering::SeqCst));
+        let client_close = request
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        rec.lock().unwrap().push(request);
+        if reply.hang {
+            std::thread::sleep(Duration::from_secs(30));
+            return;
         }
+        if let Some(events) = &reply.sse {
+            // A stream ends its connection (see `write_sse`).
+            if write_sse(&mut stream, &reply, events) {
+                times.lock().unwrap().push(started.elapsed());
+            }
+            return;
+        }
+        if write_reply(&mut stream, &reply).is_err() {
+            return;
+        }
+        times.lock().unwrap().push(started.elapsed());
+        if reply.close || client_close {
+            return;
+        }
+    }
+}
+
+/// Reads one request (keeping any bytes past it in `buf` for the next);
+/// None once the client is gone.
+fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, peer_port: u16) -> Option<Recorded> {
+    let mut chunk = [0u8; 8192];
+    let mut started = (!buf.is_empty()).then(Instant::now);
+    let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        started.get_or_insert_with(Instant::now);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
@@ -173,35 +254,49 @@ fn serve(mut stream: TcpStream, reply: Reply, rec: Arc<Mutex<Vec<Recorded>>>) ->
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    rec.lock().unwrap().push(Recorded {
+    let end = buf.len().min(head_end + len);
+    let body = String::from_utf8_lossy(&buf[head_end..end]).into_owned();
+    buf.drain(..end);
+    let request = Recorded {
         method: first.first().unwrap_or(&"").to_string(),
         path: first.get(1).unwrap_or(&"").to_string(),
         headers,
-        body: String::from_utf8_lossy(&buf[head_end..]).into_owned(),
-    });
-    if reply.hang {
-        std::thread::sleep(Duration::from_secs(30));
-        return false;
+        body,
+        peer_port,
+        received: started.unwrap_or_else(Instant::now),
+    };
+    Some(request)
+}
+
+/// The head in one write, the body in another (or one per chunk).
+fn write_reply(stream: &mut TcpStream, reply: &Reply) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {} Test\r\n", reply.status);
+    if reply.chunks > 0 {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    } else if !reply.close {
+        head.push_str(&format!("Content-Length: {}\r\n", reply.body.len()));
     }
-    if let Some(events) = &reply.sse {
-        return write_sse(&mut stream, &reply, events);
+    if reply.close {
+        head.push_str("Connection: close\r\n");
     }
-    let mut out = format!(
-        "HTTP/1.1 {} Test\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        reply.body.len()
-    );
     for (k, v) in &reply.headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
-    out.push_str("\r\n");
-    // One write: head and body in separate small writes wait on Nagle's
-    // algorithm and the client's delayed ACK (measured: +2 ms a request).
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(&reply.body);
-    let _ = stream.write_all(&bytes);
-    let _ = stream.flush();
-    true
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    if reply.chunks > 0 {
+        let size = reply.body.len().div_ceil(reply.chunks).max(1);
+        for piece in reply.body.chunks(size) {
+            let mut c = format!("{:x}\r\n", piece.len()).into_bytes();
+            c.extend_from_slice(piece);
+            c.extend_from_slice(b"\r\n");
+            stream.write_all(&c)?;
+        }
+        stream.write_all(b"0\r\n\r\n")?;
+    } else if !reply.body.is_empty() {
+        stream.write_all(&reply.body)?;
+    }
+    stream.flush()
 }
 
 /// Writes a `text/event-stream` reply: the head, then each event as one

@@ -1,0 +1,14 @@
+//! One file per command group; each function takes the shared [`Ctx`]
+//! and exactly its command's options, and returns the exit code.
+//!
+//! [`Ctx`]: super::Ctx
+
+pub mod agent;
+pub mod approvals;
+pub mod config;
+pub mod estop;
+pub mod memory;
+pub mod prompt;
+pub mod provider;
+pub mod receipt;
+pub mod tool;

@@ -1,0 +1,90 @@
+//! `receipt list`, `receipt verify`.
+
+use crate::cli::{Ctx, one_line, print_json};
+use crate::error::{Result, exit};
+use crate::receipts::{ReceiptLog, Verify};
+use serde_json::{Value, json};
+
+pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let rows = ReceiptLog::new(&cfg.receipts_path).list()?;
+    if json {
+        let v: Vec<Value> = rows
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|raw| json!({"unparsable": raw})))
+            .collect();
+        print_json(&v);
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        eprintln!("no receipts in {}", cfg.receipts_path.display());
+    }
+    for (i, r) in rows.iter().enumerate() {
+        match r {
+            Ok(v) => println!(
+                "{:>5}  {}  {}  {:14} {:9} {:7} {}",
+                i + 1,
+                v["id"].as_str().unwrap_or("?"),
+                v["timestamp"].as_str().unwrap_or("?"),
+                v["tool"].as_str().unwrap_or("?"),
+                v["status"].as_str().unwrap_or("?"),
+                v["risk"].as_str().unwrap_or("?"),
+                one_line(v["reason"].as_str().unwrap_or(""), 70)
+            ),
+            Err(raw) => println!("{:>5}  <unparsable: {}>", i + 1, one_line(raw, 60)),
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub fn verify(ctx: &Ctx, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let report = ReceiptLog::new(&cfg.receipts_path).verify()?;
+    match report {
+        Verify::Ok {
+            count,
+            head,
+            unfinished,
+        } => {
+            // A call cut off mid-run is a fact the chain records, not damage.
+            if json {
+                let calls: Vec<Value> = unfinished
+                    .iter()
+                    .map(|c| {
+                        json!({"position": c.position, "id": c.id, "tool": c.tool,
+                               "conversation_id": c.conversation_id, "timestamp": c.timestamp,
+                               "status": UNFINISHED})
+                    })
+                    .collect();
+                print_json(
+                    &json!({"ok": true, "receipts": count, "head": head, "unfinished": calls}),
+                );
+            } else {
+                println!("ok: {}, head {head}", crate::cli::count(count, "receipt"));
+                for c in &unfinished {
+                    println!(
+                        "{UNFINISHED}: receipt {} of {count}, tool {}, id {}, conversation {}, at {}",
+                        c.position, c.tool, c.id, c.conversation_id, c.timestamp
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+        Verify::Broken {
+            position,
+            count,
+            why,
+        } => {
+            if json {
+                print_json(
+                    &json!({"ok": false, "receipts": count, "broken_at": position, "reason": why}),
+                );
+            } else {
+                println!("broken: receipt {position} of {count}: {why}");
+            }
+            Ok(exit::INTEGRITY)
+        }
+    }
+}
+
+const UNFINISHED: &str = "started, no outcome (the process was cut off)";

@@ -1,0 +1,174 @@
+//! `tool list`, `tool run`, `policy check`, `policy show`.
+
+use crate::channels::TtyApprover;
+use crate::cli::{Ctx, print_json};
+use crate::config::{Autonomy, Config, TOOL_NAMES};
+use crate::error::{Error, Result, exit};
+use crate::runtime::Runtime;
+use crate::security::Gate;
+use serde_json::{Value, json};
+
+pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let rows: Vec<Value> = TOOL_NAMES
+        .iter()
+        .map(|name| {
+            let tool = crate::tools::find(name);
+            json!({
+                "name": name,
+                "implemented": tool.is_some(),
+                "enabled": cfg.cli_tools_allow.iter().any(|t| t == name),
+                "risk": crate::security::risk_summary(name),
+                "description": tool.map_or("not implemented in this version", |t| t.description()),
+            })
+        })
+        .collect();
+    if json {
+        print_json(&rows);
+        return Ok(exit::OK);
+    }
+    println!("{:14} {:8} {:28} DESCRIPTION", "TOOL", "ENABLED", "RISK");
+    for r in &rows {
+        println!(
+            "{:14} {:8} {:28} {}",
+            r["name"].as_str().unwrap_or(""),
+            if r["enabled"] == true { "yes" } else { "no" },
+            r["risk"].as_str().unwrap_or(""),
+            r["description"].as_str().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
+}
+
+pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
+    let args = parse_tool_args(name, raw)?;
+    let cfg = ctx.load_config()?;
+    let approver = TtyApprover;
+    let rt = Runtime::new(&cfg, &approver)?;
+    let (record, result) = rt.execute_tool("cli-tool-run", name, &args)?;
+    print_json(&json!({
+        "tool": name,
+        "status": record.status,
+        "risk": record.risk,
+        "reason": record.reason,
+        "receipt_id": record.receipt_id,
+        "started_receipt_id": record.started_receipt_id,
+        "success": result.success,
+        "output": result.output,
+        "error": result.error,
+        "metadata": result.metadata,
+    }));
+    Ok(match record.status {
+        "denied" if record.estop => exit::ESTOP,
+        "denied" => exit::POLICY,
+        "failed" => exit::RUNTIME,
+        _ => exit::OK,
+    })
+}
+
+fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<Value> {
+    if !TOOL_NAMES.contains(&name) {
+        return Err(Error::usage(format!(
+            "unknown tool \"{name}\"; known tools: {}",
+            TOOL_NAMES.join(", ")
+        )));
+    }
+    let raw = raw.unwrap_or("{}");
+    let args: Value = serde_json::from_str(raw).map_err(|e| {
+        Error::usage(format!(
+            "--json: invalid JSON ({e}); give the arguments as a JSON object, e.g. '{{\"path\": \".\"}}'"
+        ))
+    })?;
+    if !args.is_object() {
+        return Err(Error::usage(
+            "--json: the arguments must be a JSON object, e.g. '{\"path\": \".\"}'",
+        ));
+    }
+    Ok(args)
+}
+
+pub fn policy_check(
+    ctx: &Ctx,
+    name: &str,
+    raw: Option<&str>,
+    autonomy: Option<Autonomy>,
+) -> Result<i32> {
+    use crate::security::plan::{OpenMode, Redir};
+    let args = parse_tool_args(name, raw)?;
+    let cfg = ctx.load_config()?;
+    let mut gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+    if let Some(autonomy) = autonomy {
+        gate = gate.with_autonomy(autonomy);
+    }
+    let d = gate.decide(name, &args);
+    let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
+    // What would run, exactly: one argv per command, in order.
+    if let Some(plan) = &d.plan {
+        out["plan"] = plan
+            .steps
+            .iter()
+            .flat_map(|s| &s.commands)
+            .map(|c| {
+                let redirs: Vec<String> = c
+                    .redirs
+                    .iter()
+                    .map(|r| match r {
+                        Redir::Open { fd, path, mode } => {
+                            let op = match mode {
+                                OpenMode::Read => "<",
+                                OpenMode::Truncate => ">",
+                                OpenMode::Append => ">>",
+                            };
+                            format!("{fd}{op}{}", path.display())
+                        }
+                        Redir::Dup { fd, to } => format!("{fd}>&{to}"),
+                        Redir::Close { fd } => format!("{fd}>&-"),
+                    })
+                    .collect();
+                json!({"program": c.program, "argv": c.argv, "redirections": redirs})
+            })
+            .collect();
+    }
+    println!("{out}");
+    Ok(exit::OK)
+}
+
+pub fn policy_show(ctx: &Ctx, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+    if json {
+        print_json(&policy_value(&cfg, &gate));
+    } else {
+        println!("{}", gate.describe(&cfg));
+    }
+    Ok(exit::OK)
+}
+
+/// The policy `policy show` prints, as data. A workspace that cannot be
+/// resolved is `null`, with why in `workspace_error`.
+fn policy_value(cfg: &Config, gate: &Gate) -> Value {
+    let paths = |v: &[std::path::PathBuf]| -> Vec<String> {
+        v.iter().map(|p| p.display().to_string()).collect()
+    };
+    let (workspace, workspace_error) = match gate.workspace() {
+        Ok(w) => (Some(w.display().to_string()), None),
+        Err(e) => (None, Some(e)),
+    };
+    let confinement = match gate.workspace() {
+        Ok(ws) => crate::security::confine::describe_for(cfg, ws, gate.autonomy()),
+        Err(_) => "nothing to confine: no usable workspace".into(),
+    };
+    json!({
+        "autonomy": gate.autonomy().as_str(),
+        "workspace": workspace,
+        "workspace_error": workspace_error,
+        "workspace_only": cfg.security.workspace_only,
+        "forbidden_paths": paths(&cfg.security.forbidden_paths),
+        "forbidden_commands": cfg.security.forbidden_commands,
+        "shell_allowlist": cfg.security.shell_allowlist,
+        "tools_enabled": cfg.cli_tools_allow,
+        "state_dir": cfg.state_dir.display().to_string(),
+        "confinement": {"mode": cfg.security.confinement.as_str(), "description": confinement},
+        "estop": cfg.estop_path().exists(),
+    })
+}

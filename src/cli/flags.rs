@@ -1,0 +1,573 @@
+//! The command line's definitions: every command and every flag, once, with
+//! its help. Parsing, help, error messages and shell completions are all
+//! derived from these two tables, so a flag cannot be documented for a
+//! command that refuses it.
+
+/// One flag. A long name may appear twice when it means different things
+/// to different commands (`--json` is a switch for data commands and takes
+/// the tool arguments for `tool run` and `policy check`); the two entries'
+/// command lists must then be disjoint.
+pub struct Flag {
+    pub long: &'static str,
+    pub short: Option<char>,
+    /// The value's name in help (`PATH`); `None` for a switch.
+    pub value: Option<&'static str>,
+    /// The command paths that take it (`"memory list"`); `ALL` for every one.
+    pub commands: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// Taken by every command.
+pub const ALL: &[&str] = &["*"];
+
+impl Flag {
+    pub fn takes(&self, command: &str) -> bool {
+        self.commands == ALL || self.commands.contains(&command)
+    }
+
+    /// `-m, --message MESSAGE` as help shows it.
+    pub fn spelling(&self) -> String {
+        let mut s = match self.short {
+            Some(c) => format!("-{c}, --{}", self.long),
+            None => format!("--{}", self.long),
+        };
+        if let Some(v) = self.value {
+            s.push(' ');
+            s.push_str(v);
+        }
+        s
+    }
+}
+
+/// A positional argument.
+pub struct Arg {
+    pub name: &'static str,
+    /// What it is, for "needs a ...".
+    pub what: &'static str,
+    pub required: bool,
+}
+
+pub struct CommandDef {
+    /// Words that name it: `"memory search"`.
+    pub path: &'static str,
+    pub args: &'static [Arg],
+    /// One line for the command list.
+    pub summary: &'static str,
+    /// The rest of its help, above the generated option list.
+    pub about: &'static str,
+    /// The group word alone runs this command (`latchclaw runs`).
+    pub bare: bool,
+}
+
+impl CommandDef {
+    pub fn flags(&self) -> impl Iterator<Item = &'static Flag> {
+        FLAGS.iter().filter(|f| f.takes(self.path))
+    }
+
+    /// `memory search QUERY`, `agent [MESSAGE]`.
+    pub fn synopsis(&self) -> String {
+        let mut s = self.path.to_string();
+        for a in self.args {
+            s.push(' ');
+            if a.required {
+                s.push_str(a.name);
+            } else {
+                s.push_str(&format!("[{}]", a.name));
+            }
+        }
+        s
+    }
+
+    /// The group word of a two-word command (`memory`), if any.
+    pub fn group(&self) -> Option<&'static str> {
+        self.path.split_once(' ').map(|(g, _)| g)
+    }
+}
+
+const fn arg(name: &'static str, what: &'static str) -> Arg {
+    Arg {
+        name,
+        what,
+        required: true,
+    }
+}
+
+const DATA: &[&str] = &[
+    "config show",
+    "provider list",
+    "provider test",
+    "tool list",
+    "policy show",
+    "agent",
+    "memory list",
+    "memory search",
+    "memory show",
+    "receipt list",
+    "receipt verify",
+    "approvals list",
+    "runs list",
+    "prompt show",
+];
+
+pub const FLAGS: &[Flag] = &[
+    Flag {
+        long: "config",
+        short: None,
+        value: Some("PATH"),
+        commands: ALL,
+        help: "config file (default: $LATCHCLAW_HOME/config.toml, ~/.latchclaw/config.toml)",
+    },
+    Flag {
+        long: "help",
+        short: Some('h'),
+        value: None,
+        commands: ALL,
+        help: "this help",
+    },
+    Flag {
+        long: "version",
+        short: Some('V'),
+        value: None,
+        commands: ALL,
+        help: "print the version",
+    },
+    Flag {
+        long: "json",
+        short: None,
+        value: None,
+        commands: DATA,
+        help: "print JSON instead of text",
+    },
+    Flag {
+        long: "json",
+        short: None,
+        value: Some("ARGS"),
+        commands: &["tool run", "policy check"],
+        help: "the tool arguments as a JSON object, e.g. '{\"path\": \".\"}' (default {})",
+    },
+    Flag {
+        long: "message",
+        short: Some('m'),
+        value: Some("MESSAGE"),
+        commands: &["agent", "prompt show"],
+        help: "the user message (for agent, - reads it from stdin)",
+    },
+    Flag {
+        long: "conversation",
+        short: None,
+        value: Some("ID"),
+        commands: &["agent", "prompt show"],
+        help: "continue an earlier conversation",
+    },
+    Flag {
+        long: "continue",
+        short: Some('c'),
+        value: None,
+        commands: &["agent"],
+        help: "continue the most recent conversation",
+    },
+    Flag {
+        long: "resume",
+        short: None,
+        value: Some("ID"),
+        commands: &["agent"],
+        help: "continue a conversation after `latchclaw approve`: approved calls run once when the model repeats them",
+    },
+    Flag {
+        long: "lock",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "refuse to start (exit 8) while another run holds NAME",
+    },
+    Flag {
+        long: "timeout",
+        short: None,
+        value: Some("SECS"),
+        commands: &["agent"],
+        help: "bound the whole run, tools and provider calls included (exit 6)",
+    },
+    Flag {
+        long: "hint",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "routing hint for a router provider (e.g. fast)",
+    },
+    Flag {
+        long: "no-stream",
+        short: None,
+        value: None,
+        commands: &["agent"],
+        help: "ask for each answer whole instead of streamed",
+    },
+    Flag {
+        long: "autonomy",
+        short: None,
+        value: Some("LEVEL"),
+        commands: &["onboard", "policy check"],
+        help: "readonly, supervised or full (policy check: judge at this level instead of the config's)",
+    },
+    Flag {
+        long: "workspace",
+        short: None,
+        value: Some("DIR"),
+        commands: &["init", "onboard"],
+        help: "workspace to write into the new config (default ~/latchclaw-workspace)",
+    },
+    Flag {
+        long: "limit",
+        short: None,
+        value: Some("N"),
+        commands: &["memory list", "memory search", "runs list"],
+        help: "show at most N entries",
+    },
+    Flag {
+        long: "provider",
+        short: None,
+        value: Some("KIND"),
+        commands: &["onboard"],
+        help: "mock or openai-compatible",
+    },
+    Flag {
+        long: "base-url",
+        short: None,
+        value: Some("URL"),
+        commands: &["onboard"],
+        help: "the openai-compatible server's URL (…/v1)",
+    },
+    Flag {
+        long: "model",
+        short: None,
+        value: Some("NAME"),
+        commands: &["onboard"],
+        help: "the model to ask for",
+    },
+    Flag {
+        long: "api-key-env",
+        short: None,
+        value: Some("VAR"),
+        commands: &["onboard"],
+        help: "the environment variable holding the API key (- for none; the key itself is never stored)",
+    },
+    Flag {
+        long: "yes",
+        short: None,
+        value: None,
+        commands: &["onboard", "memory clear", "approve"],
+        help: "confirm without asking",
+    },
+    Flag {
+        long: "all",
+        short: None,
+        value: None,
+        commands: &["approvals list"],
+        help: "list decided and used approvals too",
+    },
+    Flag {
+        long: "clear",
+        short: None,
+        value: None,
+        commands: &["estop"],
+        help: "remove the emergency stop",
+    },
+    Flag {
+        long: "force",
+        short: None,
+        value: None,
+        commands: &["init", "onboard"],
+        help: "overwrite an existing config file",
+    },
+];
+
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef {
+        path: "init",
+        args: &[],
+        summary: "create the state dir, config, memory database and workspace",
+        about: "Creates the state directory, a default config (kept if one exists), the
+memory database and the workspace. The default config's `local` provider is
+the built-in mock, so `latchclaw agent -m ...` works straight away.",
+        bare: false,
+    },
+    CommandDef {
+        path: "onboard",
+        args: &[],
+        summary: "interactive first-run setup (provider, key variable, autonomy, workspace)",
+        about: "Asks, on a terminal, for the provider, its server URL, model and the name
+of the environment variable holding its key (never the key), the autonomy
+level and the workspace, then writes a checked config and creates the
+workspace and memory database. Flags answer questions in advance; with
+--yes, or with no terminal, unanswered questions take their defaults.
+An existing config is only replaced with --force.",
+        bare: false,
+    },
+    CommandDef {
+        path: "config validate",
+        args: &[],
+        summary: "check the config; every error at once",
+        about: "Loads the config and reports every error in one run, each with its key path
+(wrong types, values outside the allowed set, unknown keys, malformed TOML
+with line and column). Exit 0 when valid, 2 otherwise.",
+        bare: false,
+    },
+    CommandDef {
+        path: "config show",
+        args: &[],
+        summary: "the effective config, secrets redacted",
+        about: "Prints the effective config (defaults filled in, paths expanded). API keys
+are never printed: only the name of their environment variable and whether
+it is set.",
+        bare: false,
+    },
+    CommandDef {
+        path: "provider list",
+        args: &[],
+        summary: "configured providers",
+        about: "Lists configured providers: name, kind, model, base URL and whether the API
+key variable is set (never its value).",
+        bare: false,
+    },
+    CommandDef {
+        path: "provider test",
+        args: &[arg("NAME", "provider name")],
+        summary: "one tiny request and one with a tool: latency, text, tool calls",
+        about: "Sends one tiny text request and one request offering a trivial tool, and
+prints the latency of each, whether text works and whether the model made a
+native tool call. Exit 3 when a request fails.",
+        bare: false,
+    },
+    CommandDef {
+        path: "tool list",
+        args: &[],
+        summary: "tools, their risk and whether they are enabled",
+        about: "Shows each tool, its base risk and whether the cli channel enables it.",
+        bare: false,
+    },
+    CommandDef {
+        path: "tool run",
+        args: &[arg("NAME", "tool name")],
+        summary: "run one tool through the security gate",
+        about: "Runs one tool through the same security gate as the agent and prints the
+result as one JSON object. Every attempt writes a receipt.",
+        bare: false,
+    },
+    CommandDef {
+        path: "policy check",
+        args: &[arg("TOOL", "tool name")],
+        summary: "the gate's decision for a call, without running it",
+        about: "Evaluates the security gate for one call without running anything and
+prints {\"tool\", \"risk\", \"decision\", \"reason\"}; decision is allow, ask
+or deny. Exit 0 whenever a decision was made.",
+        bare: false,
+    },
+    CommandDef {
+        path: "policy show",
+        args: &[],
+        summary: "autonomy, workspace boundary, forbidden lists, allowlists",
+        about: "Prints the autonomy level, the workspace boundary, the forbidden paths
+and commands, the shell allowlist, the enabled tools and the kernel sandbox
+shell commands run in. With --json, one object: autonomy, workspace,
+workspace_only, forbidden_paths, forbidden_commands, shell_allowlist,
+tools_enabled, state_dir, confinement, estop.",
+        bare: false,
+    },
+    CommandDef {
+        path: "agent",
+        args: &[Arg {
+            name: "MESSAGE",
+            what: "message",
+            required: false,
+        }],
+        summary: "one turn with MESSAGE (or -m), or a REPL on a terminal",
+        about: "With a MESSAGE (as an argument or -m), runs one turn and prints only the
+answer on stdout; logs and approval questions go to stderr and the terminal.
+Piped stdin is added to the message as context
+(`cat log | latchclaw agent \"summarise\"`); `-m -` reads the message itself
+from stdin; with stdin piped and no message, stdin is the message. On a
+terminal with no message, starts a REPL (/tools, /memory QUERY, /policy,
+/exit). Input over max_input_bytes is an error.
+
+On a terminal the answer appears as it streams in (never the model's
+<think> reasoning or tool-call syntax) and each tool call gets a status
+line on stderr (`→ shell: git status … 12 ms`); piped output and --json
+get only the final answer. --json prints one JSON object: answer, tool
+calls, rounds, usage.",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory list",
+        args: &[],
+        summary: "conversations, most recent first",
+        about: "Lists conversations: id, turns, last activity and the first message.",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory search",
+        args: &[arg("QUERY", "QUERY (quote it if it has spaces)")],
+        summary: "full-text search of every turn",
+        about: "Full-text search, ranked by relevance with recent turns boosted; any text
+is accepted (operators and quotes are searched as words).",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory show",
+        args: &[arg("CONVERSATION_ID", "conversation id")],
+        summary: "the turns of one conversation",
+        about: "Prints every turn of one conversation, with its tool calls.",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory clear",
+        args: &[],
+        summary: "delete every conversation (needs --yes)",
+        about: "Deletes every conversation. Needs --yes.",
+        bare: false,
+    },
+    CommandDef {
+        path: "receipt list",
+        args: &[],
+        summary: "the receipts log, one line per receipt",
+        about: "A call that runs leaves two receipts: `started` before the tool runs and its
+outcome (allowed, approved, failed) after; a denied call leaves one.",
+        bare: false,
+    },
+    CommandDef {
+        path: "receipt verify",
+        args: &[],
+        summary: "replay the receipt hash chain",
+        about: "Replays the hash chain and prints `ok: N receipts, head HASH`, then one
+line per call that started and has no outcome (latchclaw was cut off while
+it ran; exit 0, the chain is intact), or the 1-based position of the first
+broken receipt and why (exit 7).",
+        bare: false,
+    },
+    CommandDef {
+        path: "estop",
+        args: &[],
+        summary: "emergency stop: refuse every tool call until cleared",
+        about: "Creates the ESTOP file: every tool call is refused (with a receipt) until
+`latchclaw estop --clear` removes it. The agent can still answer in text.",
+        bare: false,
+    },
+    CommandDef {
+        path: "approvals list",
+        args: &[],
+        summary: "calls waiting for an operator (from runs with no terminal)",
+        about: "A call that needs approval in a run with no terminal (cron) is denied and
+kept as a pending approval; this lists them (`latchclaw approvals` alone
+does the same). Decide them with `latchclaw approve ID` or `deny ID`.",
+        bare: true,
+    },
+    CommandDef {
+        path: "approve",
+        args: &[arg("ID", "approval id")],
+        summary: "approve a pending call; `agent --resume CONV` continues",
+        about: "Asks for confirmation on the terminal, or takes --yes typed by the
+operator; nothing a model writes can approve. Then
+`latchclaw agent --resume CONVERSATION` continues the conversation: the
+approved call runs once, for exactly that tool and those arguments, in that
+conversation.",
+        bare: false,
+    },
+    CommandDef {
+        path: "deny",
+        args: &[arg("ID", "approval id")],
+        summary: "deny a pending call",
+        about: "Marks a pending approval denied.",
+        bare: false,
+    },
+    CommandDef {
+        path: "runs list",
+        args: &[],
+        summary: "recorded agent runs: start, end, exit code, conversation",
+        about: "Every `agent` run is recorded: id, start and end time, exit code and
+reason, conversation, lock name, pid and command line (`latchclaw runs`
+alone does the same).",
+        bare: true,
+    },
+    CommandDef {
+        path: "prompt show",
+        args: &[],
+        summary: "the system prompt a turn with MESSAGE would get",
+        about: "Prints the system prompt every turn gets, assembled in this order: the
+base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
+persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
+(prompt.user_file / <state>/prompt/user.md) and the active policy. It is
+the same bytes on every turn, so a server's prompt cache keeps working.
+Then the memory notes MESSAGE would carry (turns of other conversations
+that share a rare word with it, memory.context_hits within
+memory.context_bytes; sent with the message, quoted as data), and the size
+in bytes of each layer, each tool's schema and the whole first request.",
+        bare: false,
+    },
+    CommandDef {
+        path: "completions",
+        args: &[arg("SHELL", "shell (bash, zsh or fish)")],
+        summary: "shell completions for bash, zsh or fish",
+        about: "Prints a completion script, generated from the same definitions as this
+help. For example:
+  latchclaw completions bash > ~/.local/share/bash-completion/completions/latchclaw
+  eval \"$(latchclaw completions zsh)\"    (in ~/.zshrc; zsh runs the bash one)
+  latchclaw completions fish > ~/.config/fish/completions/latchclaw.fish",
+        bare: false,
+    },
+    CommandDef {
+        path: "help",
+        args: &[Arg {
+            name: "COMMAND",
+            what: "command",
+            required: false,
+        }],
+        summary: "help for latchclaw or one command",
+        about: "Prints the help of a command (`latchclaw help memory search`), or of
+latchclaw itself.",
+        bare: false,
+    },
+];
+
+/// The definition named by exactly these words.
+pub fn command(path: &str) -> Option<&'static CommandDef> {
+    COMMANDS.iter().find(|c| c.path == path)
+}
+
+/// The commands under a group word (`memory` → list, search, show, clear).
+pub fn group(word: &str) -> Vec<&'static CommandDef> {
+    COMMANDS
+        .iter()
+        .filter(|c| c.group() == Some(word))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_names_real_commands_and_shared_names_do_not_overlap() {
+        for f in FLAGS {
+            if f.commands != ALL {
+                for c in f.commands {
+                    assert!(command(c).is_some(), "--{} names unknown {c}", f.long);
+                }
+            }
+            for g in FLAGS
+                .iter()
+                .filter(|g| g.long == f.long && !std::ptr::eq(*g, f))
+            {
+                assert!(
+                    f.commands.iter().all(|c| !g.takes(c)),
+                    "--{} is defined twice for one command",
+                    f.long
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn command_paths_are_unique() {
+        for c in COMMANDS {
+            assert_eq!(COMMANDS.iter().filter(|d| d.path == c.path).count(), 1);
+        }
+    }
+}

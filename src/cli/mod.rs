@@ -1,0 +1,149 @@
+//! The command line. `flags` defines every command and flag once; `parse`
+//! turns the raw arguments into a typed [`parse::Command`]; `help` and
+//! `complete` are generated from the definitions; `cmd/` holds one file per
+//! command group, each a plain function over its options.
+
+mod approve;
+mod cmd;
+mod complete;
+pub mod flags;
+mod help;
+mod lock;
+mod onboard;
+pub mod parse;
+
+use crate::config::Config;
+use crate::error::{Result, exit};
+use crate::memory::Memory;
+use parse::Command;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// What every command gets besides its own options.
+pub(crate) struct Ctx {
+    /// `--config PATH`.
+    pub config: Option<PathBuf>,
+    /// The command line as given, for the run record.
+    pub line: String,
+}
+
+impl Ctx {
+    pub fn load_config(&self) -> Result<Config> {
+        let cfg = Config::load(self.config.as_deref())?;
+        log::info!(target: "event::startup", "version={}", env!("CARGO_PKG_VERSION"));
+        log::info!(target: "event::config_path", "path={} loaded={}", cfg.config_path.display(), cfg.source.is_some());
+        log::info!(target: "event::workspace_path", "path={}", cfg.workspace_dir.display());
+        Ok(cfg)
+    }
+
+    pub fn open_memory(&self) -> Result<Memory> {
+        let cfg = self.load_config()?;
+        Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)
+    }
+}
+
+/// Entry point: parses, dispatches, and returns the exit code.
+pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    let line = argv
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let inv = parse::parse(argv)?;
+    let ctx = Ctx {
+        config: inv.config,
+        line,
+    };
+    match inv.command {
+        Command::Missing => {
+            eprintln!("{}", help::top());
+            Err(crate::error::Error::usage("no command given"))
+        }
+        Command::Help(words) => match help::for_words(&words) {
+            Some(h) => {
+                println!("{h}");
+                Ok(exit::OK)
+            }
+            None => Err(crate::error::Error::usage(format!(
+                "no help for `{}`: not a command (see `latchclaw --help`)",
+                words.join(" ")
+            ))),
+        },
+        Command::Version => {
+            println!("latchclaw {}", env!("CARGO_PKG_VERSION"));
+            Ok(exit::OK)
+        }
+        Command::Completions(shell) => {
+            print!("{}", complete::script(shell));
+            Ok(exit::OK)
+        }
+        Command::Init { workspace, force } => cmd::config::init(&ctx, workspace, force),
+        Command::Onboard(o) => cmd::config::onboard(&ctx, o),
+        Command::ConfigValidate => cmd::config::validate(&ctx),
+        Command::ConfigShow { json } => cmd::config::show(&ctx, json),
+        Command::ProviderList { json } => cmd::provider::list(&ctx, json),
+        Command::ProviderTest { name, json } => cmd::provider::test(&ctx, &name, json),
+        Command::ToolList { json } => cmd::tool::list(&ctx, json),
+        Command::ToolRun { tool, args } => cmd::tool::run(&ctx, &tool, args.as_deref()),
+        Command::PolicyCheck {
+            tool,
+            args,
+            autonomy,
+        } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy),
+        Command::PolicyShow { json } => cmd::tool::policy_show(&ctx, json),
+        Command::Agent(a) => cmd::agent::run(&ctx, a),
+        Command::MemoryList { limit, json } => cmd::memory::list(&ctx, limit, json),
+        Command::MemorySearch { query, limit, json } => {
+            cmd::memory::search(&ctx, &query, limit, json)
+        }
+        Command::MemoryShow { id, json } => cmd::memory::show(&ctx, &id, json),
+        Command::MemoryClear { yes } => cmd::memory::clear(&ctx, yes),
+        Command::ReceiptList { json } => cmd::receipt::list(&ctx, json),
+        Command::ReceiptVerify { json } => cmd::receipt::verify(&ctx, json),
+        Command::Estop { clear } => cmd::estop::run(&ctx, clear),
+        Command::ApprovalsList { all, json } => cmd::approvals::list(&ctx, all, json),
+        Command::Approve { id, yes } => cmd::approvals::decide(&ctx, &id, true, yes),
+        Command::Deny { id } => cmd::approvals::decide(&ctx, &id, false, false),
+        Command::RunsList { limit, json } => cmd::approvals::runs(&ctx, limit, json),
+        Command::PromptShow {
+            message,
+            conversation,
+            json,
+        } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
+    }
+}
+
+pub(crate) fn print_json(v: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())
+    );
+}
+
+/// `s` on one line, cut to `max` chars.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+/// `1 receipt`, `2 receipts`.
+pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(super::count(1u32, "receipt"), "1 receipt");
+        assert_eq!(super::count(0u32, "receipt"), "0 receipts");
+        assert_eq!(super::count(3u32, "turn"), "3 turns");
+    }
+}

@@ -1,0 +1,715 @@
+//! Raw arguments → a checked, typed [`Command`]. lexopt reads the words
+//! and flags in any order; the words name a command in `flags::COMMANDS`;
+//! each flag is then checked against the commands `flags::FLAGS` says take
+//! it, and the command's variant is built with exactly its options.
+
+use super::flags::{self, COMMANDS, CommandDef, FLAGS, Flag};
+use crate::config::Autonomy;
+use crate::error::{Error, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// What to do, with the options that apply to it.
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    /// No command words: the help goes to stderr and the exit code is 2.
+    Missing,
+    /// Help for these command words (none: latchclaw's own).
+    Help(Vec<String>),
+    Version,
+    Completions(Shell),
+    Init {
+        workspace: Option<PathBuf>,
+        force: bool,
+    },
+    Onboard(Onboard),
+    ConfigValidate,
+    ConfigShow {
+        json: bool,
+    },
+    ProviderList {
+        json: bool,
+    },
+    ProviderTest {
+        name: String,
+        json: bool,
+    },
+    ToolList {
+        json: bool,
+    },
+    ToolRun {
+        tool: String,
+        args: Option<String>,
+    },
+    PolicyCheck {
+        tool: String,
+        args: Option<String>,
+        autonomy: Option<Autonomy>,
+    },
+    PolicyShow {
+        json: bool,
+    },
+    Agent(Agent),
+    MemoryList {
+        limit: Option<u32>,
+        json: bool,
+    },
+    MemorySearch {
+        query: String,
+        limit: Option<u32>,
+        json: bool,
+    },
+    MemoryShow {
+        id: String,
+        json: bool,
+    },
+    MemoryClear {
+        yes: bool,
+    },
+    ReceiptList {
+        json: bool,
+    },
+    ReceiptVerify {
+        json: bool,
+    },
+    Estop {
+        clear: bool,
+    },
+    ApprovalsList {
+        all: bool,
+        json: bool,
+    },
+    Approve {
+        id: String,
+        yes: bool,
+    },
+    Deny {
+        id: String,
+    },
+    RunsList {
+        limit: Option<u32>,
+        json: bool,
+    },
+    PromptShow {
+        message: Option<String>,
+        conversation: Option<String>,
+        json: bool,
+    },
+}
+
+#[derive(Debug, PartialEq, Clone, Copy)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, PartialEq, Default)]
+pub struct Onboard {
+    pub workspace: Option<PathBuf>,
+    pub force: bool,
+    pub yes: bool,
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub autonomy: Option<String>,
+}
+
+/// Which conversation an agent run continues.
+#[derive(Debug, PartialEq, Default)]
+pub enum Continue {
+    #[default]
+    New,
+    Conversation(String),
+    /// `-c`: the most recent one.
+    Latest,
+    /// `--resume ID`: after `latchclaw approve`.
+    Resume(String),
+}
+
+#[derive(Debug, PartialEq, Default)]
+pub struct Agent {
+    pub message: Option<String>,
+    pub conversation: Continue,
+    pub json: bool,
+    pub hint: Option<String>,
+    pub lock: Option<String>,
+    pub timeout: Option<u64>,
+    pub no_stream: bool,
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+pub struct Invocation {
+    pub config: Option<PathBuf>,
+    pub command: Command,
+}
+
+/// The arguments as given, before they are checked against a command.
+#[derive(Default)]
+struct Raw {
+    words: Vec<String>,
+    flags: Vec<(&'static Flag, Option<String>)>,
+    /// The first option no command takes, as written.
+    unknown: Option<String>,
+}
+
+fn usage(e: lexopt::Error) -> Error {
+    Error::usage(format!("{e}; see `latchclaw --help`"))
+}
+
+fn utf8(v: OsString, what: impl FnOnce() -> String) -> Result<String> {
+    v.into_string().map_err(|v| {
+        Error::usage(format!(
+            "{}: {:?} is not valid UTF-8; latchclaw takes UTF-8 arguments only",
+            what(),
+            v
+        ))
+    })
+}
+
+/// The commands the words so far could still name.
+fn could_be(words: &[String]) -> impl Iterator<Item = &'static CommandDef> + '_ {
+    COMMANDS
+        .iter()
+        .filter(move |c| c.path.split(' ').zip(words).all(|(p, w)| p == w.as_str()))
+}
+
+/// The flag `--name` / `-c` means here. A long name defined twice
+/// (`--json`) is settled by the command the words so far can name; when
+/// they still allow both, by the value: a JSON object or array is the
+/// tool arguments.
+fn which_flag(
+    p: &mut lexopt::Parser,
+    words: &[String],
+    matches: Vec<&'static Flag>,
+) -> Result<&'static Flag> {
+    if matches.len() == 1 {
+        return Ok(matches[0]);
+    }
+    let taken: Vec<&'static Flag> = matches
+        .iter()
+        .copied()
+        .filter(|f| could_be(words).any(|c| f.takes(c.path)))
+        .collect();
+    match taken.as_slice() {
+        [one] => return Ok(one),
+        [] => return Ok(matches[0]),
+        _ => {}
+    }
+    let want_value = match p.try_raw_args() {
+        // `--json=...`: a value is attached.
+        None => true,
+        Some(raw) => raw
+            .peek()
+            .and_then(|v| v.to_str())
+            .is_some_and(|v| v.starts_with('{') || v.starts_with('[')),
+    };
+    Ok(taken
+        .iter()
+        .copied()
+        .find(|f| f.value.is_some() == want_value)
+        .unwrap_or(taken[0]))
+}
+
+fn lex(argv: Vec<OsString>) -> Result<(Raw, Option<PathBuf>, bool, bool)> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(argv);
+    let mut raw = Raw::default();
+    let (mut config, mut help, mut version) = (None, false, false);
+    while let Some(arg) = p.next().map_err(usage)? {
+        let (matches, written): (Vec<&'static Flag>, String) = match arg {
+            Value(v) => {
+                let w = utf8(v, || "an argument".into())?;
+                raw.words.push(w);
+                continue;
+            }
+            Long(name) => (
+                FLAGS.iter().filter(|f| f.long == name).collect(),
+                format!("--{name}"),
+            ),
+            Short(c) => (
+                FLAGS.iter().filter(|f| f.short == Some(c)).collect(),
+                format!("-{c}"),
+            ),
+        };
+        if matches.is_empty() {
+            // Reported once the command is known, so the error can say
+            // what it takes instead.
+            raw.unknown.get_or_insert(written);
+            let _ = p.optional_value();
+            continue;
+        }
+        let flag = which_flag(&mut p, &raw.words, matches)?;
+        let value = match flag.value {
+            Some(_) => {
+                let v = p.value().map_err(usage)?;
+                Some(utf8(v, || format!("--{}", flag.long))?)
+            }
+            None => None,
+        };
+        match flag.long {
+            "help" => help = true,
+            "version" => version = true,
+            "config" => config = value.map(PathBuf::from),
+            _ => raw.flags.push((flag, value)),
+        }
+    }
+    Ok((raw, config, help, version))
+}
+
+/// The command the words name, and the words left for its arguments.
+fn resolve(words: &[String]) -> Result<(&'static CommandDef, &[String])> {
+    let found = COMMANDS
+        .iter()
+        .filter(|c| {
+            let n = c.path.split(' ').count();
+            words.len() >= n && c.path.split(' ').zip(words).all(|(p, w)| p == w)
+        })
+        .max_by_key(|c| c.path.len());
+    if let Some(c) = found {
+        let n = c.path.split(' ').count();
+        return Ok((c, &words[n..]));
+    }
+    let first = words[0].as_str();
+    let subs = flags::group(first);
+    if subs.is_empty() {
+        return Err(unknown_command(words));
+    }
+    if words.len() == 1 {
+        if let Some(c) = subs.iter().find(|c| c.bare) {
+            return Ok((c, &words[1..]));
+        }
+        return Err(Error::usage(format!(
+            "`latchclaw {first}` needs a subcommand: {}; see `latchclaw help {first}`",
+            sub_names(&subs)
+        )));
+    }
+    Err(Error::usage(format!(
+        "unknown command `{}`; `latchclaw {first}` has: {}",
+        words.join(" "),
+        sub_names(&subs)
+    )))
+}
+
+fn sub_names(subs: &[&CommandDef]) -> String {
+    subs.iter()
+        .map(|c| c.path.split_once(' ').map_or(c.path, |(_, s)| s))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn unknown_command(words: &[String]) -> Error {
+    let mut names: Vec<&str> = Vec::new();
+    for c in COMMANDS {
+        let w = c.group().unwrap_or(c.path);
+        if !names.contains(&w) {
+            names.push(w);
+        }
+    }
+    Error::usage(format!(
+        "unknown command `{}`; commands: {} (see `latchclaw --help`)",
+        words.join(" "),
+        names.join(", ")
+    ))
+}
+
+/// `--json, --limit` (what a command takes, for error messages).
+fn options_of(c: &CommandDef) -> String {
+    let list: Vec<String> = c
+        .flags()
+        .filter(|f| f.commands != flags::ALL)
+        .map(|f| match f.value {
+            Some(v) => format!("--{} {v}", f.long),
+            None => format!("--{}", f.long),
+        })
+        .collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// Every flag given is one `c` takes; positional arguments are as many as
+/// it takes.
+fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
+    if let Some(bad) = &raw.unknown {
+        return Err(Error::usage(format!(
+            "invalid option '{bad}' for `latchclaw {}`; its options: {}",
+            c.path,
+            options_of(c)
+        )));
+    }
+    for (f, _) in &raw.flags {
+        if f.takes(c.path) {
+            continue;
+        }
+        // The same name, used the other way (`--json` without its ARGS).
+        if let Some(other) = FLAGS.iter().find(|g| g.long == f.long && g.takes(c.path)) {
+            return Err(Error::usage(format!(
+                "`latchclaw {}` takes {} ({})",
+                c.path,
+                other.spelling(),
+                other.help
+            )));
+        }
+        return Err(Error::usage(format!(
+            "`latchclaw {}` does not take --{}; its options: {}",
+            c.path,
+            f.long,
+            options_of(c)
+        )));
+    }
+    if let Some(missing) = c.args.get(args.len()).filter(|a| a.required) {
+        return Err(Error::usage(format!(
+            "`latchclaw {}` needs a {}: latchclaw {} [options]",
+            c.path,
+            missing.what,
+            c.synopsis()
+        )));
+    }
+    if args.len() > c.args.len() {
+        let extra = &args[c.args.len()];
+        let what = match c.args {
+            [] => "no arguments".to_string(),
+            [one] => format!("one {}", one.what),
+            _ => format!("{} arguments", c.args.len()),
+        };
+        return Err(Error::usage(format!(
+            "`latchclaw {}` takes {what}; \"{extra}\" is one too many (quote an argument that has spaces)",
+            c.path
+        )));
+    }
+    Ok(())
+}
+
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    flag: &str,
+    v: &str,
+    what: &str,
+) -> Result<T> {
+    v.parse()
+        .ok()
+        .filter(|n| *n > T::default())
+        .ok_or_else(|| Error::usage(format!("--{flag}: \"{v}\" is not {what}")))
+}
+
+/// The options given to one command, by long name.
+struct Given<'a>(&'a [(&'static Flag, Option<String>)]);
+
+impl Given<'_> {
+    fn on(&self, long: &str) -> bool {
+        self.0.iter().any(|(f, _)| f.long == long)
+    }
+    /// The last value given (a later flag overrides an earlier one).
+    fn value(&self, long: &str) -> Option<String> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(f, _)| f.long == long)
+            .and_then(|(_, v)| v.clone())
+    }
+    fn limit(&self) -> Result<Option<u32>> {
+        self.value("limit")
+            .map(|v| positive("limit", &v, "a positive whole number"))
+            .transpose()
+    }
+}
+
+fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
+    let message = match (o.value("message"), positional) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the message once: as an argument or with -m, not both",
+            ));
+        }
+        (m, p) => m.or_else(|| p.cloned()),
+    };
+    let given = [o.on("continue"), o.on("conversation"), o.on("resume")];
+    if given.iter().filter(|x| **x).count() > 1 {
+        return Err(Error::usage(
+            "give one of --conversation ID, --continue or --resume ID",
+        ));
+    }
+    let conversation = match (o.value("conversation"), o.value("resume")) {
+        (Some(id), _) => Continue::Conversation(id),
+        (_, Some(id)) => Continue::Resume(id),
+        _ if o.on("continue") => Continue::Latest,
+        _ => Continue::New,
+    };
+    let lock = o.value("lock");
+    if let Some(v) = &lock
+        && (v.is_empty()
+            || v.starts_with('.')
+            || !v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+    {
+        return Err(Error::usage(format!(
+            "--lock: \"{v}\" is not a lock name (letters, digits, - _ .)"
+        )));
+    }
+    let timeout = o
+        .value("timeout")
+        .map(|v| positive("timeout", &v, "a positive number of seconds"))
+        .transpose()?;
+    Ok(Agent {
+        message,
+        conversation,
+        json: o.on("json"),
+        hint: o.value("hint"),
+        lock,
+        timeout,
+        no_stream: o.on("no-stream"),
+    })
+}
+
+fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let json = o.on("json");
+    Ok(match c.path {
+        "init" => Command::Init {
+            workspace: o.value("workspace").map(PathBuf::from),
+            force: o.on("force"),
+        },
+        "onboard" => Command::Onboard(Onboard {
+            workspace: o.value("workspace").map(PathBuf::from),
+            force: o.on("force"),
+            yes: o.on("yes"),
+            provider: o.value("provider"),
+            base_url: o.value("base-url"),
+            model: o.value("model"),
+            api_key_env: o.value("api-key-env"),
+            autonomy: o.value("autonomy"),
+        }),
+        "config validate" => Command::ConfigValidate,
+        "config show" => Command::ConfigShow { json },
+        "provider list" => Command::ProviderList { json },
+        "provider test" => Command::ProviderTest { name: arg(0), json },
+        "tool list" => Command::ToolList { json },
+        "tool run" => Command::ToolRun {
+            tool: arg(0),
+            args: o.value("json"),
+        },
+        "policy check" => Command::PolicyCheck {
+            tool: arg(0),
+            args: o.value("json"),
+            autonomy: o
+                .value("autonomy")
+                .map(|level| {
+                    Autonomy::parse(&level).ok_or_else(|| {
+                        Error::usage(format!(
+                            "--autonomy: \"{level}\" is not allowed; allowed values: {}",
+                            Autonomy::ALLOWED.join(", ")
+                        ))
+                    })
+                })
+                .transpose()?,
+        },
+        "policy show" => Command::PolicyShow { json },
+        "agent" => Command::Agent(agent(o, args.first())?),
+        "memory list" => Command::MemoryList {
+            limit: o.limit()?,
+            json,
+        },
+        "memory search" => Command::MemorySearch {
+            query: arg(0),
+            limit: o.limit()?,
+            json,
+        },
+        "memory show" => Command::MemoryShow { id: arg(0), json },
+        "memory clear" => Command::MemoryClear { yes: o.on("yes") },
+        "receipt list" => Command::ReceiptList { json },
+        "receipt verify" => Command::ReceiptVerify { json },
+        "estop" => Command::Estop {
+            clear: o.on("clear"),
+        },
+        "approvals list" => Command::ApprovalsList {
+            all: o.on("all"),
+            json,
+        },
+        "approve" => Command::Approve {
+            id: arg(0),
+            yes: o.on("yes"),
+        },
+        "deny" => Command::Deny { id: arg(0) },
+        "runs list" => Command::RunsList {
+            limit: o.limit()?,
+            json,
+        },
+        "prompt show" => Command::PromptShow {
+            message: o.value("message"),
+            conversation: o.value("conversation"),
+            json,
+        },
+        "completions" => Command::Completions(match arg(0).as_str() {
+            "bash" => Shell::Bash,
+            "zsh" => Shell::Zsh,
+            "fish" => Shell::Fish,
+            other => {
+                return Err(Error::usage(format!(
+                    "completions: \"{other}\" is not a shell this can write for; allowed values: bash, zsh, fish"
+                )));
+            }
+        }),
+        other => {
+            return Err(Error::new(
+                crate::error::Kind::Internal,
+                format!("command `{other}` is defined but not built"),
+            ));
+        }
+    })
+}
+
+/// Parses a whole command line (without the program name).
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation> {
+    let (raw, config, help, version) = lex(argv.into_iter().collect())?;
+    let done = |command| {
+        Ok(Invocation {
+            config: config.clone(),
+            command,
+        })
+    };
+    // `help WORDS` and `WORDS --help` are the same request.
+    if raw.words.first().is_some_and(|w| w == "help") {
+        return done(Command::Help(raw.words[1..].to_vec()));
+    }
+    if help {
+        return done(Command::Help(raw.words));
+    }
+    if version {
+        return done(Command::Version);
+    }
+    if raw.words.is_empty() {
+        if let Some(bad) = &raw.unknown {
+            return Err(Error::usage(format!(
+                "invalid option '{bad}'; see `latchclaw --help`"
+            )));
+        }
+        return done(Command::Missing);
+    }
+    let (c, args) = resolve(&raw.words)?;
+    check(c, &raw, args)?;
+    let command = build(c, args, &Given(&raw.flags))?;
+    done(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &[&str]) -> Result<Command> {
+        parse(s.iter().map(OsString::from)).map(|i| i.command)
+    }
+
+    #[test]
+    fn json_is_a_value_for_tool_run_and_a_switch_elsewhere_in_any_position() {
+        let want = Command::ToolRun {
+            tool: "time".into(),
+            args: Some("{}".into()),
+        };
+        assert_eq!(
+            parse_str(&["tool", "run", "time", "--json", "{}"]).unwrap(),
+            want
+        );
+        assert_eq!(
+            parse_str(&["--json", "{}", "tool", "run", "time"]).unwrap(),
+            want
+        );
+        assert_eq!(
+            parse_str(&["tool", "--json={}", "run", "time"]).unwrap(),
+            want
+        );
+        for argv in [
+            &["tool", "list", "--json"][..],
+            &["--json", "tool", "list"],
+            &["tool", "--json", "list"],
+        ] {
+            assert_eq!(
+                parse_str(argv).unwrap(),
+                Command::ToolList { json: true },
+                "{argv:?}"
+            );
+        }
+        assert_eq!(
+            parse_str(&["policy", "show", "--json"]).unwrap(),
+            Command::PolicyShow { json: true }
+        );
+    }
+
+    #[test]
+    fn options_a_command_does_not_take_are_rejected_naming_what_it_takes() {
+        let e = parse_str(&["memory", "list", "--yes"]).unwrap_err();
+        assert!(
+            e.msg
+                .contains("`latchclaw memory list` does not take --yes")
+                && e.msg.contains("--json, --limit N"),
+            "{e}"
+        );
+        let e = parse_str(&["--bogus", "agent"]).unwrap_err();
+        assert!(
+            e.msg
+                .contains("invalid option '--bogus' for `latchclaw agent`")
+                && e.msg.contains("--message MESSAGE"),
+            "{e}"
+        );
+        let e = parse_str(&["--json", "tool", "run", "time"]).unwrap_err();
+        assert!(e.msg.contains("takes --json ARGS"), "{e}");
+        assert!(parse_str(&["memory", "list", "--limit", "zero"]).is_err());
+        assert!(parse_str(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn positional_message_and_its_conflicts() {
+        let Command::Agent(a) = parse_str(&["agent", "what changed?"]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.message.as_deref(), Some("what changed?"));
+        assert!(parse_str(&["agent", "a", "-m", "b"]).is_err());
+        let e = parse_str(&["agent", "two", "words"]).unwrap_err();
+        assert!(e.msg.contains("one too many"), "{e}");
+        let e = parse_str(&["agent", "-c", "--resume", "x"]).unwrap_err();
+        assert!(e.msg.contains("give one of"), "{e}");
+    }
+
+    #[test]
+    fn groups_and_bare_words() {
+        assert_eq!(
+            parse_str(&["runs"]).unwrap(),
+            Command::RunsList {
+                limit: None,
+                json: false
+            }
+        );
+        let e = parse_str(&["memory"]).unwrap_err();
+        assert!(
+            e.msg
+                .contains("needs a subcommand: list, search, show, clear"),
+            "{e}"
+        );
+        let e = parse_str(&["memory", "bogus"]).unwrap_err();
+        assert!(e.msg.contains("unknown command `memory bogus`"), "{e}");
+        assert_eq!(
+            parse_str(&["help", "memory", "list"]).unwrap(),
+            Command::Help(vec!["memory".into(), "list".into()])
+        );
+    }
+
+    #[test]
+    fn non_utf8_is_a_usage_error() {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = std::ffi::OsStr::from_bytes(b"/tmp/\xff.toml").to_os_string();
+        let e = parse(vec![
+            "--config".into(),
+            bad.clone(),
+            "config".into(),
+            "validate".into(),
+        ])
+        .unwrap_err();
+        assert!(e.msg.contains("--config") && e.msg.contains("UTF-8"), "{e}");
+        let e = parse(vec!["agent".into(), bad]).unwrap_err();
+        assert!(e.msg.contains("UTF-8"), "{e}");
+    }
+}

@@ -1,0 +1,421 @@
+//! The TCP connections under our ureq agents (the openai-compatible
+//! provider, the http tool): ureq's own TCP transport, with delayed ACKs
+//! turned off before each read.
+//!
+//! Why: many servers write a response's head and body in two writes with
+//! Nagle's algorithm on (Python's http.server, cpp-httplib as llama-server
+//! builds it, many proxies). Nagle holds the body until the head is
+//! ACKed; on a reused keep-alive connection Linux has marked ours
+//! interactive and delays that ACK by 40 ms, hoping to piggyback it on data
+//! we never send. Every request of a turn after the first lost 40 ms.
+//! `TCP_QUICKACK` leaves that mode, so reading the head ACKs it at once; the
+//! kernel goes back to delaying once we send again, so it is set before
+//! every read, not once. It sits under TLS (rustls reads through this
+//! transport), and a CONNECT proxy's tunnel is one of these connections too.
+//!
+//! TCP_NODELAY stays on (as ureq has it) for the same reason in the other
+//! direction: ureq writes a request's head and body separately.
+//!
+//! The provider's agent also takes an IP address in the URL as is, rather
+//! than through ureq's resolver (see `LiteralFirst`).
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
+    RustlsConnector, ShutdownHandle, Transport,
+};
+
+/// ureq's default chain (CONNECT proxy, TCP, rustls) with our TCP.
+pub fn connector() -> impl Connector<()> {
+    ().chain(ConnectProxyConnector::default())
+        .chain(QuickAckConnector)
+        .chain(RustlsConnector::default())
+}
+
+/// An agent on [`connector`] that takes an IP address in the URL as is.
+pub fn agent(config: ureq::config::Config) -> ureq::Agent {
+    ureq::Agent::with_parts(config, connector(), LiteralFirst)
+}
+
+/// ureq resolves the host before every request, kept-alive connection or
+/// not, and with a timeout set does it in a thread of its own: a thread
+/// per request even for `127.0.0.1`. An address is its own answer; names
+/// go to ureq's resolver.
+#[derive(Debug)]
+struct LiteralFirst;
+
+impl Resolver for LiteralFirst {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let literal = uri.authority().and_then(|a| {
+            let ip: IpAddr = a.host().trim_matches(['[', ']']).parse().ok()?;
+            let port = match uri.scheme_str()? {
+                "http" => a.port_u16().unwrap_or(80),
+                "https" => a.port_u16().unwrap_or(443),
+                _ => return None,
+            };
+            Some(SocketAddr::new(ip, port))
+        });
+        match literal {
+            Some(addr) => {
+                let mut addrs = self.empty();
+                addrs.push(addr);
+                Ok(addrs)
+            }
+            None => DefaultResolver::default().resolve(uri, config, timeout),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct QuickAckConnector;
+
+impl<In: Transport> Connector<In> for QuickAckConnector {
+    type Out = Either<In, QuickAckTransport>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        if let Some(t) = chained {
+            return Ok(Some(Either::A(t)));
+        }
+        let stream = Arc::new(connect(details)?);
+        stream.set_nodelay(true)?;
+        (details.register_shutdown)(Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>)?;
+        let buffers = LazyBuffers::new(
+            details.config.input_buffer_size(),
+            details.config.output_buffer_size(),
+        );
+        Ok(Some(Either::B(QuickAckTransport { stream, buffers })))
+    }
+}
+
+/// Tries the resolved addresses in turn: each but the last gets half the
+/// time left (so one silent address cannot use it all), the last the rest.
+fn connect(details: &ConnectionDetails) -> Result<TcpStream, ureq::Error> {
+    let deadline = details.timeout.not_zero().map(|t| Instant::now() + *t);
+    let addrs = &details.addrs;
+    let mut last = None;
+    for (i, addr) in addrs.iter().enumerate() {
+        let attempt = match deadline {
+            None => TcpStream::connect(addr),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                let share = if i + 1 < addrs.len() { left / 2 } else { left };
+                TcpStream::connect_timeout(addr, share.max(Duration::from_millis(10)))
+            }
+        };
+        match attempt {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                log::debug!("connect to {addr}: {e}");
+                last = Some(e);
+            }
+        }
+    }
+    Err(match last {
+        Some(e) if e.kind() == io::ErrorKind::TimedOut => {
+            ureq::Error::Timeout(ureq::Timeout::Connect)
+        }
+        Some(e) => e.into(),
+        None => io::Error::new(io::ErrorKind::NotFound, "no address to connect to").into(),
+    })
+}
+
+/// ureq's TCP transport (which does not expose its socket) less its
+/// timeout caching, plus the quick ACK.
+struct QuickAckTransport {
+    /// Shared with the agent's shutdown handle.
+    stream: Arc<TcpStream>,
+    buffers: LazyBuffers,
+}
+
+impl std::fmt::Debug for QuickAckTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuickAckTransport")
+            .field("peer", &self.stream.peer_addr().ok())
+            .finish()
+    }
+}
+
+/// When `timeout` runs out, or None if never; an error if it already has.
+fn deadline(timeout: &NextTimeout) -> Result<Option<Instant>, ureq::Error> {
+    if timeout.after.is_not_happening() {
+        return Ok(None);
+    }
+    let after = *timeout.after;
+    if after.is_zero() {
+        return Err(ureq::Error::Timeout(timeout.reason));
+    }
+    Ok(Some(Instant::now() + after))
+}
+
+fn io_error(e: io::Error, timeout: &NextTimeout) -> ureq::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ureq::Error::Timeout(timeout.reason),
+        _ => e.into(),
+    }
+}
+
+impl Transport for QuickAckTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        let timeout = timeout.for_write();
+        let deadline = deadline(&timeout)?;
+        self.stream
+            .set_write_timeout(deadline.map(|d| d.saturating_duration_since(Instant::now())))
+            .map_err(|e| io_error(e, &timeout))?;
+        let output = &self.buffers.output()[..amount];
+        (&*self.stream)
+            .write_all(output)
+            .map_err(|e| io_error(e, &timeout))?;
+        Ok(())
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        let timeout = timeout.for_read();
+        let deadline = deadline(&timeout)?;
+        quick_ack(&self.stream);
+        let input = self.buffers.input_append_buf();
+        let amount = loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(ureq::Error::Timeout(timeout.reason));
+            }
+            self.stream
+                .set_read_timeout(left)
+                .map_err(|e| io_error(e, &timeout))?;
+            match (&*self.stream).read(input) {
+                // A signal cuts a read short even with SA_RESTART once a
+                // timeout is set; with no timeout, leave it to the caller.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && left.is_some() => continue,
+                r => break r.map_err(|e| io_error(e, &timeout))?,
+            }
+        };
+        self.buffers.input_appended(amount);
+        Ok(amount > 0)
+    }
+
+    /// Pooled connections are checked before reuse: nothing may be waiting
+    /// to be read, and the peer must not have closed.
+    fn is_open(&mut self) -> bool {
+        let mut s = &*self.stream;
+        if s.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let idle = matches!(s.read(&mut [0u8]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+        idle && s.set_nonblocking(false).is_ok()
+    }
+}
+
+/// Best effort: a socket that refuses it only reads as before.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn quick_ack(sock: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid descriptor and a c_int option of the size given.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Elsewhere there is no per-socket switch; reads are as ureq makes them.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn quick_ack(_: &TcpStream) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    /// Answers requests on every connection like a real server: keep-alive,
+    /// head and body in two writes, Nagle on. Sends each request's peer port.
+    fn two_write_server() -> (u16, mpsc::Receiver<u16>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let (mut s, tx) = (stream.unwrap(), tx.clone());
+                std::thread::spawn(move || {
+                    let peer = s.peer_addr().unwrap().port();
+                    let mut buf = [0u8; 4096];
+                    // GET requests: one read holds one request head.
+                    while matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                        tx.send(peer).unwrap();
+                        let body = b"{\"ok\":true}";
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                        s.write_all(head.as_bytes()).unwrap();
+                        s.write_all(body).unwrap();
+                    }
+                });
+            }
+        });
+        (port, rx)
+    }
+
+    fn config() -> ureq::config::Config {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+    }
+
+    /// The median time of requests 2..=n on one agent.
+    fn median_reused(agent: &ureq::Agent, url: &str, n: usize) -> Duration {
+        let mut times: Vec<Duration> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                let body = agent.get(url).call().unwrap().body_mut().read_to_string();
+                assert_eq!(body.unwrap(), "{\"ok\":true}");
+                t.elapsed()
+            })
+            .skip(1)
+            .collect();
+        times.sort();
+        times[times.len() / 2]
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_reused_connection_gets_a_two_write_reply_without_the_delayed_ack() {
+        let (port, peers) = two_write_server();
+        let url = format!("http://127.0.0.1:{port}/");
+        let ours = median_reused(&agent(config()), &url, 7);
+        let seen: Vec<u16> = peers.try_iter().collect();
+        assert!(
+            seen.iter().all(|&p| p == seen[0]),
+            "one connection: {seen:?}"
+        );
+        // The same exchange on ureq's own transport waits a delayed ACK
+        // (40 ms) per reused request: this server does reproduce the stall.
+        let delayed_ack = Duration::from_millis(40);
+        let theirs = median_reused(&config().new_agent(), &url, 4);
+        assert!(theirs >= delayed_ack, "control: {theirs:?}");
+        assert!(ours < delayed_ack, "ours: {ours:?}");
+    }
+
+    #[test]
+    fn addresses_are_tried_in_turn() {
+        #[derive(Debug)]
+        struct Two(SocketAddr, SocketAddr);
+        impl Resolver for Two {
+            fn resolve(
+                &self,
+                _: &ureq::http::Uri,
+                _: &ureq::config::Config,
+                _: NextTimeout,
+            ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+                let mut v = self.empty();
+                v.push(self.0);
+                v.push(self.1);
+                Ok(v)
+            }
+        }
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let (port, _peers) = two_write_server();
+        let open: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let agent = ureq::Agent::with_parts(config(), connector(), Two(closed, open));
+        let mut resp = agent.get("http://example.test/").call().unwrap();
+        assert_eq!(resp.body_mut().read_to_string().unwrap(), "{\"ok\":true}");
+        let agent = ureq::Agent::with_parts(config(), connector(), Two(closed, closed));
+        let err = agent.get("http://example.test/").call().unwrap_err();
+        assert!(
+            matches!(&err, ureq::Error::Io(e) if e.kind() == io::ErrorKind::ConnectionRefused),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_silent_server_is_a_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let _held: Vec<_> = listener.incoming().take(1).collect();
+            std::thread::sleep(Duration::from_secs(5));
+        });
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_millis(300)))
+            .build();
+        let t = Instant::now();
+        let err = agent(config)
+            .get(&format!("http://127.0.0.1:{port}/"))
+            .call()
+            .unwrap_err();
+        assert!(matches!(err, ureq::Error::Timeout(_)), "{err:?}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn https_is_tls_over_our_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let first = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut b = [0u8; 3];
+            s.read_exact(&mut b).unwrap();
+            b
+        });
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build();
+        let err = agent(config)
+            .get(&format!("https://127.0.0.1:{port}/"))
+            .call();
+        assert!(err.is_err());
+        // A TLS handshake record (a ClientHello), TLS 1.x.
+        assert_eq!(first.join().unwrap()[..2], [0x16, 0x03]);
+    }
+
+    #[test]
+    fn an_address_in_the_url_is_not_looked_up() {
+        let cfg = config();
+        let addrs = |url: &str| {
+            let uri: ureq::http::Uri = url.parse().unwrap();
+            LiteralFirst
+                .resolve(&uri, &cfg, NextTimeout::default())
+                .map(|a| a.iter().copied().collect::<Vec<_>>())
+        };
+        assert_eq!(
+            addrs("http://127.0.0.1:8080/v1").unwrap(),
+            ["127.0.0.1:8080".parse::<SocketAddr>().unwrap()]
+        );
+        assert_eq!(
+            addrs("https://[::1]/v1").unwrap(),
+            ["[::1]:443".parse::<SocketAddr>().unwrap()]
+        );
+        assert_eq!(
+            addrs("http://10.0.0.2/").unwrap(),
+            ["10.0.0.2:80".parse::<SocketAddr>().unwrap()]
+        );
+        // Names still go to the system resolver.
+        let local = addrs("http://localhost:9/").unwrap();
+        assert!(
+            local.iter().all(|a| a.ip().is_loopback() && a.port() == 9),
+            "{local:?}"
+        );
+    }
+}
