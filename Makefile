@@ -3,7 +3,7 @@ CARGO ?= cargo
 DEMO_DIR := $(CURDIR)/target/demo
 BIN := target/debug/latchclaw
 
-.PHONY: build test lint bench demo release clean-demo install
+.PHONY: build test lint bench demo release clean-demo install test-real
 
 build:
 	$(CARGO) build
@@ -15,6 +15,14 @@ test: lint
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# A real local model in the loop (README: real model; not part of `make test`):
+# llama-server and a Qwen2.5-Coder GGUF, found or built once into a cache.
+REAL_MODEL ?= 1.5b
+test-real:
+	$(CARGO) test --no-run --test real_model
+	LATCHCLAW_REAL_MODEL=$(REAL_MODEL) scripts/real-llm.sh run \
+		$(CARGO) test --test real_model -- --ignored --nocapture
 
 # Benchmarks (not timed tests): release binary size, wall time and peak RSS.
 bench:
