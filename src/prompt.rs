@@ -16,8 +16,11 @@ use crate::memory::Memory;
 use crate::security::Gate;
 use std::path::Path;
 
-pub const BASE: &str = "You are LatchClaw, a careful local assistant. Answer briefly and plainly. \
-Use a tool only when it helps; its result comes back to you as a tool message.";
+/// Small local models guess from a file's name instead of reading it
+/// unless told to look: hence "find out instead of guessing".
+pub const BASE: &str = "You are LatchClaw, a careful local assistant in the user's workspace. \
+For questions about files, commands, the time or the web, use a tool instead of guessing (paths \
+are relative to the workspace, \".\" is its root), then answer briefly from its result.";
 
 /// Reads an optional layer: a configured file must exist, a default one
 /// may be absent.
@@ -123,7 +126,7 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
          with the reason: do not retry it in another form.",
         gate.autonomy().as_str(),
         if cfg.security.workspace_only {
-            " (tools cannot reach outside it)"
+            " (tools stay inside it)"
         } else {
             ""
         }

@@ -429,12 +429,21 @@ impl<'a> Runtime<'a> {
                             Some(cmd) => format!("run `{cmd}` again"),
                             None => format!("`latchclaw agent --resume {conversation_id}`"),
                         };
+                        // The model is not shown the operator's commands:
+                        // given them, a 1.5B model tried to run them with
+                        // the shell tool.
+                        let for_model = format!(
+                            "not run: it waits for the operator's approval ({}; {why}); \
+                             nothing happened yet. Tell the user it is waiting for approval; \
+                             do not try to approve or run it another way.",
+                            d.reason
+                        );
                         reason = format!(
                             "{reason}; {why}; waiting as pending approval {id} \
                              (`latchclaw approve {id}`, then {then})"
                         );
                         pending = Some(id);
-                        ("denied", ToolResult::err(format!("denied: {reason}")))
+                        ("denied", ToolResult::err(for_model))
                     }
                 },
             },
@@ -726,6 +735,32 @@ impl<'a> Runtime<'a> {
             model: Some(&model),
             ..Default::default()
         })?;
+        // Calls the operator approved since the last turn are named to the
+        // model exactly, so it repeats them as they were (on a bare
+        // "continue" a 1.5B model did not).
+        if conversation_id.is_some() {
+            let approved: Vec<String> = self
+                .memory
+                .approvals(true)?
+                .into_iter()
+                .filter(|p| p.conversation_id == conv && p.status == "approved")
+                .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
+                .collect();
+            if !approved.is_empty() {
+                messages.push(Message::runtime(format!(
+                    "[latchclaw: the operator approved {}: {}. Call {} again exactly as written \
+                     to run {}.]",
+                    if approved.len() == 1 {
+                        "this call"
+                    } else {
+                        "these calls"
+                    },
+                    approved.join(", "),
+                    if approved.len() == 1 { "it" } else { "each" },
+                    if approved.len() == 1 { "it" } else { "them" },
+                )));
+            }
+        }
         messages.push(Message {
             notes: self.memory_notes(message, Some(&conv))?,
             ..Message::new(Role::User, message)
@@ -748,9 +783,9 @@ impl<'a> Runtime<'a> {
         let mut usage = Usage::default();
         let mut rounds = 0;
         // The last call that ran: (name, arguments, what the model got back).
-        // The last call that ran or was refused: (name, arguments, what the
-        // model got back, refused?).
-        let mut last_call: Option<(String, Value, String, bool)> = None;
+        // The last call made: (name, arguments, what the model got back,
+        // how it ended: "ok", "refused" or "failed").
+        let mut last_call: Option<(String, Value, String, &str)> = None;
         // What the model got back in the last round, for a turn that stops.
         let mut last_results: Vec<(String, String)> = Vec::new();
         let mut asked_plain = false;
@@ -784,6 +819,9 @@ impl<'a> Runtime<'a> {
             if rounds == max_rounds && rounds > 0 && !last_results.is_empty() && !asked_last {
                 asked_last = true;
                 req.messages.push(Message::runtime(LAST_ROUND));
+                // No tools on offer either: with them, a 0.5B model called
+                // one more tool even when told that none would run.
+                req.tools.clear();
             }
             progress.round_start(rounds);
             let mut sink = RoundSink {
@@ -892,9 +930,13 @@ impl<'a> Runtime<'a> {
             for call in &resp.tool_calls {
                 let call_started = Instant::now();
                 progress.tool_start(&call.name, &summarize_args(&call.arguments));
-                let repeat = last_call
-                    .as_ref()
-                    .filter(|(name, args, ..)| *name == call.name && *args == call.arguments);
+                let repeat = last_call.as_ref().filter(|(name, args, _, ended)| {
+                    // A tool that takes no arguments, called again after
+                    // it worked, is the same call whatever a model makes
+                    // up for them (a 0.5B model passed the last time).
+                    *name == call.name
+                        && (*args == call.arguments || *ended == "ok" && takes_nothing(name))
+                });
                 // A cancelled call is not attempted, so it gets no receipt;
                 // the history still gets a result for every call made.
                 let (content, tool_results, meta) = if let Some((_, _, earlier, refused)) = repeat {
@@ -918,18 +960,20 @@ impl<'a> Runtime<'a> {
                         Ok((record, result)) => {
                             let meta = json!({"tool_call_id": call.id, "status": record.status,
                                               "receipt_id": record.receipt_id});
-                            let refused = record.status == "denied";
+                            // Repeated as it is, a refused call is refused again
+                            // (asking again would queue another approval) and a
+                            // failed one fails again: small models loop on both.
+                            let ended = match record.status {
+                                "denied" => "refused",
+                                "failed" => "failed",
+                                _ => "ok",
+                            };
                             calls.push(record);
                             let results =
                                 json!([{"tool": call.name, "result": result}]).to_string();
                             let content = result.for_model();
-                            // A failed call may be worth trying again as it is;
-                            // a refused one is refused again (and asking again
-                            // would queue another approval for the operator).
-                            last_call = (result.success || refused).then(|| {
-                                let args = call.arguments.clone();
-                                (call.name.clone(), args, content.clone(), refused)
-                            });
+                            let args = call.arguments.clone();
+                            last_call = Some((call.name.clone(), args, content.clone(), ended));
                             (content, Some(results), meta)
                         }
                         Err(e) => {
@@ -949,12 +993,18 @@ impl<'a> Runtime<'a> {
                 last_results.push((call.name.clone(), content.clone()));
                 results.push((content, tool_results, meta.to_string()));
             }
-            if let Some((name, refused)) = repeated {
-                req.messages.push(Message::runtime(if refused {
+            if let Some((name, ended)) = repeated {
+                req.messages.push(Message::runtime(if ended == "refused" {
                     format!(
                         "[latchclaw: you called {name} again with the same arguments; it was \
                          refused before, so it was not tried again. Do not retry it. Answer the \
                          user now, in plain text, and say it was refused and why.]"
+                    )
+                } else if ended == "failed" {
+                    format!(
+                        "[latchclaw: you called {name} again with the same arguments; it failed \
+                         before (the error is above), so it was not run again. Call it with \
+                         different arguments, or answer the user now in plain text.]"
                     )
                 } else {
                     format!(
@@ -981,6 +1031,15 @@ impl<'a> Runtime<'a> {
             }
         }
     }
+}
+
+/// Whether a tool takes no arguments at all (`time`).
+fn takes_nothing(name: &str) -> bool {
+    tools::find(name).is_some_and(|t| {
+        t.parameters()["properties"]
+            .as_object()
+            .is_none_or(|p| p.is_empty())
+    })
 }
 
 /// The last request of a turn, sent when the round limit is reached.
@@ -1054,11 +1113,17 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
         .ok()
         .and_then(|v| v.as_object().cloned())
         .is_some_and(|o| {
-            !o.is_empty()
-                && tools.iter().any(|t| {
-                    let props = t.parameters["properties"].as_object();
-                    o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
-                })
+            let has = |keys: &[&str]| keys.iter().any(|k| o.contains_key(*k));
+            // A call naming something that is not a tool (a 0.5B model
+            // named the file it meant to write).
+            let call_shaped =
+                has(&["name", "tool", "function"]) && has(&["arguments", "parameters", "params"]);
+            call_shaped
+                || !o.is_empty()
+                    && tools.iter().any(|t| {
+                        let props = t.parameters["properties"].as_object();
+                        o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
+                    })
         });
     named || bare_arguments
 }
@@ -1090,13 +1155,14 @@ mod tests {
             "Here: { \"name\" : \"time\", \"arguments\": {} }",
             "{\"tool\": \"file_list\"}",
             "```json\n{\"path\": \".\"}\n```",
+            "```json\n{\"name\": \"greeting.txt\", \"arguments\": {\"content\": \"hi\"}}\n```",
             " {\"path\": \"a\"} ",
         ] {
             assert!(looks_like_tool_text(t, &tools), "{t}");
         }
         for t in [
             "It is noon.",
-            "{\"name\": \"Ada\", \"arguments\": 3}",
+            "{\"name\": \"Ada\", \"age\": 3}",
             "```json\n{\"age\": 3}\n```",
             "Use {\"path\": \".\"} next time.",
             "The time tool says 12:00; file_list shows a.txt.",

@@ -498,8 +498,14 @@ impl Gate {
             }
         }
         if self.workspace_only && !resolved.starts_with(workspace) {
+            // Models read "/" as the workspace's root: say how to name it.
+            let hint = if raw.starts_with('/') {
+                "; paths are relative to the workspace (\".\" is its root)"
+            } else {
+                ""
+            };
             return Err(format!(
-                "\"{raw}\" resolves to {}, outside the workspace {} (security.workspace_only = true)",
+                "\"{raw}\" resolves to {}, outside the workspace {} (security.workspace_only = true){hint}",
                 resolved.display(),
                 workspace.display()
             ));
