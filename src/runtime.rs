@@ -855,6 +855,26 @@ impl<'a> Runtime<'a> {
             .to_string();
             if resp.tool_calls.is_empty() {
                 let who = (resp.provider, resp.model);
+                // An empty reply after tools ran (a 1.5B model stopped at
+                // once after its write): asked once for the answer, then the
+                // user gets what the tools returned rather than nothing.
+                if resp.final_text.trim().is_empty() && !last_results.is_empty() {
+                    if !asked_plain {
+                        asked_plain = true;
+                        req.messages.push(Message::new(Role::Assistant, ""));
+                        req.messages.push(Message::runtime(NO_ANSWER));
+                        continue;
+                    }
+                    let answer = stopped_text("the model gave no answer", &last_results);
+                    return self.finish(
+                        conv,
+                        answer,
+                        who,
+                        Some(meta),
+                        "no_answer",
+                        (calls, usage, rounds, started),
+                    );
+                }
                 if !looks_like_tool_text(&resp.final_text, &req.tools) {
                     return self.finish(
                         conv,
@@ -1045,6 +1065,10 @@ fn takes_nothing(name: &str) -> bool {
 /// The last request of a turn, sent when the round limit is reached.
 const LAST_ROUND: &str = "[latchclaw: tools will not run again in this turn. Answer the user now, \
 in plain text, from the tool results above.]";
+
+/// Sent once when a reply after tool results is empty.
+const NO_ANSWER: &str = "[latchclaw: your reply was empty. Answer the user now, in plain text, \
+from the tool results above.]";
 
 /// Sent once when a reply holds tool-call text that is not a call.
 const PLAIN_TEXT: &str = "[latchclaw: your reply holds tool-call or tool-result markup, which \

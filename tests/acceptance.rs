@@ -730,3 +730,25 @@ fn secrets_never_leave_the_environment() {
         assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{f}");
     }
 }
+
+#[test]
+fn an_empty_answer_after_tools_is_asked_for_then_shows_the_results() {
+    let env = Env::new();
+    env.mock("empty_answer.toml", "", "");
+    let (r, v) = env.json(&["agent", "-m", "answers: the time?", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["answer"], "It is time.");
+    let reqs = env.requests();
+    let asked = reqs[2]["request"]["messages"].to_string();
+    assert!(asked.contains("your reply was empty"), "{asked}");
+    // Still empty: the user gets the tool results, never a blank answer.
+    let (r, v) = env.json(&["agent", "-m", "the time?", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let answer = v["answer"].as_str().unwrap();
+    assert!(answer.starts_with("the model gave no answer"), "{answer}");
+    assert!(
+        answer.contains("[time]") && answer.contains("Local time"),
+        "{answer}"
+    );
+    assert_eq!(v["turn_reason"], "no_answer", "{v}");
+}
