@@ -400,7 +400,22 @@ impl<'a> Runtime<'a> {
             self.approver.ask(name, &d, args)
         };
         let (status, mut result) = match d.verdict {
-            Verdict::Allow => run("allowed", &reason)?,
+            Verdict::Allow => {
+                let ran = run("allowed", &reason)?;
+                // Nobody was asked, so say it happened: a write under `full`
+                // leaves a line on stderr (cron mails it, a terminal shows it).
+                if ran.0 == "allowed"
+                    && name == "file_write"
+                    && self.gate.autonomy() == crate::config::Autonomy::Full
+                {
+                    log::warn!(
+                        target: "event::wrote_without_asking",
+                        "file_write {} ran without asking (autonomy full)",
+                        summarize_args(args)
+                    );
+                }
+                ran
+            }
             Verdict::Ask => match self.memory.take_approved(conversation_id, name, args)? {
                 Some(id) => {
                     log::info!(target: "event::tool_approved", "tool={name} approval={id}");

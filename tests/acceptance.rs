@@ -16,6 +16,14 @@ fn at1_init_creates_state_config_memory_and_workspace() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.state.join("config.toml").is_file());
     assert!(env.state.join("memory.sqlite").is_file());
+    use std::os::unix::fs::PermissionsExt;
+    for f in ["config.toml", "memory.sqlite"] {
+        let mode = std::fs::metadata(env.state.join(f))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{f}");
+    }
     let default_ws = env.home.join("latchclaw-workspace");
     assert!(default_ws.is_dir(), "{r:?}");
     // The written config is valid, and a second init keeps it.

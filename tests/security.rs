@@ -553,3 +553,24 @@ fn file_write_is_atomic_capped_and_contained() {
     let r = w(".git/hooks/post-checkout", "#!/bin/sh");
     assert!(r.code == 4 && r.stdout.contains(".git"), "{r:?}");
 }
+
+#[test]
+fn a_write_under_full_says_so_on_stderr_and_supervised_asks() {
+    let env = write_env("full");
+    let r = env.run(&["agent", "-m", "write the report"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("report.txt").exists());
+    assert!(
+        r.stderr.contains("ran without asking (autonomy full)") && r.stderr.contains("report.txt"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stdout.contains("without asking"),
+        "stdout is the answer only: {r:?}"
+    );
+    // Under supervised with no terminal nothing is written and no such line.
+    let env = write_env("supervised");
+    let r = env.run(&["agent", "-m", "write the report"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!r.stderr.contains("without asking"), "{r:?}");
+}

@@ -5,7 +5,7 @@ use super::parse::Onboard;
 use crate::config::{self, Autonomy, Config};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A TOML string literal that survives config loading (`$` is expanded there).
@@ -102,8 +102,16 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
         "kept (use --force to overwrite)"
     } else {
         let tmp = path.with_extension("toml.new");
-        std::fs::write(&tmp, setup.render())
-            .map_err(|e| Error::runtime(format!("cannot write {}: {e}", tmp.display())))?;
+        // 0600 like the rest of the state: the config names the key's
+        // variable and the workspace, nobody else's business.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, setup.render().as_bytes()));
+        written.map_err(|e| Error::runtime(format!("cannot write {}: {e}", tmp.display())))?;
         if let Err(e) = Config::load(Some(&tmp)) {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
