@@ -123,3 +123,41 @@ fn approval_is_for_one_conversation_and_deny_sticks() {
     let r = env.run(&["approve", "approval-nope", "--yes"]);
     assert!(r.code == 2 && r.stderr.contains("no approval"), "{r:?}");
 }
+
+#[test]
+fn a_write_repeated_at_once_opens_no_second_approval_before_or_after_resume() {
+    let env = Env::new();
+    env.mock(
+        "write_twice.toml",
+        "",
+        "[channels.cli]\ntools_allow = [\"file_write\", \"time\"]\n",
+    );
+    let (r, v) = env.json(&["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    // The repeat was answered from the refusal: one pending approval.
+    let list = pending(&env, false);
+    assert_eq!(list.len(), 1, "{list:?}");
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(env.run(&["approve", &id, "--yes"]).code, 0);
+    let (r, v) = env.json(&["agent", "--resume", &conv, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["tool_calls"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["tool_calls"][0]["status"], "approved");
+    // The model asked for the write again at once: not run, not queued.
+    assert!(pending(&env, false).is_empty());
+    let all = pending(&env, true);
+    assert_eq!((all.len(), &all[0]["status"]), (1, &"used".into()));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("report.txt")).unwrap(),
+        "quarterly numbers"
+    );
+    // The resumed request named the approved call to the model.
+    let reqs = env.requests();
+    let m = reqs.iter().rev().find(|q| {
+        q["request"]["messages"]
+            .to_string()
+            .contains("the operator approved")
+    });
+    assert!(m.is_some(), "{reqs:?}");
+}
