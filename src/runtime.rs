@@ -378,12 +378,15 @@ impl<'a> Runtime<'a> {
             } else if let Some(log) = &self.receipts {
                 log.check_appendable()?;
             }
+            // `tool_timeout_secs` bounds every call; a tool's own timeout
+            // (shell, http) and the run's `--timeout` can only cut it shorter.
+            let bound = Instant::now() + std::time::Duration::from_secs(self.cfg.tool_timeout_secs);
             let ctx = ToolCtx {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
                 decision: d,
-                deadline: self.deadline,
+                deadline: Some(self.deadline.map_or(bound, |run| run.min(bound))),
             };
             let result = tool.invoke(args, &ctx);
             if result.success {

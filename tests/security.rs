@@ -574,3 +574,25 @@ fn a_write_under_full_says_so_on_stderr_and_supervised_asks() {
     assert_eq!(r.code, 4, "{r:?}");
     assert!(!r.stderr.contains("without asking"), "{r:?}");
 }
+
+#[test]
+fn tool_timeout_secs_bounds_every_call_even_a_longer_shell_timeout() {
+    let env = Env::new();
+    env.config(&format!(
+        "tool_timeout_secs = 1\nshell_timeout_secs = 30\n[security]\nautonomy = \"full\"\n\
+         shell_allowlist = [\"sleep\"]\n[channels.cli]\n{ALL_TOOLS}\n"
+    ));
+    let started = Instant::now();
+    let (r, v) = env.shell("sleep 60.4545");
+    let took = started.elapsed();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("tool_timeout_secs"),
+        "{v}"
+    );
+    // Within the bound a call runs to its end.
+    let (r, v) = env.shell("sleep 0.2");
+    assert_eq!(r.code, 0, "{r:?} {v}");
+}

@@ -626,7 +626,7 @@ impl Tool for Shell {
         });
         let error = match (stopped, code) {
             (Some("timeout"), _) => Some(format!(
-                "timed out after {} s (shell_timeout_secs or the run's --timeout); \
+                "timed out after {} s (shell_timeout_secs, tool_timeout_secs or the run's --timeout); \
                  every process it started was killed",
                 timeout.as_secs()
             )),
