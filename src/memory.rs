@@ -957,6 +957,14 @@ impl Memory {
         self.select_approvals("?1 OR status = 'pending'", params![all])
     }
 
+    /// Calls of one conversation the operator approved that have not run.
+    pub fn approved_unused(&self, conversation_id: &str) -> Result<Vec<PendingApproval>> {
+        self.select_approvals(
+            "conversation_id = ?1 AND status = 'approved'",
+            params![conversation_id],
+        )
+    }
+
     pub fn approval(&self, id: &str) -> Result<Option<PendingApproval>> {
         Ok(self.select_approvals("id = ?1", params![id])?.pop())
     }

@@ -57,7 +57,7 @@ impl Progress for NoProgress {}
 /// (and, should the stream be cut, is its partial answer: no reasoning, no
 /// half-written tool call), and when to stop (the run's deadline, Ctrl-C).
 struct RoundSink<'p> {
-    visible: Visible,
+    visible: Visible<'p>,
     shown: String,
     progress: &'p dyn Progress,
     deadline: Option<Instant>,
@@ -198,6 +198,16 @@ fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     Ok(file)
+}
+
+/// How a call ended, before its outcome receipt is written.
+struct Outcome {
+    status: &'static str,
+    risk: &'static str,
+    reason: String,
+    started_id: Option<String>,
+    pending: Option<String>,
+    estop: bool,
 }
 
 /// One attempted tool call, as reported to the user.
@@ -402,7 +412,7 @@ impl<'a> Runtime<'a> {
             lock.borrow_mut().take();
             self.approver.ask(name, &d, args)
         };
-        let (status, mut result) = match d.verdict {
+        let (status, result) = match d.verdict {
             Verdict::Allow => {
                 let ran = run("allowed", &reason)?;
                 // Nobody was asked, so say it happened: a write under `full`
@@ -490,29 +500,50 @@ impl<'a> Runtime<'a> {
                 log::info!(target: "event::tool_denied", "{line}");
             }
         }
+        let outcome = Outcome {
+            status,
+            risk: d.risk.as_str(),
+            reason,
+            started_id,
+            pending,
+            estop: d.estop || result.estop,
+        };
+        self.record_outcome(conversation_id, name, args, outcome, result)
+    }
+
+    /// The outcome receipt of a call (naming its started one, if any) and
+    /// the record the user sees; the result carries the receipt's id.
+    fn record_outcome(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        o: Outcome,
+        mut result: ToolResult,
+    ) -> Result<(CallRecord, ToolResult)> {
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
         let receipt_id = self.append_receipt(&NewReceipt {
             conversation_id,
             tool: name,
             args,
             result: Some(&result_value),
-            status,
-            risk: d.risk.as_str(),
-            reason: &reason,
-            started_id: started_id.as_deref(),
+            status: o.status,
+            risk: o.risk,
+            reason: &o.reason,
+            started_id: o.started_id.as_deref(),
         })?;
         result.receipt_id = receipt_id.clone();
         Ok((
             CallRecord {
                 tool: name.to_string(),
                 arguments: args.clone(),
-                status,
-                risk: d.risk.as_str(),
-                reason,
+                status: o.status,
+                risk: o.risk,
+                reason: o.reason,
                 receipt_id,
-                started_receipt_id: started_id,
-                pending_approval: pending,
-                estop: d.estop || result.estop,
+                started_receipt_id: o.started_id,
+                pending_approval: o.pending,
+                estop: o.estop,
             },
             result,
         ))
@@ -529,33 +560,16 @@ impl<'a> Runtime<'a> {
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_failed", "tool={name} error={error}");
         let reason = format!("invalid arguments: {error}");
-        let mut result = ToolResult::err(reason.clone());
-        let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
-        let receipt_id = self.append_receipt(&NewReceipt {
-            conversation_id,
-            tool: name,
-            args,
-            result: Some(&result_value),
+        let result = ToolResult::err(reason.clone());
+        let outcome = Outcome {
             status: "failed",
             risk: "low",
-            reason: &reason,
+            reason,
             started_id: None,
-        })?;
-        result.receipt_id = receipt_id.clone();
-        Ok((
-            CallRecord {
-                tool: name.to_string(),
-                arguments: args.clone(),
-                status: "failed",
-                risk: "low",
-                reason,
-                receipt_id,
-                started_receipt_id: None,
-                pending_approval: None,
-                estop: false,
-            },
-            result,
-        ))
+            pending: None,
+            estop: false,
+        };
+        self.record_outcome(conversation_id, name, args, outcome, result)
     }
 
     /// Appends a receipt when receipts are on; returns its id.
@@ -759,9 +773,8 @@ impl<'a> Runtime<'a> {
         if conversation_id.is_some() {
             let approved: Vec<String> = self
                 .memory
-                .approvals(true)?
+                .approved_unused(&conv)?
                 .into_iter()
-                .filter(|p| p.conversation_id == conv && p.status == "approved")
                 .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
                 .collect();
             if !approved.is_empty() {
@@ -1120,19 +1133,18 @@ fn stopped_text(why: &str, last_results: &[(String, String)]) -> String {
 /// object naming one of the tools. Printed with exit 0 it would pass for
 /// an answer.
 pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
-    // `[latchclaw:` is our own request echoed back (seen from a 1.5B model).
-    const MARKS: [&str; 8] = [
-        "[latchclaw:",
-        "<tool_call",
+    // Besides what opens a call: closing tags, a chat template's own
+    // tokens, and `[latchclaw:`, our own request echoed back (seen from a
+    // 1.5B model).
+    const MORE: [&str; 4] = [
         "</tool_call",
-        "<tool_result",
         "</tool_result",
-        "<function=",
-        "```tool_call",
         "<|im_start|>",
+        "[latchclaw:",
     ];
     let lower = text.to_ascii_lowercase();
-    if MARKS.iter().any(|m| lower.contains(m)) {
+    let opens = crate::providers::textcalls::CALL_OPENERS.iter();
+    if opens.chain(MORE.iter()).any(|m| lower.contains(m)) {
         return true;
     }
     // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.

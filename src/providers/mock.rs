@@ -214,7 +214,7 @@ impl Provider for MockProvider {
         req: &ChatRequest,
         sink: &mut dyn StreamSink,
     ) -> Result<ChatResponse, ProviderError> {
-        let resp = self.chat(req)?;
+        let resp = self.answer(req)?;
         if self.stream {
             for piece in pieces(&resp.final_text, 3) {
                 sink.text(piece);
@@ -222,8 +222,10 @@ impl Provider for MockProvider {
         }
         Ok(resp)
     }
+}
 
-    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+impl MockProvider {
+    fn answer(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         self.record(req);
         if self.fixture.delay_ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(self.fixture.delay_ms));

@@ -229,17 +229,16 @@ impl StreamSink for NoSink {
 pub trait Provider {
     fn name(&self) -> &str;
     fn capabilities(&self) -> Capabilities;
-    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError>;
-    /// `chat`, passing the answer's text to `sink` as it arrives (when the
-    /// provider streams) and stopping when `sink` says so. The default
-    /// answers all at once.
+    /// One request, passing the answer's text to `sink` as it arrives
+    /// (when the provider streams) and stopping when `sink` says so.
     fn chat_streaming(
         &self,
         req: &ChatRequest,
         sink: &mut dyn StreamSink,
-    ) -> Result<ChatResponse, ProviderError> {
-        let _ = sink;
-        self.chat(req)
+    ) -> Result<ChatResponse, ProviderError>;
+    /// One request, the answer all at once.
+    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.chat_streaming(req, &mut NoSink)
     }
 }
 

@@ -765,10 +765,6 @@ impl Provider for OpenAiCompatible {
         }
     }
 
-    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.chat_streaming(req, &mut super::NoSink)
-    }
-
     fn chat_streaming(
         &self,
         req: &ChatRequest,

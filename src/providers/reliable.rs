@@ -32,10 +32,6 @@ impl Provider for Reliable {
         }
     }
 
-    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.chat_streaming(req, &mut super::NoSink)
-    }
-
     fn chat_streaming(
         &self,
         req: &ChatRequest,

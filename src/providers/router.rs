@@ -55,10 +55,6 @@ impl Provider for Router {
         }
     }
 
-    fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.chat_streaming(req, &mut super::NoSink)
-    }
-
     fn chat_streaming(
         &self,
         req: &ChatRequest,

@@ -6,6 +6,18 @@
 use super::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
+/// Markup that opens a tool call written as text, in the forms models use
+/// (lower case; matched ignoring ASCII case). The streaming display shows
+/// nothing of a round after one; the runtime never prints one as an answer.
+pub const CALL_OPENERS: &[&str] = &[
+    "<tool_call",
+    "<tool_result",
+    "<function=",
+    "[tool_calls]",
+    "<|python_tag|>",
+    "```tool_call",
+];
+
 /// Arguments arrive as a JSON string (OpenAI) or an object (some servers).
 /// Anything unparsable stays a string, which the gate refuses with a reason
 /// the model can read.
@@ -40,7 +52,7 @@ pub fn strip_think(text: &str) -> String {
 /// come from `hay` itself: lowercasing a copy can change its length (`İ`
 /// is two bytes, its lowercase three), and slicing with the copy's offsets
 /// panics or cuts the wrong place.
-fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+pub(crate) fn find_ci(hay: &str, needle: &str) -> Option<usize> {
     let (h, n) = (hay.as_bytes(), needle.as_bytes());
     if n.is_empty() || h.len() < n.len() {
         return None;

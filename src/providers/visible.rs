@@ -7,15 +7,8 @@
 //! Leading and trailing blank space is held too, as the final answer is
 //! trimmed.
 
-/// Tags that start tool-call syntax: nothing after them is shown this round.
-const HIDE_REST: &[&str] = &[
-    "<tool_call",
-    "<tool_result",
-    "<function=",
-    "[tool_calls]",
-    "<|python_tag|>",
-    "```tool_call",
-];
+use super::textcalls::{CALL_OPENERS, find_ci};
+
 const THINK: &str = "<think>";
 const THINK_END: &str = "</think>";
 /// A fence (```` ```json ````, bare ```` ``` ````, any info word) may hold a call
@@ -42,7 +35,7 @@ enum State {
 }
 
 #[derive(Debug, Default)]
-pub struct Visible {
+pub struct Visible<'t> {
     state: State,
     /// Raw text not decided yet.
     pending: String,
@@ -53,7 +46,7 @@ pub struct Visible {
     in_code: bool,
     /// The tools of the request: a fence is a call exactly when the text
     /// call parser would read one from it.
-    tools: Vec<super::ToolSpec>,
+    tools: &'t [super::ToolSpec],
 }
 
 enum Scan {
@@ -72,10 +65,10 @@ enum Marker {
     HideRest,
 }
 
-impl Visible {
-    pub fn new(tools: &[super::ToolSpec]) -> Visible {
+impl<'t> Visible<'t> {
+    pub fn new(tools: &'t [super::ToolSpec]) -> Visible<'t> {
         Visible {
-            tools: tools.to_vec(),
+            tools,
             ..Visible::default()
         }
     }
@@ -112,7 +105,7 @@ impl Visible {
                     // Judged as the final parse will see it: reasoning gone.
                     let inner = super::textcalls::strip_think(inner);
                     let fenced = format!("```\n{}\n```", inner.trim());
-                    if !super::textcalls::parse_text_calls(&fenced, &self.tools)
+                    if !super::textcalls::parse_text_calls(&fenced, self.tools)
                         .0
                         .is_empty()
                     {
@@ -197,7 +190,7 @@ fn scan(s: &str) -> Scan {
                 Some(false) => continue,
             }
         }
-        let tags = HIDE_REST.iter().map(|t| (*t, Marker::HideRest)).chain([
+        let tags = CALL_OPENERS.iter().map(|t| (*t, Marker::HideRest)).chain([
             (THINK, Marker::Think),
             (THINK_END, Marker::ThinkEnd),
             (FENCE, Marker::Fence),
@@ -236,14 +229,6 @@ fn bare_call(s: &str) -> Option<bool> {
 
 fn starts_with_ci(s: &str, prefix: &str) -> bool {
     s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-}
-
-fn find_ci(hay: &str, needle: &str) -> Option<usize> {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    if h.len() < n.len() {
-        return None;
-    }
-    (0..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
 }
 
 /// The length of the longest end of `s` that `tag` starts with (ASCII
