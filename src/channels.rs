@@ -1,70 +1,12 @@
 //! Channels carry messages between a person and the runtime. Only `cli`
-//! exists so far: one-shot (`agent -m`) and the REPL. Operator approval is a
-//! channel matter too: the CLI asks on the controlling terminal.
+//! exists so far: one-shot (`agent -m`) and the REPL. Operator approval is
+//! not a channel matter: the runtime asks an `Approver` (`cli::approve`).
 
 use crate::error::{Result, exit};
 use crate::providers::Provider;
 use crate::runtime::{Progress, Runtime, TurnOutcome};
-use crate::security::Decision;
-use serde_json::Value;
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, IsTerminal, Write};
-
-pub enum Approval {
-    Approved,
-    Denied(String),
-    /// Nobody to ask (no terminal): the call waits as a pending approval.
-    Unavailable(String),
-}
-
-/// Asks a person whether a call may run. Only the runtime calls it, so
-/// nothing in a model's output can answer for the operator.
-pub trait Approver {
-    fn ask(&self, tool: &str, decision: &Decision, args: &Value) -> Approval;
-}
-
-/// Asks on `/dev/tty`, so it works when stdin is a pipe; with no terminal
-/// (cron) the answer is no.
-pub struct TtyApprover;
-
-impl Approver for TtyApprover {
-    fn ask(&self, tool: &str, d: &Decision, args: &Value) -> Approval {
-        let tty = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty");
-        let Ok(mut tty) = tty else {
-            return Approval::Unavailable(
-                "no terminal to ask the operator (unattended run): denied".into(),
-            );
-        };
-        let prompt = format!(
-            "\nlatchclaw wants to run a tool\n  tool: {}\n  risk: {}\n  reason: {}\n  arguments: {}\nApprove? [y/N] ",
-            crate::util::printable(tool),
-            d.risk.as_str(),
-            crate::util::printable(&d.reason),
-            crate::util::printable(&args.to_string())
-        );
-        if tty
-            .write_all(prompt.as_bytes())
-            .and_then(|_| tty.flush())
-            .is_err()
-        {
-            return Approval::Denied("the terminal could not be written: denied".into());
-        }
-        let mut answer = String::new();
-        if std::io::BufReader::new(&tty)
-            .read_line(&mut answer)
-            .is_err()
-        {
-            return Approval::Denied("no answer from the terminal: denied".into());
-        }
-        match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => Approval::Approved,
-            _ => Approval::Denied("the operator did not approve".into()),
-        }
-    }
-}
 
 /// Reads all of `r`, refusing more than `max` bytes or text that is not UTF-8.
 fn read_capped(r: impl std::io::Read, max: usize) -> Result<String> {

@@ -1,7 +1,6 @@
 //! The agent loop and the one path every tool call takes:
 //! gate → (approval) → started receipt → tool → outcome receipt → memory.
 
-use crate::channels::{Approval, Approver};
 use crate::config::Config;
 use crate::error::{Error, IoContext, Kind, Result, exit};
 use crate::memory::{Memory, NewTurn};
@@ -10,12 +9,25 @@ use crate::providers::{
     ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
 use crate::receipts::{NewReceipt, ReceiptLog};
-use crate::security::{Gate, Verdict};
+use crate::security::{Decision, Gate, Verdict};
 use crate::tools::{self, ToolCtx, ToolResult};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::time::Instant;
+
+pub enum Approval {
+    Approved,
+    Denied(String),
+    /// Nobody to ask (no terminal): the call waits as a pending approval.
+    Unavailable(String),
+}
+
+/// Asks a person whether a call may run. Only the runtime calls it, so
+/// nothing in a model's output can answer for the operator.
+pub trait Approver {
+    fn ask(&self, tool: &str, decision: &Decision, args: &Value) -> Approval;
+}
 
 /// Set by Ctrl-C in the REPL: the turn in progress stops at the next step.
 pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

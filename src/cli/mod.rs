@@ -3,7 +3,7 @@
 //! `complete` are generated from the definitions; `cmd/` holds one file per
 //! command group, each a plain function over its options.
 
-mod approve;
+pub(crate) mod approve;
 mod cmd;
 mod complete;
 pub mod flags;

@@ -1,8 +1,9 @@
 //! `agent`: one turn or the REPL, recorded as a run. With `--json`, one
 //! compact object on stdout however the run ends (README: "agent --json").
 
-use crate::channels::{Channel, CliChannel, TermProgress, TtyApprover};
+use crate::channels::{Channel, CliChannel, TermProgress};
 use crate::cli::Ctx;
+use crate::cli::approve::TtyApprover;
 use crate::cli::parse::{Agent, Continue};
 use crate::config::Config;
 use crate::error::{Error, Kind, Result, exit};

@@ -1,7 +1,7 @@
 //! `prompt show`: the system prompt and what a first request weighs.
 
-use crate::channels::TtyApprover;
 use crate::cli::Ctx;
+use crate::cli::approve::TtyApprover;
 use crate::error::{Result, exit};
 use crate::runtime::Runtime;
 

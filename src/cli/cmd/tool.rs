@@ -1,6 +1,6 @@
 //! `tool list`, `tool run`, `policy check`, `policy show`.
 
-use crate::channels::TtyApprover;
+use crate::cli::approve::TtyApprover;
 use crate::cli::{Ctx, print_json};
 use crate::config::{Autonomy, Config, TOOL_NAMES};
 use crate::error::{Error, Result, exit};
