@@ -5,15 +5,11 @@
 //! its key path instead of stopping at the first, as serde would.
 
 use crate::error::{Error, Result};
+use crate::tools::ToolName;
 use crate::util::home_dir;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-
-#[rustfmt::skip]
-pub const TOOL_NAMES: &[&str] = &[
-    "time", "file_list", "file_read", "file_write", "shell", "http", "memory_search",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Autonomy {
@@ -182,7 +178,7 @@ pub struct Config {
     pub security: Security,
     pub providers: BTreeMap<String, ProviderConfig>,
     pub cli_enabled: bool,
-    pub cli_tools_allow: Vec<String>,
+    pub cli_tools_allow: Vec<ToolName>,
     pub memory_path: PathBuf,
     pub memory_busy_timeout_ms: u64,
     pub memory_context_turns: u32,
@@ -551,9 +547,6 @@ pub const DEFAULT_SHELL_ALLOWLIST: &[&str] = &[
     "git", "sed", "sort", "uniq", "cut", "tr", "diff", "stat", "file", "du", "df", "which",
     "basename", "dirname", "true", "expr", "tee", "mkdir", "touch", "cp", "mv",
 ];
-
-pub const DEFAULT_TOOLS_ALLOW: &[&str] =
-    &["file_read", "file_list", "time", "memory_search", "shell"];
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -1013,22 +1006,27 @@ fn check_provider(r: &mut Reader, p: &Section, cfg: &ProviderConfig) {
     }
 }
 
-fn read_channels(r: &mut Reader, top: &mut Section) -> (bool, Vec<String>) {
+fn read_channels(r: &mut Reader, top: &mut Section) -> (bool, Vec<ToolName>) {
     let mut enabled = true;
-    let mut allow = strings(DEFAULT_TOOLS_ALLOW);
+    let mut allow: Vec<ToolName> = ToolName::ALL
+        .into_iter()
+        .filter(|t| t.on_by_default())
+        .collect();
     if let Some(mut ch) = r.table(top, "channels") {
         if let Some(mut cli) = r.table(&mut ch, "cli") {
             enabled = r.boolean(&mut cli, "enabled", true);
             if let Some(list) = r.list(&mut cli, "tools_allow") {
+                allow.clear();
                 for (i, t) in list.iter().enumerate() {
-                    if !TOOL_NAMES.contains(&t.as_str()) {
-                        r.err(format!(
+                    match ToolName::parse(t) {
+                        Some(t) if !allow.contains(&t) => allow.push(t),
+                        Some(_) => {}
+                        None => r.err(format!(
                             "channels.cli.tools_allow[{i}]: unknown tool \"{t}\"; known tools: {}",
-                            TOOL_NAMES.join(", ")
-                        ));
+                            ToolName::list()
+                        )),
                     }
                 }
-                allow = list;
             }
             r.finish(cli);
         }
@@ -1115,7 +1113,7 @@ mod tests {
         assert_eq!(c.memory_path, PathBuf::from("/state/memory.sqlite"));
         assert_eq!(c.receipts_path, PathBuf::from("/state/tool_receipts.log"));
         assert_eq!(c.providers["local"].kind, ProviderKind::Mock);
-        assert!(c.cli_tools_allow.contains(&"file_list".to_string()));
+        assert!(c.cli_tools_allow.contains(&ToolName::FileList));
     }
 
     #[test]

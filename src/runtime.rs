@@ -299,11 +299,12 @@ impl<'a> Runtime<'a> {
 
     /// Tools the model is told about: implemented and enabled on the channel.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        tools::all()
-            .iter()
-            .filter(|t| self.cfg.cli_tools_allow.iter().any(|a| a == t.name()))
+        tools::ToolName::ALL
+            .into_iter()
+            .filter(|t| self.cfg.cli_tools_allow.contains(t))
+            .map(|name| name.tool())
             .map(|t| ToolSpec {
-                name: t.name().into(),
+                name: t.name().as_str().into(),
                 description: t.description().into(),
                 parameters: t.parameters(),
             })
@@ -334,10 +335,27 @@ impl<'a> Runtime<'a> {
         args: &Value,
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
-        if let Some(tool) = tools::find(name)
-            && let Err(e) = tools::check_args(tool, args)
-        {
+        let Some(tool_name) = tools::ToolName::parse(name) else {
+            let offered: Vec<&str> = self
+                .cfg
+                .cli_tools_allow
+                .iter()
+                .map(|t| t.as_str())
+                .collect();
+            let e = format!(
+                "unknown tool \"{name}\"; the tools on this channel: {}",
+                offered.join(", ")
+            );
             return self.invalid_call(conversation_id, name, args, e);
+        };
+        let tool = tool_name.tool();
+        if let Err(e) = tools::check_args(tool, args) {
+            return self.invalid_call(
+                conversation_id,
+                name,
+                args,
+                format!("invalid arguments: {e}"),
+            );
         }
         // One call at a time among the processes sharing this state
         // directory, from its decision to its last receipt: another
@@ -346,7 +364,7 @@ impl<'a> Runtime<'a> {
         // A call that is denied needs no lock (an unusable state dir is then
         // still an estop denial); one that would run does not run without it.
         let lock = RefCell::new(Some(tool_lock(self.cfg, self.deadline)));
-        let d = self.gate.decide(name, args);
+        let d = self.gate.decide(tool_name, args);
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
@@ -362,7 +380,7 @@ impl<'a> Runtime<'a> {
             }
             let fresh;
             let d = if relocked {
-                fresh = self.gate.decide(name, args);
+                fresh = self.gate.decide(tool_name, args);
                 if fresh.verdict == Verdict::Deny || fresh.risk > d.risk {
                     return Ok((
                         "denied",
@@ -375,12 +393,6 @@ impl<'a> Runtime<'a> {
                 &fresh
             } else {
                 &d
-            };
-            let Some(tool) = tools::find(name) else {
-                return Ok((
-                    "failed",
-                    ToolResult::err(format!("unknown tool \"{name}\"")),
-                ));
             };
             // The started receipt is on disk before the tool can take effect,
             // so a call cut off by a kill or a crash still has a receipt; a
@@ -430,7 +442,7 @@ impl<'a> Runtime<'a> {
                 // Nobody was asked, so say it happened: a write under `full`
                 // leaves a line on stderr (cron mails it, a terminal shows it).
                 if ran.0 == "allowed"
-                    && name == "file_write"
+                    && tool_name == tools::ToolName::FileWrite
                     && self.gate.autonomy() == crate::config::Autonomy::Full
                 {
                     log::warn!(
@@ -571,7 +583,7 @@ impl<'a> Runtime<'a> {
         error: String,
     ) -> Result<(CallRecord, ToolResult)> {
         log::info!(target: "event::tool_failed", "tool={name} error={error}");
-        let reason = format!("invalid arguments: {error}");
+        let reason = error;
         let result = ToolResult::err(reason.clone());
         let outcome = Outcome {
             status: "failed",

@@ -4,7 +4,7 @@
 mod common;
 
 use common::Env;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -252,6 +252,22 @@ fn the_agent_returns_schema_errors_to_the_model() {
         assert_eq!(receipts[i]["status"], "failed");
         assert_eq!(receipts[i]["reason"], reason);
     }
+    // A tool the model made up is not a decision for the gate: it cannot
+    // run, and the model is told which tools it has.
+    let (r, v) = env.json(&["agent", "--json", "-m", "invented tool"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let call = &v["tool_calls"][0];
+    assert_eq!(
+        (&call["tool"], &call["status"]),
+        (&json!("launch_missiles"), &json!("failed")),
+        "{v}"
+    );
+    let last = env.requests().last().unwrap().to_string();
+    assert!(
+        last.contains("unknown tool \\\"launch_missiles\\\"; the tools on this channel: time, file_list"),
+        "{last}"
+    );
+    assert_eq!(env.receipts().last().unwrap()["tool"], "launch_missiles");
     assert!(!env.ws.join("out-b2.txt").exists());
     // No call was started: nothing ran.
     assert!(env.receipt_lines().iter().all(|r| r["status"] != "started"));

@@ -653,30 +653,27 @@ fn gate_figure(report: &mut Report, root: &Path) {
         root.join(".latchclaw"),
     )
     .unwrap();
-    let tools: Vec<String> = latchclaw::config::TOOL_NAMES
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let gate = Gate::new(&cfg, &tools);
+    let gate = Gate::new(&cfg, &latchclaw::tools::ToolName::ALL);
     let corpus = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile_corpus.jsonl"),
     )
     .unwrap();
-    let cases: Vec<(String, serde_json::Value)> = corpus
+    let cases: Vec<(latchclaw::tools::ToolName, serde_json::Value)> = corpus
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (v["tool"].as_str().unwrap().to_string(), v["args"].clone())
+            let tool = latchclaw::tools::ToolName::parse(v["tool"].as_str().unwrap()).unwrap();
+            (tool, v["args"].clone())
         })
         .collect();
     for (t, a) in &cases {
-        std::hint::black_box(gate.decide(t, a));
+        std::hint::black_box(gate.decide(*t, a));
     }
     let mut n = 0usize;
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(2) {
         for (t, a) in &cases {
-            std::hint::black_box(gate.decide(t, a));
+            std::hint::black_box(gate.decide(*t, a));
             n += 1;
         }
     }

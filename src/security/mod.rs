@@ -15,6 +15,7 @@ pub mod plan;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
+use crate::tools::ToolName;
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::collections::VecDeque;
@@ -130,7 +131,7 @@ pub struct Gate {
     protected: OnceCell<Vec<PathBuf>>,
     protected_raw: Vec<PathBuf>,
     estop_path: PathBuf,
-    tools_allow: Vec<String>,
+    tools_allow: Vec<ToolName>,
     home: Option<PathBuf>,
     forbidden_commands: Vec<String>,
     shell_allowlist: Vec<String>,
@@ -176,7 +177,7 @@ fn both_forms(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
 }
 
 impl Gate {
-    pub fn new(cfg: &Config, tools_allow: &[String]) -> Gate {
+    pub fn new(cfg: &Config, tools_allow: &[ToolName]) -> Gate {
         Gate {
             autonomy: cfg.security.autonomy,
             workspace_only: cfg.security.workspace_only,
@@ -263,7 +264,7 @@ impl Gate {
     }
 
     /// The single decision point: risk, verdict and reason for one call.
-    pub fn decide(&self, tool: &str, args: &Value) -> Decision {
+    pub fn decide(&self, tool: ToolName, args: &Value) -> Decision {
         let base = base_risk(tool);
         if let Some(reason) = estop_engaged(&self.estop_path) {
             return Decision {
@@ -271,12 +272,12 @@ impl Gate {
                 ..Decision::deny(base, reason)
             };
         }
-        if !self.tools_allow.iter().any(|t| t == tool) {
+        if !self.tools_allow.contains(&tool) {
             return Decision::deny(
                 base,
                 format!(
                     "tool \"{tool}\" is not enabled on this channel (channels.cli.tools_allow: {})",
-                    self.tools_allow.join(", ")
+                    self.tools_enabled()
                 ),
             );
         }
@@ -290,10 +291,10 @@ impl Gate {
         };
         let mut plan = None;
         let (risk, path, why) = match tool {
-            "time" | "memory_search" => (Risk::Low, None, String::new()),
-            "file_list" | "file_read" => {
+            ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
+            ToolName::FileList | ToolName::FileRead => {
                 let raw = match (tool, obj.get("path")) {
-                    ("file_list", None) => ".",
+                    (ToolName::FileList, None) => ".",
                     _ => match string_arg("path") {
                         Ok(p) => p,
                         Err(d) => return d,
@@ -304,7 +305,7 @@ impl Gate {
                     Err(reason) => return Decision::deny(base, reason),
                 }
             }
-            "file_write" => {
+            ToolName::FileWrite => {
                 let (raw, content) = match (string_arg("path"), string_arg("content")) {
                     (Ok(p), Ok(c)) => (p, c),
                     (Err(d), _) | (_, Err(d)) => return d,
@@ -324,7 +325,7 @@ impl Gate {
                     Err(reason) => return Decision::deny(base, reason),
                 }
             }
-            "http" => {
+            ToolName::Http => {
                 let url = match string_arg("url") {
                     Ok(u) => u,
                     Err(d) => return d,
@@ -342,7 +343,7 @@ impl Gate {
                     Err(reason) => return Decision::deny(Risk::High, reason),
                 }
             }
-            "shell" => {
+            ToolName::Shell => {
                 let cmd = match string_arg("command") {
                     Ok(c) => c,
                     Err(d) => return d,
@@ -365,17 +366,15 @@ impl Gate {
                     shell::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
-            _ => {
-                return Decision::deny(
-                    Risk::High,
-                    format!("tool \"{tool}\" is not implemented in this version of latchclaw"),
-                );
-            }
         };
         let read_only = match tool {
-            "time" | "memory_search" | "file_list" | "file_read" | "http" => true,
-            "shell" => risk == Risk::Low,
-            _ => false,
+            ToolName::Time
+            | ToolName::MemorySearch
+            | ToolName::FileList
+            | ToolName::FileRead
+            | ToolName::Http => true,
+            ToolName::Shell => risk == Risk::Low,
+            ToolName::FileWrite => false,
         };
         let (verdict, mut reason) = verdict_for(self.autonomy, risk, read_only);
         if !why.is_empty() {
@@ -551,9 +550,14 @@ impl Gate {
             list(&cfg.security.forbidden_paths),
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
-            self.tools_allow.join(", "),
+            self.tools_enabled(),
             cfg.state_dir.display()
         )
+    }
+
+    fn tools_enabled(&self) -> String {
+        let names: Vec<&str> = self.tools_allow.iter().map(|t| t.as_str()).collect();
+        names.join(", ")
     }
 
     /// The shell allowlist, saying which programs have no option table
@@ -701,19 +705,21 @@ impl Gate {
 
 /// The built-in risk of a tool before its arguments are looked at.
 /// How risky a tool's calls can be, for `tool list`.
-pub fn risk_summary(tool: &str) -> &'static str {
+pub fn risk_summary(tool: ToolName) -> &'static str {
     match tool {
-        "shell" => "low / medium (allowlisted) / high",
-        "http" => "low (allowed domain), else denied",
+        ToolName::Shell => "low / medium (allowlisted) / high",
+        ToolName::Http => "low (allowed domain), else denied",
         _ => base_risk(tool).as_str(),
     }
 }
 
-fn base_risk(tool: &str) -> Risk {
+fn base_risk(tool: ToolName) -> Risk {
     match tool {
-        "time" | "memory_search" | "file_list" | "file_read" => Risk::Low,
-        "file_write" => Risk::Medium,
-        _ => Risk::High,
+        ToolName::Time | ToolName::MemorySearch | ToolName::FileList | ToolName::FileRead => {
+            Risk::Low
+        }
+        ToolName::FileWrite => Risk::Medium,
+        ToolName::Shell | ToolName::Http => Risk::High,
     }
 }
 
@@ -1005,22 +1011,23 @@ mod tests {
     }
 
     #[test]
-    fn decide_denies_unknown_tools_bad_args_and_estop() {
+    fn decide_denies_bad_args_and_estop() {
         let fx = fixture("");
-        let d = fx
-            .gate
-            .decide("file_read", &serde_json::json!({"path": "/etc/passwd"}));
+        let d = fx.gate.decide(
+            ToolName::FileRead,
+            &serde_json::json!({"path": "/etc/passwd"}),
+        );
         assert_eq!(d.verdict, Verdict::Deny);
-        let d = fx.gate.decide("file_read", &serde_json::json!("a.txt"));
-        assert!(d.reason.contains("JSON object"));
-        let d = fx.gate.decide("launch_missiles", &serde_json::json!({}));
-        assert_eq!((d.verdict, d.risk), (Verdict::Deny, Risk::High));
         let d = fx
             .gate
-            .decide("time", &serde_json::json!({"approved": true}));
+            .decide(ToolName::FileRead, &serde_json::json!("a.txt"));
+        assert!(d.reason.contains("JSON object"));
+        let d = fx
+            .gate
+            .decide(ToolName::Time, &serde_json::json!({"approved": true}));
         assert_eq!(d.verdict, Verdict::Allow);
         std::fs::write(fx.root.join("state/ESTOP"), "").unwrap();
-        let d = fx.gate.decide("time", &serde_json::json!({}));
+        let d = fx.gate.decide(ToolName::Time, &serde_json::json!({}));
         assert!(d.estop && d.verdict == Verdict::Deny, "{d}");
     }
 }

@@ -75,8 +75,8 @@ impl Tool for FileList {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> &'static str {
-        "file_list"
+    fn name(&self) -> super::ToolName {
+        super::ToolName::FileList
     }
     fn description(&self) -> &'static str {
         "Lists the entries of a directory in the workspace (name, kind, size)."
@@ -169,8 +169,8 @@ impl Tool for FileRead {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> &'static str {
-        "file_read"
+    fn name(&self) -> super::ToolName {
+        super::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
         "Reads a UTF-8 text file in the workspace. Long files are cut with a marker."
@@ -252,8 +252,8 @@ impl Tool for FileRead {
 pub struct FileWrite;
 
 impl Tool for FileWrite {
-    fn name(&self) -> &'static str {
-        "file_write"
+    fn name(&self) -> super::ToolName {
+        super::ToolName::FileWrite
     }
     fn description(&self) -> &'static str {
         "Writes a UTF-8 text file in the workspace (whole content, replacing it), creating missing directories."
@@ -415,7 +415,9 @@ mod tests {
         for walk in [false, true] {
             let _g = WalkOnly::set(walk);
             for (tool, args) in calls() {
-                let decision = fx.gate.decide(tool, &args);
+                let decision = fx
+                    .gate
+                    .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
                 assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
                 std::fs::rename(&d, fx.ws.join("d.real")).unwrap();
                 symlink(&fx.outside, &d).unwrap();
@@ -446,7 +448,9 @@ mod tests {
             let _g = WalkOnly::set(walk);
             for tool in ["file_read", "file_write"] {
                 let args = json!({"path": "d/canary.txt", "content": "new"});
-                let decision = fx.gate.decide(tool, &args);
+                let decision = fx
+                    .gate
+                    .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
                 assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
                 std::fs::rename(&target, fx.ws.join("saved")).unwrap();
                 symlink(fx.outside.join("canary.txt"), &target).unwrap();
@@ -476,7 +480,7 @@ mod tests {
         let args = json!({"path": fx.top.join("other/canary.txt")});
         for walk in [false, true] {
             let _g = WalkOnly::set(walk);
-            let decision = fx.gate.decide("file_read", &args);
+            let decision = fx.gate.decide(crate::tools::ToolName::FileRead, &args);
             assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
             let r = invoke(&fx, "file_read", &args, &decision);
             assert_eq!(r.output, "other", "{r:?}");
@@ -561,7 +565,9 @@ mod tests {
                         break;
                     }
                     for (tool, args) in calls() {
-                        let decision = fx.gate.decide(tool, &args);
+                        let decision = fx
+                            .gate
+                            .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
                         if decision.verdict == Verdict::Deny {
                             continue;
                         }

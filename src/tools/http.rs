@@ -99,8 +99,8 @@ fn is_text(content_type: &str) -> bool {
 }
 
 impl Tool for Http {
-    fn name(&self) -> &'static str {
-        "http"
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Http
     }
     fn description(&self) -> &'static str {
         "HTTP GET of a URL on an allowed domain. Returns the status, content type and text or JSON body."

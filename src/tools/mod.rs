@@ -77,7 +77,7 @@ impl ToolResult {
 }
 
 pub trait Tool: Sync {
-    fn name(&self) -> &'static str;
+    fn name(&self) -> ToolName;
     fn description(&self) -> &'static str;
     fn parameters(&self) -> Value;
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
@@ -89,23 +89,89 @@ pub trait Tool: Sync {
     }
 }
 
-static TOOLS: &[&dyn Tool] = &[
-    &Time,
-    &files::FileList,
-    &files::FileRead,
-    &files::FileWrite,
-    &shell::Shell,
-    &http::Http,
-    &MemorySearch,
-];
+/// Every built-in tool. `tool list`, the schemas a model is offered, the
+/// config's `tools_allow` check and the gate's decision are all derived from
+/// this one list: adding a tool is a variant here, and the compiler then
+/// points at each `match` that has to say what the new tool means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ToolName {
+    Time,
+    FileList,
+    FileRead,
+    FileWrite,
+    Shell,
+    Http,
+    MemorySearch,
+}
 
-/// Implemented tools, in a stable order.
-pub fn all() -> &'static [&'static dyn Tool] {
-    TOOLS
+impl ToolName {
+    /// In the order `tool list` shows them.
+    pub const ALL: [ToolName; 7] = [
+        ToolName::Time,
+        ToolName::FileList,
+        ToolName::FileRead,
+        ToolName::FileWrite,
+        ToolName::Shell,
+        ToolName::Http,
+        ToolName::MemorySearch,
+    ];
+
+    /// The name models, configs, receipts and the command line use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Time => "time",
+            ToolName::FileList => "file_list",
+            ToolName::FileRead => "file_read",
+            ToolName::FileWrite => "file_write",
+            ToolName::Shell => "shell",
+            ToolName::Http => "http",
+            ToolName::MemorySearch => "memory_search",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
+    /// tools that write files or reach the network are opt-in.
+    pub const fn on_by_default(self) -> bool {
+        !matches!(self, ToolName::FileWrite | ToolName::Http)
+    }
+
+    pub fn tool(self) -> &'static dyn Tool {
+        match self {
+            ToolName::Time => &Time,
+            ToolName::FileList => &files::FileList,
+            ToolName::FileRead => &files::FileRead,
+            ToolName::FileWrite => &files::FileWrite,
+            ToolName::Shell => &shell::Shell,
+            ToolName::Http => &http::Http,
+            ToolName::MemorySearch => &MemorySearch,
+        }
+    }
+
+    /// "time, file_list, …" for errors that say what is allowed.
+    pub fn list() -> String {
+        let names: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 pub fn find(name: &str) -> Option<&'static dyn Tool> {
-    TOOLS.iter().copied().find(|t| t.name() == name)
+    ToolName::parse(name).map(ToolName::tool)
 }
 
 /// Checks a call's arguments against the tool's parameter schema, before
@@ -115,7 +181,7 @@ pub fn find(name: &str) -> Option<&'static dyn Tool> {
 /// `required`. The error names the field and what is allowed.
 pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
     let schema = tool.parameters();
-    let name = tool.name();
+    let name = tool.name().as_str();
     let Some(given) = args.as_object() else {
         return Err(format!(
             "{name}: the arguments must be a JSON object, not {}",
@@ -194,8 +260,8 @@ impl Tool for Time {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> &'static str {
-        "time"
+    fn name(&self) -> ToolName {
+        ToolName::Time
     }
     fn description(&self) -> &'static str {
         "Current local time, UTC time and the local time zone."
@@ -246,8 +312,8 @@ impl Tool for MemorySearch {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> &'static str {
-        "memory_search"
+    fn name(&self) -> ToolName {
+        ToolName::MemorySearch
     }
     fn description(&self) -> &'static str {
         "Searches earlier conversations; returns matching snippets with their conversation and time."

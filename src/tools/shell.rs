@@ -486,8 +486,8 @@ fn run_plan(plan: &Plan, call: &CallEnv, io: &Outputs, stop: &AtomicBool) -> i32
 }
 
 impl Tool for Shell {
-    fn name(&self) -> &'static str {
-        "shell"
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Shell
     }
     fn description(&self) -> &'static str {
         "Runs a command line in the workspace: allowed programs, pipes, && || ;, redirections, $VAR, globs (no subshells). Returns stdout, stderr and the exit code."

@@ -2,24 +2,23 @@
 
 use crate::cli::approve::TtyApprover;
 use crate::cli::{Ctx, print_json};
-use crate::config::{Autonomy, Config, TOOL_NAMES};
+use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result, exit};
 use crate::runtime::Runtime;
 use crate::security::Gate;
+use crate::tools::ToolName;
 use serde_json::{Value, json};
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let rows: Vec<Value> = TOOL_NAMES
-        .iter()
+    let rows: Vec<Value> = ToolName::ALL
+        .into_iter()
         .map(|name| {
-            let tool = crate::tools::find(name);
             json!({
                 "name": name,
-                "implemented": tool.is_some(),
-                "enabled": cfg.cli_tools_allow.iter().any(|t| t == name),
+                "enabled": cfg.cli_tools_allow.contains(&name),
                 "risk": crate::security::risk_summary(name),
-                "description": tool.map_or("not implemented in this version", |t| t.description()),
+                "description": name.tool().description(),
             })
         })
         .collect();
@@ -41,11 +40,10 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 }
 
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
-    let args = parse_tool_args(name, raw)?;
+    let (tool, args) = parse_tool_args(name, raw)?;
     // `policy check` leaves this out: it shows what the gate alone decides.
-    if let Some(tool) = crate::tools::find(name) {
-        crate::tools::check_args(tool, &args).map_err(|e| Error::usage(format!("--json: {e}")))?;
-    }
+    crate::tools::check_args(tool.tool(), &args)
+        .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
@@ -84,13 +82,13 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<Value> {
-    if !TOOL_NAMES.contains(&name) {
+fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<(ToolName, Value)> {
+    let Some(tool) = ToolName::parse(name) else {
         return Err(Error::usage(format!(
             "unknown tool \"{name}\"; known tools: {}",
-            TOOL_NAMES.join(", ")
+            ToolName::list()
         )));
-    }
+    };
     let raw = raw.unwrap_or("{}");
     let args: Value = serde_json::from_str(raw).map_err(|e| {
         Error::usage(format!(
@@ -102,7 +100,7 @@ fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<Value> {
             "--json: the arguments must be a JSON object, e.g. '{\"path\": \".\"}'",
         ));
     }
-    Ok(args)
+    Ok((tool, args))
 }
 
 pub fn policy_check(
@@ -112,13 +110,13 @@ pub fn policy_check(
     autonomy: Option<Autonomy>,
 ) -> Result<i32> {
     use crate::security::plan::{OpenMode, Redir};
-    let args = parse_tool_args(name, raw)?;
+    let (tool, args) = parse_tool_args(name, raw)?;
     let cfg = ctx.load_config()?;
     let mut gate = Gate::new(&cfg, &cfg.cli_tools_allow);
     if let Some(autonomy) = autonomy {
         gate = gate.with_autonomy(autonomy);
     }
-    let d = gate.decide(name, &args);
+    let d = gate.decide(tool, &args);
     let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
     // What would run, exactly: one argv per command, in order.
     if let Some(plan) = &d.plan {
