@@ -15,6 +15,72 @@ pub mod exit {
     pub const LOCKED: i32 = 8;
 }
 
+/// How a command or a turn ended: the one place an ending becomes an exit
+/// code (README's table) and the `exit_reason` a script reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Completed,
+    /// Tools ran, the model gave no answer; the user got their results.
+    NoAnswer,
+    /// A call was denied, by policy or by the operator.
+    Refused,
+    /// The emergency stop refused or killed a call.
+    Estop,
+    MaxToolRounds,
+    /// The run's `--timeout`.
+    Timeout,
+    /// The model kept answering with tool-call text latchclaw cannot run.
+    UnusableReply,
+    /// Ctrl-C.
+    Cancelled,
+    /// Another signal ended the run.
+    Signal(i32),
+    Failed(Kind),
+}
+
+impl Outcome {
+    pub fn code(self) -> i32 {
+        match self {
+            Outcome::Completed | Outcome::NoAnswer => exit::OK,
+            Outcome::Refused => exit::POLICY,
+            Outcome::Estop => exit::ESTOP,
+            Outcome::MaxToolRounds | Outcome::Timeout => exit::LIMIT,
+            Outcome::UnusableReply | Outcome::Failed(Kind::Runtime) => exit::RUNTIME,
+            Outcome::Cancelled => 128 + libc::SIGINT,
+            Outcome::Signal(n) => 128 + n,
+            Outcome::Failed(Kind::Usage) => exit::USAGE,
+            Outcome::Failed(Kind::Integrity) => exit::INTEGRITY,
+            Outcome::Failed(Kind::Locked) => exit::LOCKED,
+            Outcome::Failed(Kind::Internal) => exit::INTERNAL,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::NoAnswer => "no_answer",
+            Outcome::Refused => "refused",
+            Outcome::Estop => "estop",
+            Outcome::MaxToolRounds => "max_tool_rounds",
+            Outcome::Timeout => "timeout",
+            Outcome::UnusableReply => "unusable_reply",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Signal(_) => "signal",
+            Outcome::Failed(Kind::Usage) => "usage",
+            Outcome::Failed(Kind::Runtime) => "error",
+            Outcome::Failed(Kind::Integrity) => "integrity",
+            Outcome::Failed(Kind::Locked) => "locked",
+            Outcome::Failed(Kind::Internal) => "internal",
+        }
+    }
+}
+
+impl serde::Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.reason())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// Bad command line or bad config.
@@ -54,13 +120,7 @@ impl Error {
         Error::new(Kind::Runtime, msg)
     }
     pub fn exit_code(&self) -> i32 {
-        match self.kind {
-            Kind::Usage => exit::USAGE,
-            Kind::Runtime => exit::RUNTIME,
-            Kind::Integrity => exit::INTEGRITY,
-            Kind::Locked => exit::LOCKED,
-            Kind::Internal => exit::INTERNAL,
-        }
+        Outcome::Failed(self.kind).code()
     }
 }
 

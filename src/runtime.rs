@@ -2,7 +2,7 @@
 //! gate → (approval) → started receipt → tool → outcome receipt → memory.
 
 use crate::config::Config;
-use crate::error::{Error, IoContext, Kind, Result, exit};
+use crate::error::{Error, IoContext, Kind, Outcome, Result};
 use crate::memory::{Memory, NewTurn};
 use crate::providers::visible::Visible;
 use crate::providers::{
@@ -213,7 +213,7 @@ fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
 }
 
 /// How a call ended, before its outcome receipt is written.
-struct Outcome {
+struct CallEnd {
     status: &'static str,
     risk: &'static str,
     reason: String,
@@ -250,7 +250,8 @@ pub struct TurnOutcome {
     pub model: String,
     pub tool_calls: Vec<CallRecord>,
     pub rounds: u32,
-    pub exit_reason: &'static str,
+    /// Why the turn stopped (`turn_reason` in `agent --json`).
+    pub exit_reason: Outcome,
     pub usage: Usage,
     pub duration_ms: u128,
     /// The receipt chain's head after this turn (when it wrote receipts).
@@ -258,22 +259,22 @@ pub struct TurnOutcome {
 }
 
 impl TurnOutcome {
-    /// Success, or why the run is not a clean success (README: exit codes).
-    /// When several apply, the emergency stop beats a refusal, which beats
-    /// a limit: a model that repeats a refused call until the rounds run
-    /// out was refused, and an unattended run should say so.
-    pub fn exit_code(&self) -> i32 {
+    /// How the run ended (README: exit codes). When several apply, the
+    /// emergency stop beats a refusal, which beats why the turn stopped: a
+    /// model that repeats a refused call until the rounds run out was
+    /// refused, and an unattended run should say so.
+    pub fn outcome(&self) -> Outcome {
         if self.tool_calls.iter().any(|c| c.estop) {
-            exit::ESTOP
+            Outcome::Estop
         } else if self.tool_calls.iter().any(|c| c.status == "denied") {
-            exit::POLICY
-        } else if self.exit_reason == "max_tool_rounds" || self.exit_reason == "timeout" {
-            exit::LIMIT
-        } else if self.exit_reason == "unusable_reply" {
-            exit::RUNTIME
+            Outcome::Refused
         } else {
-            exit::OK
+            self.exit_reason
         }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.outcome().code()
     }
 }
 
@@ -524,7 +525,7 @@ impl<'a> Runtime<'a> {
                 log::info!(target: "event::tool_denied", "{line}");
             }
         }
-        let outcome = Outcome {
+        let outcome = CallEnd {
             status,
             risk: d.risk.as_str(),
             reason,
@@ -542,7 +543,7 @@ impl<'a> Runtime<'a> {
         conversation_id: &str,
         name: &str,
         args: &Value,
-        o: Outcome,
+        o: CallEnd,
         mut result: ToolResult,
     ) -> Result<(CallRecord, ToolResult)> {
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
@@ -585,7 +586,7 @@ impl<'a> Runtime<'a> {
         log::info!(target: "event::tool_failed", "tool={name} error={error}");
         let reason = error;
         let result = ToolResult::err(reason.clone());
-        let outcome = Outcome {
+        let outcome = CallEnd {
             status: "failed",
             risk: "low",
             reason,
@@ -651,12 +652,12 @@ impl<'a> Runtime<'a> {
         answer: String,
         (provider, model): (String, String),
         metadata: Option<String>,
-        exit_reason: &'static str,
+        exit_reason: Outcome,
         (tool_calls, usage, rounds, started): (Vec<CallRecord>, Usage, u32, Instant),
     ) -> Result<TurnOutcome> {
         self.memory.add_turn(&NewTurn {
             conversation_id: &conversation_id,
-            role: if exit_reason == "completed" {
+            role: if exit_reason == Outcome::Completed {
                 "assistant"
             } else {
                 "system"
@@ -704,9 +705,9 @@ impl<'a> Runtime<'a> {
         let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
         if timed_out || cancelled() {
             let (note, reason) = if cancelled() {
-                ("cancelled by the operator (Ctrl-C)", "cancelled")
+                ("cancelled by the operator (Ctrl-C)", Outcome::Cancelled)
             } else {
-                ("stopped: the run's --timeout was reached", "timeout")
+                ("stopped: the run's --timeout was reached", Outcome::Timeout)
             };
             let answer = if partial.is_empty() {
                 note.to_string()
@@ -851,12 +852,12 @@ impl<'a> Runtime<'a> {
                 let (answer, reason) = if timed_out {
                     (
                         "stopped: the run's --timeout was reached".to_string(),
-                        "timeout",
+                        Outcome::Timeout,
                     )
                 } else {
                     (
                         "cancelled by the operator (Ctrl-C)".to_string(),
-                        "cancelled",
+                        Outcome::Cancelled,
                     )
                 };
                 let who = (provider.name().to_string(), model);
@@ -926,7 +927,7 @@ impl<'a> Runtime<'a> {
                         answer,
                         who,
                         Some(meta),
-                        "no_answer",
+                        Outcome::NoAnswer,
                         (calls, usage, rounds, started),
                     );
                 }
@@ -936,7 +937,7 @@ impl<'a> Runtime<'a> {
                         resp.final_text,
                         who,
                         Some(meta),
-                        "completed",
+                        Outcome::Completed,
                         (calls, usage, rounds, started),
                     );
                 }
@@ -960,7 +961,7 @@ impl<'a> Runtime<'a> {
                     answer,
                     who,
                     Some(meta),
-                    "unusable_reply",
+                    Outcome::UnusableReply,
                     (calls, usage, rounds, started),
                 );
             }
@@ -978,7 +979,7 @@ impl<'a> Runtime<'a> {
                     answer,
                     who,
                     Some(meta),
-                    "max_tool_rounds",
+                    Outcome::MaxToolRounds,
                     (calls, usage, rounds, started),
                 );
             }

@@ -264,7 +264,9 @@ fn the_agent_returns_schema_errors_to_the_model() {
     );
     let last = env.requests().last().unwrap().to_string();
     assert!(
-        last.contains("unknown tool \\\"launch_missiles\\\"; the tools on this channel: time, file_list"),
+        last.contains(
+            "unknown tool \\\"launch_missiles\\\"; the tools on this channel: time, file_list"
+        ),
         "{last}"
     );
     assert_eq!(env.receipts().last().unwrap()["tool"], "launch_missiles");

@@ -6,7 +6,7 @@ use crate::cli::Ctx;
 use crate::cli::approve::TtyApprover;
 use crate::cli::parse::{Agent, Continue};
 use crate::config::Config;
-use crate::error::{Error, Kind, Result, exit};
+use crate::error::{Error, Kind, Outcome, Result};
 use crate::memory::Memory;
 use crate::providers::Provider;
 use crate::runtime::{NoProgress, Progress, Runtime, TurnOutcome};
@@ -20,17 +20,20 @@ pub const SCHEMA: u32 = 1;
 /// How a run ended, as `--json` and the run record say it.
 #[derive(Debug, PartialEq)]
 struct Ending {
-    code: i32,
-    reason: String,
+    outcome: Outcome,
     error: Option<String>,
 }
 
 impl Ending {
+    fn code(&self) -> i32 {
+        self.outcome.code()
+    }
+
     /// The run record's `exit_reason`: the reason, then the error.
     fn record(&self) -> String {
         match &self.error {
-            Some(e) => format!("{}: {e}", self.reason),
-            None => self.reason.clone(),
+            Some(e) => format!("{}: {e}", self.outcome.reason()),
+            None => self.outcome.reason().to_string(),
         }
     }
 
@@ -45,8 +48,8 @@ impl Ending {
             v.insert("turn_reason".into(), r);
         }
         v.insert("schema".into(), SCHEMA.into());
-        v.insert("exit_code".into(), self.code.into());
-        v.insert("exit_reason".into(), self.reason.clone().into());
+        v.insert("exit_code".into(), self.code().into());
+        v.insert("exit_reason".into(), self.outcome.reason().into());
         if let Some(e) = &self.error {
             v.insert("error".into(), e.clone().into());
         }
@@ -57,25 +60,13 @@ impl Ending {
     }
 }
 
-/// What an error's kind is called in `exit_reason`.
-fn kind_reason(k: Kind) -> &'static str {
-    match k {
-        Kind::Usage => "usage",
-        Kind::Runtime => "error",
-        Kind::Integrity => "integrity",
-        Kind::Locked => "locked",
-        Kind::Internal => "internal",
-    }
-}
-
 /// The run's ending from what the turn returned and the signal that
 /// interrupted it (0: none).
-fn ending(result: &Result<i32>, outcome: Option<&TurnOutcome>, signal: i32) -> Ending {
+fn ending(result: &Result<i32>, turn: Option<&TurnOutcome>, signal: i32) -> Ending {
     let code = match result {
         Err(e) => {
             return Ending {
-                code: e.exit_code(),
-                reason: kind_reason(e.kind).into(),
+                outcome: Outcome::Failed(e.kind),
                 error: Some(e.msg.clone()),
             };
         }
@@ -83,47 +74,44 @@ fn ending(result: &Result<i32>, outcome: Option<&TurnOutcome>, signal: i32) -> E
     };
     if signal != 0 {
         // main.rs ends the process by the signal: the shell sees 128 + it.
-        let (reason, error) = if signal == libc::SIGINT {
-            (
-                "cancelled",
-                "cancelled by the operator (Ctrl-C)".to_string(),
-            )
+        return if signal == libc::SIGINT {
+            Ending {
+                outcome: Outcome::Cancelled,
+                error: Some("cancelled by the operator (Ctrl-C)".into()),
+            }
         } else {
-            ("signal", format!("stopped by signal {signal}"))
-        };
-        return Ending {
-            code: 128 + signal,
-            reason: reason.into(),
-            error: Some(error),
+            Ending {
+                outcome: Outcome::Signal(signal),
+                error: Some(format!("stopped by signal {signal}")),
+            }
         };
     }
-    let refused = |estop: bool| {
-        outcome
-            .and_then(|o| {
-                o.tool_calls
-                    .iter()
-                    .find(|c| if estop { c.estop } else { c.status == "denied" })
-            })
+    let Some(t) = turn else {
+        // The REPL: it ends when its input does.
+        return Ending {
+            outcome: if code == 0 {
+                Outcome::Completed
+            } else {
+                Outcome::Failed(Kind::Runtime)
+            },
+            error: None,
+        };
+    };
+    let outcome = t.outcome();
+    let call = |estop: bool| {
+        t.tool_calls
+            .iter()
+            .find(|c| if estop { c.estop } else { c.status == "denied" })
             .map(|c| format!("{}: {}", c.tool, c.reason))
     };
-    let turn = outcome.map(|o| o.exit_reason);
-    let (reason, error) = match (code, turn) {
-        (exit::POLICY, _) => ("refused", refused(false)),
-        (exit::ESTOP, _) => ("estop", refused(true)),
-        (_, Some("completed")) => ("completed", None),
+    let error = match outcome {
+        Outcome::Completed => None,
+        Outcome::Refused => call(false),
+        Outcome::Estop => call(true),
         // latchclaw's own words: the first line says why it stopped.
-        (_, Some(r)) => (
-            r,
-            outcome.and_then(|o| o.answer.lines().next().map(String::from)),
-        ),
-        (exit::OK, None) => ("completed", None),
-        (_, None) => ("error", None),
+        _ => t.answer.lines().next().map(String::from),
     };
-    Ending {
-        code,
-        reason: reason.into(),
-        error,
-    }
+    Ending { outcome, error }
 }
 
 /// Prints the `--json` object once: the main thread when the run ends, or
@@ -143,18 +131,12 @@ impl Reporter {
 
     /// A run that failed before it had a record.
     fn fail(&self, e: Error) -> Result<i32> {
-        let end = ending(&Err(e), None, 0);
+        let end = Ending {
+            outcome: Outcome::Failed(e.kind),
+            error: Some(e.msg.clone()),
+        };
         self.print(&end, None, None);
-        Err(Error::new(
-            match end.code {
-                exit::USAGE => Kind::Usage,
-                exit::LOCKED => Kind::Locked,
-                exit::INTEGRITY => Kind::Integrity,
-                exit::INTERNAL => Kind::Internal,
-                _ => Kind::Runtime,
-            },
-            end.error.unwrap_or_default(),
-        ))
+        Err(e)
     }
 }
 
@@ -309,7 +291,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     let usage = rt.run_usage.borrow().clone();
     let _ = rt.memory.run_finished(
         &run_id,
-        end.code,
+        end.code(),
         &end.record(),
         conversation.as_deref(),
         Some(&usage),
@@ -392,14 +374,13 @@ fn watchdog(
         crate::tools::shell::kill_current();
         let conversation = conversation.lock().ok().and_then(|c| c.clone());
         let end = Ending {
-            code: exit::LIMIT,
-            reason: "timeout".into(),
+            outcome: Outcome::Timeout,
             error: Some(format!("the run's --timeout of {secs} s was reached")),
         };
         if let Ok(m) = Memory::open(&path, busy) {
             let _ = m.run_finished(
                 &run_id,
-                end.code,
+                end.code(),
                 &end.record(),
                 conversation.as_deref(),
                 None,
@@ -408,7 +389,7 @@ fn watchdog(
         reporter.print(&end, None, conversation.as_deref());
         let _ = std::io::Write::flush(&mut std::io::stdout());
         eprintln!("latchclaw: error: the run's --timeout of {secs} s was reached; stopping");
-        std::process::exit(exit::LIMIT);
+        std::process::exit(end.code());
     });
 }
 
@@ -420,19 +401,23 @@ mod tests {
     fn errors_and_signals_have_their_reason_and_code() {
         let e = ending(&Err(Error::usage("bad")), None, 0);
         assert_eq!(
-            (e.code, e.reason.as_str(), e.error.as_deref()),
+            (e.code(), e.outcome.reason(), e.error.as_deref()),
             (2, "usage", Some("bad"))
         );
         let e = ending(&Err(Error::new(Kind::Locked, "held")), None, 0);
-        assert_eq!((e.code, e.reason.as_str()), (8, "locked"));
+        assert_eq!((e.code(), e.outcome.reason()), (8, "locked"));
         let e = ending(&Ok(0), None, libc::SIGINT);
-        assert_eq!((e.code, e.reason.as_str()), (130, "cancelled"));
+        assert_eq!((e.code(), e.outcome.reason()), (130, "cancelled"));
+        let e = ending(&Ok(0), None, libc::SIGTERM);
+        assert_eq!((e.code(), e.outcome.reason()), (143, "signal"));
         let e = ending(&Ok(0), None, 0);
-        assert_eq!((e.code, e.reason.as_str(), e.error), (0, "completed", None));
+        assert_eq!(
+            (e.code(), e.outcome.reason(), e.error),
+            (0, "completed", None)
+        );
         assert_eq!(
             Ending {
-                code: 3,
-                reason: "error".into(),
+                outcome: Outcome::Failed(Kind::Runtime),
                 error: Some("boom".into())
             }
             .record(),
@@ -443,8 +428,7 @@ mod tests {
     #[test]
     fn the_object_has_schema_code_reason_and_error_without_a_turn() {
         let e = Ending {
-            code: 6,
-            reason: "timeout".into(),
+            outcome: Outcome::Timeout,
             error: Some("late".into()),
         };
         let v = e.object(None, Some("conv-1"));

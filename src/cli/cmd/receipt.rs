@@ -1,7 +1,7 @@
 //! `receipt list`, `receipt verify`.
 
 use crate::cli::{Ctx, one_line, print_json};
-use crate::error::{Result, exit};
+use crate::error::{Kind, Outcome, Result, exit};
 use crate::receipts::{ReceiptLog, Verify};
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ pub fn verify(ctx: &Ctx, json: bool) -> Result<i32> {
             } else {
                 println!("broken: receipt {position} of {count}: {why}");
             }
-            Ok(exit::INTEGRITY)
+            Ok(Outcome::Failed(Kind::Integrity).code())
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::cli::approve::TtyApprover;
 use crate::cli::{Ctx, print_json};
 use crate::config::{Autonomy, Config};
-use crate::error::{Error, Result, exit};
+use crate::error::{Error, Kind, Outcome, Result, exit};
 use crate::runtime::Runtime;
 use crate::security::Gate;
 use crate::tools::ToolName;
@@ -69,12 +69,13 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         "metadata": result.metadata,
     }));
     // The emergency stop wins whether it refused the call or killed it.
-    Ok(match record.status {
-        _ if record.estop => exit::ESTOP,
-        "denied" => exit::POLICY,
-        "failed" => exit::RUNTIME,
-        _ => exit::OK,
-    })
+    let outcome = match record.status {
+        _ if record.estop => Outcome::Estop,
+        "denied" => Outcome::Refused,
+        "failed" => Outcome::Failed(Kind::Runtime),
+        _ => Outcome::Completed,
+    };
+    Ok(outcome.code())
 }
 
 /// `s` as one word for a POSIX shell.
