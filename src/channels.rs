@@ -65,7 +65,7 @@ pub fn one_shot_input(message: Option<&str>, max: usize) -> Result<Option<String
 extern "C" fn on_sigint(_: libc::c_int) {
     // Only an atomic store here: the shell runner sees the flag within its
     // poll interval and kills the call's processes outside the handler.
-    crate::runtime::CANCEL.store(true, std::sync::atomic::Ordering::SeqCst);
+    crate::control::cancel_from_handler();
 }
 
 pub trait Channel {
@@ -332,7 +332,7 @@ impl CliChannel {
                     eprintln!("unknown command {cmd}; /help lists them")
                 }
                 _ => {
-                    crate::runtime::CANCEL.store(false, std::sync::atomic::Ordering::SeqCst);
+                    rt.control.reset();
                     if let Err(e) = self.turn(rt, provider, input)? {
                         eprintln!("error: {e}");
                     }

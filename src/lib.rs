@@ -6,6 +6,7 @@
 pub mod channels;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod logging;
 pub mod memory;

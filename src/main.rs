@@ -36,7 +36,7 @@ fn main() {
         }
     };
     let _ = std::io::stdout().flush();
-    let sig = latchclaw::tools::shell::PENDING_SIGNAL.load(std::sync::atomic::Ordering::SeqCst);
+    let sig = latchclaw::control::exit_signal();
     if sig != 0 {
         // A signal interrupted a shell call: the call was cleaned up and
         // recorded; now end the way the signal would have.

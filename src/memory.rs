@@ -1051,15 +1051,6 @@ impl Memory {
         Ok(id)
     }
 
-    /// Writes the run's record now rather than with its first turn, so
-    /// another connection can finish it (the `--timeout` watchdog).
-    pub fn flush_run(&self) -> Result<()> {
-        if let Some(run) = self.pending_run.borrow_mut().take() {
-            insert_run(&self.conn, &run)?;
-        }
-        Ok(())
-    }
-
     pub fn run_finished(
         &self,
         id: &str,

@@ -2,6 +2,7 @@
 //! gate → (approval) → started receipt → tool → outcome receipt → memory.
 
 use crate::config::Config;
+use crate::control::{RunControl, Stop};
 use crate::error::{Error, IoContext, Kind, Outcome, Result};
 use crate::memory::{Memory, NewTurn};
 use crate::providers::visible::Visible;
@@ -26,14 +27,8 @@ pub enum Approval {
 /// Asks a person whether a call may run. Only the runtime calls it, so
 /// nothing in a model's output can answer for the operator.
 pub trait Approver {
-    fn ask(&self, tool: &str, decision: &Decision, args: &Value) -> Approval;
-}
-
-/// Set by Ctrl-C in the REPL: the turn in progress stops at the next step.
-pub static CANCEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn cancelled() -> bool {
-    CANCEL.load(std::sync::atomic::Ordering::SeqCst)
+    /// Gives up when `control` says the run must stop.
+    fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
 }
 
 /// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
@@ -72,7 +67,7 @@ struct RoundSink<'p> {
     visible: Visible<'p>,
     shown: String,
     progress: &'p dyn Progress,
-    deadline: Option<Instant>,
+    control: &'p RunControl,
 }
 
 impl StreamSink for RoundSink<'_> {
@@ -85,51 +80,15 @@ impl StreamSink for RoundSink<'_> {
     }
 
     fn stop(&mut self) -> Option<String> {
-        if cancelled() {
-            Some("cancelled by the operator (Ctrl-C)".into())
-        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("the run's --timeout was reached".into())
-        } else {
-            None
-        }
+        self.control.stop().map(|s| self.control.why(s))
     }
 }
 
-extern "C" fn on_interrupt(sig: libc::c_int) {
-    CANCEL.store(true, std::sync::atomic::Ordering::SeqCst);
-    crate::tools::shell::PENDING_SIGNAL.store(sig, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// While a provider call runs in a one-shot turn, Ctrl-C cuts the call and
-/// ends the turn as cancelled (recorded), and latchclaw then dies of the
-/// signal on its way out (main.rs). A handler already in place (the REPL's)
-/// is left alone.
-struct InterruptGuard(bool);
-
-impl InterruptGuard {
-    fn install() -> InterruptGuard {
-        // SAFETY: the handler only stores to atomics.
-        let prev = unsafe {
-            libc::signal(
-                libc::SIGINT,
-                on_interrupt as *const () as libc::sighandler_t,
-            )
-        };
-        if prev != libc::SIG_DFL {
-            // SAFETY: puts back the handler that was there.
-            unsafe { libc::signal(libc::SIGINT, prev) };
-            return InterruptGuard(false);
-        }
-        InterruptGuard(true)
-    }
-}
-
-impl Drop for InterruptGuard {
-    fn drop(&mut self) {
-        if self.0 {
-            // SAFETY: restores the default disposition.
-            unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
-        }
+/// The answer and outcome of a turn the run's control stopped.
+fn stopped(control: &RunControl, stop: Stop) -> (String, Outcome) {
+    match stop {
+        Stop::Cancelled => (control.why(stop), Outcome::Cancelled),
+        Stop::Timeout => (format!("stopped: {}", control.why(stop)), Outcome::Timeout),
     }
 }
 
@@ -161,8 +120,8 @@ pub struct Runtime<'a> {
     receipts_head: RefCell<Option<String>>,
     /// `--hint` for a router provider.
     pub hint: Option<String>,
-    /// `--timeout`: the whole run ends by then.
-    pub deadline: Option<Instant>,
+    /// The run's deadline (`--timeout`) and cancellation (Ctrl-C).
+    pub control: RunControl,
     /// The command that runs this call again, for a caller that is not a
     /// conversation (`tool run`): after `latchclaw approve ID` the operator
     /// gives it again, instead of resuming a conversation.
@@ -170,13 +129,13 @@ pub struct Runtime<'a> {
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
     /// The conversation a turn is working on, as soon as it is known, for
-    /// whoever must report the run from another thread (`--timeout`).
-    pub conversation: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// the run's record when the turn fails without an outcome.
+    pub conversation: RefCell<Option<String>>,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
 /// re-judged and runs; released when the guard drops.
-fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
+fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = cfg.state_dir.join("tools.lock");
@@ -196,7 +155,7 @@ fn tool_lock(cfg: &Config, deadline: Option<Instant>) -> Result<std::fs::File> {
         }
         let err = std::io::Error::last_os_error();
         let waiting = err.raw_os_error() == Some(libc::EWOULDBLOCK);
-        if !waiting || cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
+        if !waiting || control.stop().is_some() {
             let why = if waiting {
                 "another latchclaw call holds it".to_string()
             } else {
@@ -291,7 +250,7 @@ impl<'a> Runtime<'a> {
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
-            deadline: None,
+            control: RunControl::new(None),
             rerun: None,
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
@@ -364,7 +323,7 @@ impl<'a> Runtime<'a> {
         // change the files between what the gate judged and what runs.
         // A call that is denied needs no lock (an unusable state dir is then
         // still an estop denial); one that would run does not run without it.
-        let lock = RefCell::new(Some(tool_lock(self.cfg, self.deadline)));
+        let lock = RefCell::new(Some(tool_lock(self.cfg, &self.control)));
         let d = self.gate.decide(tool_name, args);
         let mut reason = d.reason.clone();
         let mut pending = None;
@@ -374,7 +333,7 @@ impl<'a> Runtime<'a> {
             // again and decide again, since the files may have changed.
             let relocked = lock.borrow().is_none();
             if relocked {
-                *lock.borrow_mut() = Some(tool_lock(self.cfg, self.deadline));
+                *lock.borrow_mut() = Some(tool_lock(self.cfg, &self.control));
             }
             if let Some(Err(e)) = &*lock.borrow() {
                 return Err(Error::new(Kind::Runtime, e.to_string()));
@@ -415,13 +374,14 @@ impl<'a> Runtime<'a> {
             }
             // `tool_timeout_secs` bounds every call; a tool's own timeout
             // (shell, http) and the run's `--timeout` can only cut it shorter.
-            let bound = Instant::now() + std::time::Duration::from_secs(self.cfg.tool_timeout_secs);
+            let limit = std::time::Duration::from_secs(self.cfg.tool_timeout_secs);
             let ctx = ToolCtx {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
                 decision: d,
-                deadline: Some(self.deadline.map_or(bound, |run| run.min(bound))),
+                control: &self.control,
+                deadline: self.control.until(limit),
             };
             let result = tool.invoke(args, &ctx);
             if result.success {
@@ -435,7 +395,7 @@ impl<'a> Runtime<'a> {
         // Nobody else's call waits on this one's operator.
         let ask_operator = || {
             lock.borrow_mut().take();
-            self.approver.ask(name, &d, args)
+            self.approver.ask(name, &d, args, &self.control)
         };
         let (status, result) = match d.verdict {
             Verdict::Allow => {
@@ -702,13 +662,8 @@ impl<'a> Runtime<'a> {
             .cfg
             .provider(&e.provider)
             .map_or_else(|_| self.cfg.default_model.clone(), |p| p.model.clone());
-        let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
-        if timed_out || cancelled() {
-            let (note, reason) = if cancelled() {
-                ("cancelled by the operator (Ctrl-C)", Outcome::Cancelled)
-            } else {
-                ("stopped: the run's --timeout was reached", Outcome::Timeout)
-            };
+        if let Some(stop) = self.control.stop() {
+            let (note, reason) = stopped(&self.control, stop);
             let answer = if partial.is_empty() {
                 note.to_string()
             } else {
@@ -779,9 +734,7 @@ impl<'a> Runtime<'a> {
                 (id, Vec::new())
             }
         };
-        if let Ok(mut slot) = self.conversation.lock() {
-            *slot = Some(conv.clone());
-        }
+        *self.conversation.borrow_mut() = Some(conv.clone());
         let configured = self.cfg.provider(provider.name()).ok();
         let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {
@@ -847,19 +800,8 @@ impl<'a> Runtime<'a> {
         let mut asked_plain = false;
         let mut asked_last = false;
         loop {
-            let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
-            if timed_out || cancelled() {
-                let (answer, reason) = if timed_out {
-                    (
-                        "stopped: the run's --timeout was reached".to_string(),
-                        Outcome::Timeout,
-                    )
-                } else {
-                    (
-                        "cancelled by the operator (Ctrl-C)".to_string(),
-                        Outcome::Cancelled,
-                    )
-                };
+            if let Some(stop) = self.control.stop() {
+                let (answer, reason) = stopped(&self.control, stop);
                 let who = (provider.name().to_string(), model);
                 return self.finish(
                     conv,
@@ -884,12 +826,9 @@ impl<'a> Runtime<'a> {
                 visible: Visible::new(&req.tools),
                 shown: String::new(),
                 progress,
-                deadline: self.deadline,
+                control: &self.control,
             };
-            let answered = {
-                let _ctrl_c = InterruptGuard::install();
-                provider.chat_streaming(&req, &mut sink)
-            };
+            let answered = provider.chat_streaming(&req, &mut sink);
             let resp = match answered {
                 Ok(r) => r,
                 Err(e) if e.kind == ProviderErrorKind::StreamCut => {
@@ -1024,10 +963,10 @@ impl<'a> Runtime<'a> {
                     repeated = Some((call.name.clone(), *refused));
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
                     (earlier.clone(), None, status)
-                } else if cancelled() {
+                } else if let Some(stop) = self.control.stop() {
                     let status = json!({"tool_call_id": call.id, "status": "cancelled"});
                     (
-                        "error: not run: the turn was cancelled by the operator".to_string(),
+                        format!("error: not run: {}", self.control.why(stop)),
                         None,
                         status,
                     )

@@ -19,8 +19,8 @@ fn object(r: &common::Run) -> Value {
     v
 }
 
-/// A mock provider whose every call sleeps `ms` first (the mock ignores
-/// deadlines and Ctrl-C while it sleeps, as a stuck server would).
+/// A mock provider whose every call waits `ms` first,
+/// like a slow server; the wait ends at the deadline or Ctrl-C).
 fn slow(env: &Env, ms: u64) {
     let f = env.root.join("slow.toml");
     std::fs::write(

@@ -18,6 +18,11 @@ const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", 
 /// When the terminal shows `Approve? [y/N]`, `answer` is typed. Stdin is a
 /// pipe carrying `stdin_data`. Returns the run and the terminal transcript.
 fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run, String) {
+    pty_run(env, args, Some(answer), stdin_data)
+}
+
+/// `run_on_pty`, where `None` never answers.
+fn pty_run(env: &Env, args: &[&str], answer: Option<&str>, stdin_data: &str) -> (Run, String) {
     let (master, slave) = pty::open_pty();
     let mut cmd = Command::new(common::BIN);
     cmd.args(args)
@@ -39,7 +44,9 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut answered = false;
     while Instant::now() < deadline {
-        if !answered && transcript.lock().unwrap().contains("Approve? [y/N]") {
+        if let Some(answer) = answer.filter(|_| !answered)
+            && transcript.lock().unwrap().contains("Approve? [y/N]")
+        {
             let line = format!("{answer}\n");
             // SAFETY: writing our own bytes to our own fd.
             unsafe { libc::write(master, line.as_ptr().cast(), line.len()) };
@@ -103,6 +110,61 @@ fn at6_file_write_asks_on_the_terminal_empty_denies_y_approves() {
             .contains("approved by the operator")
     );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+#[test]
+fn an_unanswered_question_ends_at_the_deadline_or_ctrl_c() {
+    let env = write_env("supervised");
+    let t = Instant::now();
+    let (r, tty) = pty_run(
+        &env,
+        &[
+            "agent",
+            "--timeout",
+            "1",
+            "--json",
+            "-m",
+            "write the report",
+        ],
+        None,
+        "",
+    );
+    assert!(tty.contains("Approve? [y/N]"), "{tty}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    // The call did not run: it waits for the operator, who can still
+    // decide (a pending call counts as refused: exit 4 beats the limit).
+    assert_eq!((r.code, &v["turn_reason"]), (4, &json!("timeout")), "{v}");
+    let call = &v["tool_calls"][0];
+    assert!(call["pending_approval"].is_string(), "{v}");
+    let reason = call["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no answer before the run's --timeout of 1 s"),
+        "{v}"
+    );
+    assert!(!env.ws.join("report.txt").exists());
+    let (r, list) = env.json(&["approvals", "--json"]);
+    assert_eq!(
+        (r.code, list.as_array().map(Vec::len)),
+        (0, Some(1)),
+        "{list}"
+    );
+
+    // Ctrl-C at the question: denied, the run recorded as cancelled, and
+    // latchclaw dies of the signal (a shell reports 130; here no exit code).
+    let (r, _) = pty_run(
+        &env,
+        &["agent", "--json", "-m", "write the report"],
+        Some("\u{3}"),
+        "",
+    );
+    assert_eq!(r.code, -1, "{r:?}");
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["exit_reason"], "cancelled", "{v}");
+    assert_eq!(v["tool_calls"][0]["status"], "denied", "{v}");
+    assert!(!env.ws.join("report.txt").exists());
+    let (_, runs) = env.json(&["runs", "list", "--json"]);
+    assert_eq!(runs[0]["exit_code"], 130, "{runs}");
 }
 
 #[test]

@@ -475,7 +475,7 @@ fn timeout_cuts_a_stream_between_reads() {
     assert_eq!(r.code, 6, "{r:?}");
     assert!(took < Duration::from_millis(1900), "{took:?} {r:?}");
     assert_eq!(
-        r.stdout, "Started,\n[stopped: the run's --timeout was reached]\n",
+        r.stdout, "Started,\n[stopped: the run's --timeout of 1 s was reached]\n",
         "{r:?}"
     );
     let t = turns(&env);

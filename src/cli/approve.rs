@@ -2,12 +2,14 @@
 //! `ask` call runs, and the confirmation for `latchclaw approve` — a person,
 //! never anything a model wrote.
 
+use crate::control::{RunControl, Stop};
 use crate::error::{Error, Result};
 use crate::memory::PendingApproval;
 use crate::runtime::{Approval, Approver};
 use crate::security::Decision;
 use serde_json::Value;
 use std::io::{BufRead, Write};
+use std::os::fd::AsRawFd;
 
 /// Asks on the terminal whether pending approval `id` may be approved.
 pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
@@ -19,7 +21,7 @@ pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
             p.conversation_id, p.reason
         ),
     );
-    match TtyApprover.ask(&p.tool, &d, &p.arguments) {
+    match TtyApprover.ask(&p.tool, &d, &p.arguments, &RunControl::new(None)) {
         Approval::Approved => Ok(()),
         Approval::Unavailable(_) => Err(Error::usage(
             "approving needs a terminal to confirm on, or --yes typed by the operator",
@@ -33,7 +35,7 @@ pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
 pub struct TtyApprover;
 
 impl Approver for TtyApprover {
-    fn ask(&self, tool: &str, d: &Decision, args: &Value) -> Approval {
+    fn ask(&self, tool: &str, d: &Decision, args: &Value, control: &RunControl) -> Approval {
         let tty = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -56,6 +58,31 @@ impl Approver for TtyApprover {
             .is_err()
         {
             return Approval::Denied("the terminal could not be written: denied".into());
+        }
+        // The operator's answer is awaited only while the run may go on:
+        // the deadline or Ctrl-C ends the wait (a line read would not).
+        loop {
+            if let Some(stop) = control.stop() {
+                let _ = tty.write_all(b"\n");
+                let why = control.why(stop);
+                return match stop {
+                    Stop::Cancelled => Approval::Denied(format!("{why}: denied")),
+                    Stop::Timeout => Approval::Unavailable(format!("no answer before {why}")),
+                };
+            }
+            let mut pfd = libc::pollfd {
+                fd: tty.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the length of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+            if n > 0 {
+                break;
+            }
+            if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return Approval::Denied("no answer from the terminal: denied".into());
+            }
         }
         let mut answer = String::new();
         if std::io::BufReader::new(&tty)

@@ -214,6 +214,8 @@ impl Provider for MockProvider {
         req: &ChatRequest,
         sink: &mut dyn StreamSink,
     ) -> Result<ChatResponse, ProviderError> {
+        self.record(req);
+        self.wait(sink)?;
         let resp = self.answer(req)?;
         if self.stream {
             for piece in pieces(&resp.final_text, 3) {
@@ -225,11 +227,28 @@ impl Provider for MockProvider {
 }
 
 impl MockProvider {
-    fn answer(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        self.record(req);
-        if self.fixture.delay_ms > 0 {
-            std::thread::sleep(std::time::Duration::from_millis(self.fixture.delay_ms));
+    /// `delay_ms`, as a slow server takes it; like the real provider, the
+    /// wait ends early when the run must stop (its deadline, Ctrl-C).
+    fn wait(&self, sink: &mut dyn StreamSink) -> Result<(), ProviderError> {
+        use std::time::{Duration, Instant};
+        let end = Instant::now() + Duration::from_millis(self.fixture.delay_ms);
+        loop {
+            if let Some(why) = sink.stop() {
+                return Err(ProviderError {
+                    kind: ProviderErrorKind::StreamCut,
+                    provider: self.name.clone(),
+                    message: format!("stopped: {why} (the mock was still waiting)"),
+                });
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(Duration::from_millis(10)));
         }
+    }
+
+    fn answer(&self, req: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         if let Some(kind) = &self.fixture.error {
             return Err(self.fail(kind));
         }

@@ -370,12 +370,14 @@ mod tests {
     }
 
     fn invoke(fx: &Fx, tool: &str, args: &Value, d: &Decision) -> ToolResult {
+        let control = crate::control::RunControl::new(None);
         let ctx = ToolCtx {
             cfg: &fx.cfg,
             gate: &fx.gate,
             memory: &fx.memory,
             decision: d,
-            deadline: None,
+            control: &control,
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         };
         crate::tools::find(tool).unwrap().invoke(args, &ctx)
     }

@@ -117,10 +117,10 @@ impl Tool for Http {
             return ToolResult::err("\"url\" (a string) is required");
         };
         let policy = ctx.gate.net_policy().clone();
-        let mut timeout = Duration::from_secs(ctx.cfg.http_timeout_secs);
-        if let Some(d) = ctx.deadline {
-            timeout = timeout.min(d.saturating_duration_since(std::time::Instant::now()));
-        }
+        let timeout = Duration::from_secs(ctx.cfg.http_timeout_secs).min(
+            ctx.deadline
+                .saturating_duration_since(std::time::Instant::now()),
+        );
         let config = ureq::Agent::config_builder()
             .proxy(None)
             .max_redirects(0)

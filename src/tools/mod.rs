@@ -20,8 +20,11 @@ pub struct ToolCtx<'a> {
     pub memory: &'a Memory,
     /// The gate's decision: the resolved path or argv the tool must use.
     pub decision: &'a Decision,
-    /// The end of the whole run (`agent --timeout`), if bounded.
-    pub deadline: Option<std::time::Instant>,
+    /// The run's deadline and cancellation: a tool that waits polls it.
+    pub control: &'a crate::control::RunControl,
+    /// When this call must end: `tool_timeout_secs` or the run's deadline,
+    /// whichever comes first.
+    pub deadline: std::time::Instant,
 }
 
 impl ToolCtx<'_> {

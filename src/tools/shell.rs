@@ -31,18 +31,13 @@ const ESTOP_POLL: Duration = Duration::from_millis(50);
 
 pub struct Shell;
 
-/// True while a shell call is running (the `--timeout` watchdog and Ctrl-C
-/// kill its descendants).
-static RUNNING: AtomicBool = AtomicBool::new(false);
-
-/// A terminating signal caught during a call, to be re-raised at exit.
-pub static PENDING_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
 /// A terminating signal that arrived during a call (0: none).
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn on_terminate(sig: libc::c_int) {
     CAUGHT.store(sig, Ordering::SeqCst);
+    // The turn stops, and latchclaw dies of the signal on its way out.
+    crate::control::signal_from_handler(sig);
 }
 
 /// For the length of a call, SIGINT, SIGTERM and SIGHUP are caught so the
@@ -76,20 +71,7 @@ impl Drop for SignalGuard {
             // SAFETY: restores the default disposition.
             unsafe { libc::signal(sig, prev) };
         }
-        let sig = CAUGHT.swap(0, Ordering::SeqCst);
-        if sig != 0 {
-            // The call is cleaned up and gets its receipt; the turn stops,
-            // and latchclaw dies of the signal on its way out (main.rs).
-            crate::runtime::CANCEL.store(true, Ordering::SeqCst);
-            PENDING_SIGNAL.store(sig, Ordering::SeqCst);
-        }
-    }
-}
-
-/// Kills every descendant of latchclaw (the running call's processes).
-pub fn kill_current() {
-    if RUNNING.load(Ordering::SeqCst) {
-        kill_descendants(false);
+        CAUGHT.store(0, Ordering::SeqCst);
     }
 }
 
@@ -556,14 +538,11 @@ impl Tool for Shell {
             std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
         let err_reader =
             std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
-        let mut timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs);
-        if let Some(d) = ctx.deadline {
-            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
-        }
+        let timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs)
+            .min(ctx.deadline.saturating_duration_since(Instant::now()));
         let started = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        RUNNING.store(true, Ordering::SeqCst);
         let signals = SignalGuard::install();
         let worker = {
             let stop = Arc::clone(&stop);
@@ -590,7 +569,7 @@ impl Tool for Shell {
             if stopped.is_some() {
                 continue;
             }
-            if crate::runtime::cancelled() || CAUGHT.load(Ordering::SeqCst) != 0 {
+            if ctx.control.cancelled() || CAUGHT.load(Ordering::SeqCst) != 0 {
                 stopped = Some("cancelled");
             } else if estop_engaged(&estop_path).is_some() {
                 stopped = Some("estop");
@@ -605,7 +584,6 @@ impl Tool for Shell {
         let _ = worker.join();
         // Whatever the command left behind (daemons, double forks) goes too.
         kill_descendants(true);
-        RUNNING.store(false, Ordering::SeqCst);
         drop(signals);
         let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
         let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();

@@ -6,12 +6,11 @@ use crate::cli::Ctx;
 use crate::cli::approve::TtyApprover;
 use crate::cli::parse::{Agent, Continue};
 use crate::config::Config;
+use crate::control::RunControl;
 use crate::error::{Error, Kind, Outcome, Result};
-use crate::memory::Memory;
 use crate::providers::Provider;
 use crate::runtime::{NoProgress, Progress, Runtime, TurnOutcome};
 use serde_json::{Map, Value};
-use std::sync::{Arc, Mutex};
 
 /// The version of the `--json` object: raised when a field changes meaning
 /// or goes away (new fields may appear without it).
@@ -114,12 +113,9 @@ fn ending(result: &Result<i32>, turn: Option<&TurnOutcome>, signal: i32) -> Endi
     Ending { outcome, error }
 }
 
-/// Prints the `--json` object once: the main thread when the run ends, or
-/// the `--timeout` watchdog, whichever comes first.
-#[derive(Clone)]
+/// Prints the `--json` object, once, on every exit path.
 struct Reporter {
     json: bool,
-    done: Arc<Mutex<bool>>,
 }
 
 impl Reporter {
@@ -223,10 +219,7 @@ fn create_workspace(cfg: &Config, quiet: bool) -> Result<()> {
 }
 
 pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
-    let reporter = Reporter {
-        json: a.json,
-        done: Arc::new(Mutex::new(false)),
-    };
+    let reporter = Reporter { json: a.json };
     let (cfg, provider_name) = match configure(ctx, &a) {
         Ok(c) => c,
         Err(e) => return reporter.fail(e),
@@ -261,32 +254,16 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Ok(id) => id,
         Err(e) => return reporter.fail(e),
     };
-    if let Some(secs) = a.timeout {
-        rt.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(secs));
-        // The watchdog finishes the record from its own connection.
-        if let Err(e) = rt.memory.flush_run() {
-            return reporter.fail(e);
-        }
-        watchdog(
-            &cfg,
-            &run_id,
-            secs,
-            reporter.clone(),
-            rt.conversation.clone(),
-        );
-    }
+    rt.control = RunControl::new(a.timeout.map(std::time::Duration::from_secs));
+    let signals = rt.control.install();
     let mut outcome = None;
     let result = turns(&rt, &a, message, provider.as_ref(), &mut outcome);
-    // From here the watchdog stays quiet; if it got here first it is
-    // ending the process and this waits for that.
-    let mut done = reporter.done.lock().unwrap_or_else(|e| e.into_inner());
-    *done = true;
-    let signal = crate::tools::shell::PENDING_SIGNAL.load(std::sync::atomic::Ordering::SeqCst);
-    let end = ending(&result, outcome.as_ref(), signal);
+    drop(signals);
+    let end = ending(&result, outcome.as_ref(), rt.control.signal());
     let conversation = outcome
         .as_ref()
         .map(|o| o.conversation_id.clone())
-        .or_else(|| rt.conversation.lock().ok().and_then(|c| c.clone()));
+        .or_else(|| rt.conversation.borrow().clone());
     // The run's own outcome matters more than failing to record it.
     let usage = rt.run_usage.borrow().clone();
     let _ = rt.memory.run_finished(
@@ -297,7 +274,6 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Some(&usage),
     );
     reporter.print(&end, outcome.as_ref(), conversation.as_deref());
-    drop(done);
     result
 }
 
@@ -345,52 +321,6 @@ fn turns(
     let result = channel.start(rt, provider);
     *outcome = channel.outcome.take();
     result
-}
-
-/// The hard stop for `--timeout`: if the run is still going a second after
-/// its deadline (stuck in a provider call), kill the running shell command,
-/// record the run, print its `--json` object and exit 6.
-fn watchdog(
-    cfg: &Config,
-    run_id: &str,
-    secs: u64,
-    reporter: Reporter,
-    conversation: Arc<Mutex<Option<String>>>,
-) {
-    let (path, busy, run_id) = (
-        cfg.memory_path.clone(),
-        cfg.memory_busy_timeout_ms,
-        run_id.to_string(),
-    );
-    std::thread::spawn(move || {
-        std::thread::sleep(
-            std::time::Duration::from_secs(secs) + std::time::Duration::from_secs(1),
-        );
-        let mut done = reporter.done.lock().unwrap_or_else(|e| e.into_inner());
-        if *done {
-            return;
-        }
-        *done = true;
-        crate::tools::shell::kill_current();
-        let conversation = conversation.lock().ok().and_then(|c| c.clone());
-        let end = Ending {
-            outcome: Outcome::Timeout,
-            error: Some(format!("the run's --timeout of {secs} s was reached")),
-        };
-        if let Ok(m) = Memory::open(&path, busy) {
-            let _ = m.run_finished(
-                &run_id,
-                end.code(),
-                &end.record(),
-                conversation.as_deref(),
-                None,
-            );
-        }
-        reporter.print(&end, None, conversation.as_deref());
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        eprintln!("latchclaw: error: the run's --timeout of {secs} s was reached; stopping");
-        std::process::exit(end.code());
-    });
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
+    let _signals = rt.control.install();
     let config = match &ctx.config {
         Some(p) => format!(" --config {}", shell_quote(&p.display().to_string())),
         None => String::new(),
