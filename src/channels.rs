@@ -73,9 +73,6 @@ pub trait Channel {
     /// Runs the channel until it ends; returns the process exit code.
     fn start(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32>;
     fn send(&mut self, conversation_id: &str, message: &str) -> Result<()>;
-    fn supports_draft_updates(&self) -> bool {
-        false
-    }
 }
 
 /// The CLI's view of a running turn: the answer on stdout as it arrives

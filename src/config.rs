@@ -619,10 +619,6 @@ impl Config {
         self.state_dir.join("ESTOP")
     }
 
-    pub fn receipt_key_path(&self) -> PathBuf {
-        self.state_dir.join("receipt.key")
-    }
-
     /// The runtime's own files: never reachable through a tool.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut v = vec![
@@ -630,7 +626,6 @@ impl Config {
             self.config_path.clone(),
             self.receipts_path.clone(),
             self.estop_path(),
-            self.receipt_key_path(),
         ];
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let mut p = self.memory_path.clone().into_os_string();

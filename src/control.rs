@@ -89,10 +89,6 @@ impl RunControl {
         }
     }
 
-    pub fn cancel(&self) {
-        self.flags.cancelled.store(true, Ordering::SeqCst);
-    }
-
     /// The REPL's next turn after one was cancelled.
     pub fn reset(&self) {
         self.flags.cancelled.store(false, Ordering::SeqCst);
@@ -201,7 +197,7 @@ mod tests {
             c.why(Stop::Timeout),
             "the run's --timeout of 0 s was reached"
         );
-        c.cancel();
+        c.flags.cancelled.store(true, Ordering::SeqCst);
         assert_eq!(c.stop(), Some(Stop::Cancelled));
         c.reset();
         assert_eq!(c.stop(), Some(Stop::Timeout));

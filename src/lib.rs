@@ -3,18 +3,18 @@
 //! are public so benchmarks and tests can drive the pieces directly.
 //! See ARCHITECTURE.md for the map of modules and the data flow.
 
-pub mod channels;
+pub(crate) mod channels;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod error;
 pub mod logging;
 pub mod memory;
-pub mod prompt;
-pub mod providers;
+pub(crate) mod prompt;
+pub(crate) mod providers;
 pub mod receipts;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod security;
 pub mod tools;
-pub mod transport;
+pub(crate) mod transport;
 pub mod util;

@@ -698,17 +698,8 @@ impl<'a> Runtime<'a> {
         ))
     }
 
-    /// One user turn: provider ↔ tools until a text answer or the round limit.
-    pub fn agent_turn(
-        &self,
-        provider: &dyn Provider,
-        conversation_id: Option<&str>,
-        message: &str,
-    ) -> Result<TurnOutcome> {
-        self.agent_turn_with(provider, conversation_id, message, &NoProgress)
-    }
-
-    /// `agent_turn`, telling `progress` what happens as it happens.
+    /// One user turn: provider ↔ tools until a text answer or the round
+    /// limit, telling `progress` what happens as it happens.
     pub fn agent_turn_with(
         &self,
         provider: &dyn Provider,

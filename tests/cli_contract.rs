@@ -91,6 +91,16 @@ fn policy_show_json_is_the_policy_as_data() {
         r.code == 0 && r.stdout.starts_with("autonomy: readonly\n"),
         "{r:?}"
     );
+    // Each allowlisted program on its line, saying what latchclaw knows of it.
+    assert!(
+        r.stdout
+            .contains("\nshell allowlist:\n  ls: 61 options; operands read"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains("\n  sed: 19 options; script analysed"),
+        "{r:?}"
+    );
     // A missing workspace is said, not hidden.
     std::fs::remove_dir_all(&env.ws).unwrap();
     let (r, v) = env.json(&["policy", "show", "--json"]);

@@ -511,7 +511,8 @@ fn on_a_terminal_the_answer_appears_as_it_arrives() {
         "{:?}",
         t.elapsed()
     );
-    p.expect("second part.");
+    // The line's end comes after the last piece.
+    p.expect("second part.\r\n");
     let transcript = p.transcript();
     assert_eq!(p.wait(), Some(0));
     // Shown once: the end of the turn prints only what was missing.

@@ -205,7 +205,6 @@ impl Provider for MockProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             native_tool_calls: true,
-            deterministic: true,
         }
     }
 

@@ -202,7 +202,6 @@ impl fmt::Display for ProviderError {
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Capabilities {
     pub native_tool_calls: bool,
-    pub deterministic: bool,
 }
 
 /// Receives an answer while it streams in, and may stop the call.

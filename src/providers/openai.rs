@@ -761,7 +761,6 @@ impl Provider for OpenAiCompatible {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             native_tool_calls: self.mode.get() != ToolMode::Text,
-            deterministic: false,
         }
     }
 

@@ -28,7 +28,6 @@ impl Provider for Reliable {
                 .inner
                 .iter()
                 .all(|p| p.capabilities().native_tool_calls),
-            deterministic: false,
         }
     }
 

@@ -51,7 +51,6 @@ impl Provider for Router {
                 .providers
                 .iter()
                 .all(|p| p.capabilities().native_tool_calls),
-            deterministic: false,
         }
     }
 

@@ -539,7 +539,7 @@ impl Gate {
         };
         format!(
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
-             forbidden commands: {}\nshell allowlist: {}\ntools enabled: {}\n\
+             forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
              state (never reachable): {}\nshell confinement: {confinement}",
             self.autonomy.as_str(),
             match self.workspace_result() {
@@ -560,18 +560,21 @@ impl Gate {
         names.join(", ")
     }
 
-    /// The shell allowlist, saying which programs have no option table
+    /// The shell allowlist, a line a program (what its option table knows),
+    /// then the programs without a table
     /// (judged by their path arguments only).
     fn describe_allowlist(&self) -> String {
         let (with, without): (Vec<&String>, Vec<&String>) = self
             .shell_allowlist
             .iter()
             .partition(|p| options::has_table(p));
-        let mut out = with
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let mut out = String::new();
+        for p in &with {
+            if let Some(d) = options::describe_program(p) {
+                out.push_str("\n  ");
+                out.push_str(&d);
+            }
+        }
         if !without.is_empty() {
             out.push_str(&format!(
                 "\n  without an option table (judged by their path arguments only): {}",

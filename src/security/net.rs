@@ -78,6 +78,7 @@ pub fn refused_ip(ip: IpAddr) -> Option<&'static str> {
             } else if v6.is_unspecified() {
                 Some("unspecified")
             } else if s[0] & 0xfe00 == 0xfc00 {
+                // Includes the cloud metadata address fd00:ec2::254.
                 Some("private (unique local)")
             } else if s[0] & 0xffc0 == 0xfe80 {
                 Some("link-local")
@@ -91,8 +92,6 @@ pub fn refused_ip(ip: IpAddr) -> Option<&'static str> {
                 Some("6to4 (embeds an IPv4 address)")
             } else if s[0] == 0x2001 && s[1] == 0xdb8 {
                 Some("documentation")
-            } else if s[0] == 0xfd00 && s[1] == 0xec2 {
-                Some("cloud metadata")
             } else {
                 None
             }

@@ -65,11 +65,6 @@ pub fn has_table(program: &str) -> bool {
     PROGRAMS.iter().any(|e| e.name == program)
 }
 
-/// The programs with a table, for `policy show`.
-pub fn programs() -> impl Iterator<Item = &'static str> {
-    PROGRAMS.iter().map(|e| e.name)
-}
-
 /// A one-line summary of what latchclaw knows about `program`, for
 /// `policy show`, e.g. "ls: 63 options; reads; recursive with -R".
 pub fn describe_program(program: &str) -> Option<String> {
@@ -80,24 +75,6 @@ pub fn describe_program(program: &str) -> Option<String> {
         None => format!("{}: {}", e.name, e.summary),
     })
 }
-
-/// Configuration worth putting in front of every git subcommand the gate
-/// runs (`git -c NAME=VALUE ... SUBCOMMAND`). Repository configuration can
-/// name programs that even read-only subcommands run (an fsmonitor on
-/// `status`, hooks on `commit`, `diff.external` and textconv drivers on
-/// `diff`/`show`), and a model that can write files could write one. This
-/// list turns off the ones that can be turned off this way; external diff,
-/// textconv and filter drivers cannot, so the gate must also refuse writes to
-/// any path with a `.git` component (the tables already refuse `--bare` and a
-/// `--git-dir` that is not a `.git` directory).
-pub const GIT_SAFE_CONFIG: &[&str] = &[
-    "core.fsmonitor=false",
-    "core.hooksPath=/dev/null",
-    "core.pager=cat",
-    "core.sshCommand=false",
-    "credential.helper=",
-    "protocol.allow=never",
-];
 
 struct Entry {
     name: &'static str,

@@ -55,7 +55,6 @@ fn every_default_allowlisted_program_has_a_table() {
     assert!(!has_table("rm"));
     assert!(!has_table("/bin/ls"));
     assert!(parse("sh", &s(&["-c", "id"])).is_none());
-    assert_eq!(programs().count(), PROGRAMS.len());
     assert!(describe_program("ls").unwrap().contains("61 options"));
 }
 
