@@ -279,14 +279,15 @@ impl TurnOutcome {
 
 impl<'a> Runtime<'a> {
     pub fn new(cfg: &'a Config, approver: &'a dyn Approver) -> Result<Runtime<'a>> {
-        let memory = Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)?;
+        let memory = Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
         Ok(Runtime {
             cfg,
-            gate: Gate::new(cfg, &cfg.cli_tools_allow),
+            gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
             memory,
             receipts: cfg
-                .receipts_enabled
-                .then(|| ReceiptLog::new(&cfg.receipts_path)),
+                .receipts
+                .enabled
+                .then(|| ReceiptLog::new(&cfg.receipts.path)),
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
@@ -301,7 +302,14 @@ impl<'a> Runtime<'a> {
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         tools::all()
             .iter()
-            .filter(|t| self.cfg.cli_tools_allow.iter().any(|a| a == t.name()))
+            .filter(|t| {
+                self.cfg
+                    .channels
+                    .cli
+                    .tools_allow
+                    .iter()
+                    .any(|a| a == t.name())
+            })
             .map(|t| ToolSpec {
                 name: t.name().into(),
                 description: t.description().into(),
@@ -599,7 +607,7 @@ impl<'a> Runtime<'a> {
     fn history(&self, conversation_id: &str) -> Result<Vec<Message>> {
         let turns = self
             .memory
-            .turns(conversation_id, Some(self.cfg.memory_context_turns))?;
+            .turns(conversation_id, Some(self.cfg.memory.context_turns))?;
         let mut out: Vec<Message> = Vec::new();
         for t in turns {
             let role = match t.role.as_str() {
@@ -814,7 +822,7 @@ impl<'a> Runtime<'a> {
             messages,
             tools,
             model: model.clone(),
-            temperature: configured.and_then(|p| p.temperature),
+            temperature: configured.and_then(|p| p.temperature()),
             metadata: self
                 .hint
                 .iter()
