@@ -1771,7 +1771,7 @@ tools_allow = ["file_read", "teleport"]
         for (commented, times) in [
             ("# timeout_secs = 60 ", 2),
             ("# tool_mode = \"auto\" ", 1),
-            ("# stream = true ", 1),
+            ("# stream = true ", 2),
             ("# retries = 2 ", 1),
         ] {
             assert_eq!(text.matches(commented).count(), times, "{commented}");
