@@ -3,6 +3,12 @@
 //! The file is parsed into a plain TOML table and walked key by key, so that
 //! one run reports every error (wrong type, bad enum value, unknown key) with
 //! its key path instead of stopping at the first, as serde would.
+//!
+//! The types follow the file: `Config` holds the top-level keys and one
+//! struct per `[section]`, whose `Default` is that section's defaults (the
+//! reader falls back to them, and a test holds config.example.toml to
+//! them). A provider keeps the keys every kind takes; the rest are its
+//! kind's `ProviderSettings`, and a key of another kind is an error.
 
 use crate::error::{Error, Result};
 use crate::tools::ToolName;
@@ -73,6 +79,12 @@ pub enum ProviderKind {
 impl ProviderKind {
     pub const ALLOWED: &'static [&'static str] =
         &["mock", "openai-compatible", "reliable", "router"];
+    const ALL: [ProviderKind; 4] = [
+        ProviderKind::Mock,
+        ProviderKind::OpenAiCompatible,
+        ProviderKind::Reliable,
+        ProviderKind::Router,
+    ];
     fn parse(s: &str) -> Option<ProviderKind> {
         match s {
             "mock" => Some(ProviderKind::Mock),
@@ -85,7 +97,29 @@ impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         Self::ALLOWED[self as usize]
     }
+    /// The keys only a provider of this kind takes (besides
+    /// `PROVIDER_KEYS`).
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            ProviderKind::Mock => &["fixture", "record_requests", "stream"],
+            ProviderKind::OpenAiCompatible => &[
+                "base_url",
+                "api_key_env",
+                "temperature",
+                "max_tokens",
+                "headers",
+                "tool_mode",
+                "stream",
+                "retries",
+            ],
+            ProviderKind::Reliable => &["providers"],
+            ProviderKind::Router => &["hints", "routes", "default_route"],
+        }
+    }
 }
+
+/// The keys every provider takes, whatever its kind.
+pub const PROVIDER_KEYS: &[&str] = &["kind", "model", "timeout_secs"];
 
 /// How an openai-compatible provider passes tools to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,39 +146,160 @@ impl ToolMode {
     }
 }
 
-#[derive(Debug, Clone)]
+/// `[providers.models.NAME]`: the keys every kind takes here, the rest in
+/// `settings`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     pub name: String,
-    pub kind: ProviderKind,
     pub model: String,
-    pub base_url: Option<String>,
-    pub api_key_env: Option<String>,
-    /// mock: script file; absent = the built-in script.
-    pub fixture: Option<PathBuf>,
-    /// mock: append every request it receives to this JSON Lines file.
-    pub record_requests: Option<PathBuf>,
-    /// reliable: the providers to try, in order.
-    pub providers: Vec<String>,
-    pub temperature: Option<f64>,
+    /// Request timeout.
     pub timeout_secs: u64,
+    pub settings: ProviderSettings,
+}
+
+/// A provider's kind with the keys only that kind takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderSettings {
+    Mock(MockSettings),
+    OpenAiCompatible(OpenAiSettings),
+    Reliable(ReliableSettings),
+    Router(RouterSettings),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MockSettings {
+    /// Script file; absent = the built-in script.
+    pub fixture: Option<PathBuf>,
+    /// Append every request it receives to this JSON Lines file.
+    pub record_requests: Option<PathBuf>,
+    /// Pass the answer to a streaming caller in pieces (`agent --no-stream`
+    /// turns it off for a run).
+    pub stream: bool,
+}
+
+impl Default for MockSettings {
+    fn default() -> MockSettings {
+        MockSettings {
+            fixture: None,
+            record_requests: None,
+            stream: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiSettings {
+    /// Required: requests go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// The NAME of the variable holding the key, never the key.
+    pub api_key_env: Option<String>,
+    pub temperature: Option<f64>,
     pub max_tokens: Option<u64>,
     /// Extra request headers (never credentials: those come from the env).
     pub headers: Vec<(String, String)>,
     pub tool_mode: ToolMode,
-    /// openai-compatible: ask for server-sent events (`agent --no-stream`
-    /// turns it off for a run).
+    /// Ask for server-sent events (`agent --no-stream` turns it off for a
+    /// run).
     pub stream: bool,
     /// Retries after 408/429/5xx and transport errors.
     pub retries: u32,
-    /// router: `--hint NAME` → provider.
-    pub hints: Vec<(String, String)>,
-    /// router: case-insensitive substring of the message → provider.
-    pub routes: Vec<(String, String)>,
-    /// router: the provider when no hint or route applies.
-    pub default_route: Option<String>,
 }
 
-#[derive(Debug, Clone)]
+impl OpenAiSettings {
+    /// Every key at its default but `base_url`, which has none.
+    pub fn new(base_url: impl Into<String>) -> OpenAiSettings {
+        OpenAiSettings {
+            base_url: base_url.into(),
+            api_key_env: None,
+            temperature: None,
+            max_tokens: None,
+            headers: Vec::new(),
+            tool_mode: ToolMode::Auto,
+            stream: true,
+            retries: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReliableSettings {
+    /// The providers to try, in order (at least one).
+    pub providers: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterSettings {
+    /// `--hint NAME` → provider.
+    pub hints: Vec<(String, String)>,
+    /// Case-insensitive substring of the message → provider.
+    pub routes: Vec<(String, String)>,
+    /// The provider when no hint or route applies (required).
+    pub default_route: String,
+}
+
+impl ProviderSettings {
+    pub fn kind(&self) -> ProviderKind {
+        match self {
+            ProviderSettings::Mock(_) => ProviderKind::Mock,
+            ProviderSettings::OpenAiCompatible(_) => ProviderKind::OpenAiCompatible,
+            ProviderSettings::Reliable(_) => ProviderKind::Reliable,
+            ProviderSettings::Router(_) => ProviderKind::Router,
+        }
+    }
+}
+
+impl ProviderConfig {
+    pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+
+    /// A provider with `timeout_secs` at its default.
+    pub fn new(
+        name: impl Into<String>,
+        model: impl Into<String>,
+        settings: ProviderSettings,
+    ) -> ProviderConfig {
+        ProviderConfig {
+            name: name.into(),
+            model: model.into(),
+            timeout_secs: Self::DEFAULT_TIMEOUT_SECS,
+            settings,
+        }
+    }
+
+    pub fn kind(&self) -> ProviderKind {
+        self.settings.kind()
+    }
+
+    /// The sampling temperature the config sets for this provider (only an
+    /// openai-compatible one takes it).
+    pub fn temperature(&self) -> Option<f64> {
+        match &self.settings {
+            ProviderSettings::OpenAiCompatible(o) => o.temperature,
+            _ => None,
+        }
+    }
+
+    /// The NAME of the variable holding the key (only an openai-compatible
+    /// provider takes one).
+    pub fn api_key_env(&self) -> Option<&str> {
+        match &self.settings {
+            ProviderSettings::OpenAiCompatible(o) => o.api_key_env.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Turns streaming on or off for the kinds that stream (`agent
+    /// --no-stream`).
+    pub fn set_stream(&mut self, on: bool) {
+        match &mut self.settings {
+            ProviderSettings::Mock(m) => m.stream = on,
+            ProviderSettings::OpenAiCompatible(o) => o.stream = on,
+            ProviderSettings::Reliable(_) | ProviderSettings::Router(_) => {}
+        }
+    }
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Security {
     pub autonomy: Autonomy,
     pub workspace_only: bool,
@@ -157,7 +312,134 @@ pub struct Security {
     pub confinement: Confinement,
 }
 
-#[derive(Debug, Clone)]
+impl Default for Security {
+    fn default() -> Security {
+        Security {
+            autonomy: Autonomy::Supervised,
+            workspace_only: true,
+            // Without a HOME there is no `~/.ssh` to protect.
+            forbidden_paths: DEFAULT_FORBIDDEN_PATHS
+                .iter()
+                .filter_map(|p| expand(p).ok().map(PathBuf::from))
+                .collect(),
+            forbidden_commands: strings(DEFAULT_FORBIDDEN_COMMANDS),
+            audit_log: true,
+            shell_allowlist: strings(DEFAULT_SHELL_ALLOWLIST),
+            shell_env_passthrough: Vec::new(),
+            confinement: Confinement::BestEffort,
+        }
+    }
+}
+
+/// `[channels]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Channels {
+    pub cli: CliChannel,
+}
+
+/// `[channels.cli]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliChannel {
+    /// `false` refuses `agent`.
+    pub enabled: bool,
+    /// The tools offered to the model.
+    pub tools_allow: Vec<ToolName>,
+}
+
+impl Default for CliChannel {
+    fn default() -> CliChannel {
+        CliChannel {
+            enabled: true,
+            // The tools that write files or reach the network are opt-in.
+            tools_allow: ToolName::ALL
+                .into_iter()
+                .filter(|t| t.on_by_default())
+                .collect(),
+        }
+    }
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tools {
+    pub http: HttpTool,
+}
+
+/// `[tools.http]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpTool {
+    pub allowed_domains: Vec<String>,
+    pub allow_private: Vec<String>,
+    pub max_redirects: u32,
+}
+
+impl Default for HttpTool {
+    fn default() -> HttpTool {
+        HttpTool {
+            allowed_domains: Vec::new(),
+            allow_private: Vec::new(),
+            max_redirects: 5,
+        }
+    }
+}
+
+/// `[memory]` (`backend` has one allowed value, so it is not kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryConfig {
+    /// In a loaded config, absolute; `default()` names a file in the state
+    /// directory, where `Config::defaults` puts it.
+    pub path: PathBuf,
+    pub busy_timeout_ms: u64,
+    /// Earlier turns of a resumed conversation sent to the model.
+    pub context_turns: u32,
+    /// Relevant turns from other conversations sent with a message.
+    pub context_hits: u32,
+    pub context_bytes: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> MemoryConfig {
+        MemoryConfig {
+            path: PathBuf::from("memory.sqlite"),
+            busy_timeout_ms: 5000,
+            context_turns: 20,
+            context_hits: 5,
+            context_bytes: 4000,
+        }
+    }
+}
+
+/// `[prompt]`: the layers of the system prompt; an absent file is looked
+/// for in the state directory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptConfig {
+    pub base_file: Option<PathBuf>,
+    /// `agent --system TEXT`: the base layer for this run (never from a file).
+    pub base_text: Option<String>,
+    pub persona_file: Option<PathBuf>,
+    pub user_file: Option<PathBuf>,
+}
+
+/// `[receipts]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiptsConfig {
+    pub enabled: bool,
+    /// In a loaded config, absolute; `default()` names a file in the state
+    /// directory, where `Config::defaults` puts it.
+    pub path: PathBuf,
+}
+
+impl Default for ReceiptsConfig {
+    fn default() -> ReceiptsConfig {
+        ReceiptsConfig {
+            enabled: true,
+            path: PathBuf::from("tool_receipts.log"),
+        }
+    }
+}
+
+/// The whole file: the top-level keys here, each `[section]` its own struct.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file this config came from; `None` when no file exists (defaults).
     pub source: Option<PathBuf>,
@@ -176,25 +458,13 @@ pub struct Config {
     /// Largest message (with piped stdin) `agent` accepts.
     pub max_input_bytes: usize,
     pub security: Security,
+    /// `[providers.models.NAME]` by name; `local` is always there.
     pub providers: BTreeMap<String, ProviderConfig>,
-    pub cli_enabled: bool,
-    pub cli_tools_allow: Vec<ToolName>,
-    pub memory_path: PathBuf,
-    pub memory_busy_timeout_ms: u64,
-    pub memory_context_turns: u32,
-    /// Relevant turns from other conversations in the system prompt.
-    pub memory_context_hits: u32,
-    pub memory_context_bytes: usize,
-    pub prompt_base_file: Option<PathBuf>,
-    /// `agent --system TEXT`: the base layer for this run (never from a file).
-    pub prompt_base_text: Option<String>,
-    pub prompt_persona_file: Option<PathBuf>,
-    pub prompt_user_file: Option<PathBuf>,
-    pub receipts_enabled: bool,
-    pub receipts_path: PathBuf,
-    pub http_allowed_domains: Vec<String>,
-    pub http_allow_private: Vec<String>,
-    pub http_max_redirects: u32,
+    pub channels: Channels,
+    pub tools: Tools,
+    pub memory: MemoryConfig,
+    pub prompt: PromptConfig,
+    pub receipts: ReceiptsConfig,
 }
 
 /// Every problem found in one pass, each prefixed with its key path.
@@ -525,6 +795,13 @@ impl Reader<'_> {
         }
     }
 
+    /// A table that may be absent (then empty, its keys all defaults).
+    fn section(&mut self, s: &mut Section, k: &str) -> Section {
+        let key = s.key(k);
+        self.table(s, k)
+            .unwrap_or_else(|| Section::new(toml::Table::new(), &key))
+    }
+
     fn finish(&mut self, s: Section) {
         for k in s.t.keys() {
             self.err(format!("{}: unknown key", s.key(k)));
@@ -532,9 +809,13 @@ impl Reader<'_> {
     }
 }
 
-fn default_forbidden_paths() -> Vec<&'static str> {
-    vec!["/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh"]
-}
+/// Written as in the file: `~` is expanded when the defaults are made.
+pub const DEFAULT_WORKSPACE_DIR: &str = "~/latchclaw-workspace";
+
+#[rustfmt::skip]
+pub const DEFAULT_FORBIDDEN_PATHS: &[&str] = &[
+    "/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh",
+];
 
 #[rustfmt::skip]
 pub const DEFAULT_FORBIDDEN_COMMANDS: &[&str] = &[
@@ -553,6 +834,46 @@ fn strings(v: &[&str]) -> Vec<String> {
 }
 
 impl Config {
+    /// Every key at its default: what an empty or absent file gives. The
+    /// top-level defaults live here, each section's in its `Default`.
+    pub fn defaults(config_path: PathBuf, state_dir: PathBuf) -> Config {
+        let workspace_dir = expand(DEFAULT_WORKSPACE_DIR)
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| state_dir.with_file_name("latchclaw-workspace"));
+        let default_model = "mock".to_string();
+        let memory = MemoryConfig::default();
+        let receipts = ReceiptsConfig::default();
+        Config {
+            source: None,
+            config_path,
+            workspace_dir,
+            default_provider: "local".into(),
+            providers: BTreeMap::from([("local".into(), builtin_local(&default_model))]),
+            default_model,
+            max_tool_rounds: 5,
+            max_response_bytes: 1 << 20,
+            tool_timeout_secs: 30,
+            shell_timeout_secs: 15,
+            http_timeout_secs: 20,
+            tool_output_max_bytes: 64 * 1024,
+            file_write_max_bytes: 1 << 20,
+            max_input_bytes: 1 << 20,
+            security: Security::default(),
+            channels: Channels::default(),
+            tools: Tools::default(),
+            memory: MemoryConfig {
+                path: state_dir.join(&memory.path),
+                ..memory
+            },
+            prompt: PromptConfig::default(),
+            receipts: ReceiptsConfig {
+                path: state_dir.join(&receipts.path),
+                ..receipts
+            },
+            state_dir,
+        }
+    }
+
     /// Loads the config: `explicit` (from `--config`) must exist; the default
     /// path may be absent, in which case every key takes its default.
     pub fn load(explicit: Option<&Path>) -> Result<Config> {
@@ -604,7 +925,8 @@ impl Config {
             errors: Vec::new(),
             base_dir: &base_dir,
         };
-        let cfg = read_config(&mut r, Section::new(table, ""), path, state_dir);
+        let defaults = Config::defaults(path.to_path_buf(), state_dir);
+        let cfg = read_config(&mut r, Section::new(table, ""), defaults);
         if r.errors.is_empty() {
             Ok(cfg)
         } else {
@@ -624,11 +946,11 @@ impl Config {
         let mut v = vec![
             self.state_dir.clone(),
             self.config_path.clone(),
-            self.receipts_path.clone(),
+            self.receipts.path.clone(),
             self.estop_path(),
         ];
         for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut p = self.memory_path.clone().into_os_string();
+            let mut p = self.memory.path.clone().into_os_string();
             p.push(suffix);
             v.push(PathBuf::from(p));
         }
@@ -649,71 +971,69 @@ impl Config {
     }
 }
 
-fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf) -> Config {
-    let workspace_dir = r
-        .path(&mut top, "workspace_dir")
-        .or_else(|| home_dir().map(|h| h.join("latchclaw-workspace")))
-        .unwrap_or_else(|| state_dir.with_file_name("latchclaw-workspace"));
-    if workspace_dir.starts_with(&state_dir) {
+/// Reads the file over `d` (the defaults): every key it sets replaces the
+/// default, every problem is an error with its key path.
+fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
+    let workspace_dir = r.path(&mut top, "workspace_dir").unwrap_or(d.workspace_dir);
+    if workspace_dir.starts_with(&d.state_dir) {
         r.err(format!(
             "workspace_dir: {} is inside the state directory {}, which tools can never reach",
             workspace_dir.display(),
-            state_dir.display()
+            d.state_dir.display()
         ));
     }
     let default_provider = r
         .string(&mut top, "default_provider")
-        .unwrap_or_else(|| "local".into());
+        .unwrap_or(d.default_provider);
     let default_model = r
         .string(&mut top, "default_model")
-        .unwrap_or_else(|| "mock".into());
-    let max_tool_rounds = r.int(&mut top, "max_tool_rounds", 5, 1, 100) as u32;
-    let max_response_bytes = r.int(&mut top, "max_response_bytes", 1 << 20, 1024, 1 << 30);
-    let tool_timeout_secs = r.int(&mut top, "tool_timeout_secs", 30, 1, 3600);
-    let shell_timeout_secs = r.int(&mut top, "shell_timeout_secs", 15, 1, 3600);
-    let http_timeout_secs = r.int(&mut top, "http_timeout_secs", 20, 1, 3600);
-    let tool_output_max_bytes =
-        r.int(&mut top, "tool_output_max_bytes", 64 * 1024, 256, 16 << 20) as usize;
-    let file_write_max_bytes =
-        r.int(&mut top, "file_write_max_bytes", 1 << 20, 1, 1 << 30) as usize;
-    let max_input_bytes = r.int(&mut top, "max_input_bytes", 1 << 20, 16, 1 << 30) as usize;
+        .unwrap_or(d.default_model);
+    let max_tool_rounds = r.int(
+        &mut top,
+        "max_tool_rounds",
+        d.max_tool_rounds.into(),
+        1,
+        100,
+    ) as u32;
+    let max_response_bytes = r.int(
+        &mut top,
+        "max_response_bytes",
+        d.max_response_bytes,
+        1024,
+        1 << 30,
+    );
+    let tool_timeout_secs = r.int(&mut top, "tool_timeout_secs", d.tool_timeout_secs, 1, 3600);
+    let shell_timeout_secs = r.int(
+        &mut top,
+        "shell_timeout_secs",
+        d.shell_timeout_secs,
+        1,
+        3600,
+    );
+    let http_timeout_secs = r.int(&mut top, "http_timeout_secs", d.http_timeout_secs, 1, 3600);
+    let tool_output_max_bytes = r.int(
+        &mut top,
+        "tool_output_max_bytes",
+        d.tool_output_max_bytes as u64,
+        256,
+        16 << 20,
+    ) as usize;
+    let file_write_max_bytes = r.int(
+        &mut top,
+        "file_write_max_bytes",
+        d.file_write_max_bytes as u64,
+        1,
+        1 << 30,
+    ) as usize;
+    let max_input_bytes = r.int(
+        &mut top,
+        "max_input_bytes",
+        d.max_input_bytes as u64,
+        16,
+        1 << 30,
+    ) as usize;
 
-    let mut sec = r
-        .table(&mut top, "security")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "security"));
-    let autonomy = r
-        .enum_str(&mut sec, "autonomy", Autonomy::parse, Autonomy::ALLOWED)
-        .unwrap_or(Autonomy::Supervised);
-    let workspace_only = r.boolean(&mut sec, "workspace_only", true);
-    let forbidden_raw = r
-        .list(&mut sec, "forbidden_paths")
-        .unwrap_or_else(|| strings(&default_forbidden_paths()));
-    let key = sec.key("forbidden_paths");
-    let forbidden_paths = forbidden_raw
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| r.path_value(&format!("{key}[{i}]"), p))
-        .collect();
-    let forbidden_commands = r
-        .list(&mut sec, "forbidden_commands")
-        .unwrap_or_else(|| strings(DEFAULT_FORBIDDEN_COMMANDS));
-    let audit_log = r.boolean(&mut sec, "audit_log", true);
-    let shell_allowlist = r
-        .list(&mut sec, "shell_allowlist")
-        .unwrap_or_else(|| strings(DEFAULT_SHELL_ALLOWLIST));
-    let shell_env_passthrough = r
-        .list(&mut sec, "shell_env_passthrough")
-        .unwrap_or_default();
-    let confinement = r
-        .enum_str(
-            &mut sec,
-            "confinement",
-            Confinement::parse,
-            Confinement::ALLOWED,
-        )
-        .unwrap_or(Confinement::BestEffort);
-    r.finish(sec);
-
+    let security = read_security(r, &mut top, d.security);
     let providers = read_providers(r, &mut top, &default_model);
     if !providers.contains_key(&default_provider) {
         r.err(format!(
@@ -721,61 +1041,17 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
             providers.keys().cloned().collect::<Vec<_>>().join(", ")
         ));
     }
-
-    let (cli_enabled, cli_tools_allow) = read_channels(r, &mut top);
-
-    let mut mem = r
-        .table(&mut top, "memory")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "memory"));
-    r.enum_str(
-        &mut mem,
-        "backend",
-        |s| (s == "sqlite").then_some(()),
-        &["sqlite"],
-    );
-    let memory_path = r
-        .path(&mut mem, "path")
-        .unwrap_or_else(|| state_dir.join("memory.sqlite"));
-    let memory_busy_timeout_ms = r.int(&mut mem, "busy_timeout_ms", 5000, 0, 600_000);
-    let memory_context_turns = r.int(&mut mem, "context_turns", 20, 0, 1000) as u32;
-    let memory_context_hits = r.int(&mut mem, "context_hits", 5, 0, 100) as u32;
-    let memory_context_bytes = r.int(&mut mem, "context_bytes", 4000, 0, 1 << 20) as usize;
-    r.finish(mem);
-
-    let mut rec = r
-        .table(&mut top, "receipts")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "receipts"));
-    let receipts_enabled = r.boolean(&mut rec, "enabled", true);
-    let receipts_path = r
-        .path(&mut rec, "path")
-        .unwrap_or_else(|| state_dir.join("tool_receipts.log"));
-    r.finish(rec);
-
-    let mut prompt = r
-        .table(&mut top, "prompt")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "prompt"));
-    let prompt_base_file = r.path(&mut prompt, "base_file");
-    let prompt_persona_file = r.path(&mut prompt, "persona_file");
-    let prompt_user_file = r.path(&mut prompt, "user_file");
-    r.finish(prompt);
-
-    let mut tools = r
-        .table(&mut top, "tools")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "tools"));
-    let mut http = r
-        .table(&mut tools, "http")
-        .unwrap_or_else(|| Section::new(toml::Table::new(), "tools.http"));
-    let http_allowed_domains = r.list(&mut http, "allowed_domains").unwrap_or_default();
-    let http_allow_private = r.list(&mut http, "allow_private").unwrap_or_default();
-    let http_max_redirects = r.int(&mut http, "max_redirects", 5, 0, 20) as u32;
-    r.finish(http);
-    r.finish(tools);
+    let channels = read_channels(r, &mut top, d.channels);
+    let memory = read_memory(r, &mut top, d.memory);
+    let receipts = read_receipts(r, &mut top, d.receipts);
+    let prompt = read_prompt(r, &mut top, d.prompt);
+    let tools = read_tools(r, &mut top, d.tools);
     r.finish(top);
 
     Config {
         source: None,
-        config_path: path.to_path_buf(),
-        state_dir,
+        config_path: d.config_path,
+        state_dir: d.state_dir,
         workspace_dir,
         default_provider,
         default_model,
@@ -787,57 +1063,173 @@ fn read_config(r: &mut Reader, mut top: Section, path: &Path, state_dir: PathBuf
         tool_output_max_bytes,
         file_write_max_bytes,
         max_input_bytes,
-        security: Security {
-            autonomy,
-            workspace_only,
-            forbidden_paths,
-            forbidden_commands,
-            audit_log,
-            shell_allowlist,
-            shell_env_passthrough,
-            confinement,
-        },
+        security,
         providers,
-        cli_enabled,
-        cli_tools_allow,
-        memory_path,
-        memory_busy_timeout_ms,
-        memory_context_turns,
-        memory_context_hits,
-        memory_context_bytes,
-        prompt_base_file,
-        prompt_base_text: None,
-        prompt_persona_file,
-        prompt_user_file,
-        receipts_enabled,
-        receipts_path,
-        http_allowed_domains,
-        http_allow_private,
-        http_max_redirects,
+        channels,
+        tools,
+        memory,
+        prompt,
+        receipts,
     }
 }
 
-fn builtin_local(default_model: &str) -> ProviderConfig {
-    ProviderConfig {
-        name: "local".into(),
-        kind: ProviderKind::Mock,
-        model: default_model.into(),
-        base_url: None,
-        api_key_env: None,
-        fixture: None,
-        record_requests: None,
-        providers: Vec::new(),
-        temperature: None,
-        timeout_secs: 60,
-        max_tokens: None,
-        headers: Vec::new(),
-        tool_mode: ToolMode::Auto,
-        stream: true,
-        retries: 2,
-        hints: Vec::new(),
-        routes: Vec::new(),
-        default_route: None,
+fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
+    let mut sec = r.section(top, "security");
+    let autonomy = r
+        .enum_str(&mut sec, "autonomy", Autonomy::parse, Autonomy::ALLOWED)
+        .unwrap_or(d.autonomy);
+    let workspace_only = r.boolean(&mut sec, "workspace_only", d.workspace_only);
+    let forbidden_paths = match r.list(&mut sec, "forbidden_paths") {
+        Some(raw) => {
+            let key = sec.key("forbidden_paths");
+            raw.iter()
+                .enumerate()
+                .filter_map(|(i, p)| r.path_value(&format!("{key}[{i}]"), p))
+                .collect()
+        }
+        None => d.forbidden_paths,
+    };
+    let forbidden_commands = r
+        .list(&mut sec, "forbidden_commands")
+        .unwrap_or(d.forbidden_commands);
+    let audit_log = r.boolean(&mut sec, "audit_log", d.audit_log);
+    let shell_allowlist = r
+        .list(&mut sec, "shell_allowlist")
+        .unwrap_or(d.shell_allowlist);
+    let shell_env_passthrough = r
+        .list(&mut sec, "shell_env_passthrough")
+        .unwrap_or(d.shell_env_passthrough);
+    let confinement = r
+        .enum_str(
+            &mut sec,
+            "confinement",
+            Confinement::parse,
+            Confinement::ALLOWED,
+        )
+        .unwrap_or(d.confinement);
+    r.finish(sec);
+    Security {
+        autonomy,
+        workspace_only,
+        forbidden_paths,
+        forbidden_commands,
+        audit_log,
+        shell_allowlist,
+        shell_env_passthrough,
+        confinement,
     }
+}
+
+fn read_channels(r: &mut Reader, top: &mut Section, d: Channels) -> Channels {
+    let mut ch = r.section(top, "channels");
+    let mut cli = r.section(&mut ch, "cli");
+    let enabled = r.boolean(&mut cli, "enabled", d.cli.enabled);
+    let tools_allow = match r.list(&mut cli, "tools_allow") {
+        Some(list) => {
+            let mut allow = Vec::new();
+            for (i, t) in list.iter().enumerate() {
+                match ToolName::parse(t) {
+                    Some(t) if !allow.contains(&t) => allow.push(t),
+                    Some(_) => {}
+                    None => r.err(format!(
+                        "{}[{i}]: unknown tool \"{t}\"; known tools: {}",
+                        cli.key("tools_allow"),
+                        ToolName::list()
+                    )),
+                }
+            }
+            allow
+        }
+        None => d.cli.tools_allow,
+    };
+    r.finish(cli);
+    r.finish(ch);
+    Channels {
+        cli: CliChannel {
+            enabled,
+            tools_allow,
+        },
+    }
+}
+
+fn read_memory(r: &mut Reader, top: &mut Section, d: MemoryConfig) -> MemoryConfig {
+    let mut mem = r.section(top, "memory");
+    r.enum_str(
+        &mut mem,
+        "backend",
+        |s| (s == "sqlite").then_some(()),
+        &["sqlite"],
+    );
+    let m = MemoryConfig {
+        path: r.path(&mut mem, "path").unwrap_or(d.path),
+        busy_timeout_ms: r.int(&mut mem, "busy_timeout_ms", d.busy_timeout_ms, 0, 600_000),
+        context_turns: r.int(&mut mem, "context_turns", d.context_turns.into(), 0, 1000) as u32,
+        context_hits: r.int(&mut mem, "context_hits", d.context_hits.into(), 0, 100) as u32,
+        context_bytes: r.int(
+            &mut mem,
+            "context_bytes",
+            d.context_bytes as u64,
+            0,
+            1 << 20,
+        ) as usize,
+    };
+    r.finish(mem);
+    m
+}
+
+fn read_receipts(r: &mut Reader, top: &mut Section, d: ReceiptsConfig) -> ReceiptsConfig {
+    let mut rec = r.section(top, "receipts");
+    let out = ReceiptsConfig {
+        enabled: r.boolean(&mut rec, "enabled", d.enabled),
+        path: r.path(&mut rec, "path").unwrap_or(d.path),
+    };
+    r.finish(rec);
+    out
+}
+
+fn read_prompt(r: &mut Reader, top: &mut Section, d: PromptConfig) -> PromptConfig {
+    let mut prompt = r.section(top, "prompt");
+    let out = PromptConfig {
+        base_file: r.path(&mut prompt, "base_file").or(d.base_file),
+        base_text: d.base_text,
+        persona_file: r.path(&mut prompt, "persona_file").or(d.persona_file),
+        user_file: r.path(&mut prompt, "user_file").or(d.user_file),
+    };
+    r.finish(prompt);
+    out
+}
+
+fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
+    let mut tools = r.section(top, "tools");
+    let mut http = r.section(&mut tools, "http");
+    let out = Tools {
+        http: HttpTool {
+            allowed_domains: r
+                .list(&mut http, "allowed_domains")
+                .unwrap_or(d.http.allowed_domains),
+            allow_private: r
+                .list(&mut http, "allow_private")
+                .unwrap_or(d.http.allow_private),
+            max_redirects: r.int(
+                &mut http,
+                "max_redirects",
+                d.http.max_redirects.into(),
+                0,
+                20,
+            ) as u32,
+        },
+    };
+    r.finish(http);
+    r.finish(tools);
+    out
+}
+
+fn builtin_local(default_model: &str) -> ProviderConfig {
+    ProviderConfig::new(
+        "local",
+        default_model,
+        ProviderSettings::Mock(MockSettings::default()),
+    )
 }
 
 fn read_providers(
@@ -850,47 +1242,10 @@ fn read_providers(
         if let Some(mut models) = r.table(&mut providers, "models") {
             let names: Vec<String> = models.t.keys().cloned().collect();
             for name in names {
-                let Some(mut p) = r.table(&mut models, &name) else {
+                let Some(p) = r.table(&mut models, &name) else {
                     continue;
                 };
-                let kind = r.enum_str(&mut p, "kind", ProviderKind::parse, ProviderKind::ALLOWED);
-                if kind.is_none() && !r.errors.iter().any(|e| e.starts_with(&p.key("kind"))) {
-                    r.err(format!(
-                        "{}: missing; allowed values: {}",
-                        p.key("kind"),
-                        ProviderKind::ALLOWED.join(", ")
-                    ));
-                }
-                let cfg = ProviderConfig {
-                    name: name.clone(),
-                    kind: kind.unwrap_or(ProviderKind::Mock),
-                    model: r
-                        .string(&mut p, "model")
-                        .unwrap_or_else(|| default_model.into()),
-                    base_url: r.string(&mut p, "base_url"),
-                    api_key_env: r.string(&mut p, "api_key_env"),
-                    fixture: r.path(&mut p, "fixture"),
-                    record_requests: r.path(&mut p, "record_requests"),
-                    providers: r.list(&mut p, "providers").unwrap_or_default(),
-                    temperature: r.float(&mut p, "temperature"),
-                    timeout_secs: r.int(&mut p, "timeout_secs", 60, 1, 3600),
-                    max_tokens: p
-                        .t
-                        .contains_key("max_tokens")
-                        .then(|| r.int(&mut p, "max_tokens", 1024, 1, 10_000_000)),
-                    headers: r.string_map(&mut p, "headers"),
-                    tool_mode: r
-                        .enum_str(&mut p, "tool_mode", ToolMode::parse, ToolMode::ALLOWED)
-                        .unwrap_or(ToolMode::Auto),
-                    stream: r.boolean(&mut p, "stream", true),
-                    retries: r.int(&mut p, "retries", 2, 0, 10) as u32,
-                    hints: r.string_map(&mut p, "hints"),
-                    routes: r.string_map(&mut p, "routes"),
-                    default_route: r.string(&mut p, "default_route"),
-                };
-                check_provider(r, &p, &cfg);
-                r.finish(p);
-                if kind.is_some() {
+                if let Some(cfg) = read_provider(r, &name, p, default_model) {
                     out.insert(name, cfg);
                 }
             }
@@ -900,70 +1255,184 @@ fn read_providers(
     }
     out.entry("local".into())
         .or_insert_with(|| builtin_local(default_model));
-    // Links between providers are checked once every provider is known.
-    let names: Vec<String> = out.keys().cloned().collect();
-    for p in out.values() {
-        let route_targets = p
-            .hints
-            .iter()
-            .map(|(k, v)| (format!("hints.{k}"), v))
-            .chain(p.routes.iter().map(|(k, v)| (format!("routes.\"{k}\""), v)))
-            .chain(
-                p.default_route
-                    .iter()
-                    .map(|v| ("default_route".to_string(), v)),
-            );
-        for (key, target) in route_targets {
-            if target == &p.name || !names.contains(target) {
-                r.err(format!(
-                    "providers.models.{}.{key}: \"{target}\" is not another defined provider; defined providers: {}",
-                    p.name,
-                    names.join(", ")
-                ));
-            }
-        }
-        for (i, target) in p.providers.iter().enumerate() {
-            if target == &p.name {
-                r.err(format!(
-                    "providers.models.{}.providers[{i}]: a provider cannot list itself",
-                    p.name
-                ));
-            } else if !names.contains(target) {
-                r.err(format!(
-                    "providers.models.{}.providers[{i}]: \"{target}\" is not defined; defined providers: {}",
-                    p.name,
-                    names.join(", ")
-                ));
-            }
-        }
-    }
+    check_provider_links(r, &out);
     out
 }
 
-fn check_provider(r: &mut Reader, p: &Section, cfg: &ProviderConfig) {
-    match cfg.kind {
-        ProviderKind::OpenAiCompatible => match &cfg.base_url {
-            None => r.err(format!(
-                "{}: missing; an openai-compatible provider needs its server's URL, e.g. \"http://localhost:1234/v1\"",
-                p.key("base_url")
-            )),
-            Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => r.err(format!(
-                "{}: \"{u}\" must start with http:// or https://",
-                p.key("base_url")
-            )),
-            _ => {}
-        },
-        ProviderKind::Reliable if cfg.providers.is_empty() => r.err(format!(
+/// One `[providers.models.NAME]` table: the common keys, then its kind's.
+/// `None` when the kind is missing or unknown.
+fn read_provider(
+    r: &mut Reader,
+    name: &str,
+    mut p: Section,
+    default_model: &str,
+) -> Option<ProviderConfig> {
+    let kind_given = p.t.contains_key("kind");
+    let kind = r.enum_str(&mut p, "kind", ProviderKind::parse, ProviderKind::ALLOWED);
+    if !kind_given {
+        r.err(format!(
+            "{}: missing; allowed values: {}",
+            p.key("kind"),
+            ProviderKind::ALLOWED.join(", ")
+        ));
+    }
+    let model = r
+        .string(&mut p, "model")
+        .unwrap_or_else(|| default_model.into());
+    let timeout_secs = r.int(
+        &mut p,
+        "timeout_secs",
+        ProviderConfig::DEFAULT_TIMEOUT_SECS,
+        1,
+        3600,
+    );
+    let Some(kind) = kind else {
+        // Which keys belong cannot be told without the kind: only names
+        // that no kind takes are reported.
+        for k in p.t.keys() {
+            if !ProviderKind::ALL
+                .iter()
+                .any(|o| o.keys().contains(&k.as_str()))
+            {
+                r.err(format!("{}: unknown key", p.key(k)));
+            }
+        }
+        return None;
+    };
+    let settings = match kind {
+        ProviderKind::Mock => ProviderSettings::Mock(read_mock(r, &mut p)),
+        ProviderKind::OpenAiCompatible => {
+            ProviderSettings::OpenAiCompatible(read_openai(r, &mut p))
+        }
+        ProviderKind::Reliable => ProviderSettings::Reliable(read_reliable(r, &mut p)),
+        ProviderKind::Router => ProviderSettings::Router(read_router(r, &mut p)),
+    };
+    finish_provider(r, p, kind);
+    Some(ProviderConfig {
+        name: name.to_string(),
+        model,
+        timeout_secs,
+        settings,
+    })
+}
+
+/// Keys left over in a provider's table: another kind's, named as such,
+/// or unknown; either way the error lists what this kind takes.
+fn finish_provider(r: &mut Reader, p: Section, kind: ProviderKind) {
+    let takes = || {
+        PROVIDER_KEYS
+            .iter()
+            .chain(kind.keys())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for k in p.t.keys() {
+        let owners: Vec<&str> = ProviderKind::ALL
+            .iter()
+            .filter(|o| o.keys().contains(&k.as_str()))
+            .map(|o| o.as_str())
+            .collect();
+        let what = if owners.is_empty() {
+            "unknown key".to_string()
+        } else {
+            format!(
+                "a key of {} providers, not of {} ones",
+                owners.join(" and "),
+                kind.as_str()
+            )
+        };
+        r.err(format!(
+            "{}: {what}; {} providers take: {}",
+            p.key(k),
+            kind.as_str(),
+            takes()
+        ));
+    }
+}
+
+fn read_mock(r: &mut Reader, p: &mut Section) -> MockSettings {
+    let d = MockSettings::default();
+    MockSettings {
+        fixture: r.path(p, "fixture").or(d.fixture),
+        record_requests: r.path(p, "record_requests").or(d.record_requests),
+        stream: r.boolean(p, "stream", d.stream),
+    }
+}
+
+fn read_reliable(r: &mut Reader, p: &mut Section) -> ReliableSettings {
+    let given = p.t.contains_key("providers");
+    let providers = r.list(p, "providers");
+    // A list of the wrong type is reported as such, not as missing too.
+    if !given || providers.as_ref().is_some_and(Vec::is_empty) {
+        r.err(format!(
             "{}: missing or empty; a reliable provider needs the providers to try, in order",
             p.key("providers")
-        )),
-        ProviderKind::Router if cfg.default_route.is_none() => r.err(format!(
+        ));
+    }
+    ReliableSettings {
+        providers: providers.unwrap_or_default(),
+    }
+}
+
+fn read_router(r: &mut Reader, p: &mut Section) -> RouterSettings {
+    let hints = r.string_map(p, "hints");
+    let routes = r.string_map(p, "routes");
+    let given = p.t.contains_key("default_route");
+    let default_route = r.string(p, "default_route");
+    if !given {
+        r.err(format!(
             "{}: missing; a router needs the provider to use when no hint or route applies",
             p.key("default_route")
+        ));
+    }
+    RouterSettings {
+        hints,
+        routes,
+        default_route: default_route.unwrap_or_default(),
+    }
+}
+
+fn read_openai(r: &mut Reader, p: &mut Section) -> OpenAiSettings {
+    let d = OpenAiSettings::new("");
+    let given = p.t.contains_key("base_url");
+    let base_url = r.string(p, "base_url");
+    match &base_url {
+        None if given => {}
+        None => r.err(format!(
+            "{}: missing; an openai-compatible provider needs its server's URL, e.g. \"http://localhost:1234/v1\"",
+            p.key("base_url")
+        )),
+        Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => r.err(format!(
+            "{}: \"{u}\" must start with http:// or https://",
+            p.key("base_url")
         )),
         _ => {}
     }
-    for (name, value) in &cfg.headers {
+    let api_key_env = r.string(p, "api_key_env");
+    if let Some(env) = &api_key_env
+        && (env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        r.err(format!(
+            "{}: \"{env}\" is not an environment variable name (letters, digits, _); \
+             put the key in the environment, never in the config",
+            p.key("api_key_env")
+        ));
+    }
+    let temperature = r.float(p, "temperature");
+    if let Some(t) = temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        r.err(format!(
+            "{}: {t} is out of range; allowed: 0.0 to 2.0",
+            p.key("temperature")
+        ));
+    }
+    let max_tokens =
+        p.t.contains_key("max_tokens")
+            .then(|| r.int(p, "max_tokens", 1024, 1, 10_000_000));
+    let headers = r.string_map(p, "headers");
+    for (name, value) in &headers {
         let lower = name.to_ascii_lowercase();
         if matches!(
             lower.as_str(),
@@ -982,52 +1451,69 @@ fn check_provider(r: &mut Reader, p: &Section, cfg: &ProviderConfig) {
             r.err(format!("{}.{name}: not a valid header", p.key("headers")));
         }
     }
-    if let Some(env) = &cfg.api_key_env
-        && (env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    {
-        r.err(format!(
-            "{}: \"{env}\" is not an environment variable name (letters, digits, _); \
-             put the key in the environment, never in the config",
-            p.key("api_key_env")
-        ));
-    }
-    if let Some(t) = cfg.temperature
-        && !(0.0..=2.0).contains(&t)
-    {
-        r.err(format!(
-            "{}: {t} is out of range; allowed: 0.0 to 2.0",
-            p.key("temperature")
-        ));
+    OpenAiSettings {
+        base_url: base_url.unwrap_or(d.base_url),
+        api_key_env,
+        temperature,
+        max_tokens,
+        headers,
+        tool_mode: r
+            .enum_str(p, "tool_mode", ToolMode::parse, ToolMode::ALLOWED)
+            .unwrap_or(d.tool_mode),
+        stream: r.boolean(p, "stream", d.stream),
+        retries: r.int(p, "retries", d.retries.into(), 0, 10) as u32,
     }
 }
 
-fn read_channels(r: &mut Reader, top: &mut Section) -> (bool, Vec<ToolName>) {
-    let mut enabled = true;
-    let mut allow: Vec<ToolName> = ToolName::ALL
-        .into_iter()
-        .filter(|t| t.on_by_default())
-        .collect();
-    if let Some(mut ch) = r.table(top, "channels") {
-        if let Some(mut cli) = r.table(&mut ch, "cli") {
-            enabled = r.boolean(&mut cli, "enabled", true);
-            if let Some(list) = r.list(&mut cli, "tools_allow") {
-                allow.clear();
-                for (i, t) in list.iter().enumerate() {
-                    match ToolName::parse(t) {
-                        Some(t) if !allow.contains(&t) => allow.push(t),
-                        Some(_) => {}
-                        None => r.err(format!(
-                            "channels.cli.tools_allow[{i}]: unknown tool \"{t}\"; known tools: {}",
-                            ToolName::list()
-                        )),
+/// Links between providers, checked once every provider is known.
+fn check_provider_links(r: &mut Reader, providers: &BTreeMap<String, ProviderConfig>) {
+    let names: Vec<String> = providers.keys().cloned().collect();
+    for p in providers.values() {
+        match &p.settings {
+            ProviderSettings::Router(rt) => {
+                let targets = rt
+                    .hints
+                    .iter()
+                    .map(|(k, v)| (format!("hints.{k}"), v))
+                    .chain(
+                        rt.routes
+                            .iter()
+                            .map(|(k, v)| (format!("routes.\"{k}\""), v)),
+                    )
+                    // A missing default_route is reported where it is read.
+                    .chain(
+                        Some(("default_route".to_string(), &rt.default_route))
+                            .filter(|(_, v)| !v.is_empty()),
+                    );
+                for (key, target) in targets {
+                    if target == &p.name || !names.contains(target) {
+                        r.err(format!(
+                            "providers.models.{}.{key}: \"{target}\" is not another defined provider; defined providers: {}",
+                            p.name,
+                            names.join(", ")
+                        ));
                     }
                 }
             }
-            r.finish(cli);
+            ProviderSettings::Reliable(rel) => {
+                for (i, target) in rel.providers.iter().enumerate() {
+                    if target == &p.name {
+                        r.err(format!(
+                            "providers.models.{}.providers[{i}]: a provider cannot list itself",
+                            p.name
+                        ));
+                    } else if !names.contains(target) {
+                        r.err(format!(
+                            "providers.models.{}.providers[{i}]: \"{target}\" is not defined; defined providers: {}",
+                            p.name,
+                            names.join(", ")
+                        ));
+                    }
+                }
+            }
+            ProviderSettings::Mock(_) | ProviderSettings::OpenAiCompatible(_) => {}
         }
-        r.finish(ch);
     }
-    (enabled, allow)
 }
 
 #[cfg(test)]
@@ -1105,10 +1591,10 @@ mod tests {
             ),
             (30, 15, 20)
         );
-        assert_eq!(c.memory_path, PathBuf::from("/state/memory.sqlite"));
-        assert_eq!(c.receipts_path, PathBuf::from("/state/tool_receipts.log"));
-        assert_eq!(c.providers["local"].kind, ProviderKind::Mock);
-        assert!(c.cli_tools_allow.contains(&ToolName::FileList));
+        assert_eq!(c.memory.path, PathBuf::from("/state/memory.sqlite"));
+        assert_eq!(c.receipts.path, PathBuf::from("/state/tool_receipts.log"));
+        assert_eq!(c.providers["local"].kind(), ProviderKind::Mock);
+        assert!(c.channels.cli.tools_allow.contains(&ToolName::FileList));
     }
 
     #[test]
@@ -1176,8 +1662,12 @@ tools_allow = ["file_read", "teleport"]
     fn stream_is_a_boolean_on_by_default() {
         let base =
             "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n";
-        assert!(parse(base).unwrap().providers["o"].stream);
-        assert!(!parse(&format!("{base}stream = false\n")).unwrap().providers["o"].stream);
+        let stream = |text: &str| match &parse(text).unwrap().providers["o"].settings {
+            ProviderSettings::OpenAiCompatible(o) => o.stream,
+            other => panic!("{other:?}"),
+        };
+        assert!(stream(base));
+        assert!(!stream(&format!("{base}stream = false\n")));
         let e = errors(&format!("{base}stream = \"no\"\n"));
         assert_eq!(
             e,
@@ -1241,6 +1731,192 @@ tools_allow = ["file_read", "teleport"]
     fn relative_paths_anchor_at_config_dir() {
         let c = parse("workspace_dir = \"ws\"\n[memory]\npath = \"/abs/m.db\"\n").unwrap();
         assert_eq!(c.workspace_dir, PathBuf::from("/cfg/ws"));
-        assert_eq!(c.memory_path, PathBuf::from("/abs/m.db"));
+        assert_eq!(c.memory.path, PathBuf::from("/abs/m.db"));
+    }
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let c = parse("").unwrap();
+        let d = Config::defaults(PathBuf::from("/cfg/config.toml"), PathBuf::from("/state"));
+        assert_eq!(c, d);
+        assert_eq!(c.security, Security::default());
+        assert_eq!(c.channels.cli, CliChannel::default());
+        assert_eq!(c.tools.http, HttpTool::default());
+        assert_eq!(c.prompt, PromptConfig::default());
+        assert_eq!((c.memory.busy_timeout_ms, c.memory.context_hits), (5000, 5));
+        assert_eq!(
+            c.providers["local"].settings,
+            ProviderSettings::Mock(MockSettings::default())
+        );
+    }
+
+    /// config.example.toml documents every default: loaded, it is the
+    /// defaults (its commented-out default values too), so neither can
+    /// change without the other.
+    #[test]
+    fn example_config_holds_the_defaults() {
+        let Some(home) = home_dir() else {
+            panic!("HOME must be set: the example's paths start with ~");
+        };
+        let mut text = include_str!("../config.example.toml").to_string();
+        for (commented, times) in [
+            ("# timeout_secs = 60 ", 2),
+            ("# tool_mode = \"auto\" ", 1),
+            ("# stream = true ", 2),
+            ("# retries = 2 ", 1),
+        ] {
+            assert_eq!(text.matches(commented).count(), times, "{commented}");
+            text = text.replace(commented, &commented[2..]);
+        }
+        let state = home.join(".latchclaw");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+        let mut c =
+            Config::from_text(&text, &path, state.clone()).unwrap_or_else(|e| panic!("{e}"));
+        // Its one addition to the defaults: a second provider, whose own
+        // keys are examples and the rest defaults.
+        let extra = c.providers.remove("openai_compatible");
+        let want = ProviderConfig::new(
+            "openai_compatible",
+            "local-model",
+            ProviderSettings::OpenAiCompatible(OpenAiSettings {
+                api_key_env: Some("OPENAI_API_KEY".into()),
+                ..OpenAiSettings::new("http://localhost:1234/v1")
+            }),
+        );
+        assert_eq!(extra, Some(want));
+        assert_eq!(c, Config::defaults(path, state));
+    }
+
+    #[test]
+    fn a_key_of_another_kind_names_the_kind_and_its_keys() {
+        let e = errors(
+            "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
+             fixture = \"f.toml\"\n\
+             [providers.models.m]\nkind = \"mock\"\nbase_url = \"http://h/v1\"\nretries = 3\n\
+             [providers.models.m.headers]\nX-Title = \"t\"\n\
+             [providers.models.r]\nkind = \"reliable\"\nproviders = [\"m\"]\nstream = false\n\
+             [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\ncolour = \"blue\"\n",
+        );
+        let mock_takes = "mock providers take: kind, model, timeout_secs, fixture, \
+                          record_requests, stream";
+        assert_eq!(
+            e,
+            [
+                format!(
+                    "providers.models.m.base_url: a key of openai-compatible providers, \
+                     not of mock ones; {mock_takes}"
+                ),
+                format!(
+                    "providers.models.m.headers: a key of openai-compatible providers, \
+                     not of mock ones; {mock_takes}"
+                ),
+                format!(
+                    "providers.models.m.retries: a key of openai-compatible providers, \
+                     not of mock ones; {mock_takes}"
+                ),
+                "providers.models.o.fixture: a key of mock providers, not of openai-compatible \
+                 ones; openai-compatible providers take: kind, model, timeout_secs, base_url, \
+                 api_key_env, temperature, max_tokens, headers, tool_mode, stream, retries"
+                    .into(),
+                "providers.models.r.stream: a key of mock and openai-compatible providers, not \
+                 of reliable ones; reliable providers take: kind, model, timeout_secs, providers"
+                    .into(),
+                "providers.models.t.colour: unknown key; router providers take: kind, model, \
+                 timeout_secs, hints, routes, default_route"
+                    .to_string(),
+            ]
+        );
+        // Without a kind, only keys no kind takes are reported besides it.
+        let e = errors("[providers.models.x]\nfixture = \"f\"\nbase_url = 3\ncolour = 1\n");
+        assert_eq!(
+            e,
+            [
+                "providers.models.x.kind: missing; allowed values: mock, openai-compatible, \
+                 reliable, router",
+                "providers.models.x.colour: unknown key",
+            ]
+        );
+    }
+
+    #[test]
+    fn each_kind_keeps_its_own_settings() {
+        let c = parse(
+            "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
+             temperature = 1\nmax_tokens = 9\ntool_mode = \"text\"\nretries = 0\ntimeout_secs = 7\n\
+             [providers.models.o.headers]\nX-Title = \"t\"\n\
+             [providers.models.m]\nkind = \"mock\"\nfixture = \"f.toml\"\nstream = false\n\
+             [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
+             [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
+             [providers.models.t.hints]\nfast = \"o\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let o = &c.providers["o"];
+        assert_eq!((o.timeout_secs, o.temperature()), (7, Some(1.0)));
+        assert_eq!(
+            o.settings,
+            ProviderSettings::OpenAiCompatible(OpenAiSettings {
+                temperature: Some(1.0),
+                max_tokens: Some(9),
+                headers: vec![("X-Title".into(), "t".into())],
+                tool_mode: ToolMode::Text,
+                retries: 0,
+                ..OpenAiSettings::new("http://h/v1")
+            })
+        );
+        assert_eq!(
+            c.providers["m"].settings,
+            ProviderSettings::Mock(MockSettings {
+                fixture: Some(PathBuf::from("/cfg/f.toml")),
+                record_requests: None,
+                stream: false,
+            })
+        );
+        assert_eq!(
+            c.providers["r"].settings,
+            ProviderSettings::Reliable(ReliableSettings {
+                providers: vec!["o".into(), "m".into()]
+            })
+        );
+        assert_eq!(
+            c.providers["t"].settings,
+            ProviderSettings::Router(RouterSettings {
+                hints: vec![("fast".into(), "o".into())],
+                routes: Vec::new(),
+                default_route: "m".into(),
+            })
+        );
+        let mut m = c.providers["m"].clone();
+        m.set_stream(true);
+        assert_eq!(m.kind(), ProviderKind::Mock);
+        assert_eq!(
+            m.settings,
+            ProviderSettings::Mock(MockSettings {
+                fixture: Some(PathBuf::from("/cfg/f.toml")),
+                record_requests: None,
+                stream: true,
+            })
+        );
+    }
+
+    #[test]
+    fn a_required_key_of_the_wrong_type_is_one_error() {
+        let e = errors(
+            "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = 1\n\
+             [providers.models.r]\nkind = \"reliable\"\nproviders = \"o\"\n\
+             [providers.models.t]\nkind = \"router\"\ndefault_route = []\n",
+        );
+        assert_eq!(
+            e,
+            [
+                "providers.models.o.base_url: expected a string, found integer",
+                "providers.models.r.providers: expected a list of strings, found string",
+                "providers.models.t.default_route: expected a string, found array",
+            ]
+        );
+        let e = errors("[providers.models.r]\nkind = \"reliable\"\nproviders = []\n");
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].starts_with("providers.models.r.providers: missing or empty"),
+            "{e:?}"
+        );
     }
 }

@@ -48,10 +48,10 @@ pub fn memory_notes(
     message: &str,
     conversation: Option<&str>,
 ) -> Result<Option<String>> {
-    if cfg.memory_context_hits == 0 {
+    if cfg.memory.context_hits == 0 {
         return Ok(None);
     }
-    let hits = memory.search_context(message, cfg.memory_context_hits, conversation)?;
+    let hits = memory.search_context(message, cfg.memory.context_hits, conversation)?;
     let mut out = String::new();
     for h in hits {
         let day = h.timestamp.get(..10).unwrap_or(&h.timestamp);
@@ -61,7 +61,7 @@ pub fn memory_notes(
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();
         let line = format!("> ({day}, {}) {}\n", h.role, text.trim());
-        if out.len() + line.len() > cfg.memory_context_bytes {
+        if out.len() + line.len() > cfg.memory.context_bytes {
             break;
         }
         out.push_str(&line);
@@ -87,7 +87,7 @@ pub fn build(cfg: &Config, gate: &Gate) -> Result<String> {
 /// The system prompt's layers by name, in order (empty when absent).
 pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> {
     let mut parts: Vec<(&'static str, String)> = Vec::new();
-    let base = match (&cfg.prompt_base_text, &cfg.prompt_base_file) {
+    let base = match (&cfg.prompt.base_text, &cfg.prompt.base_file) {
         (Some(text), _) => Some(text.clone()),
         (None, Some(p)) => layer(p, true, "prompt.base_file")?,
         (None, None) => layer(
@@ -100,13 +100,13 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
     for (name, configured, default, key) in [
         (
             "persona",
-            &cfg.prompt_persona_file,
+            &cfg.prompt.persona_file,
             "prompt/persona.md",
             "prompt.persona_file",
         ),
         (
             "user",
-            &cfg.prompt_user_file,
+            &cfg.prompt.user_file,
             "prompt/user.md",
             "prompt.user_file",
         ),

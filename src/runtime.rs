@@ -239,14 +239,15 @@ impl TurnOutcome {
 
 impl<'a> Runtime<'a> {
     pub fn new(cfg: &'a Config, approver: &'a dyn Approver) -> Result<Runtime<'a>> {
-        let memory = Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)?;
+        let memory = Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
         Ok(Runtime {
             cfg,
-            gate: Gate::new(cfg, &cfg.cli_tools_allow),
+            gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
             memory,
             receipts: cfg
-                .receipts_enabled
-                .then(|| ReceiptLog::new(&cfg.receipts_path)),
+                .receipts
+                .enabled
+                .then(|| ReceiptLog::new(&cfg.receipts.path)),
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
@@ -261,7 +262,7 @@ impl<'a> Runtime<'a> {
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         tools::ToolName::ALL
             .into_iter()
-            .filter(|t| self.cfg.cli_tools_allow.contains(t))
+            .filter(|t| self.cfg.channels.cli.tools_allow.contains(t))
             .map(|name| name.tool())
             .map(|t| ToolSpec {
                 name: t.name().as_str().into(),
@@ -298,7 +299,9 @@ impl<'a> Runtime<'a> {
         let Some(tool_name) = tools::ToolName::parse(name) else {
             let offered: Vec<&str> = self
                 .cfg
-                .cli_tools_allow
+                .channels
+                .cli
+                .tools_allow
                 .iter()
                 .map(|t| t.as_str())
                 .collect();
@@ -572,7 +575,7 @@ impl<'a> Runtime<'a> {
     fn history(&self, conversation_id: &str) -> Result<Vec<Message>> {
         let turns = self
             .memory
-            .turns(conversation_id, Some(self.cfg.memory_context_turns))?;
+            .turns(conversation_id, Some(self.cfg.memory.context_turns))?;
         let mut out: Vec<Message> = Vec::new();
         for t in turns {
             let role = match t.role.as_str() {
@@ -771,7 +774,7 @@ impl<'a> Runtime<'a> {
             messages,
             tools,
             model: model.clone(),
-            temperature: configured.and_then(|p| p.temperature),
+            temperature: configured.and_then(|p| p.temperature()),
             metadata: self
                 .hint
                 .iter()

@@ -156,6 +156,26 @@ fn provider_config_errors_and_cycles_are_clear() {
         r.code == 2 && r.stderr.contains("provider cycle: a -> b -> a"),
         "{r:?}"
     );
+    // A key of another kind is an error naming the kind and what it takes,
+    // with the rest in the same pass.
+    env.config(
+        "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
+         fixture = \"f.toml\"\n\
+         [providers.models.m]\nkind = \"mock\"\nbase_url = \"http://h/v1\"\ntemperature = 3\n",
+    );
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for want in [
+        "3 errors",
+        "providers.models.m.base_url: a key of openai-compatible providers, not of mock ones; \
+         mock providers take: kind, model, timeout_secs, fixture, record_requests, stream",
+        "providers.models.m.temperature: a key of openai-compatible providers",
+        "providers.models.o.fixture: a key of mock providers, not of openai-compatible ones; \
+         openai-compatible providers take: kind, model, timeout_secs, base_url, api_key_env, \
+         temperature, max_tokens, headers, tool_mode, stream, retries",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?}: {r:?}");
+    }
 }
 
 #[test]
@@ -187,6 +207,55 @@ fn env_expansion_in_config_paths() {
         r.code == 2 && r.stderr.contains("LC_TEST_WS is not set"),
         "{r:?}"
     );
+}
+
+/// Paths expand `$VAR`, so `config show` writes a `$` in a path as `$$`:
+/// what it prints loads back to the same values, and shows the same again.
+#[test]
+fn config_show_round_trips_paths_with_dollars_and_spaces() {
+    let env = Env::new();
+    // Unescaped, `$HOME` would load as another directory and `${` would
+    // not load at all.
+    let ws = env.home.join("my $HOME ws");
+    let log = env.root.join("receipts ${x.log");
+    std::fs::create_dir_all(&ws).unwrap();
+    let escaped = |p: &std::path::Path| lit(p).replace('$', "$$");
+    std::fs::write(
+        env.state.join("config.toml"),
+        format!(
+            "workspace_dir = {}\ndefault_provider = \"m\"\n\
+             [providers.models.m]\nkind = \"mock\"\nfixture = {}\nstream = false\n\
+             [receipts]\npath = {}\n",
+            escaped(&ws),
+            lit(&common::fixture("hello.toml")),
+            escaped(&log)
+        ),
+    )
+    .unwrap();
+    let (r, original) = env.json(&["config", "show", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(original["workspace_dir"], ws.display().to_string());
+    assert_eq!(original["receipts"]["path"], log.display().to_string());
+    assert_eq!(original["providers"]["models"]["m"]["stream"], false);
+    let shown = env.run(&["config", "show"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.stdout.contains("my $$HOME ws"), "{shown:?}");
+    assert!(shown.stdout.contains("receipts $${x.log"), "{shown:?}");
+    let copy = env.root.join("shown.toml");
+    std::fs::write(&copy, &shown.stdout).unwrap();
+    let copy = copy.to_str().unwrap();
+    let r = env.run(&["--config", copy, "config", "validate"]);
+    assert!(r.code == 0 && r.stdout.starts_with("ok: "), "{r:?}");
+    let (_, reloaded) = env.json(&["--config", copy, "config", "show", "--json"]);
+    assert_eq!(original, reloaded);
+    let again = env.run(&["--config", copy, "config", "show"]);
+    let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&again.stdout), body(&shown.stdout));
+    // The workspace is the one the config names: a file made there is
+    // listed by a tool.
+    std::fs::write(ws.join("marker.txt"), "x").unwrap();
+    let r = env.run(&["--config", copy, "tool", "run", "file_list", "--json", "{}"]);
+    assert!(r.code == 0 && r.stdout.contains("marker.txt"), "{r:?}");
 }
 
 fn read(env: &Env, path: &str) -> common::Run {

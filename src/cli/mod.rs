@@ -38,14 +38,14 @@ impl Ctx {
 
     pub fn open_memory(&self) -> Result<Memory> {
         let cfg = self.load_config()?;
-        Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)
+        Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)
     }
 
     /// The memory database for a command that only reads it: `None` when
     /// there is none yet (nothing is created).
     pub fn read_memory(&self) -> Result<Option<Memory>> {
         let cfg = self.load_config()?;
-        Memory::open_existing(&cfg.memory_path, cfg.memory_busy_timeout_ms)
+        Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)
     }
 }
 

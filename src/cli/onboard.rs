@@ -2,7 +2,7 @@
 //! the questions `onboard` asks, and writing it all out.
 
 use super::parse::Onboard;
-use crate::config::{self, Autonomy, Config};
+use crate::config::{self, Autonomy, CliChannel, Config, Security};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -12,6 +12,15 @@ use std::path::{Path, PathBuf};
 fn toml_path_literal(p: &Path) -> String {
     let s = p.display().to_string().replace('$', "$$");
     toml::Value::String(s).to_string()
+}
+
+/// A TOML list of strings on one line.
+fn toml_list<S: AsRef<str>>(v: impl IntoIterator<Item = S>) -> String {
+    let items: Vec<String> = v
+        .into_iter()
+        .map(|s| toml::Value::String(s.as_ref().into()).to_string())
+        .collect();
+    format!("[{}]", items.join(", "))
 }
 
 /// What `init` and `onboard` write into a new config.
@@ -32,13 +41,13 @@ impl Setup {
         let workspace_arg = workspace;
         let workspace = match workspace {
             Some(w) => workspace_literal(&w.display().to_string())?,
-            None => "\"~/latchclaw-workspace\"".into(),
+            None => toml::Value::String(config::DEFAULT_WORKSPACE_DIR.into()).to_string(),
         };
         Ok(Setup {
             workspace,
             requested_workspace: workspace_arg.map(Path::to_path_buf),
             default_provider: "local",
-            autonomy: "supervised".into(),
+            autonomy: Security::default().autonomy.as_str().into(),
             base_url: "http://localhost:1234/v1".into(),
             model: "local-model".into(),
             // localhost needs no key (see `is_local_url`).
@@ -54,7 +63,25 @@ impl Setup {
             ),
             None => "# api_key_env = \"OPENAI_API_KEY\"   # for servers that need a key".into(),
         };
+        // The defaults it writes out are the config's own.
+        let security = Security::default();
+        let cli = CliChannel::default();
         INIT_CONFIG
+            .replace("{workspace_only}", &security.workspace_only.to_string())
+            .replace(
+                "{forbidden_paths}",
+                &toml_list(config::DEFAULT_FORBIDDEN_PATHS),
+            )
+            .replace(
+                "{forbidden_commands}",
+                &toml_list(&security.forbidden_commands),
+            )
+            .replace("{audit_log}", &security.audit_log.to_string())
+            .replace("{cli_enabled}", &cli.enabled.to_string())
+            .replace(
+                "{tools_allow}",
+                &toml_list(cli.tools_allow.iter().map(|t| t.as_str())),
+            )
             .replace("{workspace}", &self.workspace)
             .replace("{default_provider}", self.default_provider)
             .replace("{autonomy}", &self.autonomy)
@@ -127,11 +154,11 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
             cfg.workspace_dir.display()
         ))
     })?;
-    Memory::open(&cfg.memory_path, cfg.memory_busy_timeout_ms)?;
+    Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
     println!("state dir  {}", cfg.state_dir.display());
     println!("config     {} ({action})", path.display());
-    println!("memory     {}", cfg.memory_path.display());
-    println!("receipts   {}", cfg.receipts_path.display());
+    println!("memory     {}", cfg.memory.path.display());
+    println!("receipts   {}", cfg.receipts.path.display());
     let kept = exists && !replace_existing;
     let ws_note = match &setup.requested_workspace {
         // The existing config was kept, so --workspace was not written.
@@ -155,7 +182,7 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
         cfg.default_provider,
         cfg.security.autonomy.as_str()
     );
-    if let Some(var) = cfg.provider(&cfg.default_provider)?.api_key_env.as_deref()
+    if let Some(var) = cfg.provider(&cfg.default_provider)?.api_key_env()
         && std::env::var_os(var).is_none_or(|v| v.is_empty())
     {
         println!("key        export {var}=... before running the agent (the key is never stored)");
@@ -306,13 +333,13 @@ pub fn wizard(o: &Onboard) -> Result<Setup> {
     setup.autonomy = pick(
         &o.autonomy,
         "Autonomy (readonly, supervised, full)",
-        "supervised",
+        Security::default().autonomy.as_str(),
         &check_autonomy,
     )?;
     if o.workspace.is_none() && interactive {
         let w = ask(
             "Workspace directory",
-            "~/latchclaw-workspace",
+            config::DEFAULT_WORKSPACE_DIR,
             &check_workspace,
         )?;
         setup.workspace = workspace_literal(&w)?;
@@ -330,10 +357,10 @@ default_model = "mock"
 
 [security]
 autonomy = "{autonomy}"            # readonly | supervised | full
-workspace_only = true
-forbidden_paths = ["/etc", "/sys", "/boot", "/proc", "/dev", "/root", "~/.ssh"]
-forbidden_commands = ["rm", "shutdown", "reboot", "halt", "poweroff", "mkfs", "dd", "sudo", "su", "doas"]
-audit_log = true
+workspace_only = {workspace_only}
+forbidden_paths = {forbidden_paths}
+forbidden_commands = {forbidden_commands}
+audit_log = {audit_log}
 
 # The built-in deterministic provider: no network, no key.
 [providers.models.local]
@@ -347,11 +374,36 @@ model = {model}
 {api_key_env}
 
 [channels.cli]
-enabled = true
-tools_allow = ["file_read", "file_list", "time", "memory_search", "shell"]
+enabled = {cli_enabled}
+tools_allow = {tools_allow}
 
 # [memory]
 # path = "~/.latchclaw/memory.sqlite"     # default: memory.sqlite in the state dir
 # [receipts]
 # path = "~/.latchclaw/tool_receipts.log" # default: tool_receipts.log in the state dir
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{OpenAiSettings, ProviderConfig, ProviderSettings};
+
+    /// What `init` writes sets every key it names to its default; besides
+    /// them it only offers the openai-compatible provider.
+    #[test]
+    fn the_template_writes_the_defaults() {
+        let home = crate::util::home_dir().expect("HOME is set");
+        let state = home.join(".latchclaw");
+        let path = state.join("config.toml");
+        let text = Setup::defaults(None).unwrap().render();
+        let mut c = Config::from_text(&text, &path, state.clone())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let offered = ProviderConfig::new(
+            "openai_compatible",
+            "local-model",
+            ProviderSettings::OpenAiCompatible(OpenAiSettings::new("http://localhost:1234/v1")),
+        );
+        assert_eq!(c.providers.remove("openai_compatible"), Some(offered));
+        assert_eq!(c, Config::defaults(path, state));
+    }
+}

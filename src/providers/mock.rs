@@ -9,7 +9,7 @@ use super::{
     Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ProviderErrorKind, Role,
     StreamSink, ToolCall,
 };
-use crate::config::ProviderConfig;
+use crate::config::{MockSettings, ProviderConfig};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use serde_json::Value;
@@ -106,8 +106,8 @@ fn parse_error_kind(s: &str, origin: &str) -> Result<ProviderErrorKind> {
 }
 
 impl MockProvider {
-    pub fn from_config(p: &ProviderConfig) -> Result<MockProvider> {
-        let (text, origin) = match &p.fixture {
+    pub fn from_config(p: &ProviderConfig, m: &MockSettings) -> Result<MockProvider> {
+        let (text, origin) = match &m.fixture {
             Some(path) => (
                 std::fs::read_to_string(path).map_err(|e| {
                     Error::usage(format!(
@@ -142,8 +142,8 @@ impl MockProvider {
             name: p.name.clone(),
             model: p.model.clone(),
             fixture,
-            record: p.record_requests.clone(),
-            stream: p.stream,
+            record: m.record_requests.clone(),
+            stream: m.stream,
         })
     }
 

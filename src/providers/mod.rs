@@ -9,7 +9,7 @@ pub mod sse;
 pub mod textcalls;
 pub mod visible;
 
-use crate::config::{Config, ProviderKind};
+use crate::config::{Config, ProviderSettings};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use serde_json::Value;
@@ -255,12 +255,12 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
         )));
     }
     let p = cfg.provider(name)?;
-    log::info!(target: "event::provider_selected", "provider={name} kind={}", p.kind.as_str());
-    match p.kind {
-        ProviderKind::Mock => Ok(Box::new(MockProvider::from_config(p)?)),
-        ProviderKind::Reliable => {
+    log::info!(target: "event::provider_selected", "provider={name} kind={}", p.kind().as_str());
+    match &p.settings {
+        ProviderSettings::Mock(m) => Ok(Box::new(MockProvider::from_config(p, m)?)),
+        ProviderSettings::Reliable(rel) => {
             stack.push(name.to_string());
-            let inner = p
+            let inner = rel
                 .providers
                 .iter()
                 .map(|n| build_inner(cfg, n, stack))
@@ -268,18 +268,17 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             stack.pop();
             Ok(Box::new(reliable::Reliable::new(name, inner)))
         }
-        ProviderKind::OpenAiCompatible => Ok(Box::new(openai::OpenAiCompatible::from_config(
-            p,
-            cfg.max_response_bytes,
-        ))),
-        ProviderKind::Router => {
+        ProviderSettings::OpenAiCompatible(o) => Ok(Box::new(
+            openai::OpenAiCompatible::from_config(p, o, cfg.max_response_bytes),
+        )),
+        ProviderSettings::Router(rt) => {
             stack.push(name.to_string());
-            let mut names: Vec<&String> = p
+            let mut names: Vec<&String> = rt
                 .hints
                 .iter()
-                .chain(p.routes.iter())
+                .chain(rt.routes.iter())
                 .map(|(_, v)| v)
-                .chain(p.default_route.iter())
+                .chain(std::iter::once(&rt.default_route))
                 .collect();
             names.sort();
             names.dedup();
@@ -291,9 +290,9 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             Ok(Box::new(router::Router {
                 name: name.to_string(),
                 providers,
-                hints: p.hints.clone(),
-                routes: p.routes.clone(),
-                default_route: p.default_route.clone().unwrap_or_default(),
+                hints: rt.hints.clone(),
+                routes: rt.routes.clone(),
+                default_route: rt.default_route.clone(),
             }))
         }
     }

@@ -10,7 +10,7 @@ use super::{
     Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
     Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
-use crate::config::{ProviderConfig, ToolMode};
+use crate::config::{OpenAiSettings, ProviderConfig, ToolMode};
 use serde_json::{Value, json};
 use std::cell::{Cell, RefCell};
 use std::io::Read;
@@ -145,8 +145,11 @@ impl Exchange<'_> {
 }
 
 impl OpenAiCompatible {
-    pub fn from_config(p: &ProviderConfig, max_response_bytes: u64) -> OpenAiCompatible {
-        let base = p.base_url.clone().unwrap_or_default();
+    pub fn from_config(
+        p: &ProviderConfig,
+        o: &OpenAiSettings,
+        max_response_bytes: u64,
+    ) -> OpenAiCompatible {
         let timeout = Duration::from_secs(p.timeout_secs);
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -158,14 +161,14 @@ impl OpenAiCompatible {
         OpenAiCompatible {
             name: p.name.clone(),
             model: p.model.clone(),
-            url: format!("{}/chat/completions", base.trim_end_matches('/')),
-            api_key_env: p.api_key_env.clone(),
-            headers: p.headers.clone(),
-            temperature: p.temperature,
-            max_tokens: p.max_tokens,
-            mode: Cell::new(p.tool_mode),
-            stream: Cell::new(p.stream),
-            retries: p.retries,
+            url: format!("{}/chat/completions", o.base_url.trim_end_matches('/')),
+            api_key_env: o.api_key_env.clone(),
+            headers: o.headers.clone(),
+            temperature: o.temperature,
+            max_tokens: o.max_tokens,
+            mode: Cell::new(o.tool_mode),
+            stream: Cell::new(o.stream),
+            retries: o.retries,
             max_response_bytes,
             timeout_secs: p.timeout_secs,
             // Quick ACKs: no 40 ms wait per reused connection (transport.rs).
@@ -981,7 +984,11 @@ mod tests {
             PathBuf::from("/state"),
         )
         .unwrap_or_else(|e| panic!("{e:?}"));
-        OpenAiCompatible::from_config(cfg.provider("p").unwrap(), 1 << 20)
+        let p = cfg.provider("p").unwrap();
+        let crate::config::ProviderSettings::OpenAiCompatible(o) = &p.settings else {
+            panic!("{p:?}");
+        };
+        OpenAiCompatible::from_config(p, o, 1 << 20)
     }
 
     /// Property: every cut of real response bodies, and random bytes,

@@ -209,13 +209,13 @@ impl Gate {
             secret_envs: cfg
                 .providers
                 .values()
-                .filter_map(|p| p.api_key_env.clone())
+                .filter_map(|p| p.api_key_env().map(String::from))
                 .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
             confinement: cfg.security.confinement,
             net: net::NetPolicy {
-                allowed_domains: cfg.http_allowed_domains.clone(),
-                allow_private: cfg.http_allow_private.clone(),
+                allowed_domains: cfg.tools.http.allowed_domains.clone(),
+                allow_private: cfg.tools.http.allow_private.clone(),
             },
         }
     }
@@ -879,7 +879,7 @@ mod tests {
         );
         let cfg =
             Config::from_text(&text, &root.join("state/config.toml"), root.join("state")).unwrap();
-        let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
         Fx {
             _dir: TempDir(root.clone()),
             root,

@@ -357,7 +357,7 @@ mod tests {
         );
         let cfg =
             Config::from_text(&text, &top.join("state/config.toml"), top.join("state")).unwrap();
-        let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
         let memory = Memory::open(&top.join("state/memory.sqlite"), 1000).unwrap();
         Fx {
             top,

@@ -152,10 +152,10 @@ impl Tool for Http {
             if (300..400).contains(&status)
                 && let Some(loc) = resp.headers().get("location").and_then(|v| v.to_str().ok())
             {
-                if hops >= ctx.cfg.http_max_redirects {
+                if hops >= ctx.cfg.tools.http.max_redirects {
                     return ToolResult::err(format!(
                         "more than {} redirects (tools.http.max_redirects)",
-                        ctx.cfg.http_max_redirects
+                        ctx.cfg.tools.http.max_redirects
                     ));
                 }
                 current = absolute_location(&current, loc);

@@ -139,7 +139,7 @@ impl Reporter {
 /// The config with this run's flags applied; the provider to use.
 fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
     let mut cfg = ctx.load_config()?;
-    if !cfg.cli_enabled {
+    if !cfg.channels.cli.enabled {
         return Err(Error::usage(
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
@@ -161,10 +161,10 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
     }
     if a.no_stream {
         for p in cfg.providers.values_mut() {
-            p.stream = false;
+            p.set_stream(false);
         }
     }
-    cfg.prompt_base_text = a.system.clone();
+    cfg.prompt.base_text = a.system.clone();
     match &a.workspace {
         Some(dir) => cfg.workspace_dir = run_workspace(&cfg, dir)?,
         None => create_workspace(&cfg, a.quiet)?,

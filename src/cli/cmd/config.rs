@@ -3,10 +3,10 @@
 use crate::cli::onboard::{self, Setup};
 use crate::cli::parse::Onboard;
 use crate::cli::{Ctx, print_json};
-use crate::config::Config;
+use crate::config::{Config, ProviderConfig, ProviderSettings};
 use crate::error::{Error, Result, exit};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub fn init(ctx: &Ctx, workspace: Option<PathBuf>, force: bool) -> Result<i32> {
     onboard::install(
@@ -46,77 +46,82 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
     Ok(exit::OK)
 }
 
-pub(crate) fn env_is_set(name: &Option<String>) -> Option<bool> {
-    name.as_ref()
-        .map(|n| std::env::var_os(n).is_some_and(|v| !v.is_empty()))
+pub(crate) fn env_is_set(name: Option<&str>) -> Option<bool> {
+    name.map(|n| std::env::var_os(n).is_some_and(|v| !v.is_empty()))
+}
+
+/// How a path is written: as it is (JSON), or as a config file must spell
+/// it (TOML).
+type PathText<'a> = &'a dyn Fn(&Path) -> String;
+
+/// One provider: the keys every kind takes, then its kind's own.
+fn provider_value(p: &ProviderConfig, path: PathText) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("kind".into(), p.kind().as_str().into());
+    m.insert("model".into(), p.model.clone().into());
+    m.insert("timeout_secs".into(), p.timeout_secs.into());
+    let table = |v: &[(String, String)]| -> Value {
+        v.iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    match &p.settings {
+        ProviderSettings::Mock(s) => {
+            if let Some(f) = &s.fixture {
+                m.insert("fixture".into(), path(f).into());
+            }
+            if let Some(f) = &s.record_requests {
+                m.insert("record_requests".into(), path(f).into());
+            }
+            m.insert("stream".into(), s.stream.into());
+        }
+        ProviderSettings::OpenAiCompatible(o) => {
+            m.insert("base_url".into(), o.base_url.clone().into());
+            if let Some(k) = &o.api_key_env {
+                m.insert("api_key_env".into(), k.clone().into());
+                m.insert("api_key_set".into(), env_is_set(Some(k)).into());
+            }
+            if let Some(t) = o.temperature {
+                m.insert("temperature".into(), t.into());
+            }
+            if let Some(n) = o.max_tokens {
+                m.insert("max_tokens".into(), n.into());
+            }
+            if !o.headers.is_empty() {
+                m.insert("headers".into(), table(&o.headers));
+            }
+            m.insert("tool_mode".into(), o.tool_mode.as_str().into());
+            m.insert("stream".into(), o.stream.into());
+            m.insert("retries".into(), o.retries.into());
+        }
+        ProviderSettings::Reliable(r) => {
+            m.insert("providers".into(), r.providers.clone().into());
+        }
+        ProviderSettings::Router(r) => {
+            m.insert("hints".into(), table(&r.hints));
+            m.insert("routes".into(), table(&r.routes));
+            m.insert("default_route".into(), r.default_route.clone().into());
+        }
+    }
+    m.into()
 }
 
 /// The effective config as JSON; API keys appear only as the variable name
 /// and whether it is set.
 pub(crate) fn config_value(cfg: &Config) -> Value {
+    config_value_with(cfg, &|p| p.display().to_string())
+}
+
+fn config_value_with(cfg: &Config, path: PathText) -> Value {
     let providers: serde_json::Map<String, Value> = cfg
         .providers
         .values()
-        .map(|p| {
-            let mut v =
-                json!({"kind": p.kind.as_str(), "model": p.model, "timeout_secs": p.timeout_secs});
-            let m = v.as_object_mut().expect("object literal");
-            if let Some(u) = &p.base_url {
-                m.insert("base_url".into(), u.clone().into());
-            }
-            if let Some(k) = &p.api_key_env {
-                m.insert("api_key_env".into(), k.clone().into());
-                m.insert("api_key_set".into(), env_is_set(&p.api_key_env).into());
-            }
-            if let Some(f) = &p.fixture {
-                m.insert("fixture".into(), f.display().to_string().into());
-            }
-            if let Some(f) = &p.record_requests {
-                m.insert("record_requests".into(), f.display().to_string().into());
-            }
-            if !p.providers.is_empty() {
-                m.insert("providers".into(), p.providers.clone().into());
-            }
-            if let Some(t) = p.temperature {
-                m.insert("temperature".into(), t.into());
-            }
-            if p.kind == crate::config::ProviderKind::OpenAiCompatible {
-                m.insert("tool_mode".into(), p.tool_mode.as_str().into());
-                m.insert("stream".into(), p.stream.into());
-                m.insert("retries".into(), p.retries.into());
-                if let Some(n) = p.max_tokens {
-                    m.insert("max_tokens".into(), n.into());
-                }
-                if !p.headers.is_empty() {
-                    let h: serde_json::Map<String, Value> = p
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone().into()))
-                        .collect();
-                    m.insert("headers".into(), h.into());
-                }
-            }
-            if p.kind == crate::config::ProviderKind::Router {
-                let table = |v: &[(String, String)]| -> Value {
-                    v.iter()
-                        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
-                        .collect::<serde_json::Map<_, _>>()
-                        .into()
-                };
-                m.insert("hints".into(), table(&p.hints));
-                m.insert("routes".into(), table(&p.routes));
-                m.insert("default_route".into(), p.default_route.clone().into());
-            }
-            (p.name.clone(), v)
-        })
+        .map(|p| (p.name.clone(), provider_value(p, path)))
         .collect();
-    let paths = |v: &[PathBuf]| {
-        v.iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-    };
+    let paths = |v: &[PathBuf]| v.iter().map(|p| path(p)).collect::<Vec<_>>();
     json!({
-        "workspace_dir": cfg.workspace_dir.display().to_string(),
+        "workspace_dir": path(&cfg.workspace_dir),
         "default_provider": cfg.default_provider,
         "default_model": cfg.default_model,
         "max_tool_rounds": cfg.max_tool_rounds,
@@ -138,25 +143,28 @@ pub(crate) fn config_value(cfg: &Config) -> Value {
             "confinement": cfg.security.confinement.as_str(),
         },
         "providers": {"models": providers},
-        "channels": {"cli": {"enabled": cfg.cli_enabled, "tools_allow": cfg.cli_tools_allow}},
+        "channels": {"cli": {
+            "enabled": cfg.channels.cli.enabled,
+            "tools_allow": cfg.channels.cli.tools_allow,
+        }},
         "memory": {
             "backend": "sqlite",
-            "path": cfg.memory_path.display().to_string(),
-            "busy_timeout_ms": cfg.memory_busy_timeout_ms,
-            "context_turns": cfg.memory_context_turns,
-            "context_hits": cfg.memory_context_hits,
-            "context_bytes": cfg.memory_context_bytes,
+            "path": path(&cfg.memory.path),
+            "busy_timeout_ms": cfg.memory.busy_timeout_ms,
+            "context_turns": cfg.memory.context_turns,
+            "context_hits": cfg.memory.context_hits,
+            "context_bytes": cfg.memory.context_bytes,
         },
-        "receipts": {"enabled": cfg.receipts_enabled, "path": cfg.receipts_path.display().to_string()},
+        "receipts": {"enabled": cfg.receipts.enabled, "path": path(&cfg.receipts.path)},
         "prompt": {
-            "base_file": cfg.prompt_base_file.as_ref().map(|p| p.display().to_string()),
-            "persona_file": cfg.prompt_persona_file.as_ref().map(|p| p.display().to_string()),
-            "user_file": cfg.prompt_user_file.as_ref().map(|p| p.display().to_string()),
+            "base_file": cfg.prompt.base_file.as_deref().map(path),
+            "persona_file": cfg.prompt.persona_file.as_deref().map(path),
+            "user_file": cfg.prompt.user_file.as_deref().map(path),
         },
         "tools": {"http": {
-            "allowed_domains": cfg.http_allowed_domains,
-            "allow_private": cfg.http_allow_private,
-            "max_redirects": cfg.http_max_redirects,
+            "allowed_domains": cfg.tools.http.allowed_domains,
+            "allow_private": cfg.tools.http.allow_private,
+            "max_redirects": cfg.tools.http.max_redirects,
         }},
     })
 }
@@ -176,31 +184,74 @@ fn strip_nulls(v: Value) -> Value {
 
 pub fn show(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let v = config_value(&cfg);
     if json {
-        print_json(&v);
+        print_json(&config_value(&cfg));
     } else {
         let source = match &cfg.source {
             Some(p) => p.display().to_string(),
             None => format!("{} (absent: defaults)", cfg.config_path.display()),
         };
-        // `api_key_set` is a fact about the environment, not a config key:
-        // it becomes a comment, so the output is a config `config validate`
-        // accepts.
-        let mut v = strip_nulls(v);
-        let mut keys = String::new();
-        if let Some(models) = v["providers"]["models"].as_object_mut() {
-            for (name, p) in models.iter_mut() {
-                if let Some(set) = p.as_object_mut().and_then(|m| m.remove("api_key_set")) {
-                    let var = p["api_key_env"].as_str().unwrap_or("");
-                    let state = if set == true { "set" } else { "not set" };
-                    keys.push_str(&format!("# {name}: {var} is {state}\n"));
-                }
-            }
-        }
-        let t: toml::Table = serde_json::from_value(v)
-            .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
-        print!("# effective config from {source}\n{keys}{t}");
+        print!("# effective config from {source}\n{}", config_toml(&cfg)?);
     }
     Ok(exit::OK)
+}
+
+/// The effective config as a file that `config validate` accepts and that
+/// loads to the same values.
+fn config_toml(cfg: &Config) -> Result<String> {
+    // Loading expands `$VAR` in paths, so a literal `$` is written `$$`.
+    let mut v = strip_nulls(config_value_with(cfg, &|p| {
+        p.display().to_string().replace('$', "$$")
+    }));
+    // `api_key_set` is a fact about the environment, not a config key: it
+    // becomes a comment.
+    let mut keys = String::new();
+    if let Some(models) = v["providers"]["models"].as_object_mut() {
+        for (name, p) in models.iter_mut() {
+            if let Some(set) = p.as_object_mut().and_then(|m| m.remove("api_key_set")) {
+                let var = p["api_key_env"].as_str().unwrap_or("");
+                let state = if set == true { "set" } else { "not set" };
+                keys.push_str(&format!("# {name}: {var} is {state}\n"));
+            }
+        }
+    }
+    let t: toml::Table = serde_json::from_value(v)
+        .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
+    Ok(format!("{keys}{t}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TOML view of a config with every kind of provider and paths
+    /// holding `$`, `${` and spaces loads back to the same config.
+    #[test]
+    fn the_toml_view_loads_to_the_same_config() {
+        let path = Path::new("/cfg/config.toml");
+        let text = "workspace_dir = \"/w/a $$HOME b\"\n\
+             [providers.models.m]\nkind = \"mock\"\nfixture = \"/f/$${x.toml\"\nstream = false\n\
+             record_requests = \"rec $$1.jsonl\"\n\
+             [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
+             api_key_env = \"LC_SURELY_UNSET_KEY\"\ntemperature = 0.5\nmax_tokens = 9\n\
+             tool_mode = \"text\"\nretries = 0\ntimeout_secs = 3\n\
+             [providers.models.o.headers]\nX-Title = \"t\"\n\
+             [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
+             [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
+             [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
+             [prompt]\nuser_file = \"/p/$$u.md\"\n\
+             [memory]\npath = \"/m/$$$$.db\"\n";
+        let cfg = Config::from_text(text, path, PathBuf::from("/state"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
+        assert_eq!(cfg.memory.path, PathBuf::from("/m/$$.db"));
+        let shown = config_toml(&cfg).unwrap();
+        assert!(
+            shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),
+            "{shown}"
+        );
+        let again = Config::from_text(&shown, path, PathBuf::from("/state"))
+            .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(again, cfg);
+    }
 }

@@ -2,6 +2,7 @@
 
 use super::config::env_is_set;
 use crate::cli::{Ctx, one_line, print_json};
+use crate::config::{ProviderConfig, ProviderSettings};
 use crate::error::{Result, exit};
 use serde_json::{Value, json};
 
@@ -12,11 +13,14 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         .values()
         .map(|p| {
             json!({
-                "name": p.name, "kind": p.kind.as_str(), "model": p.model,
-                "base_url": p.base_url, "api_key_env": p.api_key_env,
-                "api_key_set": env_is_set(&p.api_key_env),
+                "name": p.name, "kind": p.kind().as_str(), "model": p.model,
+                "base_url": base_url(p), "api_key_env": p.api_key_env(),
+                "api_key_set": env_is_set(p.api_key_env()),
                 "default": p.name == cfg.default_provider,
-                "providers": p.providers,
+                "providers": match &p.settings {
+                    ProviderSettings::Reliable(r) => r.providers.clone(),
+                    _ => Vec::new(),
+                },
             })
         })
         .collect();
@@ -29,7 +33,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         "NAME", "KIND", "MODEL", "BASE URL"
     );
     for p in cfg.providers.values() {
-        let key = match (&p.api_key_env, env_is_set(&p.api_key_env)) {
+        let key = match (p.api_key_env(), env_is_set(p.api_key_env())) {
             (Some(k), Some(true)) => format!("{k} (set)"),
             (Some(k), _) => format!("{k} (not set)"),
             (None, _) => "-".into(),
@@ -38,18 +42,25 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         if p.name == cfg.default_provider {
             name.push_str(" *");
         }
-        let url = match p.kind {
-            crate::config::ProviderKind::Reliable => p.providers.join(" -> "),
-            _ => p.base_url.clone().unwrap_or_else(|| "-".into()),
+        let url = match &p.settings {
+            ProviderSettings::Reliable(r) => r.providers.join(" -> "),
+            _ => base_url(p).unwrap_or("-").to_string(),
         };
         println!(
             "{name:20} {:18} {:14} {url:28} {key}",
-            p.kind.as_str(),
+            p.kind().as_str(),
             p.model
         );
     }
     println!("(* = default_provider)");
     Ok(exit::OK)
+}
+
+fn base_url(p: &ProviderConfig) -> Option<&str> {
+    match &p.settings {
+        ProviderSettings::OpenAiCompatible(o) => Some(&o.base_url),
+        _ => None,
+    }
 }
 
 pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
@@ -81,7 +92,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let ok = text.is_ok() && tools.is_ok();
     if json {
         print_json(&json!({
-            "provider": name, "kind": pc.kind.as_str(), "model": pc.model, "ok": ok,
+            "provider": name, "kind": pc.kind().as_str(), "model": pc.model, "ok": ok,
             "text": {"ok": text.is_ok(), "latency_ms": text_ms,
                      "reply": text.as_ref().ok().map(|r| r.final_text.clone()),
                      "error": text.as_ref().err().map(|e| e.to_string())},
@@ -90,7 +101,11 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                       "error": tools.as_ref().err().map(|e| e.to_string())},
         }));
     } else {
-        println!("provider {name} ({}, model {})", pc.kind.as_str(), pc.model);
+        println!(
+            "provider {name} ({}, model {})",
+            pc.kind().as_str(),
+            pc.model
+        );
         match &text {
             Ok(r) => println!(
                 "text:        ok in {text_ms} ms: {}",

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let rows = ReceiptLog::new(&cfg.receipts_path).list()?;
+    let rows = ReceiptLog::new(&cfg.receipts.path).list()?;
     if json {
         let v: Vec<Value> = rows
             .into_iter()
@@ -17,7 +17,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        eprintln!("no receipts yet ({})", cfg.receipts_path.display());
+        eprintln!("no receipts yet ({})", cfg.receipts.path.display());
     }
     for (i, r) in rows.iter().enumerate() {
         match r {
@@ -39,7 +39,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 
 pub fn verify(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let report = ReceiptLog::new(&cfg.receipts_path).verify()?;
+    let report = ReceiptLog::new(&cfg.receipts.path).verify()?;
     match report {
         Verify::Ok {
             count,

@@ -16,7 +16,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         .map(|name| {
             json!({
                 "name": name,
-                "enabled": cfg.cli_tools_allow.contains(&name),
+                "enabled": cfg.channels.cli.tools_allow.contains(&name),
                 "risk": crate::security::risk_summary(name),
                 "description": name.tool().description(),
             })
@@ -114,7 +114,7 @@ pub fn policy_check(
     use crate::security::plan::{OpenMode, Redir};
     let (tool, args) = parse_tool_args(name, raw)?;
     let cfg = ctx.load_config()?;
-    let mut gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+    let mut gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
     if let Some(autonomy) = autonomy {
         gate = gate.with_autonomy(autonomy);
     }
@@ -153,7 +153,7 @@ pub fn policy_check(
 
 pub fn policy_show(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let gate = Gate::new(&cfg, &cfg.cli_tools_allow);
+    let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
     if json {
         print_json(&policy_value(&cfg, &gate));
     } else {
@@ -184,7 +184,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "forbidden_paths": paths(&cfg.security.forbidden_paths),
         "forbidden_commands": cfg.security.forbidden_commands,
         "shell_allowlist": cfg.security.shell_allowlist,
-        "tools_enabled": cfg.cli_tools_allow,
+        "tools_enabled": cfg.channels.cli.tools_allow,
         "state_dir": cfg.state_dir.display().to_string(),
         "confinement": {"mode": cfg.security.confinement.as_str(), "description": confinement},
         "estop": cfg.estop_path().exists(),
