@@ -285,13 +285,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         if let Err(e) = rt.memory.flush_run() {
             return reporter.fail(e);
         }
-        watchdog(
-            &cfg,
-            &run_id,
-            secs,
-            reporter.clone(),
-            rt.conversation.clone(),
-        );
+        watchdog(&rt, &run_id, secs, reporter.clone(), !a.no_memory);
     }
     let mut outcome = None;
     let result = turns(&rt, &a, message, provider.as_ref(), &mut outcome);
@@ -366,20 +360,17 @@ fn turns(
 }
 
 /// The hard stop for `--timeout`: if the run is still going a second after
-/// its deadline (stuck in a provider call), kill the running shell command,
-/// record the run, print its `--json` object and exit 6.
-fn watchdog(
-    cfg: &Config,
-    run_id: &str,
-    secs: u64,
-    reporter: Reporter,
-    conversation: Arc<Mutex<Option<String>>>,
-) {
+/// its deadline (stuck in a provider call or a tool), kill the running
+/// shell command, store the tool round in progress (each call without a
+/// result gets one saying the run was stopped), record the run, print its
+/// `--json` object and exit 6.
+fn watchdog(rt: &Runtime, run_id: &str, secs: u64, reporter: Reporter, keep_turns: bool) {
     let (path, busy, run_id) = (
-        cfg.memory_path.clone(),
-        cfg.memory_busy_timeout_ms,
+        rt.cfg.memory_path.clone(),
+        rt.cfg.memory_busy_timeout_ms,
         run_id.to_string(),
     );
+    let (conversation, round) = (rt.conversation.clone(), rt.round.clone());
     std::thread::spawn(move || {
         std::thread::sleep(
             std::time::Duration::from_secs(secs) + std::time::Duration::from_secs(1),
@@ -396,7 +387,16 @@ fn watchdog(
             reason: "timeout".into(),
             error: Some(format!("the run's --timeout of {secs} s was reached")),
         };
+        // Held until the exit: the main thread cannot store the round too.
+        let mut round = round.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(m) = Memory::open(&path, busy) {
+            if let Some(r) = round.take().filter(|_| keep_turns) {
+                let missing = format!(
+                    "no result: the run was stopped (--timeout of {secs} s) before this call \
+                     finished; it may or may not have taken effect"
+                );
+                let _ = m.add_round(&r, &missing);
+            }
             let _ = m.run_finished(
                 &run_id,
                 end.code,
