@@ -462,3 +462,69 @@ fn an_older_conversation_with_a_call_left_unanswered_is_sent_whole() {
     );
     assert!(results.iter().all(|r| r.1 != "stray result"), "{results:?}");
 }
+
+/// A receipt that cannot be written (a torn receipts log) stops the run at
+/// the first call: that call and the next get results saying they have
+/// none. After `receipt repair`, the conversation goes on.
+#[test]
+fn a_receipt_that_cannot_be_written_mid_round_then_repaired_and_resumed() {
+    let server = strict_openai(|req, _| match last(req) {
+        (_, true) => text("after the echo"),
+        (t, false) if t.contains("time and echo") => calls(&[
+            ("call_1", "time", json!({})),
+            ("call_2", "shell", json!({"command": "echo two"})),
+        ]),
+        _ => text(RESUMED),
+    });
+    let env = env_for(&server, "full", "");
+    assert_eq!(env.run(&["tool", "run", "time"]).code, 0);
+    let log = env.state.join("tool_receipts.log");
+    let mut torn = std::fs::read(&log).unwrap();
+    torn.extend_from_slice(b"{\"args_hash\":\"5e");
+    std::fs::write(&log, &torn).unwrap();
+    let (r, v) = env.json(&["agent", "-m", "time and echo", "--json"]);
+    assert_eq!(
+        (r.code, v["exit_reason"].as_str()),
+        (7, Some("integrity")),
+        "{r:?}"
+    );
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`latchclaw receipt repair`")),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), torn, "no receipt appended");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    // The stored round pairs: the conversation can go on even before the
+    // log is repaired (this answer needs no tool).
+    resume(&env, &server, &conv, RESUMED);
+    let results = results_sent(&server);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[0]
+            .1
+            .starts_with("no result: the run stopped on an error before this call's result"),
+        "{results:?}"
+    );
+    assert_eq!(
+        (results[1].0.as_str(), results[1].1.as_str()),
+        (
+            "call_2",
+            "no result: not run, the run stopped on an error at an earlier call"
+        )
+    );
+    // Tools need the repair; then the same request in the same
+    // conversation runs them.
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let (r, v) = env.json(&["agent", "-c", "-m", "time and echo", "--json"]);
+    assert_eq!(
+        (r.code, v["answer"].as_str()),
+        (0, Some("after the echo")),
+        "{r:?}"
+    );
+    assert_all_paired(&server);
+    assert_eq!(v["tool_calls"].as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
