@@ -207,7 +207,7 @@ fn stopped_by_timeout_mid_tool_then_resumed() {
     });
     let env = env_for(&server, "full", "");
     let t0 = Instant::now();
-    let (r, v) = env.json(&["agent", "-m", "two naps", "--timeout", "2", "--json"]);
+    let (r, v) = env.json(&["agent", "-m", "two naps", "--timeout", "3", "--json"]);
     assert_eq!(
         (r.code, v["exit_reason"].as_str()),
         (6, Some("timeout")),
@@ -246,7 +246,7 @@ fn stopped_by_the_timeout_watchdog_while_waiting_for_approval_then_resumed() {
         _ => text(RESUMED),
     });
     let env = env_for(&server, "supervised", "");
-    let mut p = pty::Pty::spawn(&env, &["agent", "-m", "write the note", "--timeout", "1"]);
+    let mut p = pty::Pty::spawn(&env, &["agent", "-m", "write the note", "--timeout", "3"]);
     p.expect("Approve? [y/N]");
     assert_eq!(p.wait(), Some(6));
     let conv = conversation(&env);
@@ -256,7 +256,7 @@ fn stopped_by_the_timeout_watchdog_while_waiting_for_approval_then_resumed() {
     assert_eq!(results[0].0, "call_w");
     assert!(
         results[0].1.starts_with(
-            "no result: the run was stopped (--timeout of 1 s) before this call finished"
+            "no result: the run was stopped (--timeout of 3 s) before this call finished"
         ),
         "{results:?}"
     );
@@ -527,4 +527,86 @@ fn a_receipt_that_cannot_be_written_mid_round_then_repaired_and_resumed() {
     assert_all_paired(&server);
     assert_eq!(v["tool_calls"].as_array().map(Vec::len), Some(2), "{v}");
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+/// Runs `agent -m "two naps"` (a slow sleep, then an echo), does `stop`
+/// while the sleep runs, and returns the run; the sleep is gone after.
+fn stopped_mid_nap(env: &Env, marker: &str, stop: impl FnOnce(u32)) -> std::process::Output {
+    let child = env
+        .command(&["agent", "-m", "two naps", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while pids_with(marker).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(pids_with(marker).is_empty(), "the sleep was killed");
+    out
+}
+
+fn two_naps_server(marker: &str) -> FakeServer {
+    let sleep = format!("sleep {marker}");
+    strict_openai(move |req, _| match last(req) {
+        (_, true) => text("after the naps"),
+        (t, false) if t.contains("two naps") => calls(&[
+            ("call_a", "shell", json!({ "command": sleep })),
+            ("call_b", "shell", json!({"command": "echo second"})),
+        ]),
+        _ => text(RESUMED),
+    })
+}
+
+#[test]
+fn interrupted_by_a_signal_mid_tool_then_resumed() {
+    let server = two_naps_server("30.4848");
+    let env = env_for(&server, "full", "");
+    let out = stopped_mid_nap(&env, "30.4848", |pid| {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    });
+    // latchclaw records the turn, then dies of the signal.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGINT),
+        "{out:?}"
+    );
+    let conv = conversation(&env);
+    resume(&env, &server, &conv, RESUMED);
+    let results = results_sent(&server);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results[0].1.contains("cancelled (Ctrl-C or a signal)"),
+        "{results:?}"
+    );
+    assert!(
+        results[1]
+            .1
+            .contains("not run: the turn was cancelled by the operator"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn stopped_by_the_emergency_stop_mid_tool_then_resumed() {
+    let server = two_naps_server("30.4949");
+    let env = env_for(&server, "full", "");
+    let out = stopped_mid_nap(&env, "30.4949", |_| {
+        assert_eq!(env.run(&["estop"]).code, 0);
+    });
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+    let conv = conversation(&env);
+    resume(&env, &server, &conv, RESUMED);
+    let results = results_sent(&server);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1.contains("emergency stop"), "{results:?}");
+    assert!(results[1].1.contains("denied"), "{results:?}");
 }
