@@ -203,6 +203,144 @@ fn insert_run(conn: &Connection, run: &RunStart) -> rusqlite::Result<usize> {
     )
 }
 
+/// A tool round while it runs: the assistant turn that made the calls and
+/// the results so far, stored whole by [`Memory::add_round`] when the round
+/// ends, however it ends.
+#[derive(Debug, Clone, Default)]
+pub struct Round {
+    pub conversation_id: String,
+    /// The assistant's text beside its calls.
+    pub content: String,
+    /// The calls as stored: a JSON array of `{id, name, arguments}`.
+    pub tool_calls: String,
+    /// Each call's id, in order (one entry per call, repeats kept).
+    pub call_ids: Vec<String>,
+    pub provider: String,
+    pub model: String,
+    pub metadata: String,
+    pub results: Vec<RoundResult>,
+}
+
+/// One call's result in a [`Round`].
+#[derive(Debug, Clone, Default)]
+pub struct RoundResult {
+    pub call_id: String,
+    pub content: String,
+    pub tool_results: Option<String>,
+    /// Stored as the tool turn's metadata; holds `tool_call_id`.
+    pub metadata: String,
+}
+
+/// Turns read beyond `context_turns` so the window can widen back to the
+/// call whose results it starts among (a round of more calls than this
+/// loses its leading results instead).
+const ROUND_SLACK: u32 = 64;
+
+/// What the model reads for a call whose result was never stored (a
+/// process killed mid-round, or one written before rounds were stored
+/// whole).
+pub const NO_RESULT: &str = "no result: the run was cut off before this call finished \
+(latchclaw was killed or crashed); it may or may not have taken effect";
+
+/// The ids of an assistant turn's calls, when every call has an id, a
+/// name and arguments (what the runtime can send back); None otherwise.
+fn call_ids(t: &Turn) -> Option<Vec<String>> {
+    t.tool_calls
+        .as_ref()?
+        .as_array()?
+        .iter()
+        .map(|c| {
+            let ok = c.get("name").is_some_and(serde_json::Value::is_string)
+                && c.get("arguments").is_some();
+            c.get("id")
+                .and_then(serde_json::Value::as_str)
+                .filter(|_| ok)
+                .map(String::from)
+        })
+        .collect()
+}
+
+fn tool_call_id(t: &Turn) -> Option<&str> {
+    t.metadata.as_ref()?.get("tool_call_id")?.as_str()
+}
+
+/// The last `limit` of `turns` as a provider may be sent them, following
+/// OpenAI's rule that an assistant turn's calls are answered by tool turns,
+/// one per call id, before anything else, and that a tool turn answers a
+/// call just before it:
+/// - a window that starts among a round's results widens back to the
+///   assistant turn that made the calls;
+/// - a call left without a result gets one saying so ([`NO_RESULT`]),
+///   placed with the round's other results;
+/// - a tool turn answering no open call (its call is outside the window or
+///   unreadable, or it answers one twice) is dropped;
+/// - calls that cannot be read back are dropped from their turn, and
+///   `system` turns are left out.
+pub fn paired(turns: Vec<Turn>, limit: usize) -> Vec<Turn> {
+    let mut start = turns.len().saturating_sub(limit);
+    while start > 0 && start < turns.len() && turns[start].role == "tool" {
+        start -= 1;
+    }
+    let mut out: Vec<Turn> = Vec::with_capacity(turns.len() - start);
+    // The calls of the last assistant turn still waiting for a result, and
+    // that turn (for the results made up for them).
+    let mut open: Vec<String> = Vec::new();
+    let mut opened_by: Option<(String, String)> = None;
+    let close = |out: &mut Vec<Turn>, open: &mut Vec<String>, by: &Option<(String, String)>| {
+        for id in open.drain(..) {
+            let (conversation_id, timestamp) = by.clone().unwrap_or_default();
+            log::info!(target: "event::history_repaired", "conversation={conversation_id} call={id}: no result stored; one saying so is sent");
+            out.push(Turn {
+                conversation_id,
+                turn_id: String::new(),
+                timestamp,
+                role: "tool".into(),
+                content: NO_RESULT.into(),
+                tool_calls: None,
+                tool_results: None,
+                provider: None,
+                model: None,
+                metadata: Some(serde_json::json!({"tool_call_id": id, "status": "no_result"})),
+            });
+        }
+    };
+    for mut t in turns.into_iter().skip(start) {
+        match t.role.as_str() {
+            "tool" => {
+                let answers = tool_call_id(&t).and_then(|id| open.iter().position(|o| o == id));
+                match answers {
+                    Some(i) => {
+                        open.remove(i);
+                        out.push(t);
+                    }
+                    None => {
+                        log::info!(target: "event::history_repaired", "conversation={} turn={}: a tool result that answers no call is not sent", t.conversation_id, t.turn_id);
+                    }
+                }
+            }
+            "user" | "assistant" => {
+                close(&mut out, &mut open, &opened_by);
+                if t.role == "assistant" {
+                    match call_ids(&t) {
+                        Some(ids) => open = ids,
+                        None => {
+                            if t.tool_calls.is_some() {
+                                log::info!(target: "event::history_repaired", "conversation={} turn={}: unreadable tool calls are not sent", t.conversation_id, t.turn_id);
+                            }
+                            t.tool_calls = None;
+                        }
+                    }
+                    opened_by = Some((t.conversation_id.clone(), t.timestamp.clone()));
+                }
+                out.push(t);
+            }
+            _ => {}
+        }
+    }
+    close(&mut out, &mut open, &opened_by);
+    out
+}
+
 /// Turns free text into an FTS5 query that cannot be a syntax error: only
 /// letter/digit runs survive, each quoted as a phrase with prefix match, so
 /// operators (`NEAR`, `OR`, `-`, `:`, `*`, quotes) are searched as words.
@@ -541,6 +679,60 @@ impl Memory {
             )
             .optional()?
             .is_some())
+    }
+
+    /// Stores a tool round in one transaction: the assistant turn that made
+    /// the calls, the results it has, and for every call without one a
+    /// result saying so (`missing`, e.g. "no result: the run was stopped
+    /// (--timeout) before this call finished"). So the conversation never
+    /// holds a call without its result, however the round ended.
+    pub fn add_round(&self, round: &Round, missing: &str) -> Result<Vec<String>> {
+        let mut unanswered = round.call_ids.clone();
+        for r in &round.results {
+            if let Some(i) = unanswered.iter().position(|id| *id == r.call_id) {
+                unanswered.remove(i);
+            }
+        }
+        let no_result: Vec<String> = unanswered
+            .iter()
+            .map(|id| serde_json::json!({"tool_call_id": id, "status": "no_result"}).to_string())
+            .collect();
+        let mut turns = vec![NewTurn {
+            conversation_id: &round.conversation_id,
+            role: "assistant",
+            content: &round.content,
+            tool_calls: Some(round.tool_calls.clone()),
+            provider: Some(&round.provider),
+            model: Some(&round.model),
+            metadata: Some(round.metadata.clone()),
+            ..Default::default()
+        }];
+        turns.extend(round.results.iter().map(|r| NewTurn {
+            conversation_id: &round.conversation_id,
+            role: "tool",
+            content: &r.content,
+            tool_results: r.tool_results.clone(),
+            metadata: Some(r.metadata.clone()),
+            ..Default::default()
+        }));
+        turns.extend(no_result.into_iter().map(|meta| NewTurn {
+            conversation_id: &round.conversation_id,
+            role: "tool",
+            content: missing,
+            metadata: Some(meta),
+            ..Default::default()
+        }));
+        self.add_turns(&turns)
+    }
+
+    /// What a resumed conversation sends the model: its last `limit` turns
+    /// made whole by [`paired`] (user, assistant and tool turns; latchclaw's
+    /// own `system` notes are never sent). A few turns more are read so a
+    /// window that starts among a round's results can reach back to the
+    /// call that opened it.
+    pub fn history(&self, conversation_id: &str, limit: u32) -> Result<Vec<Turn>> {
+        let turns = self.turns(conversation_id, Some(limit.saturating_add(ROUND_SLACK)))?;
+        Ok(paired(turns, limit as usize))
     }
 
     /// Stores one turn (creating its conversation if new); returns its id.
@@ -1175,6 +1367,224 @@ mod tests {
                 .is_err()
         );
         assert_eq!(m.turns("c", None).unwrap().len(), 4);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A stored turn for `paired`: `calls` on an assistant turn, the call
+    /// id it answers on a tool turn.
+    fn turn(role: &str, content: &str, calls: &[&str], answers: Option<&str>) -> Turn {
+        Turn {
+            conversation_id: "c".into(),
+            turn_id: format!("turn-{content}"),
+            timestamp: "t".into(),
+            role: role.into(),
+            content: content.into(),
+            tool_calls: (!calls.is_empty()).then(|| {
+                serde_json::Value::Array(
+                    calls
+                        .iter()
+                        .map(|id| serde_json::json!({"id": id, "name": "time", "arguments": {}}))
+                        .collect(),
+                )
+            }),
+            tool_results: None,
+            provider: None,
+            model: None,
+            metadata: answers.map(|id| serde_json::json!({"tool_call_id": id})),
+        }
+    }
+
+    /// The shape of what `paired` returns: `role:content` or, for a tool
+    /// turn, `tool:ID=content`.
+    fn shape(turns: &[Turn]) -> Vec<String> {
+        turns
+            .iter()
+            .map(|t| match tool_call_id(t) {
+                Some(id) => format!("tool:{id}={}", t.content),
+                None => format!("{}:{}", t.role, t.content),
+            })
+            .collect()
+    }
+
+    /// OpenAI's rule, as the tests' strict server applies it: each call
+    /// answered by the tool turns right after it, no tool turn without a call.
+    fn follows_the_pairing_rule(turns: &[Turn]) -> bool {
+        let mut i = 0;
+        while i < turns.len() {
+            match turns[i].role.as_str() {
+                "tool" => return false,
+                "assistant" => {
+                    let mut open = call_ids(&turns[i]).unwrap_or_default();
+                    i += 1;
+                    while i < turns.len() && turns[i].role == "tool" {
+                        match tool_call_id(&turns[i])
+                            .and_then(|id| open.iter().position(|o| o == id))
+                        {
+                            Some(p) => open.remove(p),
+                            None => return false,
+                        };
+                        i += 1;
+                    }
+                    if !open.is_empty() {
+                        return false;
+                    }
+                }
+                _ => i += 1,
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn history_gives_every_call_a_result_and_drops_orphans() {
+        let t = turn;
+        // A process killed mid-round before rounds were stored whole: the
+        // call b has no result, then the conversation went on.
+        let stored = vec![
+            t("user", "u1", &[], None),
+            t("assistant", "", &["a", "b"], None),
+            t("tool", "ra", &[], Some("a")),
+            t("user", "u2", &[], None),
+            t("tool", "stray", &[], Some("a")),
+            t("system", "stopped", &[], None),
+            t("assistant", "", &["c"], None),
+        ];
+        let got = paired(stored.clone(), 100);
+        assert_eq!(
+            shape(&got),
+            [
+                "user:u1".to_string(),
+                "assistant:".into(),
+                "tool:a=ra".into(),
+                format!("tool:b={NO_RESULT}"),
+                "user:u2".into(),
+                "assistant:".into(),
+                format!("tool:c={NO_RESULT}"),
+            ]
+        );
+        assert!(follows_the_pairing_rule(&got));
+        assert!(!follows_the_pairing_rule(&stored));
+        // A result answering a call twice, or a call id nobody made, goes.
+        let got = paired(
+            vec![
+                t("assistant", "", &["x"], None),
+                t("tool", "r1", &[], Some("x")),
+                t("tool", "r2", &[], Some("x")),
+                t("tool", "r3", &[], Some("nobody")),
+                t("tool", "r4", &[], None),
+            ],
+            100,
+        );
+        assert_eq!(shape(&got), ["assistant:", "tool:x=r1"]);
+        // The same id in two rounds (servers that number calls per reply)
+        // pairs with the nearest call; a repeated id in one reply needs a
+        // result per call.
+        let got = paired(
+            vec![
+                t("assistant", "", &["call_0"], None),
+                t("tool", "r1", &[], Some("call_0")),
+                t("assistant", "", &["call_0", "call_0"], None),
+                t("tool", "r2", &[], Some("call_0")),
+            ],
+            100,
+        );
+        assert!(follows_the_pairing_rule(&got), "{:?}", shape(&got));
+        assert_eq!(got.len(), 5);
+        // Calls that cannot be sent back (no id) are dropped with their
+        // results; the text stays.
+        let mut unreadable = t("assistant", "text", &[], None);
+        unreadable.tool_calls = Some(serde_json::json!([{"name": "time"}]));
+        let got = paired(vec![unreadable, t("tool", "r", &[], Some("call_0"))], 100);
+        assert_eq!(shape(&got), ["assistant:text"]);
+        assert!(got[0].tool_calls.is_none());
+    }
+
+    #[test]
+    fn the_context_window_never_starts_between_a_call_and_its_results() {
+        let t = turn;
+        let stored = vec![
+            t("user", "u1", &[], None),
+            t("assistant", "", &["a", "b", "c"], None),
+            t("tool", "ra", &[], Some("a")),
+            t("tool", "rb", &[], Some("b")),
+            t("tool", "rc", &[], Some("c")),
+            t("assistant", "done", &[], None),
+        ];
+        // The last 3 turns start at rb: the window reaches back to the call.
+        assert_eq!(
+            shape(&paired(stored.clone(), 3)),
+            [
+                "assistant:",
+                "tool:a=ra",
+                "tool:b=rb",
+                "tool:c=rc",
+                "assistant:done"
+            ]
+        );
+        assert_eq!(shape(&paired(stored.clone(), 1)), ["assistant:done"]);
+        assert!(paired(stored.clone(), 0).is_empty());
+        // Read with too little slack to reach the call: the results go.
+        assert_eq!(shape(&paired(stored[3..].to_vec(), 3)), ["assistant:done"]);
+        // Property: any window of any mix is sent whole.
+        let mut rng = fastrand::Rng::with_seed(12);
+        for _ in 0..2_000 {
+            let mut turns = Vec::new();
+            for i in 0..rng.usize(0..12) {
+                let id = ["a", "b", "c"][rng.usize(0..3)];
+                turns.push(match rng.usize(0..5) {
+                    0 => t("user", "u", &[], None),
+                    1 => t("assistant", "", &[], None),
+                    2 => t("assistant", "", &[["a", "b", "c"][i % 3], id], None),
+                    3 => t("system", "s", &[], None),
+                    _ => t("tool", "r", &[], Some(id)),
+                });
+            }
+            let got = paired(turns.clone(), rng.usize(0..14));
+            assert!(
+                follows_the_pairing_rule(&got),
+                "{:?} -> {:?}",
+                shape(&turns),
+                shape(&got)
+            );
+        }
+    }
+
+    #[test]
+    fn a_round_is_stored_whole_whatever_its_calls_got() {
+        let (m, dir) = mem();
+        add(&m, "c", "user", "run two things");
+        let round = Round {
+            conversation_id: "c".into(),
+            content: String::new(),
+            tool_calls: serde_json::json!([
+                {"id": "a", "name": "shell", "arguments": {}},
+                {"id": "b", "name": "time", "arguments": {}}
+            ])
+            .to_string(),
+            call_ids: vec!["a".into(), "b".into()],
+            provider: "p".into(),
+            model: "m".into(),
+            metadata: "{}".into(),
+            results: vec![RoundResult {
+                call_id: "a".into(),
+                content: "ok".into(),
+                tool_results: None,
+                metadata: serde_json::json!({"tool_call_id": "a", "status": "allowed"}).to_string(),
+            }],
+        };
+        m.add_round(&round, "no result: stopped").unwrap();
+        let stored = m.turns("c", None).unwrap();
+        assert_eq!(
+            shape(&stored),
+            [
+                "user:run two things",
+                "assistant:",
+                "tool:a=ok",
+                "tool:b=no result: stopped"
+            ]
+        );
+        assert_eq!(stored[3].metadata.as_ref().unwrap()["status"], "no_result");
+        assert!(follows_the_pairing_rule(&m.history("c", 20).unwrap()));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -7,7 +7,9 @@
 //! kill, a crash or a power cut still has a receipt; `verify` reports such a
 //! call as unfinished without calling the chain broken. A call that never
 //! runs (`denied`) leaves one receipt. Logs written before `started` existed
-//! (outcomes with no `started_id`) still verify.
+//! (outcomes with no `started_id`) still verify. `repair` cuts off a torn
+//! last line (a crash mid-append) and records that it did with a
+//! `repaired` receipt; it refuses any other damage.
 //!
 //! `receipt_hash = SHA256(canonical JSON of the receipt without receipt_hash)`,
 //! where canonical JSON is compact with keys sorted (serde_json's default map
@@ -28,14 +30,15 @@ use std::path::{Path, PathBuf};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-pub const STATUSES: &[&str] = &["started", "allowed", "approved", "denied", "failed"];
+pub const STATUSES: &[&str] = &[
+    "started", "allowed", "approved", "denied", "failed", "repaired",
+];
 
 /// Bytes of log verified per block (bounds memory, amortises thread start).
 const VERIFY_BLOCK: usize = 8 << 20;
 
 /// Fills `buf` as far as the file allows; 0 means end of file.
-fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::io::Read;
+fn read_full(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match file.read(&mut buf[got..]) {
@@ -119,10 +122,13 @@ fn check_shape(status: &str, result: bool, started_id: bool) -> std::result::Res
         "started" if result => Err(
             "invalid receipt: a started receipt has no result_hash (the tool has not run)".into(),
         ),
-        "started" | "denied" if started_id => Err(format!(
+        "repaired" if result => {
+            Err("invalid receipt: a repaired receipt has no result_hash (no tool ran)".into())
+        }
+        "started" | "denied" | "repaired" if started_id => Err(format!(
             "invalid receipt: a {status} receipt has no started_id (only an outcome refers to its start)"
         )),
-        "started" => Ok(()),
+        "started" | "repaired" => Ok(()),
         _ if !result => Err("invalid receipt: missing field `result_hash`".into()),
         _ => Ok(()),
     }
@@ -237,7 +243,8 @@ impl ReceiptLog {
                     Kind::Integrity,
                     format!(
                         "receipts log {} ends with a torn line (a crash mid-write?); \
-                         no receipt is appended until it is repaired — see `latchclaw receipt verify`",
+                         no receipt is appended until it is repaired: `latchclaw receipt repair` \
+                         drops it, keeping a backup of the log",
                         self.path.display()
                     ),
                 ));
@@ -296,6 +303,12 @@ impl ReceiptLog {
                 unfinished: Vec::new(),
             });
         };
+        self.verify_from(&mut file, block)
+    }
+
+    /// Verifies the log as `file` reads it (the whole log, or the part of
+    /// it before a torn last line).
+    fn verify_from(&self, file: &mut impl std::io::Read, block: usize) -> Result<Verify> {
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(8);
@@ -310,7 +323,7 @@ impl ReceiptLog {
         while !eof {
             let start = buf.len();
             buf.resize(block.max(start * 2), 0);
-            let n = read_full(&mut file, &mut buf[start..])
+            let n = read_full(file, &mut buf[start..])
                 .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
             buf.truncate(start + n);
             eof = n == 0;
@@ -383,6 +396,221 @@ impl ReceiptLog {
         })
     }
 
+    /// Ends the exit-7 loop a crash mid-append leaves: under the append
+    /// lock, when everything before the last newline verifies and what
+    /// follows it is a torn line (the start of a receipt, possibly padded
+    /// with NUL bytes), copies the whole log to a new backup beside it
+    /// (`NAME.bak-YYYYMMDDTHHMMSSZ`, 0600, never overwriting one), cuts the
+    /// torn line off, and appends a `repaired` receipt recording the bytes
+    /// dropped (length and SHA-256) and the backup, so the chain says a
+    /// repair happened. A last line that is a whole, valid, linked receipt
+    /// missing only its newline gets the newline (nothing dropped). Any
+    /// other damage is refused and nothing is written: a repair never
+    /// rewrites or removes a receipt.
+    pub fn repair(&self) -> Result<Repair> {
+        let mut file = match OpenOptions::new().read(true).append(true).open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Ok(Repair::Intact {
+                    count: 0,
+                    head: GENESIS.into(),
+                });
+            }
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot open receipts log {}: {e}",
+                    self.path.display()
+                )));
+            }
+        };
+        file.lock()
+            .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
+        let result = self.repair_locked(&mut file);
+        let _ = file.unlock();
+        result
+    }
+
+    fn repair_locked(&self, file: &mut File) -> Result<Repair> {
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        let cut = self.after_last_newline(file, len)?;
+        let mut whole = std::io::Read::take(self.rewound(file)?, cut);
+        let (count, head, unfinished) = match self.verify_from(&mut whole, VERIFY_BLOCK)? {
+            Verify::Ok {
+                count,
+                head,
+                unfinished,
+            } => (count, head, unfinished),
+            Verify::Broken {
+                position,
+                count,
+                why,
+            } => {
+                let torn_after = u64::from(cut < len);
+                return Ok(Repair::Refused {
+                    position,
+                    count: count + torn_after,
+                    why,
+                });
+            }
+        };
+        if cut == len {
+            return Ok(Repair::Intact { count, head });
+        }
+        let mut tail = vec![0u8; (len - cut) as usize];
+        file.read_exact_at(&mut tail, cut)
+            .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+        let whole_line = match judge_tail(&tail, &head, &unfinished) {
+            Ok(whole) => whole,
+            Err(why) => {
+                return Ok(Repair::Refused {
+                    position: count + 1,
+                    count: count + 1,
+                    why,
+                });
+            }
+        };
+        let backup = self.backup(file, len)?;
+        let dropped = if whole_line { 0 } else { tail.len() as u64 };
+        let dropped_sha256 = util::sha256_hex(&tail[..dropped as usize]);
+        let changed = if whole_line {
+            file.write_all(b"\n").and_then(|_| file.sync_all())
+        } else {
+            file.set_len(cut).and_then(|_| file.sync_all())
+        };
+        changed.ctx(|| format!("cannot repair receipts log {}", self.path.display()))?;
+        let kept = count + u64::from(whole_line);
+        let what = if whole_line {
+            format!(
+                "receipt repair: receipt {kept} was whole but lacked its newline; the newline \
+                 was added, nothing dropped"
+            )
+        } else {
+            format!(
+                "receipt repair: dropped a torn last line after receipt {kept}: {dropped} bytes, \
+                 sha256 {dropped_sha256}"
+            )
+        };
+        let reason = format!("{what}; the log before the repair is {}", backup.display());
+        let args = serde_json::json!({"backup": backup.display().to_string(),
+                                      "dropped_bytes": dropped, "dropped_sha256": dropped_sha256});
+        let written = self.append_locked(
+            file,
+            &NewReceipt {
+                conversation_id: "cli-receipt-repair",
+                tool: "receipt repair",
+                args: &args,
+                result: None,
+                status: "repaired",
+                risk: "high",
+                reason: &reason,
+                started_id: None,
+            },
+        )?;
+        sync_dir(&self.path);
+        Ok(Repair::Repaired {
+            count: kept + 1,
+            kept,
+            dropped,
+            dropped_sha256,
+            added_newline: whole_line,
+            backup,
+            receipt_id: written.id,
+            head: written.receipt_hash,
+        })
+    }
+
+    /// The file, read from its start.
+    fn rewound<'f>(&self, file: &'f File) -> Result<&'f File> {
+        let mut f = file;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0))
+            .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+        Ok(file)
+    }
+
+    /// Where the log's last line without a newline starts (`len` when the
+    /// log ends with one).
+    fn after_last_newline(&self, file: &File, len: u64) -> Result<u64> {
+        let mut end = len;
+        while end > 0 {
+            let start = end.saturating_sub(64 << 10);
+            let mut buf = vec![0u8; (end - start) as usize];
+            file.read_exact_at(&mut buf, start)
+                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            if let Some(i) = memchr::memrchr(b'\n', &buf) {
+                return Ok(start + i as u64 + 1);
+            }
+            end = start;
+        }
+        Ok(0)
+    }
+
+    /// Copies the first `len` bytes of the log to a backup beside it that
+    /// did not exist before, on disk before anything is changed.
+    fn backup(&self, file: &File, len: u64) -> Result<PathBuf> {
+        let now = util::now_rfc3339();
+        let stamp: String = now[..19]
+            .chars()
+            .filter(|c| *c != '-' && *c != ':')
+            .collect();
+        let name = self.path.file_name().map_or_else(
+            || "receipts.log".into(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        for n in 1..1000 {
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            let path = self
+                .path
+                .with_file_name(format!("{name}.bak-{stamp}Z{suffix}"));
+            let mut out = match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(Error::runtime(format!(
+                        "cannot create the backup {}: {e}; nothing was changed",
+                        path.display()
+                    )));
+                }
+            };
+            let copied = self
+                .rewound(file)
+                .map_err(|e| std::io::Error::other(e.msg))
+                .and_then(|f| std::io::copy(&mut std::io::Read::take(f, len), &mut out))
+                .and_then(|n| {
+                    if n == len {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other(format!("copied {n} of {len} bytes")))
+                    }
+                })
+                .and_then(|_| out.sync_all());
+            if let Err(e) = copied {
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::runtime(format!(
+                    "cannot write the backup {}: {e}; nothing was changed",
+                    path.display()
+                )));
+            }
+            sync_dir(&path);
+            return Ok(path);
+        }
+        Err(Error::runtime(format!(
+            "cannot find a free backup name for {}; nothing was changed",
+            self.path.display()
+        )))
+    }
+
     /// Every line, parsed where possible (`Err` holds the raw text).
     pub fn list(&self) -> Result<Vec<std::result::Result<Value, String>>> {
         let Some(file) = self.open_for_read()? else {
@@ -398,6 +626,98 @@ impl ReceiptLog {
             );
         }
         Ok(out)
+    }
+}
+
+/// What `ReceiptLog::repair` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repair {
+    /// The chain verifies: nothing was changed, no backup made.
+    Intact { count: u64, head: String },
+    Repaired {
+        /// Receipts now, the `repaired` one included.
+        count: u64,
+        /// Receipts kept from before the repair.
+        kept: u64,
+        dropped: u64,
+        dropped_sha256: String,
+        /// The last line was a whole receipt missing only its newline.
+        added_newline: bool,
+        backup: PathBuf,
+        receipt_id: String,
+        head: String,
+    },
+    /// Damage a repair does not touch; the log is unchanged.
+    Refused {
+        position: u64,
+        count: u64,
+        why: String,
+    },
+}
+
+/// Judges what follows the log's last newline, after a chain that verifies
+/// up to `head`: Ok(false) for a torn line (the start of a receipt cut off
+/// mid-write, possibly followed by NUL bytes a crash can leave), Ok(true)
+/// for a whole receipt that verifies and links but lacks its newline, Err
+/// for anything else.
+fn judge_tail(
+    tail: &[u8],
+    head: &str,
+    unfinished: &[Unfinished],
+) -> std::result::Result<bool, String> {
+    let text = tail.strip_suffix(&[0][..]).map_or(tail, |_| {
+        let keep = tail.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        &tail[..keep]
+    });
+    const START: &[u8] = b"{\"args_hash\":\"";
+    let starts_like_a_receipt = text.starts_with(START) || START.starts_with(text);
+    match serde_json::from_slice::<Value>(text) {
+        Err(e) if e.classify() == serde_json::error::Category::Eof && starts_like_a_receipt => {
+            return Ok(false);
+        }
+        Err(e) => {
+            return Err(format!(
+                "the last line has no newline and is not the start of a receipt ({e}); \
+                 it was not written by latchclaw as it is"
+            ));
+        }
+        Ok(_) if text.len() < tail.len() => {
+            return Err(
+                "the last line is a whole receipt followed by NUL bytes; it was not written \
+                 by latchclaw as it is"
+                    .into(),
+            );
+        }
+        Ok(_) => {}
+    }
+    let mut line = tail.to_vec();
+    line.push(b'\n');
+    let checked = check_self(&line)
+        .and_then(|c| {
+            link(&c.previous_hash, head)?;
+            match &c.step {
+                Step::Outcome(id) if !unfinished.iter().any(|u| u.id == *id) => Err(format!(
+                    "outcome without a start: started_id {id} names no earlier started receipt \
+                     still waiting for its outcome"
+                )),
+                Step::Started(call) if unfinished.iter().any(|u| u.id == call.id) => Err(format!(
+                    "invalid receipt: a second started receipt with id {}",
+                    call.id
+                )),
+                _ => Ok(()),
+            }
+        })
+        .map_err(|why| format!("the last line is a whole receipt but does not verify: {why}"));
+    checked.map(|()| true)
+}
+
+/// Flushes a directory entry (a new backup, a log cut short) to disk; best
+/// effort, as the file itself is already synced.
+fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent()
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
     }
 }
 
@@ -707,7 +1027,11 @@ struct Checked<'a> {
 /// Everything about a line that does not depend on the lines before it.
 fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
     let Some(body) = line.strip_suffix(b"\n") else {
-        return Err("torn line: the last line has no newline (a crash mid-write?)".into());
+        return Err(
+            "torn line: the last line has no newline (a crash mid-write?); \
+                    `latchclaw receipt repair` drops it, keeping a backup of the log"
+                .into(),
+        );
     };
     let (mut r, canonical_hash) = match parse_canonical(body) {
         Some((r, hash)) => (r, Some(hash)),
@@ -1009,6 +1333,133 @@ mod tests {
                 unfinished: Vec::new(),
             }
         );
+    }
+
+    #[test]
+    fn every_cut_of_a_line_is_a_torn_tail_and_nothing_else_is() {
+        let (log, dir) = log_with(1);
+        let start = started(&log, "shell");
+        let head = |log: &ReceiptLog| match log.verify().unwrap() {
+            Verify::Ok {
+                head, unfinished, ..
+            } => (head, unfinished),
+            b => panic!("{b:?}"),
+        };
+        let (h, open) = head(&log);
+        // An outcome whose start is open.
+        let whole = std::fs::read(log.path()).unwrap();
+        outcome(&log, "shell", "failed", &start);
+        let all = std::fs::read(log.path()).unwrap();
+        let line = &all[whole.len()..all.len() - 1];
+        for n in 1..line.len() {
+            assert_eq!(judge_tail(&line[..n], &h, &open), Ok(false), "{n}");
+            let padded = [&line[..n], &[0u8; 7][..]].concat();
+            assert_eq!(judge_tail(&padded, &h, &open), Ok(false), "{n}");
+        }
+        assert_eq!(judge_tail(&[0u8; 3], &h, &open), Ok(false));
+        // Whole: kept (given its newline) only if it verifies and links.
+        assert_eq!(judge_tail(line, &h, &open), Ok(true));
+        assert!(
+            judge_tail(line, GENESIS, &open)
+                .unwrap_err()
+                .contains("broken link")
+        );
+        let no_start = judge_tail(line, &h, &[]).unwrap_err();
+        assert!(no_start.contains("outcome without a start"), "{no_start}");
+        let altered = String::from_utf8(line.to_vec())
+            .unwrap()
+            .replace("\"failed\"", "\"allowed\"");
+        let why = judge_tail(altered.as_bytes(), &h, &open).unwrap_err();
+        assert!(why.contains("bad hash"), "{why}");
+        let padded = [line, &[0u8; 2][..]].concat();
+        assert!(judge_tail(&padded, &h, &open).is_err());
+        // A line with escapes and multi-byte text: every cut is torn too.
+        let (h2, open2) = head(&log);
+        log.append(&NewReceipt {
+            conversation_id: "c",
+            tool: "shell",
+            args: &json!({}),
+            result: Some(&json!({})),
+            status: "denied",
+            risk: "high",
+            reason: "a \"quoted\"\tword, é ✓ \\ end",
+            started_id: None,
+        })
+        .unwrap();
+        let more = std::fs::read(log.path()).unwrap();
+        let escaped = &more[all.len()..more.len() - 1];
+        assert!(parse_canonical(escaped).is_none(), "the slow path");
+        for n in 1..escaped.len() {
+            assert_eq!(judge_tail(&escaped[..n], &h2, &open2), Ok(false), "{n}");
+        }
+        assert_eq!(judge_tail(escaped, &h2, &open2), Ok(true));
+        // Not the start of a receipt.
+        for tail in [
+            &b"x"[..],
+            b"{\"tool\":\"t",
+            b"{\"args_hash\":1",
+            b"[",
+            b"{}",
+        ] {
+            assert!(judge_tail(tail, &h, &open).is_err(), "{tail:?}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn repair_cuts_the_tear_backs_up_and_chains_a_repaired_receipt() {
+        let (log, dir) = log_with(2);
+        let whole = std::fs::read(log.path()).unwrap();
+        assert!(matches!(
+            log.repair().unwrap(),
+            Repair::Intact { count: 2, .. }
+        ));
+        let torn = [whole.as_slice(), b"{\"args_hash\":\"0123"].concat();
+        std::fs::write(log.path(), &torn).unwrap();
+        assert!(
+            log.check_appendable()
+                .unwrap_err()
+                .msg
+                .contains("receipt repair")
+        );
+        let Repair::Repaired {
+            count,
+            kept,
+            dropped,
+            dropped_sha256,
+            added_newline,
+            backup,
+            receipt_id,
+            head,
+        } = log.repair().unwrap()
+        else {
+            panic!("not repaired")
+        };
+        assert_eq!((count, kept, dropped, added_newline), (3, 2, 18, false));
+        assert_eq!(dropped_sha256, util::sha256_hex(b"{\"args_hash\":\"0123"));
+        assert_eq!(std::fs::read(&backup).unwrap(), torn);
+        let after = std::fs::read(log.path()).unwrap();
+        assert!(after.starts_with(&whole));
+        let last: Value = serde_json::from_slice(&after[whole.len()..]).unwrap();
+        assert_eq!(
+            (last["id"].as_str(), last["status"].as_str()),
+            (Some(receipt_id.as_str()), Some("repaired"))
+        );
+        assert_eq!(
+            last["args_hash"],
+            hash_value(&json!({"backup": backup.display().to_string(),
+                               "dropped_bytes": 18, "dropped_sha256": dropped_sha256}))
+        );
+        match log.verify().unwrap() {
+            Verify::Ok {
+                count: 3, head: h, ..
+            } => assert_eq!(h, head),
+            b => panic!("{b:?}"),
+        }
+        // A repaired receipt with a result or a start is not one latchclaw writes.
+        assert!(check_shape("repaired", true, false).is_err());
+        assert!(check_shape("repaired", false, true).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     fn started(log: &ReceiptLog, tool: &str) -> String {

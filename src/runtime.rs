@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::control::{RunControl, Stop};
 use crate::error::{Error, IoContext, Kind, Outcome, Result};
-use crate::memory::{Memory, NewTurn};
+use crate::memory::{Memory, NewTurn, Round, RoundResult};
 use crate::providers::visible::Visible;
 use crate::providers::{
     ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
@@ -131,6 +131,9 @@ pub struct Runtime<'a> {
     /// The conversation a turn is working on, as soon as it is known, for
     /// the run's record when the turn fails without an outcome.
     pub conversation: RefCell<Option<String>>,
+    /// The tool round being run: stored whole when it ends, however it
+    /// ends, each call without a result given one saying so.
+    pub round: RefCell<Option<Round>>,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -255,6 +258,7 @@ impl<'a> Runtime<'a> {
             rerun: None,
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
+            round: Default::default(),
         })
     }
 
@@ -570,12 +574,12 @@ impl<'a> Runtime<'a> {
         Ok(Some(written.id))
     }
 
-    /// Earlier turns of a conversation as provider messages. A window that
-    /// starts inside a tool exchange drops the orphaned tool results.
+    /// Earlier turns of a conversation as provider messages, every call
+    /// with its result and no result without its call (`memory::paired`).
     fn history(&self, conversation_id: &str) -> Result<Vec<Message>> {
         let turns = self
             .memory
-            .turns(conversation_id, Some(self.cfg.memory.context_turns))?;
+            .history(conversation_id, self.cfg.memory.context_turns)?;
         let mut out: Vec<Message> = Vec::new();
         for t in turns {
             let role = match t.role.as_str() {
@@ -584,9 +588,6 @@ impl<'a> Runtime<'a> {
                 "tool" => Role::Tool,
                 _ => continue,
             };
-            if role == Role::Tool && out.is_empty() {
-                continue;
-            }
             let tool_calls: Vec<ToolCall> = t
                 .tool_calls
                 .and_then(|v| serde_json::from_value(v).ok())
@@ -604,6 +605,21 @@ impl<'a> Runtime<'a> {
             });
         }
         Ok(out)
+    }
+
+    /// The slot of the round being run.
+    fn round_slot(&self) -> std::cell::RefMut<'_, Option<Round>> {
+        self.round.borrow_mut()
+    }
+
+    /// Stores the round being run, its calls without a result answered by
+    /// `missing`.
+    fn store_round(&self, missing: &str) -> Result<()> {
+        let taken = self.round_slot().take();
+        match taken {
+            Some(round) => self.memory.add_round(&round, missing).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// Persists the final answer and reports the turn. Latchclaw's own
@@ -918,22 +934,20 @@ impl<'a> Runtime<'a> {
             }
             last_results.clear();
             rounds += 1;
-            let assistant = NewTurn {
-                conversation_id: &conv,
-                role: "assistant",
-                content: &resp.final_text,
-                tool_calls: Some(serde_json::to_string(&resp.tool_calls).unwrap_or_default()),
-                provider: Some(&resp.provider),
-                model: Some(&resp.model),
-                metadata: Some(meta),
-                ..Default::default()
-            };
+            *self.round_slot() = Some(Round {
+                conversation_id: conv.clone(),
+                content: resp.final_text.clone(),
+                tool_calls: serde_json::to_string(&resp.tool_calls).unwrap_or_default(),
+                call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
+                provider: resp.provider.clone(),
+                model: resp.model.clone(),
+                metadata: meta,
+                results: Vec::new(),
+            });
             req.messages.push(Message {
                 tool_calls: resp.tool_calls.clone(),
                 ..Message::new(Role::Assistant, resp.final_text.clone())
             });
-            // (content, tool_results, metadata) of each call's tool turn.
-            let mut results: Vec<(String, Option<String>, String)> = Vec::new();
             let mut failed = None;
             let mut repeated = None;
             for call in &resp.tool_calls {
@@ -958,12 +972,15 @@ impl<'a> Runtime<'a> {
                     let status = json!({"tool_call_id": call.id, "status": "repeated"});
                     (earlier.clone(), None, status)
                 } else if let Some(stop) = self.control.stop() {
+                    // Past the deadline or a cancel nothing more starts.
                     let status = json!({"tool_call_id": call.id, "status": "cancelled"});
-                    (
-                        format!("error: not run: {}", self.control.why(stop)),
-                        None,
-                        status,
-                    )
+                    let text = match stop {
+                        Stop::Cancelled => "error: not run: the turn was cancelled by the operator",
+                        Stop::Timeout => {
+                            "no result: not run, the run was stopped (--timeout) before it started"
+                        }
+                    };
+                    (text.to_string(), None, status)
                 } else {
                     match self.execute_tool(&conv, &call.name, &call.arguments) {
                         Ok((record, result)) => {
@@ -988,6 +1005,20 @@ impl<'a> Runtime<'a> {
                         Err(e) => {
                             let ms = call_started.elapsed().as_millis();
                             progress.tool_end(&call.name, "failed", ms);
+                            // The error goes to the operator; the model,
+                            // should the conversation go on, reads that the
+                            // call has no result (not the operator's
+                            // commands, which a small model tries to run).
+                            if let Some(round) = self.round_slot().as_mut() {
+                                round.results.push(RoundResult {
+                                    call_id: call.id.clone(),
+                                    content: CALL_ERROR.into(),
+                                    tool_results: None,
+                                    metadata: json!({"tool_call_id": call.id, "status": "failed",
+                                                     "error": e.msg})
+                                    .to_string(),
+                                });
+                            }
                             failed = Some(e);
                             break;
                         }
@@ -1000,7 +1031,14 @@ impl<'a> Runtime<'a> {
                     ..Message::new(Role::Tool, content.clone())
                 });
                 last_results.push((call.name.clone(), content.clone()));
-                results.push((content, tool_results, meta.to_string()));
+                if let Some(round) = self.round_slot().as_mut() {
+                    round.results.push(RoundResult {
+                        call_id: call.id.clone(),
+                        content,
+                        tool_results,
+                        metadata: meta.to_string(),
+                    });
+                }
             }
             if let Some((name, ended)) = repeated {
                 req.messages.push(Message::runtime(if ended == "refused" {
@@ -1023,18 +1061,10 @@ impl<'a> Runtime<'a> {
                     )
                 }));
             }
-            // The round is one transaction (see `Memory::add_turns`), written
-            // before the next provider call, and also when a call failed.
-            let mut turns = vec![assistant];
-            turns.extend(results.iter().map(|(content, tool_results, meta)| NewTurn {
-                conversation_id: &conv,
-                role: "tool",
-                content,
-                tool_results: tool_results.clone(),
-                metadata: Some(meta.clone()),
-                ..Default::default()
-            }));
-            self.memory.add_turns(&turns)?;
+            // The round is one transaction (see `Memory::add_round`), written
+            // before the next provider call, and also when a call failed:
+            // the calls after it are answered as not run.
+            self.store_round(AFTER_ERROR)?;
             if let Some(e) = failed {
                 return Err(e);
             }
@@ -1050,6 +1080,14 @@ fn takes_nothing(name: &str) -> bool {
             .is_none_or(|p| p.is_empty())
     })
 }
+
+/// A call's result when latchclaw failed on it (a receipt that could not
+/// be written, a lock that could not be taken).
+const CALL_ERROR: &str = "no result: the run stopped on an error before this call's result was \
+recorded; it may or may not have taken effect";
+
+/// The result of the calls after one latchclaw failed on.
+const AFTER_ERROR: &str = "no result: not run, the run stopped on an error at an earlier call";
 
 /// The last request of a turn, sent when the round limit is reached.
 const LAST_ROUND: &str = "[latchclaw: tools will not run again in this turn. Answer the user now, \

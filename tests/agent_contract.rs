@@ -106,7 +106,7 @@ fn a_refused_lock_is_one_object_and_a_recorded_run() {
 }
 
 #[test]
-fn the_timeout_watchdog_prints_the_object_and_keeps_the_conversation() {
+fn the_timeout_prints_the_object_and_keeps_the_conversation() {
     let env = Env::new();
     slow(&env, 6000);
     let t = Instant::now();

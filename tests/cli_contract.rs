@@ -24,6 +24,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["memory", "search", "hi"],
         &["receipt", "list"],
         &["receipt", "verify"],
+        &["receipt", "repair"],
         &["approvals", "list"],
         &["runs", "list"],
         &["prompt", "show"],
@@ -242,6 +243,7 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
         &["agent"],
         &["tool", "run"],
         &["policy", "show"],
+        &["receipt", "repair"],
         &["completions"],
     ] {
         let via_help: Vec<&str> = ["help"].into_iter().chain(cmd.iter().copied()).collect();
@@ -266,6 +268,13 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
     assert!(r.stdout.contains("  --json"), "{r:?}");
     let r = env.run(&["tool", "run", "--help"]);
     assert!(r.stdout.contains("  --json ARGS"), "{r:?}");
+    let r = env.run(&["help", "receipt", "repair"]);
+    assert!(
+        r.stdout.contains("  --json") && r.stdout.contains("torn last line"),
+        "{r:?}"
+    );
+    let r = env.run(&["receipt", "--help"]);
+    assert!(r.stdout.contains("receipt repair"), "{r:?}");
     let r = env.run(&["memory", "--help"]);
     assert!(
         r.code == 0
@@ -364,6 +373,11 @@ fn completions_are_generated_for_every_command_and_flag() {
         ["--json"]
     );
     assert_eq!(bash_complete(&bash, &["memory", "s"]), ["search", "show"]);
+    assert_eq!(bash_complete(&bash, &["receipt", "r"]), ["repair"]);
+    assert_eq!(
+        bash_complete(&bash, &["receipt", "repair", "--j"]),
+        ["--json"]
+    );
     assert_eq!(
         bash_complete(&bash, &["agent", "--no"]),
         ["--no-stream", "--no-memory"]
@@ -390,6 +404,13 @@ fn completions_are_generated_for_every_command_and_flag() {
     assert!(
         fish.stdout.contains(
             "-n '__fish_seen_subcommand_from tool; and __fish_seen_subcommand_from list' -l json"
+        ),
+        "{}",
+        fish.stdout
+    );
+    assert!(
+        fish.stdout.contains(
+            "-n '__fish_seen_subcommand_from receipt; and __fish_seen_subcommand_from repair' -l json"
         ),
         "{}",
         fish.stdout

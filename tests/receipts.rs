@@ -288,3 +288,291 @@ fn a_failed_call_pairs_like_any_other() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(v["unfinished"], json!([]));
 }
+
+/// The log's bytes, and the backups `receipt repair` left beside it.
+fn log_bytes(env: &Env) -> Vec<u8> {
+    std::fs::read(env.state.join("tool_receipts.log")).unwrap()
+}
+
+fn backups(env: &Env) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(&env.state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tool_receipts.log.bak-")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A log of three receipts: `echo` (started, allowed) and a denial.
+fn three_receipts() -> Env {
+    let env = shell_env();
+    assert_eq!(
+        tool_run(&env, "shell", json!({"command": "echo hi"}))
+            .0
+            .code,
+        0
+    );
+    assert_eq!(
+        tool_run(&env, "file_read", json!({"path": "/etc/passwd"}))
+            .0
+            .code,
+        4
+    );
+    assert_eq!(statuses(&env), ["started", "allowed", "denied"]);
+    env
+}
+
+#[test]
+fn repair_drops_a_torn_tail_and_ends_the_exit_7_loop() {
+    use sha2::Digest;
+    use std::os::unix::fs::PermissionsExt;
+    let env = three_receipts();
+    let log = env.state.join("tool_receipts.log");
+    // A crash mid-append: a call's started receipt, cut off part-way.
+    let whole = log_bytes(&env);
+    let (r, _) = tool_run(&env, "shell", json!({"command": "echo again"}));
+    assert_eq!(r.code, 0, "{r:?}");
+    let next = log_bytes(&env)[whole.len()..].to_vec();
+    let fragment = &next[..next.iter().position(|&b| b == b'\n').unwrap() / 2];
+    let torn: Vec<u8> = [whole.as_slice(), fragment].concat();
+    std::fs::write(&log, &torn).unwrap();
+
+    // Every way in is refused with exit 7 and names the repair.
+    let r = env.run(&["receipt", "verify"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stdout.contains("receipt 4 of 4: torn line"), "{r:?}");
+    assert!(r.stdout.contains("`latchclaw receipt repair`"), "{r:?}");
+    let args = json!({"command": "echo blocked"}).to_string();
+    let r = env.run(&["tool", "run", "shell", "--json", &args]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stderr.contains("`latchclaw receipt repair`"), "{r:?}");
+    let r = env.run(&["tool", "run", "time"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(r.stderr.contains("`latchclaw receipt repair`"), "{r:?}");
+    assert_eq!(log_bytes(&env), torn, "nothing appended");
+
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let dropped = fragment.len();
+    let sha = sha2::Sha256::digest(fragment)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    assert!(
+        r.stdout.contains(&format!(
+            "dropped a torn last line after receipt 3: {dropped} bytes, sha256 {sha}"
+        )),
+        "{r:?}"
+    );
+    // The backup holds the log exactly as it was, owner-only, and is named
+    // on stdout.
+    let made = backups(&env);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        r.stdout.contains(&format!("backup: {}", made[0].display())),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read(&made[0]).unwrap(), torn);
+    let mode = std::fs::metadata(&made[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let name = made[0].file_name().unwrap().to_string_lossy().into_owned();
+    let stamp = name.strip_prefix("tool_receipts.log.bak-").unwrap();
+    assert!(
+        stamp.len() == 16
+            && stamp.ends_with('Z')
+            && stamp.as_bytes()[8] == b'T'
+            && stamp[..8]
+                .bytes()
+                .chain(stamp[9..15].bytes())
+                .all(|b| b.is_ascii_digit()),
+        "{name}"
+    );
+    // The receipts before the tear are untouched; the chain says a repair
+    // happened, and how much it dropped.
+    let now = log_bytes(&env);
+    assert!(now.starts_with(&whole));
+    let lines = env.receipt_lines();
+    assert_eq!(lines.len(), 4);
+    let repaired = &lines[3];
+    assert_eq!(repaired["status"], "repaired");
+    assert_eq!(repaired["previous_hash"], lines[2]["receipt_hash"]);
+    let reason = repaired["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("{dropped} bytes, sha256 {sha}"))
+            && reason.contains(&made[0].display().to_string()),
+        "{reason}"
+    );
+    assert!(repaired.get("result_hash").is_none(), "{repaired}");
+
+    // And the loop is over: verify passes, tools run again.
+    let r = env.run(&["receipt", "verify"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("ok: 4 receipts"), "{r:?}");
+    let (r, out) = tool_run(&env, "shell", json!({"command": "echo back"}));
+    assert_eq!(
+        (r.code, out["output"].as_str()),
+        (0, Some("back\n")),
+        "{r:?}"
+    );
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+    // A second repair finds nothing to do.
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!((r.code, v["repaired"].as_bool()), (0, Some(false)), "{r:?}");
+    assert_eq!(backups(&env).len(), 1);
+}
+
+#[test]
+fn repair_reports_as_json_and_never_overwrites_a_backup() {
+    let env = three_receipts();
+    let log = env.state.join("tool_receipts.log");
+    let whole = log_bytes(&env);
+    // A tear that leaves NUL bytes behind (a crash after the file grew but
+    // before its data landed).
+    let torn: Vec<u8> = [whole.as_slice(), b"{\"args_hash\":\"9f", &[0u8; 24]].concat();
+    std::fs::write(&log, &torn).unwrap();
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        (
+            v["ok"].as_bool(),
+            v["repaired"].as_bool(),
+            v["receipts"].as_u64(),
+            v["kept"].as_u64(),
+            v["dropped_bytes"].as_u64()
+        ),
+        (Some(true), Some(true), Some(4), Some(3), Some(40)),
+        "{v}"
+    );
+    let first = std::path::PathBuf::from(v["backup"].as_str().unwrap());
+    assert_eq!(std::fs::read(&first).unwrap(), torn);
+    assert_eq!(v["receipt_id"], env.receipt_lines()[3]["id"]);
+    // Torn again within the same second: a second backup, the first kept.
+    let again: Vec<u8> = [log_bytes(&env).as_slice(), b"{\"arg"].concat();
+    std::fs::write(&log, &again).unwrap();
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let second = std::path::PathBuf::from(v["backup"].as_str().unwrap());
+    assert_ne!(first, second);
+    assert_eq!(std::fs::read(&first).unwrap(), torn);
+    assert_eq!(std::fs::read(&second).unwrap(), again);
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+/// `receipt repair` on `bytes` must refuse with exit 7 naming `position`,
+/// and leave the log as it was, with no backup.
+fn assert_refused(env: &Env, bytes: &[u8], position: u64) {
+    let log = env.state.join("tool_receipts.log");
+    std::fs::write(&log, bytes).unwrap();
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("not repaired: receipt {position} of "))
+            && r.stderr.contains("only drops a torn last line")
+            && r.stderr.contains("never rewrites or removes a receipt"),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(
+        (v["ok"].as_bool(), v["broken_at"].as_u64()),
+        (Some(false), Some(position)),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log is unchanged");
+    assert!(backups(env).is_empty(), "no backup for a refused repair");
+}
+
+#[test]
+fn repair_refuses_anything_but_a_torn_tail() {
+    let env = three_receipts();
+    let whole = log_bytes(&env);
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let join = |l: &[&str]| l.iter().map(|l| format!("{l}\n")).collect::<String>();
+    // An altered middle line, with and without a torn tail after it.
+    let altered = lines[1].replace("\"status\":\"allowed\"", "\"status\":\"approved\"");
+    assert_ne!(altered, lines[1]);
+    let middle = join(&[lines[0], &altered, lines[2]]);
+    assert_refused(&env, middle.as_bytes(), 2);
+    assert_refused(&env, format!("{middle}{{\"args_hash\":\"ab").as_bytes(), 2);
+    // A deleted line, and two lines swapped: broken links.
+    assert_refused(&env, join(&[lines[0], lines[2]]).as_bytes(), 2);
+    assert_refused(&env, join(&[lines[1], lines[0], lines[2]]).as_bytes(), 1);
+    // An altered last line, whole with its newline, or whole without it.
+    let last = lines[2].replace("forbidden path", "allowed path");
+    assert_ne!(last, lines[2]);
+    assert_refused(&env, join(&[lines[0], lines[1], &last]).as_bytes(), 3);
+    let no_newline = format!("{}{last}", join(&[lines[0], lines[1]]));
+    assert_refused(&env, no_newline.as_bytes(), 3);
+    // A tail that is not the start of a receipt (something else wrote it).
+    assert_refused(&env, format!("{}garbage", join(&lines)).as_bytes(), 4);
+    assert_refused(
+        &env,
+        format!("{}{{\"tool\":\"x", join(&lines)).as_bytes(),
+        4,
+    );
+    // And the healthy log was never touched along the way.
+    std::fs::write(env.state.join("tool_receipts.log"), &whole).unwrap();
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+#[test]
+fn repair_on_a_healthy_log_changes_nothing() {
+    let env = shell_env();
+    // No log at all.
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("nothing to repair"), "{r:?}");
+    assert!(
+        !env.state.join("tool_receipts.log").exists(),
+        "nothing created"
+    );
+    let env = three_receipts();
+    let before = log_bytes(&env);
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("ok: 3 receipts, head ") && r.stdout.contains("nothing to repair"),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        (
+            v["ok"].as_bool(),
+            v["repaired"].as_bool(),
+            v["receipts"].as_u64()
+        ),
+        (Some(true), Some(false), Some(3)),
+        "{v}"
+    );
+    assert_eq!(v["head"], env.receipt_lines()[2]["receipt_hash"]);
+    assert_eq!(log_bytes(&env), before);
+    assert!(backups(&env).is_empty());
+    // A whole, valid last receipt that only lacks its newline keeps it.
+    let cut = &before[..before.len() - 1];
+    std::fs::write(env.state.join("tool_receipts.log"), cut).unwrap();
+    assert_eq!(env.run(&["receipt", "verify"]).code, 7);
+    let (r, v) = env.json(&["receipt", "repair", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        (
+            v["added_newline"].as_bool(),
+            v["dropped_bytes"].as_u64(),
+            v["kept"].as_u64()
+        ),
+        (Some(true), Some(0), Some(3)),
+        "{v}"
+    );
+    assert!(log_bytes(&env).starts_with(&before));
+    assert_eq!(env.receipt_lines()[3]["status"], "repaired");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}

@@ -104,6 +104,7 @@ const DATA: &[&str] = &[
     "memory show",
     "receipt list",
     "receipt verify",
+    "receipt repair",
     "approvals list",
     "runs list",
     "prompt show",
@@ -474,7 +475,23 @@ outcome (allowed, approved, failed) after; a denied call leaves one.",
         about: "Replays the hash chain and prints `ok: N receipts, head HASH`, then one
 line per call that started and has no outcome (latchclaw was cut off while
 it ran; exit 0, the chain is intact), or the 1-based position of the first
-broken receipt and why (exit 7).",
+broken receipt and why (exit 7). A torn last line (a crash mid-append)
+is broken too; `latchclaw receipt repair` drops it.",
+        bare: false,
+    },
+    CommandDef {
+        path: "receipt repair",
+        args: &[],
+        summary: "drop a torn last line (kept in a backup) so receipts append again",
+        about: "Under the receipts lock: when the chain verifies up to a torn last line (a
+crash mid-append: no newline, the start of a receipt), copies the log to
+a new backup beside it (`tool_receipts.log.bak-YYYYMMDDTHHMMSSZ`, 0600),
+cuts the torn line off and appends a `repaired` receipt recording the
+bytes dropped (length and SHA-256) and the backup. A whole valid last
+receipt missing only its newline gets the newline. A log that verifies is
+left alone (exit 0). Any other damage (a bad hash, a broken link, a
+deleted, reordered or altered line) is refused with exit 7 and nothing is
+written: a repair never rewrites or removes a receipt.",
         bare: false,
     },
     CommandDef {

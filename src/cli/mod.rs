@@ -108,6 +108,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         Command::MemoryClear { yes } => cmd::memory::clear(&ctx, yes),
         Command::ReceiptList { json } => cmd::receipt::list(&ctx, json),
         Command::ReceiptVerify { json } => cmd::receipt::verify(&ctx, json),
+        Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
         Command::ApprovalsList { all, json } => cmd::approvals::list(&ctx, all, json),
         Command::Approve { id, yes } => cmd::approvals::decide(&ctx, &id, true, yes),

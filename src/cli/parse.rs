@@ -72,6 +72,9 @@ pub enum Command {
     ReceiptVerify {
         json: bool,
     },
+    ReceiptRepair {
+        json: bool,
+    },
     Estop {
         clear: bool,
     },
@@ -550,6 +553,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "memory clear" => Command::MemoryClear { yes: o.on("yes") },
         "receipt list" => Command::ReceiptList { json },
         "receipt verify" => Command::ReceiptVerify { json },
+        "receipt repair" => Command::ReceiptRepair { json },
         "estop" => Command::Estop {
             clear: o.on("clear"),
         },

@@ -178,6 +178,81 @@ impl FakeServer {
     }
 }
 
+/// A server that enforces OpenAI's rule for tool calls before `respond`
+/// sees a request: an assistant message with `tool_calls` must be followed
+/// by `tool` messages answering every `tool_call_id`, and a `tool` message
+/// must answer a call of the assistant message before it. A request that
+/// breaks it gets the 400 OpenAI sends (`pairing_error`).
+pub fn strict_openai(
+    respond: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
+) -> FakeServer {
+    FakeServer::start_with("127.0.0.1:0", move |req, n| {
+        pairing_error(&req.json()).unwrap_or_else(|| respond(req, n))
+    })
+}
+
+/// OpenAI's reply to a chat request whose tool messages do not pair with
+/// the calls before them (the texts are OpenAI's, typo included), or None.
+pub fn pairing_error(body: &serde_json::Value) -> Option<Reply> {
+    let empty = Vec::new();
+    let messages = body["messages"].as_array().unwrap_or(&empty);
+    let error = |message: String, at: usize| {
+        let body = serde_json::json!({"error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": format!("messages.[{at}].role"),
+            "code": null,
+        }});
+        Some(Reply::json(400, body.to_string()))
+    };
+    let orphan = |at| {
+        error(
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding \
+             message with 'tool_calls'."
+                .into(),
+            at,
+        )
+    };
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        match m["role"].as_str() {
+            Some("tool") => return orphan(i),
+            Some("assistant") => {
+                let mut open: Vec<&str> = m["tool_calls"]
+                    .as_array()
+                    .unwrap_or(&empty)
+                    .iter()
+                    .map(|c| c["id"].as_str().unwrap_or(""))
+                    .collect();
+                let at = i;
+                i += 1;
+                while i < messages.len() && messages[i]["role"] == "tool" {
+                    let id = messages[i]["tool_call_id"].as_str().unwrap_or("");
+                    match open.iter().position(|o| *o == id) {
+                        Some(p) => open.remove(p),
+                        None => return orphan(i),
+                    };
+                    i += 1;
+                }
+                if !open.is_empty() {
+                    return error(
+                        format!(
+                            "An assistant message with 'tool_calls' must be followed by tool \
+                             messages responding to each 'tool_call_id'. The following \
+                             tool_call_ids did not have response messages: {}",
+                            open.join(", ")
+                        ),
+                        at,
+                    );
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 /// Answers requests on one connection until the client closes it, asks to
 /// close it, or a reply closes it.
 fn serve(

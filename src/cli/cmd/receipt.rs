@@ -1,8 +1,8 @@
-//! `receipt list`, `receipt verify`.
+//! `receipt list`, `receipt verify`, `receipt repair`.
 
 use crate::cli::{Ctx, one_line, print_json};
-use crate::error::{Kind, Outcome, Result, exit};
-use crate::receipts::{ReceiptLog, Verify};
+use crate::error::{Error, Kind, Outcome, Result, exit};
+use crate::receipts::{ReceiptLog, Repair, Verify};
 use serde_json::{Value, json};
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
@@ -83,6 +83,83 @@ pub fn verify(ctx: &Ctx, json: bool) -> Result<i32> {
                 println!("broken: receipt {position} of {count}: {why}");
             }
             Ok(Outcome::Failed(Kind::Integrity).code())
+        }
+    }
+}
+
+pub fn repair(ctx: &Ctx, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    match ReceiptLog::new(&cfg.receipts.path).repair()? {
+        Repair::Intact { count, head } => {
+            if json {
+                print_json(
+                    &json!({"ok": true, "repaired": false, "receipts": count, "head": head}),
+                );
+            } else {
+                println!(
+                    "ok: {}, head {head}; nothing to repair (nothing changed, no backup made)",
+                    crate::cli::count(count, "receipt")
+                );
+            }
+            Ok(exit::OK)
+        }
+        Repair::Repaired {
+            count,
+            kept,
+            dropped,
+            dropped_sha256,
+            added_newline,
+            backup,
+            receipt_id,
+            head,
+        } => {
+            if json {
+                print_json(&json!({"ok": true, "repaired": true, "receipts": count,
+                                   "head": head, "kept": kept, "dropped_bytes": dropped,
+                                   "dropped_sha256": dropped_sha256,
+                                   "added_newline": added_newline,
+                                   "backup": backup.display().to_string(),
+                                   "receipt_id": receipt_id}));
+                return Ok(exit::OK);
+            }
+            if added_newline {
+                println!(
+                    "repaired: receipt {kept} was whole but lacked its newline; added it \
+                     (nothing dropped)"
+                );
+            } else {
+                println!(
+                    "repaired: dropped a torn last line after receipt {kept}: {}, sha256 \
+                     {dropped_sha256}",
+                    crate::cli::count(dropped, "byte")
+                );
+            }
+            println!("backup: {} (the log as it was)", backup.display());
+            println!(
+                "appended receipt {count} ({receipt_id}, status repaired); ok: {}, head {head}",
+                crate::cli::count(count, "receipt")
+            );
+            Ok(exit::OK)
+        }
+        Repair::Refused {
+            position,
+            count,
+            why,
+        } => {
+            if json {
+                print_json(&json!({"ok": false, "repaired": false, "receipts": count,
+                                   "broken_at": position, "reason": why}));
+                return Ok(Outcome::Failed(Kind::Integrity).code());
+            }
+            Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "not repaired: receipt {position} of {count} is damaged: {why}. \
+                     `receipt repair` only drops a torn last line (a crash mid-append); it never \
+                     rewrites or removes a receipt, so the log is unchanged. Keep it as evidence; \
+                     to start a new chain, move it aside (receipts.path)"
+                ),
+            ))
         }
     }
 }
