@@ -405,6 +405,8 @@ fn watchdog(
                 None,
             );
         }
+        // The REPL may be waiting for a line in raw mode.
+        crate::channels::lineedit::restore_terminal();
         reporter.print(&end, None, conversation.as_deref());
         let _ = std::io::Write::flush(&mut std::io::stdout());
         eprintln!("latchclaw: error: the run's --timeout of {secs} s was reached; stopping");
