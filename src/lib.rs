@@ -18,3 +18,7 @@ pub mod security;
 pub mod tools;
 pub(crate) mod transport;
 pub mod util;
+
+/// For the panic hook in `main.rs`: the REPL's line editor may hold the
+/// terminal in raw mode.
+pub use channels::lineedit::restore_terminal;

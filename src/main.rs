@@ -23,6 +23,9 @@ fn main() {
     // A panic is a bug: say so and exit 1 (the documented code), rather than
     // abort with a backtrace a script cannot tell from other failures.
     std::panic::set_hook(Box::new(|info| {
+        // The exit below runs no destructors: the REPL's terminal modes
+        // are put back here.
+        latchclaw::restore_terminal();
         let _ = std::io::stdout().flush();
         eprintln!("latchclaw: internal error (a bug; please report it): {info}");
         std::process::exit(1);

@@ -81,6 +81,9 @@ pub struct Pty {
     child: Child,
     transcript: Arc<Mutex<String>>,
     seen: usize,
+    slave: CString,
+    /// The test's own descriptor of the terminal (`modes`).
+    held: Option<i32>,
 }
 
 impl Pty {
@@ -100,7 +103,7 @@ impl Pty {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        attach(&mut cmd, slave, true);
+        attach(&mut cmd, slave.clone(), true);
         let child = cmd.spawn().unwrap();
         let transcript = record(master);
         Pty {
@@ -108,7 +111,56 @@ impl Pty {
             child,
             transcript,
             seen: 0,
+            slave,
+            held: None,
         }
+    }
+
+    /// The terminal's modes now. The first call opens the terminal in the
+    /// test and keeps it open, so the modes the child leaves outlive it:
+    /// the last close of a pseudo-terminal resets them.
+    pub fn modes(&mut self) -> libc::termios {
+        let slave = &self.slave;
+        let fd = *self.held.get_or_insert_with(|| {
+            // SAFETY: opening a path we own the master of.
+            let fd = unsafe {
+                libc::open(
+                    slave.as_ptr(),
+                    libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+                )
+            };
+            assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+            fd
+        });
+        // SAFETY: tcgetattr fills the struct we pass.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
+        t
+    }
+
+    /// Sets the terminal's size, as a window resize would.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads the winsize we pass.
+        assert_eq!(
+            unsafe { libc::ioctl(self.master, libc::TIOCSWINSZ, &ws) },
+            0
+        );
+    }
+
+    /// The child's process id (to signal it).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Everything the terminal showed after what `expect` matched so far.
+    pub fn unseen(&self) -> String {
+        self.transcript.lock().unwrap()[self.seen..].to_string()
     }
 
     pub fn send(&self, text: &str) {
@@ -146,6 +198,11 @@ impl Pty {
     }
 
     pub fn wait(mut self) -> Option<i32> {
+        self.wait_exit()
+    }
+
+    /// `wait`, keeping the terminal (to read its modes after the exit).
+    pub fn wait_exit(&mut self) -> Option<i32> {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
@@ -167,7 +224,13 @@ impl Drop for Pty {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // SAFETY: our own fd, closed once, here.
-        unsafe { libc::close(self.master) };
+        // SAFETY: our own fds, closed once, here; the terminal first, so
+        // the recorder reads its end.
+        unsafe {
+            if let Some(fd) = self.held {
+                libc::close(fd);
+            }
+            libc::close(self.master);
+        }
     }
 }

@@ -2,11 +2,13 @@
 //! exists so far: one-shot (`agent -m`) and the REPL. Operator approval is
 //! not a channel matter: the runtime asks an `Approver` (`cli::approve`).
 
+pub mod lineedit;
+
 use crate::error::{Result, exit};
 use crate::providers::Provider;
 use crate::runtime::{Progress, Runtime, TurnOutcome};
 use std::cell::{Cell, RefCell};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 
 /// Reads all of `r`, refusing more than `max` bytes or text that is not UTF-8.
 fn read_capped(r: impl std::io::Read, max: usize) -> Result<String> {
@@ -282,24 +284,40 @@ impl CliChannel {
             env!("CARGO_PKG_VERSION"),
             provider.name()
         );
-        let stdin = std::io::stdin();
-        let mut line = String::new();
+        // Lines are edited in place on a terminal (raw mode only while one
+        // is read: a turn runs on a cooked terminal), plain otherwise.
+        let history = rt.cfg.state_dir.join("repl_history");
+        let mut reader = lineedit::LineReader::new(Some(&history));
         loop {
-            eprint!("latchclaw> ");
-            let _ = std::io::stderr().flush();
-            line.clear();
-            if stdin.lock().read_line(&mut line)? == 0 {
-                eprintln!();
-                return Ok(exit::OK);
+            if let Some(w) = reader.take_warning() {
+                eprintln!("latchclaw: warning: {w}");
             }
+            let Some(line) = reader.read_line("latchclaw> ")? else {
+                // SIGTERM or SIGHUP at the prompt was passed on to the run's
+                // control: the run is recorded as ended by it, then
+                // latchclaw dies of it (main.rs).
+                if lineedit::stop_signal().is_none() {
+                    eprintln!();
+                }
+                return Ok(exit::OK);
+            };
             let input = line.trim();
             match input.split_once(' ').unwrap_or((input, "")) {
                 ("", _) => continue,
                 ("/exit" | "/quit", _) => return Ok(exit::OK),
-                ("/help", _) => eprintln!(
-                    "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n\
-                     /new  start a new conversation\n/exit  leave (or Ctrl-D); Ctrl-C cancels a running turn"
-                ),
+                ("/help", _) => {
+                    eprintln!(
+                        "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n\
+                         /new  start a new conversation\n/exit  leave (or Ctrl-D on an empty line); Ctrl-C cancels a running turn"
+                    );
+                    if reader.editing() {
+                        eprintln!(
+                            "keys: arrows, Home/End, Ctrl-A/E start/end, Ctrl-U/K kill to start/end, Ctrl-W word, \
+                             Ctrl-Y yank, Ctrl-L redraw, Ctrl-C clear the line, Up/Down history ({})",
+                            crate::util::printable(&history.display().to_string())
+                        );
+                    }
+                }
                 ("/new", _) => {
                     self.conversation = None;
                     eprintln!("new conversation");
