@@ -18,6 +18,7 @@
 //! so overlapping cron jobs keep one valid chain.
 
 use crate::error::{Error, IoContext, Kind, Result};
+use crate::security::Risk;
 use crate::util;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -30,9 +31,55 @@ use std::path::{Path, PathBuf};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-pub const STATUSES: &[&str] = &[
-    "started", "allowed", "approved", "denied", "failed", "repaired",
-];
+/// A receipt's status: how far one call got, or a repair of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Written before a call that can take effect runs.
+    Started,
+    /// Ran without asking (allowed by policy).
+    Allowed,
+    /// Ran after the operator approved it.
+    Approved,
+    /// Did not run: refused by policy or the operator, or waiting for
+    /// approval.
+    Denied,
+    /// Ran, or was to run, and failed.
+    Failed,
+    /// `receipt repair` cut a torn last line.
+    Repaired,
+}
+
+impl Status {
+    pub const ALL: [Status; 6] = [
+        Status::Started,
+        Status::Allowed,
+        Status::Approved,
+        Status::Denied,
+        Status::Failed,
+        Status::Repaired,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Status::Started => "started",
+            Status::Allowed => "allowed",
+            Status::Approved => "approved",
+            Status::Denied => "denied",
+            Status::Failed => "failed",
+            Status::Repaired => "repaired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// Bytes of log verified per block (bounds memory, amortises thread start).
 const VERIFY_BLOCK: usize = 8 << 20;
@@ -62,8 +109,8 @@ pub struct NewReceipt<'a> {
     pub args: &'a Value,
     /// None exactly for `started`: the tool has not run yet.
     pub result: Option<&'a Value>,
-    pub status: &'a str,
-    pub risk: &'a str,
+    pub status: Status,
+    pub risk: Risk,
     pub reason: &'a str,
     /// An outcome's started receipt; None for `started` and `denied`.
     pub started_id: Option<&'a str>,
@@ -114,21 +161,19 @@ pub fn hash_value(v: &Value) -> String {
 
 /// Which optional fields a status requires or forbids: the one rule the
 /// writer and the verifier both apply.
-fn check_shape(status: &str, result: bool, started_id: bool) -> std::result::Result<(), String> {
-    if !STATUSES.contains(&status) {
-        return Err(format!("unknown status \"{status}\""));
-    }
+fn check_shape(status: Status, result: bool, started_id: bool) -> std::result::Result<(), String> {
     match status {
-        "started" if result => Err(
+        Status::Started if result => Err(
             "invalid receipt: a started receipt has no result_hash (the tool has not run)".into(),
         ),
-        "repaired" if result => {
+        Status::Repaired if result => {
             Err("invalid receipt: a repaired receipt has no result_hash (no tool ran)".into())
         }
-        "started" | "denied" | "repaired" if started_id => Err(format!(
-            "invalid receipt: a {status} receipt has no started_id (only an outcome refers to its start)"
+        Status::Started | Status::Denied | Status::Repaired if started_id => Err(format!(
+            "invalid receipt: a {} receipt has no started_id (only an outcome refers to its start)",
+            status.as_str()
         )),
-        "started" | "repaired" => Ok(()),
+        Status::Started | Status::Repaired => Ok(()),
         _ if !result => Err("invalid receipt: missing field `result_hash`".into()),
         _ => Ok(()),
     }
@@ -200,9 +245,9 @@ impl ReceiptLog {
             reason: r.reason.into(),
             receipt_hash: None,
             result_hash: r.result.map(|v| hash_value(v).into()),
-            risk: r.risk.into(),
+            risk: r.risk.as_str().into(),
             started_id: r.started_id.map(Cow::Borrowed),
-            status: r.status.into(),
+            status: r.status.as_str().into(),
             timestamp: util::now_rfc3339().into(),
             tool: r.tool.into(),
         };
@@ -222,7 +267,7 @@ impl ReceiptLog {
                 self.path.display()
             )));
         }
-        log::info!(target: "event::receipt_written", "id={id} tool={} status={}", r.tool, r.status);
+        log::info!(target: "event::receipt_written", "id={id} tool={} status={}", r.tool, r.status.as_str());
         Ok(Written { id, receipt_hash })
     }
 
@@ -503,8 +548,8 @@ impl ReceiptLog {
                 tool: "receipt repair",
                 args: &args,
                 result: None,
-                status: "repaired",
-                risk: "high",
+                status: Status::Repaired,
+                risk: Risk::High,
                 reason: &reason,
                 started_id: None,
             },
@@ -1046,9 +1091,9 @@ fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
             (r, None)
         }
     };
-    if !STATUSES.contains(&r.status.as_ref()) {
+    let Some(status) = Status::parse(&r.status) else {
         return Err(format!("unknown status \"{}\"", r.status));
-    }
+    };
     let Some(stated) = r.receipt_hash.take() else {
         return Err("invalid receipt: missing field `receipt_hash`".into());
     };
@@ -1059,9 +1104,9 @@ fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
         ));
     }
     // After the hash: a hand edit reads as an alteration, not as a shape.
-    check_shape(&r.status, r.result_hash.is_some(), r.started_id.is_some())?;
-    let step = match (r.status.as_ref(), r.started_id) {
-        ("started", _) => Step::Started(Box::new(Unfinished {
+    check_shape(status, r.result_hash.is_some(), r.started_id.is_some())?;
+    let step = match (status, r.started_id) {
+        (Status::Started, _) => Step::Started(Box::new(Unfinished {
             position: 0,
             id: r.id.into_owned(),
             tool: r.tool.into_owned(),
@@ -1133,8 +1178,8 @@ mod tests {
                 tool: "time",
                 args: &json!({ "i": i }),
                 result: Some(&json!("ok")),
-                status: "allowed",
-                risk: "low",
+                status: Status::Allowed,
+                risk: Risk::Low,
                 reason: "test",
                 started_id: None,
             })
@@ -1208,8 +1253,8 @@ mod tests {
             tool: "shell",
             args: &json!({}),
             result: Some(&json!({})),
-            status: "denied",
-            risk: "high",
+            status: Status::Denied,
+            risk: Risk::High,
             reason: "a \"quoted\"\tword",
             started_id: None,
         })
@@ -1282,8 +1327,8 @@ mod tests {
                 tool: "time",
                 args: &json!({}),
                 result: Some(&json!(null)),
-                status: "allowed",
-                risk: "low",
+                status: Status::Allowed,
+                risk: Risk::Low,
                 reason: "",
                 started_id: None,
             })
@@ -1380,8 +1425,8 @@ mod tests {
             tool: "shell",
             args: &json!({}),
             result: Some(&json!({})),
-            status: "denied",
-            risk: "high",
+            status: Status::Denied,
+            risk: Risk::High,
             reason: "a \"quoted\"\tword, é ✓ \\ end",
             started_id: None,
         })
@@ -1457,8 +1502,8 @@ mod tests {
             b => panic!("{b:?}"),
         }
         // A repaired receipt with a result or a start is not one latchclaw writes.
-        assert!(check_shape("repaired", true, false).is_err());
-        assert!(check_shape("repaired", false, true).is_err());
+        assert!(check_shape(Status::Repaired, true, false).is_err());
+        assert!(check_shape(Status::Repaired, false, true).is_err());
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -1468,8 +1513,8 @@ mod tests {
             tool,
             args: &json!({"command": "sleep 5"}),
             result: None,
-            status: "started",
-            risk: "medium",
+            status: Status::Started,
+            risk: Risk::Medium,
             reason: "allowed by policy",
             started_id: None,
         })
@@ -1478,13 +1523,14 @@ mod tests {
     }
 
     fn outcome(log: &ReceiptLog, tool: &str, status: &str, started_id: &str) -> Written {
+        let status = Status::parse(status).unwrap();
         log.append(&NewReceipt {
             conversation_id: "c",
             tool,
             args: &json!({"command": "sleep 5"}),
             result: Some(&json!({"success": true})),
             status,
-            risk: "medium",
+            risk: Risk::Medium,
             reason: "allowed by policy",
             started_id: Some(started_id),
         })
@@ -1645,12 +1691,12 @@ mod tests {
         assert_eq!(fast, 5, "the rehashed string-valued lines are canonical");
         // The writer refuses the same shapes, and writes nothing.
         write_lines(&log, &l, true);
+        // (An unknown status cannot be written: `Status` has none.)
         for (status, result, started_id) in [
-            ("started", Some(&json!(1)), None),
-            ("started", None, Some("x")),
-            ("denied", Some(&json!(1)), Some("x")),
-            ("allowed", None, Some(a.as_str())),
-            ("running", Some(&json!(1)), None),
+            (Status::Started, Some(&json!(1)), None),
+            (Status::Started, None, Some("x")),
+            (Status::Denied, Some(&json!(1)), Some("x")),
+            (Status::Allowed, None, Some(a.as_str())),
         ] {
             let err = log
                 .append(&NewReceipt {
@@ -1659,7 +1705,7 @@ mod tests {
                     args: &json!({}),
                     result,
                     status,
-                    risk: "low",
+                    risk: Risk::Low,
                     reason: "",
                     started_id,
                 })
@@ -1686,8 +1732,8 @@ mod tests {
                     tool: "shell",
                     args: &json!({}),
                     result: Some(&json!({})),
-                    status: "denied",
-                    risk: "high",
+                    status: Status::Denied,
+                    risk: Risk::High,
                     reason: "a \"quoted\"\tword",
                     started_id: None,
                 })

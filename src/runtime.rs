@@ -9,8 +9,8 @@ use crate::providers::visible::Visible;
 use crate::providers::{
     ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
-use crate::receipts::{NewReceipt, ReceiptLog};
-use crate::security::{Decision, Gate, Verdict};
+use crate::receipts::{NewReceipt, ReceiptLog, Status};
+use crate::security::{Decision, Gate, Risk, Verdict};
 use crate::tools::{self, ToolCtx, ToolResult};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -176,8 +176,8 @@ fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
 
 /// How a call ended, before its outcome receipt is written.
 struct CallEnd {
-    status: &'static str,
-    risk: &'static str,
+    status: Status,
+    risk: Risk,
     reason: String,
     started_id: Option<String>,
     pending: Option<String>,
@@ -189,8 +189,8 @@ struct CallEnd {
 pub struct CallRecord {
     pub tool: String,
     pub arguments: Value,
-    pub status: &'static str,
-    pub risk: &'static str,
+    pub status: Status,
+    pub risk: Risk,
     pub reason: String,
     /// The outcome receipt (the call's last).
     pub receipt_id: Option<String>,
@@ -228,7 +228,7 @@ impl TurnOutcome {
     pub fn outcome(&self) -> Outcome {
         if self.tool_calls.iter().any(|c| c.estop) {
             Outcome::Estop
-        } else if self.tool_calls.iter().any(|c| c.status == "denied") {
+        } else if self.tool_calls.iter().any(|c| c.status == Status::Denied) {
             Outcome::Refused
         } else {
             self.exit_reason
@@ -335,7 +335,7 @@ impl<'a> Runtime<'a> {
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
-        let mut run = |status: &'static str, reason: &str| -> Result<(&'static str, ToolResult)> {
+        let mut run = |status: Status, reason: &str| -> Result<(Status, ToolResult)> {
             // The lock was let go while the operator was asked: take it
             // again and decide again, since the files may have changed.
             let relocked = lock.borrow().is_none();
@@ -350,7 +350,7 @@ impl<'a> Runtime<'a> {
                 fresh = self.gate.decide(tool_name, args);
                 if fresh.verdict == Verdict::Deny || fresh.risk > d.risk {
                     return Ok((
-                        "denied",
+                        Status::Denied,
                         ToolResult::err(format!(
                             "denied by policy: the files changed while the operator was asked: {}",
                             fresh.reason
@@ -371,8 +371,8 @@ impl<'a> Runtime<'a> {
                     tool: name,
                     args,
                     result: None,
-                    status: "started",
-                    risk: d.risk.as_str(),
+                    status: Status::Started,
+                    risk: d.risk,
                     reason,
                     started_id: None,
                 })?;
@@ -396,7 +396,7 @@ impl<'a> Runtime<'a> {
                 Ok((status, result))
             } else {
                 log::info!(target: "event::tool_failed", "tool={name} error={}", result.error.as_deref().unwrap_or(""));
-                Ok(("failed", result))
+                Ok((Status::Failed, result))
             }
         };
         // Nobody else's call waits on this one's operator.
@@ -406,10 +406,10 @@ impl<'a> Runtime<'a> {
         };
         let (status, result) = match d.verdict {
             Verdict::Allow => {
-                let ran = run("allowed", &reason)?;
+                let ran = run(Status::Allowed, &reason)?;
                 // Nobody was asked, so say it happened: a write under `full`
                 // leaves a line on stderr (cron mails it, a terminal shows it).
-                if ran.0 == "allowed"
+                if ran.0 == Status::Allowed
                     && tool_name == tools::ToolName::FileWrite
                     && self.gate.autonomy() == crate::config::Autonomy::Full
                 {
@@ -425,17 +425,17 @@ impl<'a> Runtime<'a> {
                 Some(id) => {
                     log::info!(target: "event::tool_approved", "tool={name} approval={id}");
                     reason = format!("{reason}; approved by the operator ({id})");
-                    run("approved", &reason)?
+                    run(Status::Approved, &reason)?
                 }
                 None => match ask_operator() {
                     Approval::Approved => {
                         log::info!(target: "event::tool_approved", "tool={name}");
                         reason = format!("{reason}; approved by the operator");
-                        run("approved", &reason)?
+                        run(Status::Approved, &reason)?
                     }
                     Approval::Denied(why) => {
                         reason = format!("{reason}; {why}");
-                        ("denied", ToolResult::err(format!("denied: {reason}")))
+                        (Status::Denied, ToolResult::err(format!("denied: {reason}")))
                     }
                     Approval::Unavailable(why) => {
                         let id = self.memory.add_pending(
@@ -463,19 +463,19 @@ impl<'a> Runtime<'a> {
                              (`latchclaw approve {id}`, then {then})"
                         );
                         pending = Some(id);
-                        ("denied", ToolResult::err(for_model))
+                        (Status::Denied, ToolResult::err(for_model))
                     }
                 },
             },
             Verdict::Deny => (
-                "denied",
+                Status::Denied,
                 ToolResult::err(format!("denied by policy: {reason}")),
             ),
         };
         // A call that ran and failed is reported by its error: the gate's
         // reason ("low risk under supervised") says why it was let run, not
         // what went wrong. The started receipt keeps the gate's reason.
-        if status == "failed" {
+        if status == Status::Failed {
             reason = format!(
                 "failed: {}",
                 result
@@ -484,7 +484,7 @@ impl<'a> Runtime<'a> {
                     .unwrap_or("the tool reported a failure")
             );
         }
-        if status == "denied" {
+        if status == Status::Denied {
             let line = format!("tool={name} risk={} reason={reason}", d.risk.as_str());
             if self.cfg.security.audit_log {
                 log::warn!(target: "event::tool_denied", "{line}");
@@ -494,7 +494,7 @@ impl<'a> Runtime<'a> {
         }
         let outcome = CallEnd {
             status,
-            risk: d.risk.as_str(),
+            risk: d.risk,
             reason,
             started_id,
             pending,
@@ -554,8 +554,8 @@ impl<'a> Runtime<'a> {
         let reason = error;
         let result = ToolResult::err(reason.clone());
         let outcome = CallEnd {
-            status: "failed",
-            risk: "low",
+            status: Status::Failed,
+            risk: Risk::Low,
             reason,
             started_id: None,
             pending: None,
@@ -990,8 +990,8 @@ impl<'a> Runtime<'a> {
                             // (asking again would queue another approval) and a
                             // failed one fails again: small models loop on both.
                             let ended = match record.status {
-                                "denied" => "refused",
-                                "failed" => "failed",
+                                Status::Denied => "refused",
+                                Status::Failed => "failed",
                                 _ => "ok",
                             };
                             calls.push(record);

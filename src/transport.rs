@@ -332,10 +332,23 @@ mod tests {
                 Ok(v)
             }
         }
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        // A port bound but not listening refuses connections, and stays
+        // ours while the socket is open (a port freed by dropping a listener
+        // could be taken by a test running alongside).
+        // SAFETY: plain socket calls on a socket we own and close below.
+        let (fd, closed) = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            assert_eq!(libc::bind(fd, (&raw const sa).cast(), len), 0);
+            let mut got = len;
+            assert_eq!(libc::getsockname(fd, (&raw mut sa).cast(), &mut got), 0);
+            let port = u16::from_be(sa.sin_port);
+            (fd, SocketAddr::from(([127, 0, 0, 1], port)))
+        };
         let (port, _peers) = two_write_server();
         let open: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let agent = ureq::Agent::with_parts(config(), connector(), Two(closed, open));
@@ -347,6 +360,8 @@ mod tests {
             matches!(&err, ureq::Error::Io(e) if e.kind() == io::ErrorKind::ConnectionRefused),
             "{err:?}"
         );
+        // SAFETY: closing the socket opened above.
+        unsafe { libc::close(fd) };
     }
 
     #[test]

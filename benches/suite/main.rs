@@ -563,11 +563,11 @@ fn new_receipt<'a>(
         args,
         result,
         status: if result.is_some() {
-            "allowed"
+            latchclaw::receipts::Status::Allowed
         } else {
-            "started"
+            latchclaw::receipts::Status::Started
         },
-        risk: "low",
+        risk: latchclaw::security::Risk::Low,
         reason: "allowed by policy",
         started_id,
     }

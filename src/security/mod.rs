@@ -83,6 +83,12 @@ impl Risk {
     }
 }
 
+impl serde::Serialize for Risk {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl Decision {
     /// A call that waits for the operator (a pending approval decided later).
     pub fn ask(risk: Risk, reason: impl Into<String>) -> Decision {

@@ -100,7 +100,13 @@ fn ending(result: &Result<i32>, turn: Option<&TurnOutcome>, signal: i32) -> Endi
     let call = |estop: bool| {
         t.tool_calls
             .iter()
-            .find(|c| if estop { c.estop } else { c.status == "denied" })
+            .find(|c| {
+                if estop {
+                    c.estop
+                } else {
+                    c.status == crate::receipts::Status::Denied
+                }
+            })
             .map(|c| format!("{}: {}", c.tool, c.reason))
     };
     let error = match outcome {

@@ -72,8 +72,8 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     // The emergency stop wins whether it refused the call or killed it.
     let outcome = match record.status {
         _ if record.estop => Outcome::Estop,
-        "denied" => Outcome::Refused,
-        "failed" => Outcome::Failed(Kind::Runtime),
+        crate::receipts::Status::Denied => Outcome::Refused,
+        crate::receipts::Status::Failed => Outcome::Failed(Kind::Runtime),
         _ => Outcome::Completed,
     };
     Ok(outcome.code())
