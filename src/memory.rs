@@ -5,6 +5,7 @@
 //! `PRAGMA user_version`; migrations only move forward.
 
 use crate::error::{Error, Result};
+use crate::security::Risk;
 use crate::util;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -101,11 +102,129 @@ struct RunStart {
     lock_name: Option<String>,
 }
 
+/// Who a stored turn is from. `System` is latchclaw's own words (a limit
+/// reached, a cancel): shown to the user, never sent to a model as if the
+/// assistant had said them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnRole {
+    System,
+    #[default]
+    User,
+    Assistant,
+    Tool,
+}
+
+impl TurnRole {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TurnRole::System => "system",
+            TurnRole::User => "user",
+            TurnRole::Assistant => "assistant",
+            TurnRole::Tool => "tool",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TurnRole> {
+        [
+            TurnRole::System,
+            TurnRole::User,
+            TurnRole::Assistant,
+            TurnRole::Tool,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for TurnRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl rusqlite::types::ToSql for TurnRole {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for TurnRole {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let s = v.as_str()?;
+        TurnRole::parse(s).ok_or_else(|| unknown_value("role", s))
+    }
+}
+
+/// A stored value latchclaw does not know: an error naming it, never a
+/// guess (the schema's CHECK constraints keep these out of a database
+/// latchclaw wrote).
+fn unknown_value(what: &str, s: &str) -> rusqlite::types::FromSqlError {
+    rusqlite::types::FromSqlError::Other(format!("unknown {what} \"{s}\" in the database").into())
+}
+
+/// Where a pending approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    /// Waiting for `latchclaw approve` or `deny`.
+    Pending,
+    /// Approved; the call runs when the model repeats it.
+    Approved,
+    Denied,
+    /// Approved and run.
+    Used,
+}
+
+impl ApprovalStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Used => "used",
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl rusqlite::types::FromSql for ApprovalStatus {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let s = v.as_str()?;
+        [
+            ApprovalStatus::Pending,
+            ApprovalStatus::Approved,
+            ApprovalStatus::Denied,
+            ApprovalStatus::Used,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+        .ok_or_else(|| unknown_value("approval status", s))
+    }
+}
+
+/// Read as the gate's `Risk`; an unknown one is an error, not "high".
+struct StoredRisk(Risk);
+
+impl rusqlite::types::FromSql for StoredRisk {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let s = v.as_str()?;
+        Risk::parse(s)
+            .map(StoredRisk)
+            .ok_or_else(|| unknown_value("risk", s))
+    }
+}
+
 /// A turn about to be stored.
 #[derive(Debug, Default, Clone)]
 pub struct NewTurn<'a> {
     pub conversation_id: &'a str,
-    pub role: &'a str,
+    pub role: TurnRole,
     pub content: &'a str,
     pub tool_calls: Option<String>,
     pub tool_results: Option<String>,
@@ -119,7 +238,7 @@ pub struct Turn {
     pub conversation_id: String,
     pub turn_id: String,
     pub timestamp: String,
-    pub role: String,
+    pub role: TurnRole,
     pub content: String,
     pub tool_calls: Option<serde_json::Value>,
     pub tool_results: Option<serde_json::Value>,
@@ -144,10 +263,10 @@ pub struct PendingApproval {
     pub conversation_id: String,
     pub tool: String,
     pub arguments: serde_json::Value,
-    pub risk: String,
+    pub risk: Risk,
     pub reason: String,
     pub created_at: String,
-    pub status: String,
+    pub status: ApprovalStatus,
     pub decided_at: Option<String>,
     pub used_at: Option<String>,
 }
@@ -174,7 +293,7 @@ pub struct Hit {
     pub conversation_id: String,
     pub turn_id: String,
     pub timestamp: String,
-    pub role: String,
+    pub role: TurnRole,
     pub snippet: String,
     pub score: f64,
 }
@@ -278,7 +397,7 @@ fn tool_call_id(t: &Turn) -> Option<&str> {
 ///   `system` turns are left out.
 pub fn paired(turns: Vec<Turn>, limit: usize) -> Vec<Turn> {
     let mut start = turns.len().saturating_sub(limit);
-    while start > 0 && start < turns.len() && turns[start].role == "tool" {
+    while start > 0 && start < turns.len() && turns[start].role == TurnRole::Tool {
         start -= 1;
     }
     let mut out: Vec<Turn> = Vec::with_capacity(turns.len() - start);
@@ -294,7 +413,7 @@ pub fn paired(turns: Vec<Turn>, limit: usize) -> Vec<Turn> {
                 conversation_id,
                 turn_id: String::new(),
                 timestamp,
-                role: "tool".into(),
+                role: TurnRole::Tool,
                 content: NO_RESULT.into(),
                 tool_calls: None,
                 tool_results: None,
@@ -305,8 +424,8 @@ pub fn paired(turns: Vec<Turn>, limit: usize) -> Vec<Turn> {
         }
     };
     for mut t in turns.into_iter().skip(start) {
-        match t.role.as_str() {
-            "tool" => {
+        match t.role {
+            TurnRole::Tool => {
                 let answers = tool_call_id(&t).and_then(|id| open.iter().position(|o| o == id));
                 match answers {
                     Some(i) => {
@@ -318,9 +437,9 @@ pub fn paired(turns: Vec<Turn>, limit: usize) -> Vec<Turn> {
                     }
                 }
             }
-            "user" | "assistant" => {
+            TurnRole::User | TurnRole::Assistant => {
                 close(&mut out, &mut open, &opened_by);
-                if t.role == "assistant" {
+                if t.role == TurnRole::Assistant {
                     match call_ids(&t) {
                         Some(ids) => open = ids,
                         None => {
@@ -699,7 +818,7 @@ impl Memory {
             .collect();
         let mut turns = vec![NewTurn {
             conversation_id: &round.conversation_id,
-            role: "assistant",
+            role: TurnRole::Assistant,
             content: &round.content,
             tool_calls: Some(round.tool_calls.clone()),
             provider: Some(&round.provider),
@@ -709,7 +828,7 @@ impl Memory {
         }];
         turns.extend(round.results.iter().map(|r| NewTurn {
             conversation_id: &round.conversation_id,
-            role: "tool",
+            role: TurnRole::Tool,
             content: &r.content,
             tool_results: r.tool_results.clone(),
             metadata: Some(r.metadata.clone()),
@@ -717,7 +836,7 @@ impl Memory {
         }));
         turns.extend(no_result.into_iter().map(|meta| NewTurn {
             conversation_id: &round.conversation_id,
-            role: "tool",
+            role: TurnRole::Tool,
             content: missing,
             metadata: Some(meta),
             ..Default::default()
@@ -804,7 +923,7 @@ impl Memory {
                     conversation_id: t.conversation_id.to_string(),
                     turn_id: turn_id.clone(),
                     timestamp: util::now_rfc3339(),
-                    role: t.role.to_string(),
+                    role: t.role,
                     content: t.content.to_string(),
                     tool_calls: parse(&t.tool_calls),
                     tool_results: parse(&t.tool_results),
@@ -1108,7 +1227,7 @@ impl Memory {
         conversation_id: &str,
         tool: &str,
         args: &serde_json::Value,
-        risk: &str,
+        risk: Risk,
         reason: &str,
     ) -> Result<String> {
         let canonical = crate::receipts::canonical_json(args);
@@ -1136,7 +1255,7 @@ impl Memory {
                 tool,
                 canonical,
                 hash,
-                risk,
+                risk.as_str(),
                 reason,
                 util::now_rfc3339()
             ],
@@ -1177,7 +1296,7 @@ impl Memory {
                 conversation_id: r.get(1)?,
                 tool: r.get(2)?,
                 arguments: json_col(r.get(3)?).unwrap_or_default(),
-                risk: r.get(4)?,
+                risk: r.get::<_, StoredRisk>(4)?.0,
                 reason: r.get(5)?,
                 created_at: r.get(6)?,
                 status: r.get(7)?,
@@ -1192,7 +1311,16 @@ impl Memory {
     pub fn decide_approval(&self, id: &str, approve: bool) -> Result<()> {
         let n = self.conn.execute(
             "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",
-            params![id, if approve { "approved" } else { "denied" }, util::now_rfc3339()],
+            params![
+                id,
+                if approve {
+                    ApprovalStatus::Approved
+                } else {
+                    ApprovalStatus::Denied
+                }
+                .as_str(),
+                util::now_rfc3339()
+            ],
         )?;
         if n == 1 {
             return Ok(());
@@ -1325,7 +1453,7 @@ mod tests {
     fn add(m: &Memory, conv: &str, role: &str, content: &str) {
         m.add_turn(&NewTurn {
             conversation_id: conv,
-            role,
+            role: TurnRole::parse(role).unwrap(),
             content,
             ..Default::default()
         })
@@ -1336,9 +1464,9 @@ mod tests {
     fn a_round_is_stored_in_order_in_one_go() {
         let (m, dir) = mem();
         add(&m, "c", "user", "list the files");
-        let turn = |role, content| NewTurn {
+        let turn = |role: &str, content| NewTurn {
             conversation_id: "c",
-            role,
+            role: TurnRole::parse(role).unwrap(),
             content,
             ..Default::default()
         };
@@ -1361,9 +1489,15 @@ mod tests {
             .zip(ids.iter().map(String::as_str))
             .collect();
         assert_eq!(got, want);
-        // A bad turn (a role the schema refuses) rolls the whole round back.
+        // A turn the database refuses rolls the whole round back.
+        m.conn
+            .execute_batch(
+                "CREATE TEMP TRIGGER refuse BEFORE INSERT ON turns WHEN new.content = 'x'
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+            )
+            .unwrap();
         assert!(
-            m.add_turns(&[turn("tool", "c.txt"), turn("robot", "x")])
+            m.add_turns(&[turn("tool", "c.txt"), turn("tool", "x")])
                 .is_err()
         );
         assert_eq!(m.turns("c", None).unwrap().len(), 4);
@@ -1377,7 +1511,7 @@ mod tests {
             conversation_id: "c".into(),
             turn_id: format!("turn-{content}"),
             timestamp: "t".into(),
-            role: role.into(),
+            role: TurnRole::parse(role).unwrap(),
             content: content.into(),
             tool_calls: (!calls.is_empty()).then(|| {
                 serde_json::Value::Array(
@@ -1416,7 +1550,7 @@ mod tests {
                 "assistant" => {
                     let mut open = call_ids(&turns[i]).unwrap_or_default();
                     i += 1;
-                    while i < turns.len() && turns[i].role == "tool" {
+                    while i < turns.len() && turns[i].role == TurnRole::Tool {
                         match tool_call_id(&turns[i])
                             .and_then(|id| open.iter().position(|o| o == id))
                         {
@@ -1727,11 +1861,23 @@ mod tests {
                 "old",
                 "shell",
                 &serde_json::json!({"command": "ls"}),
-                "high",
+                Risk::High,
                 "r",
             )
             .unwrap();
-        assert_eq!(m.approvals(false).unwrap()[0].id, id);
+        let listed = &m.approvals(false).unwrap()[0];
+        assert_eq!(listed.id, id);
+        assert_eq!(
+            (listed.risk, listed.status),
+            (Risk::High, ApprovalStatus::Pending)
+        );
+        // A risk the gate does not know is an error naming it, never read
+        // as some risk (it used to be taken as "high").
+        m.conn
+            .execute("UPDATE approvals SET risk = 'catastrophic'", [])
+            .unwrap();
+        let e = m.approvals(false).unwrap_err();
+        assert!(e.msg.contains("unknown risk \"catastrophic\""), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

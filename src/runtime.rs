@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::control::{RunControl, Stop};
 use crate::error::{Error, IoContext, Kind, Outcome, Result};
-use crate::memory::{Memory, NewTurn, Round, RoundResult};
+use crate::memory::{Memory, NewTurn, Round, RoundResult, TurnRole};
 use crate::providers::visible::Visible;
 use crate::providers::{
     ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
@@ -442,7 +442,7 @@ impl<'a> Runtime<'a> {
                             conversation_id,
                             name,
                             args,
-                            d.risk.as_str(),
+                            d.risk,
                             &d.reason,
                         )?;
                         let then = match &self.rerun {
@@ -582,11 +582,12 @@ impl<'a> Runtime<'a> {
             .history(conversation_id, self.cfg.memory.context_turns)?;
         let mut out: Vec<Message> = Vec::new();
         for t in turns {
-            let role = match t.role.as_str() {
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                "tool" => Role::Tool,
-                _ => continue,
+            let role = match t.role {
+                TurnRole::User => Role::User,
+                TurnRole::Assistant => Role::Assistant,
+                TurnRole::Tool => Role::Tool,
+                // latchclaw's own words are never the model's.
+                TurnRole::System => continue,
             };
             let tool_calls: Vec<ToolCall> = t
                 .tool_calls
@@ -637,9 +638,9 @@ impl<'a> Runtime<'a> {
         self.memory.add_turn(&NewTurn {
             conversation_id: &conversation_id,
             role: if exit_reason == Outcome::Completed {
-                "assistant"
+                TurnRole::Assistant
             } else {
-                "system"
+                TurnRole::System
             },
             content: &answer,
             provider: Some(&provider),
@@ -701,7 +702,7 @@ impl<'a> Runtime<'a> {
         log::error!(target: "event::provider_error", "{e}");
         self.memory.add_turn(&NewTurn {
             conversation_id: &conv,
-            role: "assistant",
+            role: TurnRole::Assistant,
             content: &partial,
             provider: Some(&e.provider),
             model: Some(&model),
@@ -749,7 +750,7 @@ impl<'a> Runtime<'a> {
         let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {
             conversation_id: &conv,
-            role: "user",
+            role: TurnRole::User,
             content: message,
             provider: Some(provider.name()),
             model: Some(&model),

@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 
 /// Asks on the terminal whether pending approval `id` may be approved.
 pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
-    let risk = crate::security::Risk::parse(&p.risk).unwrap_or(crate::security::Risk::High);
+    let risk = p.risk;
     let d = crate::security::Decision::ask(
         risk,
         format!(

@@ -18,7 +18,7 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
                 "{}  {:8}  {:6}  {}  {}  {} {}",
                 p.id,
                 p.status,
-                p.risk,
+                p.risk.as_str(),
                 p.created_at,
                 p.conversation_id,
                 p.tool,
