@@ -422,7 +422,9 @@ Piped stdin is added to the message as context
 (`cat log | latchclaw agent \"summarise\"`); `-m -` reads the message itself
 from stdin; with stdin piped and no message, stdin is the message. On a
 terminal with no message, starts a REPL (/tools, /memory QUERY, /policy,
-/exit). Input over max_input_bytes is an error.
+/exit; lines are edited in place, /help lists the keys, Up/Down recall
+earlier lines from <state>/repl_history). Input over max_input_bytes is an
+error.
 
 On a terminal the answer appears as it streams in (never the model's
 <think> reasoning or tool-call syntax) and each tool call gets a status
