@@ -310,6 +310,8 @@ pub struct Security {
     /// Environment variables passed to shell commands besides the minimal set.
     pub shell_env_passthrough: Vec<String>,
     pub confinement: Confinement,
+    /// Secret-named files the tools may reach after all (`security::secret_files`).
+    pub secret_files_allow: Vec<String>,
 }
 
 impl Default for Security {
@@ -327,6 +329,7 @@ impl Default for Security {
             shell_allowlist: strings(DEFAULT_SHELL_ALLOWLIST),
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
+            secret_files_allow: Vec::new(),
         }
     }
 }
@@ -1107,6 +1110,18 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
             Confinement::ALLOWED,
         )
         .unwrap_or(d.confinement);
+    let secret_files_allow = match r.list(&mut sec, "secret_files_allow") {
+        Some(list) => {
+            let key = sec.key("secret_files_allow");
+            for (i, e) in list.iter().enumerate() {
+                if let Err(why) = crate::security::secret_files::check_allow_entry(e) {
+                    r.err(format!("{key}[{i}]: {why}"));
+                }
+            }
+            list
+        }
+        None => d.secret_files_allow,
+    };
     r.finish(sec);
     Security {
         autonomy,
@@ -1117,6 +1132,7 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         shell_allowlist,
         shell_env_passthrough,
         confinement,
+        secret_files_allow,
     }
 }
 

@@ -185,7 +185,7 @@ pub fn harden(
 
 /// Where git will start looking for its repository (`-C` applied), and the
 /// index of the subcommand word.
-fn start_dir_and_subcommand(
+pub(super) fn start_dir_and_subcommand(
     argv: &[String],
     cwd: &Path,
     gate: &Gate,
@@ -218,11 +218,16 @@ fn start_dir_and_subcommand(
 /// above it, not above the workspace (`GIT_CEILING_DIRECTORIES` stops git
 /// there too). A `.git` file must point inside the workspace.
 fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
+    Ok(find_repo_top(start, ws)?.map(|(gitdir, _)| gitdir))
+}
+
+/// [`find_repo`], and the top of the work tree it serves.
+pub(super) fn find_repo_top(start: &Path, ws: &Path) -> Result<Option<(PathBuf, PathBuf)>, String> {
     let mut dir = start.to_path_buf();
     loop {
         let dot = dir.join(".git");
         match std::fs::symlink_metadata(&dot) {
-            Ok(md) if md.is_dir() => return Ok(Some(dot)),
+            Ok(md) if md.is_dir() => return Ok(Some((dot, dir))),
             Ok(md) if md.is_file() => {
                 let text = read_small(&dot)?.unwrap_or_default();
                 let Some(target) = text.trim().strip_prefix("gitdir:") else {
@@ -239,7 +244,7 @@ fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
                         resolved.display()
                     ));
                 }
-                return Ok(Some(resolved));
+                return Ok(Some((resolved, dir)));
             }
             Ok(_) => {
                 return Err(format!(
@@ -262,7 +267,7 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// device or a file over [`MAX_CONFIG_BYTES`] is refused: the gate reads
 /// these outside the sandbox and must not follow a planted link or hang
 /// on `/dev/zero`.
-fn read_small(path: &Path) -> Result<Option<String>, String> {
+pub(super) fn read_small(path: &Path) -> Result<Option<String>, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = match std::fs::OpenOptions::new()
@@ -378,9 +383,9 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
 /// `(section, subsection, key, value)` of a git config file, sections and
 /// keys lowercased (git compares them case-insensitively).
 /// One setting: section, subsection, key (lowercased), value.
-type Entry = (String, Option<String>, String, String);
+pub(super) type Entry = (String, Option<String>, String, String);
 
-fn entries(text: &str) -> Vec<Entry> {
+pub(super) fn entries(text: &str) -> Vec<Entry> {
     entries_checked(text).unwrap_or_default()
 }
 

@@ -8,10 +8,12 @@
 
 pub mod confine;
 pub mod git;
+mod git_secrets;
 pub mod net;
 pub mod options;
 pub mod parse;
 pub mod plan;
+pub mod secret_files;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
@@ -150,6 +152,7 @@ pub struct Gate {
     file_write_max_bytes: usize,
     confinement: crate::config::Confinement,
     net: net::NetPolicy,
+    secret_allow: secret_files::Allow,
 }
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
@@ -223,6 +226,7 @@ impl Gate {
                 allowed_domains: cfg.tools.http.allowed_domains.clone(),
                 allow_private: cfg.tools.http.allow_private.clone(),
             },
+            secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
         }
     }
 
@@ -515,6 +519,9 @@ impl Gate {
                 workspace.display()
             ));
         }
+        if let Some(why) = self.secret_refusal(&lexical, &resolved) {
+            return Err(why);
+        }
         if let Ok(md) = std::fs::metadata(&resolved)
             && md.is_file()
             && md.nlink() > 1
@@ -545,6 +552,8 @@ impl Gate {
         };
         format!(
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
+             secret files (refused by name, read or write): {}\n\
+             secret_files_allow: {}\n\
              forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
              state (never reachable): {}\nshell confinement: {confinement}",
             self.autonomy.as_str(),
@@ -554,6 +563,12 @@ impl Gate {
             },
             self.workspace_only,
             list(&cfg.security.forbidden_paths),
+            secret_files::rules_shown(),
+            if cfg.security.secret_files_allow.is_empty() {
+                "(none)".to_string()
+            } else {
+                cfg.security.secret_files_allow.join(", ")
+            },
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
             self.tools_enabled(),

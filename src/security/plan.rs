@@ -241,6 +241,12 @@ fn tok_matches(t: &Tok, c: char) -> bool {
     }
 }
 
+/// `pattern` (`*`, `?`, `[…]`, nothing quoted) matched against one name.
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
+    let chars: Vec<(char, bool)> = pattern.chars().map(|c| (c, false)).collect();
+    matches(&compile(&chars), &name.chars().collect::<Vec<_>>())
+}
+
 /// Wildcard match without recursion: on a mismatch only the last star is
 /// retried, so the cost is at most name length × pattern length.
 fn matches(pat: &[Tok], name: &[char]) -> bool {

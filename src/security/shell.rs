@@ -236,7 +236,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
 
 /// `raw` made absolute against the command's directory (tools judge paths
 /// relative to the workspace; after `cd` the base is different).
-fn absolute(cwd: &Path, raw: &str) -> String {
+pub(super) fn absolute(cwd: &Path, raw: &str) -> String {
     if raw.starts_with('/') || raw.starts_with('~') {
         raw.to_string()
     } else {
@@ -326,6 +326,7 @@ fn judge_command(
             }),
             l => LINK_MAKERS.contains(&l),
         };
+    super::secret_files::guard_walk(&lower, &mut argv, cwd, gate)?;
     if lower == "diff" {
         argv.insert(1, "--no-dereference".to_string());
     }
@@ -639,6 +640,7 @@ fn judge_program(
     let mut trees = parsed.read_dirs_recursive.clone();
     if lower == "git" {
         git_reads(args, &parsed, &mut trees, cwd, gate)?;
+        super::git_secrets::judge(argv, &parsed, cwd, gate)?;
     }
     // How deep the walk lists: `find -maxdepth N` names entries down to N.
     // find takes the last `-maxdepth`; a value that is not plain digits is
@@ -778,6 +780,16 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
             }
             let r = rel.join(e.file_name());
             let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            // The copy would be the secret under the same name or, below a
+            // directory that is no longer `.git`, under a plain one.
+            if !is_dir && let Some(rule) = gate.secret_rule(&src.join(&r)) {
+                return Err(format!(
+                    "`cp` would copy {}, a secret-named file (rule \"{rule}\"); \
+                     [security] secret_files_allow lists exceptions",
+                    gate.shown(&src.join(&r))
+                ));
+            }
             for base in &bases {
                 let target = base.join(&r);
                 if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_symlink()) {
@@ -793,7 +805,7 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
                     check_link_copy(&src.join(&r), &target, gate)?;
                 }
             }
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
+            if is_dir {
                 stack.push((r, depth + 1));
             }
         }
@@ -842,10 +854,19 @@ fn git_reads(
     };
     let ws = gate.workspace()?;
     for a in args {
-        if let Some((rev, path)) = a.split_once(':')
-            && !rev.starts_with('-')
-            && !path.is_empty()
-        {
+        // An option's value may be a revision too (`--blob=HEAD:x`,
+        // `-L1,5:x`), and a path may hold a colon: every place the path
+        // could start is judged.
+        let word = match a.strip_prefix("--") {
+            Some(long) => long.split_once('=').map_or("", |(_, v)| v),
+            None if a.starts_with('-') => a.get(2..).unwrap_or(""),
+            None => a.as_str(),
+        };
+        for (at, _) in word.match_indices(':') {
+            let (rev, path) = (&word[..at], &word[at + 1..]);
+            if rev.starts_with('-') || path.is_empty() {
+                continue;
+            }
             // `HEAD:./x` is relative to the directory; `HEAD:x` to the top.
             let p = if path.starts_with("./") || path.starts_with("../") {
                 super::lexical_normalize(&cwd.join(path))

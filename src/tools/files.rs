@@ -115,6 +115,22 @@ impl Tool for FileList {
             };
             let ft = md.file_type();
             let name_text = name.to_string_lossy().into_owned();
+            // Named, so the model knows not to ask for it; never opened.
+            let here = dir.join(&name);
+            let rule = if ft.is_dir() {
+                None
+            } else if ft.is_symlink() {
+                crate::security::resolve(&here)
+                    .ok()
+                    .filter(|t| !t.is_dir())
+                    .and_then(|t| ctx.gate.secret_rule(&t))
+                    .or_else(|| ctx.gate.secret_rule(&here))
+            } else {
+                ctx.gate.secret_rule(&here)
+            };
+            let secret = rule.map_or_else(String::new, |rule| {
+                format!("  [secret-named (rule \"{rule}\"): refused]")
+            });
             let line = if ft.is_dir() {
                 (0, format!("dir   {name_text}/"))
             } else if ft.is_symlink() {
@@ -122,14 +138,17 @@ impl Tool for FileList {
                 (
                     2,
                     format!(
-                        "link  {name_text} -> {}",
+                        "link  {name_text} -> {}{secret}",
                         target.map_or_else(|_| "?".into(), |t| t.display().to_string())
                     ),
                 )
             } else if ft.is_file() {
-                (1, format!("file  {name_text}  ({})", human_size(md.len())))
+                (
+                    1,
+                    format!("file  {name_text}  ({}){secret}", human_size(md.len())),
+                )
             } else {
-                (3, format!("other {name_text}"))
+                (3, format!("other {name_text}{secret}"))
             };
             entries.push((name_text, line));
         }

@@ -141,6 +141,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_allowlist": cfg.security.shell_allowlist,
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
+            "secret_files_allow": cfg.security.secret_files_allow,
         },
         "providers": {"models": providers},
         "channels": {"cli": {

@@ -183,6 +183,8 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "workspace_only": cfg.security.workspace_only,
         "forbidden_paths": paths(&cfg.security.forbidden_paths),
         "forbidden_commands": cfg.security.forbidden_commands,
+        "secret_files": crate::security::secret_files::RULES.iter().map(|r| r.shown).collect::<Vec<_>>(),
+        "secret_files_allow": cfg.security.secret_files_allow,
         "shell_allowlist": cfg.security.shell_allowlist,
         "tools_enabled": cfg.channels.cli.tools_allow,
         "state_dir": cfg.state_dir.display().to_string(),

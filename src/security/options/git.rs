@@ -563,6 +563,9 @@ fn take<'a>(cx: &Cx, sc: &mut Scan<'a>, o: &'static O, val: Option<&'a str>) -> 
 impl Scan<'_> {
     /// Option values that are paths.
     fn apply(&self, cx: &Cx, p: &mut Parsed) {
+        p.git_operands
+            .extend(self.operands.iter().map(|a| a.to_string()));
+        p.git_pathspecs.extend(self.paths.iter().map(|a| cx.at(a)));
         for (o, val) in &self.hits {
             let Some(val) = val else { continue };
             match o.v {

@@ -48,6 +48,11 @@ pub struct Parsed {
     /// For git: the index in the full argv (`argv[0]` being `git`) of the
     /// subcommand word, i.e. `args[i - 1]` of the slice given to [`parse`].
     pub git_subcommand: Option<usize>,
+    /// For git: the subcommand's operands before `--` (revisions, or paths
+    /// git tells apart at run time) and the pathspecs after it, as paths
+    /// from latchclaw's directory.
+    pub git_operands: Vec<String>,
+    pub git_pathspecs: Vec<String>,
 }
 
 /// Reads `args` (the argv without `argv[0]`) the way `program` does.
@@ -348,9 +353,28 @@ fn missing(prog: &str, o: &O) -> String {
 /// Splits `args` into options (with their values) and operands exactly as
 /// the program's parser does.
 pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>>, String> {
+    getopt_end(spec, args).map(|(items, _)| items)
+}
+
+/// Where options a program reads as options can still be added to `args`:
+/// before the `--` that ends them (or, for a program that stops at its
+/// first operand, before that operand), else at the end. `None` for a
+/// program without a getopt table here, or an argv it refuses.
+pub fn options_end(program: &str, args: &[String]) -> Option<usize> {
+    let spec = match program {
+        "grep" => &search::GREP_SPEC,
+        "rg" => &search::RG_SPEC,
+        _ => return None,
+    };
+    getopt_end(spec, args).ok().map(|(_, end)| end)
+}
+
+/// [`getopt`], and the index in `args` where the options end.
+fn getopt_end<'a>(spec: &Spec, args: &'a [String]) -> Result<(Vec<Item<'a>>, usize), String> {
     let prog = spec.prog;
     let mut items = Vec::with_capacity(args.len());
     let mut ended = false;
+    let mut end = args.len();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();
@@ -361,6 +385,7 @@ pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>
         }
         if a == "--" {
             ended = true;
+            end = i - 1;
             continue;
         }
         if a.len() < 2 || !a.starts_with('-') {
@@ -371,7 +396,7 @@ pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>
                 for rest in &args[i..] {
                     items.push(Item::Arg(rest.as_str(), false));
                 }
-                return Ok(items);
+                return Ok((items, i - 1));
             }
             continue;
         }
@@ -458,7 +483,7 @@ pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>
             }
         }
     }
-    Ok(items)
+    Ok((items, end))
 }
 
 /// The usual walk over resolved items: option values that are paths go into

@@ -74,7 +74,7 @@ const GREP_OPTS: &[O] = &[
     o('X', "", R),
     o('y', "", N),
 ];
-const GREP_SPEC: Spec = Spec {
+pub(super) const GREP_SPEC: Spec = Spec {
     prog: "grep",
     opts: GREP_OPTS,
     order: Order::Permute,
@@ -274,7 +274,7 @@ const RG_OPTS: &[O] = &[
     o('I', "no-filename", N),
     o('w', "word-regexp", N),
 ];
-const RG_SPEC: Spec = Spec {
+pub(super) const RG_SPEC: Spec = Spec {
     prog: "rg",
     opts: RG_OPTS,
     order: Order::Permute,
