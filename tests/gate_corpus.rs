@@ -3,7 +3,8 @@
 //! the traps the cases refer to (links out, loops, hard links, forbidden
 //! directories inside the workspace, the state dir and state files moved into
 //! the workspace, files named like options, planted repositories and patches
-//! that turn files into links).
+//! that turn files into links, secret-named files, a repository that
+//! tracks one).
 
 mod common;
 
@@ -79,6 +80,34 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
         // latchclaw's own state, configured inside the workspace below.
         ("data/memory.sqlite", "SQLite format 3\0"),
         ("logs/tool_receipts.log", "{}\n"),
+        // Secret-named files and their innocent neighbours.
+        (".env", "KEY=1\n"),
+        (".envrc", "export KEY=1\n"),
+        ("deploy/.env.local", "KEY=2\n"),
+        ("id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n"),
+        ("id_rsa.pub", "ssh-rsa AAAA\n"),
+        ("tls/server.key", "k\n"),
+        ("tls/cert.pem", "c\n"),
+        ("credentials.json", "{}\n"),
+        (".aws/credentials", "[default]\n"),
+        (".npmrc", "//r/:_authToken=t\n"),
+        (".netrc", "machine h login u password p\n"),
+        ("secrets.yaml", "k: v\n"),
+        ("cert.p12", "p\n"),
+        ("env.txt", "KEY notes\n"),
+        ("keys.md", "KEY list\n"),
+        (".envs/readme.txt", "a directory named like a secret\n"),
+        (
+            ".git/config",
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+             [remote \"origin\"]\n\turl = https://u:t@example.invalid/r.git\n",
+        ),
+        ("app/.env", "KEY=3\n"),
+        ("app/server.key", "k\n"),
+        ("app/main.rs", "// KEY\n"),
+        ("app/.git/config", "[core]\n\tbare = false\n"),
+        ("plant-tracked/.npmrc", "//r/:_authToken=t\n"),
+        ("plant-tracked/src/a.rs", "fn a() {}\n"),
     ] {
         let p = ws.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -125,6 +154,30 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
         format!("gitdir: {}\n", out.join("repo.git").display()),
     )
     .unwrap();
+    // A repository that tracks a secret-named file.
+    let tracked = ws.join("plant-tracked");
+    for args in [
+        &["init", "-q"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=b@c",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    ] {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&tracked)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "git {args:?}: {st:?}");
+    }
     symlink(out.join("secret.txt"), ws.join("link-out")).unwrap();
     for d in ["plant-ls/sub", "plant-grep/sub"] {
         std::fs::create_dir_all(ws.join(d)).unwrap();
@@ -185,7 +238,7 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
         deny >= 1100 && allow >= 140,
         "corpus too small: {deny} deny, {allow} allow"
     );
-    // The seven attack classes, each tried at every autonomy level.
+    // The eight attack classes, each tried at every autonomy level.
     for class in [
         "c1-parse-differential",
         "c2-option-abuse",
@@ -194,6 +247,7 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
         "c5-races-and-links",
         "c6-process-control",
         "c7-forbidden-inside",
+        "c8-secret-files",
     ] {
         let of_class: Vec<&Value> = cases.iter().filter(|c| c["category"] == class).collect();
         assert!(of_class.len() >= 15, "{class}: {} cases", of_class.len());

@@ -561,6 +561,59 @@ mod tests {
         assert_eq!(varint(&[0x80]), None);
     }
 
+    /// Indexes git itself wrote: every version, both hash sizes, long and
+    /// prefix-sharing names; a split index is refused.
+    #[test]
+    fn reads_the_paths_of_real_indexes() {
+        let dir = std::env::temp_dir().join(crate::util::new_id("latchclaw-index"));
+        let names = [
+            ".env",
+            "a/.npmrc",
+            "a/b.txt",
+            "a/bb/c.txt",
+            &format!("deep/{}/{}/id_rsa", "x".repeat(200), "y".repeat(200)),
+        ];
+        let git = |repo: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        for (format, hash_len) in [("sha1", 20), ("sha256", 32)] {
+            let repo = dir.join(format);
+            for n in names {
+                let p = repo.join(n);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, n).unwrap();
+            }
+            git(&repo, &["init", "-q", &format!("--object-format={format}")]);
+            git(&repo, &["add", "."]);
+            for version in ["2", "3", "4"] {
+                git(&repo, &["update-index", "--index-version", version]);
+                let data = std::fs::read(repo.join(".git/index")).unwrap();
+                let got: Vec<String> = index_paths(&data, hash_len)
+                    .unwrap_or_else(|e| panic!("{format} v{version}: {e}"))
+                    .into_iter()
+                    .map(|n| String::from_utf8(n).unwrap())
+                    .collect();
+                assert_eq!(got, names, "{format} v{version}");
+                assert_eq!(
+                    object_format_sha256(&repo.join(".git")).unwrap(),
+                    hash_len == 32
+                );
+            }
+            git(&repo, &["update-index", "--split-index"]);
+            let data = std::fs::read(repo.join(".git/index")).unwrap();
+            let e = index_paths(&data, hash_len).unwrap_err();
+            assert!(e.contains("split index"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_broken_index_is_an_error_not_a_panic() {
         assert!(index_paths(b"", 20).is_err());

@@ -231,6 +231,7 @@ mod tests {
     fn the_toml_view_loads_to_the_same_config() {
         let path = Path::new("/cfg/config.toml");
         let text = "workspace_dir = \"/w/a $$HOME b\"\n\
+             [security]\nsecret_files_allow = [\".env.example\", \"fixtures/**\"]\n\
              [providers.models.m]\nkind = \"mock\"\nfixture = \"/f/$${x.toml\"\nstream = false\n\
              record_requests = \"rec $$1.jsonl\"\n\
              [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
@@ -246,6 +247,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
         assert_eq!(cfg.memory.path, PathBuf::from("/m/$$.db"));
+        assert_eq!(
+            cfg.security.secret_files_allow,
+            [".env.example", "fixtures/**"]
+        );
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),
