@@ -1982,6 +1982,158 @@ mod tests {
         }
     }
 
+    fn keyed_log(n: usize) -> (ReceiptLog, PathBuf) {
+        let (plain, dir) = log_with(0);
+        let log = ReceiptLog::with_key(plain.path(), Key::from_bytes(&[7; KEY_LEN]));
+        for i in 0..n {
+            let a = started(&log, "shell");
+            if i % 3 == 1 {
+                log.append(&NewReceipt {
+                    conversation_id: "c",
+                    tool: "shell",
+                    args: &json!({}),
+                    result: Some(&json!({})),
+                    status: Status::Denied,
+                    risk: Risk::High,
+                    reason: "a \"quoted\"\tword",
+                    started_id: None,
+                })
+                .unwrap();
+            }
+            outcome(&log, "shell", "allowed", &a);
+        }
+        (log, dir)
+    }
+
+    #[test]
+    fn keyed_lines_verify_the_same_on_both_paths_and_in_any_block() {
+        let (log, dir) = keyed_log(6);
+        let whole = log.verify().unwrap();
+        let Verify::Ok { count, auth, .. } = &whole else {
+            panic!("{whole:?}")
+        };
+        assert_eq!(
+            (*count, *auth),
+            (
+                14,
+                Auth {
+                    unkeyed: 0,
+                    keyed: 14,
+                    checked: true
+                }
+            )
+        );
+        for block in [1, 100, 333, 4096] {
+            assert_eq!(
+                log.verify_in_blocks(block, &[]).unwrap(),
+                whole,
+                "block {block}"
+            );
+        }
+        let key = log.keying.key().unwrap();
+        let other = Key::from_bytes(&[8; KEY_LEN]);
+        for line in lines(&log) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let mut o = v.as_object().unwrap().clone();
+            o.remove("hmac");
+            o.remove("receipt_hash");
+            let canonical = canonical_json(&Value::Object(o));
+            // The hmac is over exactly the bytes the hash is over.
+            assert_eq!(
+                v["hmac"],
+                json!(key.mac_hex(canonical.as_bytes())),
+                "{line}"
+            );
+            assert_eq!(
+                v["receipt_hash"],
+                json!(util::sha256_hex(canonical.as_bytes()))
+            );
+            let spaced = line.replacen(':', ": ", 1);
+            for l in [&line, &spaced] {
+                let l = format!("{l}\n");
+                assert!(check_self(l.as_bytes(), Some(key)).unwrap().keyed);
+                // Unchecked without a key; refused under another.
+                assert!(check_self(l.as_bytes(), None).unwrap().keyed);
+                let why = check_self(l.as_bytes(), Some(&other)).unwrap_err();
+                assert!(why.starts_with("bad hmac"), "{why}");
+            }
+            let upper = line.replace(
+                v["hmac"].as_str().unwrap(),
+                &v["hmac"].as_str().unwrap().to_uppercase(),
+            );
+            let why = check_self(format!("{upper}\n").as_bytes(), None).unwrap_err();
+            assert!(why.contains("not 64 lowercase hex digits"), "{why}");
+        }
+        // Opened without the key: the chain links, nothing is authenticated,
+        // and nothing unkeyed may follow.
+        let keyless = ReceiptLog::new(log.path());
+        match keyless.verify().unwrap() {
+            Verify::Ok { auth, .. } => assert_eq!((auth.keyed, auth.checked), (14, false)),
+            b => panic!("{b:?}"),
+        }
+        let err = keyless
+            .append(&NewReceipt {
+                conversation_id: "c",
+                tool: "time",
+                args: &json!({}),
+                result: Some(&json!({})),
+                status: Status::Allowed,
+                risk: Risk::Low,
+                reason: "",
+                started_id: None,
+            })
+            .unwrap_err();
+        assert!(
+            err.msg.contains("carries an hmac but the receipt key"),
+            "{err}"
+        );
+        assert_eq!(lines(&log).len(), 14);
+        // A keyed receipt must carry its hmac.
+        assert!(check_shape(Status::Keyed, true, false).is_err());
+        assert!(check_shape(Status::Keyed, false, true).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ensure_key_marks_an_unkeyed_log_once_and_finishes_a_cut_off_creation() {
+        let (plain, dir) = log_with(3);
+        let key_path = dir.join(KEY_FILE);
+        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((ready.created, ready.unkeyed), (true, 3));
+        let again = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((again.created, again.unkeyed), (false, 0));
+        let l = lines(&plain);
+        assert_eq!(l.len(), 4);
+        let keyed: Value = serde_json::from_str(&l[3]).unwrap();
+        assert_eq!(
+            (keyed["status"].as_str(), keyed["tool"].as_str()),
+            (Some("keyed"), Some("receipt key"))
+        );
+        let log = ReceiptLog::open(plain.path(), &key_path);
+        match log.verify().unwrap() {
+            Verify::Ok { auth, .. } => assert_eq!(
+                auth,
+                Auth {
+                    unkeyed: 3,
+                    keyed: 1,
+                    checked: true
+                }
+            ),
+            b => panic!("{b:?}"),
+        }
+        // Cut off after the `keyed` receipt, before the key got its name:
+        // the next call finishes with the same key and no second receipt.
+        let mut pending = key_path.as_os_str().to_owned();
+        pending.push(".new");
+        std::fs::rename(&key_path, &pending).unwrap();
+        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((ready.created, ready.unkeyed), (true, 3));
+        assert_eq!(lines(&plain).len(), 4);
+        assert!(!Path::new(&pending).exists());
+        assert!(matches!(log.verify().unwrap(), Verify::Ok { .. }));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
     #[test]
     fn canonical_json_sorts_keys() {
         assert_eq!(

@@ -1151,3 +1151,45 @@ fn repair_keys_its_receipt_and_refuses_without_the_key() {
         "{r:?}"
     );
 }
+
+#[test]
+fn a_key_made_for_a_torn_log_waits_for_the_repair() {
+    // A pre-key log whose last append was torn.
+    let old = shell_env();
+    for _ in 0..2 {
+        assert_eq!(tool_run(&old, "time", json!({})).0.code, 0);
+    }
+    let env = shell_env();
+    rechain(&env, &old.receipt_lines(), |_| Mac::Strip);
+    let whole = log_bytes(&env);
+    let log = env.state.join("tool_receipts.log");
+    std::fs::write(&log, [whole.as_slice(), b"{\"args_hash\":\"12"].concat()).unwrap();
+    // init sets up the rest and names the problem; no key is made.
+    let r = env.run(&["init", "--workspace", env.ws.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("(not created: ") && r.stdout.contains("torn line"),
+        "{r:?}"
+    );
+    let key = env.state.join("receipt.key");
+    assert!(!key.exists());
+    // A run cannot record its call either, so it does not run it.
+    let r = tool_refused(&env, "time", json!({}));
+    assert!(r.stderr.contains("receipt repair"), "{r:?}");
+    assert!(!key.exists());
+    // The repair (unkeyed, as the log is) ends it; the next run keys.
+    assert_eq!(env.run(&["receipt", "repair"]).code, 0);
+    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    assert!(key.exists());
+    assert_eq!(
+        statuses(&env),
+        ["allowed", "allowed", "repaired", "keyed", "allowed"]
+    );
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 0
+            && r.stdout
+                .contains("keyed: receipts 1–3 were written before the receipt key"),
+        "{r:?}"
+    );
+}
