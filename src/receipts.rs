@@ -11,11 +11,15 @@
 //! last line (a crash mid-append) and records that it did with a
 //! `repaired` receipt; it refuses any other damage.
 //!
-//! `receipt_hash = SHA256(canonical JSON of the receipt without receipt_hash)`,
-//! where canonical JSON is compact with keys sorted (serde_json's default map
-//! is a BTreeMap) and absent fields are left out. Appends hold an exclusive
-//! lock on the log from reading the last hash until the new line is on disk,
-//! so overlapping cron jobs keep one valid chain.
+//! `receipt_hash = SHA256(C)` and `hmac = HMAC-SHA256(receipt key, C)`, where
+//! C is the canonical JSON of the receipt without `receipt_hash` and `hmac`:
+//! compact with keys sorted (serde_json's default map is a BTreeMap) and
+//! absent fields left out. The hash chain proves order; the hmac, that a
+//! process holding the key wrote the receipt. Receipts written before the
+//! key existed carry no hmac: they may only come first, followed by the
+//! `keyed` receipt `ensure_key` writes. Appends hold an exclusive lock on
+//! the log from reading the last hash until the new line is on disk, so
+//! overlapping cron jobs keep one valid chain.
 
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::security::Risk;
@@ -604,10 +608,6 @@ impl ReceiptLog {
                 keying: Keying::Unusable(e.msg),
             },
         }
-    }
-
-    pub fn is_keyed(&self) -> bool {
-        self.keying.key().is_some()
     }
 
     #[cfg(test)]
