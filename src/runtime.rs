@@ -273,6 +273,11 @@ impl<'a> Runtime<'a> {
         }
     }
 
+    /// The hash of the last receipt this process wrote.
+    pub fn receipts_head(&self) -> Option<String> {
+        self.receipts_head.borrow().clone()
+    }
+
     /// After a run that wrote receipts: appends the chain's head to
     /// `receipts.anchor_file`, when one is set.
     pub fn anchor_head(&self) -> Result<()> {

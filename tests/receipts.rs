@@ -126,6 +126,7 @@ fn a_call_that_runs_leaves_started_then_outcome() {
     // `tool run` reports the outcome's id and the start's.
     assert_eq!(out["receipt_id"], done["id"]);
     assert_eq!(out["started_receipt_id"], start["id"]);
+    assert_eq!(out["receipts_head"], done["receipt_hash"]);
 
     // A tool that changes nothing (file_list, time, file_read,
     // memory_search) leaves no effect if cut off: one receipt, after it ran.

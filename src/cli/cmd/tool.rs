@@ -69,6 +69,7 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         "reason": record.reason,
         "receipt_id": record.receipt_id,
         "started_receipt_id": record.started_receipt_id,
+        "receipts_head": rt.receipts_head(),
         "success": result.success,
         "output": result.output,
         "error": result.error,
