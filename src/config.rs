@@ -430,6 +430,9 @@ pub struct ReceiptsConfig {
     /// In a loaded config, absolute; `default()` names a file in the state
     /// directory, where `Config::defaults` puts it.
     pub path: PathBuf,
+    /// Where `TIMESTAMP N HASH` is appended after every run that wrote
+    /// receipts; outside the state directory.
+    pub anchor_file: Option<PathBuf>,
 }
 
 impl Default for ReceiptsConfig {
@@ -437,6 +440,7 @@ impl Default for ReceiptsConfig {
         ReceiptsConfig {
             enabled: true,
             path: PathBuf::from("tool_receipts.log"),
+            anchor_file: None,
         }
     }
 }
@@ -944,6 +948,11 @@ impl Config {
         self.state_dir.join("ESTOP")
     }
 
+    /// The key receipts are HMAC'd with (README: keyed receipts).
+    pub fn receipt_key_path(&self) -> PathBuf {
+        self.state_dir.join(crate::receipts::KEY_FILE)
+    }
+
     /// The runtime's own files: never reachable through a tool.
     pub fn protected_paths(&self) -> Vec<PathBuf> {
         let mut v = vec![
@@ -951,7 +960,11 @@ impl Config {
             self.config_path.clone(),
             self.receipts.path.clone(),
             self.estop_path(),
+            // Inside the state directory, and named all the same: a tool
+            // that could read it could forge receipts.
+            self.receipt_key_path(),
         ];
+        v.extend(self.receipts.anchor_file.clone());
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let mut p = self.memory.path.clone().into_os_string();
             p.push(suffix);
@@ -1046,7 +1059,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     }
     let channels = read_channels(r, &mut top, d.channels);
     let memory = read_memory(r, &mut top, d.memory);
-    let receipts = read_receipts(r, &mut top, d.receipts);
+    let receipts = read_receipts(r, &mut top, d.receipts, &d.state_dir);
     let prompt = read_prompt(r, &mut top, d.prompt);
     let tools = read_tools(r, &mut top, d.tools);
     r.finish(top);
@@ -1193,12 +1206,51 @@ fn read_memory(r: &mut Reader, top: &mut Section, d: MemoryConfig) -> MemoryConf
     m
 }
 
-fn read_receipts(r: &mut Reader, top: &mut Section, d: ReceiptsConfig) -> ReceiptsConfig {
+/// `p` with `.` and `..` folded away, without asking the file system.
+fn lexical(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn read_receipts(
+    r: &mut Reader,
+    top: &mut Section,
+    d: ReceiptsConfig,
+    state_dir: &Path,
+) -> ReceiptsConfig {
     let mut rec = r.section(top, "receipts");
     let out = ReceiptsConfig {
         enabled: r.boolean(&mut rec, "enabled", d.enabled),
         path: r.path(&mut rec, "path").unwrap_or(d.path),
+        anchor_file: r.path(&mut rec, "anchor_file").or(d.anchor_file),
     };
+    if let Some(anchor) = &out.anchor_file {
+        // An anchor proves something only where whoever rewrites the log
+        // cannot rewrite it too.
+        if lexical(anchor).starts_with(lexical(state_dir)) {
+            r.err(format!(
+                "receipts.anchor_file: {} is inside the state directory {}; put it outside \
+                 (another disk, a directory only the operator writes, a synced folder)",
+                anchor.display(),
+                state_dir.display()
+            ));
+        } else if lexical(anchor) == lexical(&out.path) {
+            r.err(format!(
+                "receipts.anchor_file: {} is the receipts log itself (receipts.path)",
+                anchor.display()
+            ));
+        }
+    }
     r.finish(rec);
     out
 }
@@ -1589,6 +1641,39 @@ mod tests {
 
     fn errors(text: &str) -> Vec<String> {
         parse(text).err().map(|e| e.errors).unwrap_or_default()
+    }
+
+    #[test]
+    fn anchor_file_is_a_path_outside_the_state_dir_and_protected() {
+        assert_eq!(parse("").unwrap().receipts.anchor_file, None);
+        let c = parse("[receipts]\nanchor_file = \"heads/anchor.log\"\n").unwrap();
+        let anchor = PathBuf::from("/cfg/heads/anchor.log");
+        assert_eq!(c.receipts.anchor_file.as_ref(), Some(&anchor));
+        let protected = c.protected_paths();
+        assert!(protected.contains(&anchor), "{protected:?}");
+        assert!(protected.contains(&PathBuf::from("/state/receipt.key")));
+        for (text, want) in [
+            (
+                "anchor_file = \"/state/heads.log\"",
+                "inside the state directory /state",
+            ),
+            (
+                "anchor_file = \"/tmp/../state/x\"",
+                "inside the state directory",
+            ),
+            (
+                "path = \"/var/r.log\"\nanchor_file = \"/var/./r.log\"",
+                "is the receipts log itself",
+            ),
+            ("anchor_file = \"\"", "receipts.anchor_file: path is empty"),
+            ("anchor_file = 3", "receipts.anchor_file"),
+        ] {
+            let e = errors(&format!("[receipts]\n{text}\n"));
+            assert!(
+                e.len() == 1 && e[0].contains(want) && e[0].starts_with("receipts.anchor_file"),
+                "{text}: {e:?}"
+            );
+        }
     }
 
     #[test]

@@ -11,15 +11,20 @@
 //! last line (a crash mid-append) and records that it did with a
 //! `repaired` receipt; it refuses any other damage.
 //!
-//! `receipt_hash = SHA256(canonical JSON of the receipt without receipt_hash)`,
-//! where canonical JSON is compact with keys sorted (serde_json's default map
-//! is a BTreeMap) and absent fields are left out. Appends hold an exclusive
-//! lock on the log from reading the last hash until the new line is on disk,
-//! so overlapping cron jobs keep one valid chain.
+//! `receipt_hash = SHA256(C)` and `hmac = HMAC-SHA256(receipt key, C)`, where
+//! C is the canonical JSON of the receipt without `receipt_hash` and `hmac`:
+//! compact with keys sorted (serde_json's default map is a BTreeMap) and
+//! absent fields left out. The hash chain proves order; the hmac, that a
+//! process holding the key wrote the receipt. Receipts written before the
+//! key existed carry no hmac: they may only come first, followed by the
+//! `keyed` receipt `ensure_key` writes. Appends hold an exclusive lock on
+//! the log from reading the last hash until the new line is on disk, so
+//! overlapping cron jobs keep one valid chain.
 
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::security::Risk;
 use crate::util;
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -47,16 +52,21 @@ pub enum Status {
     Failed,
     /// `receipt repair` cut a torn last line.
     Repaired,
+    /// The receipt key was created for a log that already held receipts:
+    /// the first keyed receipt, so those before it are known to predate
+    /// the key (README: keyed receipts).
+    Keyed,
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
+    pub const ALL: [Status; 7] = [
         Status::Started,
         Status::Allowed,
         Status::Approved,
         Status::Denied,
         Status::Failed,
         Status::Repaired,
+        Status::Keyed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -67,6 +77,7 @@ impl Status {
             Status::Denied => "denied",
             Status::Failed => "failed",
             Status::Repaired => "repaired",
+            Status::Keyed => "keyed",
         }
     }
 
@@ -100,6 +111,245 @@ fn read_full(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<u
 
 pub struct ReceiptLog {
     path: PathBuf,
+    keying: Keying,
+}
+
+/// The receipt key's file name in the state directory.
+pub const KEY_FILE: &str = "receipt.key";
+/// Bytes of key: HMAC-SHA-256's block is 64, its output 32; 32 random
+/// bytes are as strong as the MAC.
+pub const KEY_LEN: usize = 32;
+
+/// The receipt key, ready to MAC (its padded blocks already absorbed, so
+/// each receipt costs only its own bytes).
+#[derive(Clone)]
+pub struct Key {
+    mac: Hmac<Sha256>,
+    /// Where it was read from, for messages.
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the bytes.
+        write!(f, "Key({:?})", self.path)
+    }
+}
+
+impl Key {
+    pub fn from_bytes(bytes: &[u8; KEY_LEN]) -> Key {
+        Key {
+            mac: <Hmac<Sha256> as KeyInit>::new_from_slice(bytes)
+                .expect("HMAC takes a key of any length"),
+            path: None,
+        }
+    }
+
+    /// Reads the key file: None when it does not exist. A file that is not
+    /// 32 bytes, or that others may read, is refused.
+    pub fn load(path: &Path) -> Result<Option<Key>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            // Not a directory: no key can be there either.
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot read the receipt key {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let meta = file
+            .metadata()
+            .ctx(|| format!("cannot stat the receipt key {}", path.display()))?;
+        if meta.mode() & 0o077 != 0 {
+            return Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "the receipt key {} may be read by others (mode {:o}): anyone who can read it \
+                     can forge receipts; `chmod 600 {0}` (and consider it leaked)",
+                    path.display(),
+                    meta.mode() & 0o777
+                ),
+            ));
+        }
+        let mut bytes = [0u8; KEY_LEN + 1];
+        let n = read_full(&mut file, &mut bytes)
+            .ctx(|| format!("cannot read the receipt key {}", path.display()))?;
+        let Ok(key) = <&[u8; KEY_LEN]>::try_from(&bytes[..n]) else {
+            return Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "the receipt key {} is not a key latchclaw wrote ({}{} bytes, not {KEY_LEN})",
+                    path.display(),
+                    if n > KEY_LEN { "more than " } else { "" },
+                    n.min(KEY_LEN)
+                ),
+            ));
+        };
+        let mut k = Key::from_bytes(key);
+        k.path = Some(path.to_path_buf());
+        Ok(Some(k))
+    }
+
+    /// The hmac of canonical bytes, as stored: lowercase hex.
+    pub fn mac_hex(&self, canonical: &[u8]) -> String {
+        let mut m = self.mac.clone();
+        m.update(canonical);
+        util::hex(&m.finalize().into_bytes())
+    }
+
+    fn verify(&self, canonical: &Canonical, tag: &[u8; 32]) -> bool {
+        let mut m = self.mac.clone();
+        for part in canonical {
+            m.update(part);
+        }
+        m.verify_slice(tag).is_ok()
+    }
+}
+
+/// Whether this log's receipts are keyed.
+#[derive(Debug, Clone)]
+enum Keying {
+    Key(Key),
+    /// No key: the key file does not exist (yet), or the log was opened
+    /// without one (`ReceiptLog::new`).
+    Missing(Option<PathBuf>),
+    /// The key exists but cannot be used: nothing is appended.
+    Unusable(String),
+}
+
+impl Keying {
+    fn key(&self) -> Option<&Key> {
+        match self {
+            Keying::Key(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// 32 bytes from the kernel's random source (getrandom(2), /dev/urandom
+/// where it is missing).
+fn random_key() -> Result<[u8; KEY_LEN]> {
+    let mut buf = [0u8; KEY_LEN];
+    let mut got = 0;
+    while got < KEY_LEN {
+        // SAFETY: writes at most the rest of `buf`, which this function owns.
+        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), KEY_LEN - got, 0) };
+        if n > 0 {
+            got += n as usize;
+            continue;
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::ENOSYS) => {
+                let mut f = File::open("/dev/urandom").ctx(|| "cannot open /dev/urandom".into())?;
+                std::io::Read::read_exact(&mut f, &mut buf)
+                    .ctx(|| "cannot read /dev/urandom".into())?;
+                return Ok(buf);
+            }
+            _ => return Err(Error::runtime(format!("getrandom failed: {err}"))),
+        }
+    }
+    Ok(buf)
+}
+
+/// What `ensure_key` did.
+#[derive(Debug)]
+pub struct KeyReady {
+    pub key: Key,
+    /// The key was made now (else it existed).
+    pub created: bool,
+    /// Receipts the log held when the key was made (a `keyed` receipt
+    /// followed them); 0 when it existed.
+    pub unkeyed: u64,
+}
+
+/// Makes sure the receipt key exists, creating it when it does not: 32
+/// random bytes, 0600, created with O_EXCL and never overwritten. When the
+/// log already holds receipts, a `keyed` receipt (the first keyed one) is
+/// appended before the key appears under its name, so a log whose receipts
+/// all lack an hmac while the key exists can only be a stripped one.
+/// Creators serialise on a lock on the key's directory; a crash anywhere
+/// leaves `receipt.key.new`, which the next call finishes with.
+pub fn ensure_key(key_path: &Path, log: &Path) -> Result<KeyReady> {
+    if let Some(key) = Key::load(key_path)? {
+        return Ok(KeyReady {
+            key,
+            created: false,
+            unkeyed: 0,
+        });
+    }
+    let dir = key_path.parent().unwrap_or(Path::new("/"));
+    let dir_file = File::open(dir).ctx(|| format!("cannot open {}", dir.display()))?;
+    dir_file
+        .lock()
+        .ctx(|| format!("cannot lock {}", dir.display()))?;
+    let ready = create_key_locked(key_path, log);
+    let _ = dir_file.unlock();
+    ready
+}
+
+fn create_key_locked(key_path: &Path, log_path: &Path) -> Result<KeyReady> {
+    // Another process may have made it while this one waited.
+    if let Some(key) = Key::load(key_path)? {
+        return Ok(KeyReady {
+            key,
+            created: false,
+            unkeyed: 0,
+        });
+    }
+    let mut pending = key_path.as_os_str().to_owned();
+    pending.push(".new");
+    let pending = PathBuf::from(pending);
+    let mut key = match Key::load(&pending) {
+        Ok(Some(k)) => k,
+        // None, or a torn one from a crash mid-write: start over.
+        _ => {
+            let _ = std::fs::remove_file(&pending);
+            let bytes = random_key()?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&pending)
+                .ctx(|| format!("cannot create {}", pending.display()))?;
+            f.write_all(&bytes)
+                .and_then(|_| f.sync_all())
+                .ctx(|| format!("cannot write {}", pending.display()))?;
+            Key::from_bytes(&bytes)
+        }
+    };
+    key.path = Some(key_path.to_path_buf());
+    let log = ReceiptLog {
+        path: log_path.to_path_buf(),
+        keying: Keying::Key(key.clone()),
+    };
+    let unkeyed = match log.mark_keyed() {
+        Ok(n) => n,
+        Err(e) => {
+            if e.kind == Kind::Integrity {
+                // No receipt is keyed with it: it is nobody's key.
+                let _ = std::fs::remove_file(&pending);
+            }
+            return Err(e);
+        }
+    };
+    // link(2) never replaces a file: the key is never overwritten.
+    std::fs::hard_link(&pending, key_path)
+        .ctx(|| format!("cannot create the receipt key {}", key_path.display()))?;
+    let _ = std::fs::remove_file(&pending);
+    sync_dir(key_path);
+    log::info!(target: "event::receipt_key_created", "path={} unkeyed={unkeyed}", key_path.display());
+    Ok(KeyReady {
+        key,
+        created: true,
+        unkeyed,
+    })
 }
 
 /// What a caller knows about one step of a call.
@@ -129,12 +379,133 @@ pub enum Verify {
         head: String,
         /// Started receipts no outcome refers to, in log order.
         unfinished: Vec<Unfinished>,
+        auth: Auth,
     },
     Broken {
+        /// 1-based; 0 when no one receipt is at fault (a recorded head
+        /// missing from the chain, a key with no keyed receipt).
         position: u64,
         count: u64,
         why: String,
     },
+}
+
+/// Which receipts of a chain that links are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Auth {
+    /// Receipts 1..=unkeyed carry no hmac: written before the key existed.
+    pub unkeyed: u64,
+    /// The receipts after them, each with an hmac.
+    pub keyed: u64,
+    /// Their hmacs were checked under the key (false: there was no key to
+    /// check them with, so they are not authenticated).
+    pub checked: bool,
+}
+
+/// A head recorded earlier (`receipt head`, an anchor) that the chain must
+/// still hold: the receipt at `position` has `hash`, or with no position,
+/// some receipt has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    pub position: Option<u64>,
+    pub hash: String,
+}
+
+/// Tracks the keyed part of the chain in log order: an unkeyed prefix,
+/// then keyed receipts only, the first of them the `keyed` receipt when
+/// there is a prefix.
+#[derive(Default)]
+struct KeyedRun {
+    unkeyed: u64,
+    keyed: u64,
+}
+
+impl KeyedRun {
+    fn track(
+        &mut self,
+        position: u64,
+        keyed: bool,
+        status: Status,
+    ) -> std::result::Result<(), String> {
+        match (keyed, self.keyed > 0) {
+            (false, true) => Err(format!(
+                "receipt {position} has no hmac, but the receipts before it from {} on are \
+                 keyed: its hmac was stripped (latchclaw writes every receipt under the key \
+                 once it exists)",
+                self.unkeyed + 1
+            )),
+            (false, false) => {
+                self.unkeyed += 1;
+                Ok(())
+            }
+            (true, false) if self.unkeyed > 0 && status != Status::Keyed => Err(format!(
+                "receipt {position} is the first with an hmac, but not the `keyed` receipt \
+                 latchclaw writes when it creates the key for a log that has receipts: the \
+                 hmacs of {} were stripped",
+                span(1, self.unkeyed)
+            )),
+            (true, _) => {
+                self.keyed += 1;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `receipt 4`, `receipts 1–4`.
+pub fn span(from: u64, to: u64) -> String {
+    if from == to {
+        format!("receipt {from}")
+    } else {
+        format!("receipts {from}–{to}")
+    }
+}
+
+/// The recorded heads, checked as the chain is replayed.
+struct Expected<'a> {
+    expect: &'a [Expect],
+    found: Vec<bool>,
+}
+
+impl Expected<'_> {
+    fn check(&mut self, position: u64, hash: &str) -> std::result::Result<(), String> {
+        for (e, found) in self.expect.iter().zip(self.found.iter_mut()) {
+            match e.position {
+                Some(p) if p == position && e.hash != hash => {
+                    return Err(format!(
+                        "receipt {p} has the hash {hash}, not {} as recorded (--since {p}:{}): \
+                         the log was rewritten at or before receipt {p}",
+                        e.hash, e.hash
+                    ));
+                }
+                Some(p) if p != position => {}
+                _ if e.hash == hash => *found = true,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The first recorded head the whole chain did not hold.
+    fn missing(&self, count: u64) -> Option<String> {
+        let (e, _) = self
+            .expect
+            .iter()
+            .zip(&self.found)
+            .find(|(_, found)| !**found)?;
+        Some(match e.position {
+            Some(p) => format!(
+                "the log holds {count} receipts, but receipt {p} was recorded with the hash {} \
+                 (--since {p}:{}): receipts were removed, or this is another log",
+                e.hash, e.hash
+            ),
+            None => format!(
+                "the recorded head {} (--expect-head) is in no receipt of the chain: the log \
+                 was rewritten or cut short, or this is another log",
+                e.hash
+            ),
+        })
+    }
 }
 
 /// A call whose started receipt has no outcome: latchclaw was cut off
@@ -166,23 +537,76 @@ fn check_shape(status: Status, result: bool, started_id: bool) -> std::result::R
         Status::Started if result => Err(
             "invalid receipt: a started receipt has no result_hash (the tool has not run)".into(),
         ),
-        Status::Repaired if result => {
-            Err("invalid receipt: a repaired receipt has no result_hash (no tool ran)".into())
-        }
-        Status::Started | Status::Denied | Status::Repaired if started_id => Err(format!(
-            "invalid receipt: a {} receipt has no started_id (only an outcome refers to its start)",
+        Status::Repaired | Status::Keyed if result => Err(format!(
+            "invalid receipt: a {} receipt has no result_hash (no tool ran)",
             status.as_str()
         )),
-        Status::Started | Status::Repaired => Ok(()),
+        Status::Started | Status::Denied | Status::Repaired | Status::Keyed if started_id => {
+            Err(format!(
+                "invalid receipt: a {} receipt has no started_id (only an outcome refers to its start)",
+                status.as_str()
+            ))
+        }
+        Status::Started | Status::Repaired | Status::Keyed => Ok(()),
         _ if !result => Err("invalid receipt: missing field `result_hash`".into()),
         _ => Ok(()),
     }
 }
 
+/// The last receipt of a log, as an append needs it.
+struct Tail {
+    hash: String,
+    keyed: bool,
+}
+
 impl ReceiptLog {
+    /// A log opened without a key: receipts are written without an hmac,
+    /// and the hmacs of keyed ones are not checked.
     pub fn new(path: &Path) -> ReceiptLog {
         ReceiptLog {
             path: path.to_path_buf(),
+            keying: Keying::Missing(None),
+        }
+    }
+
+    /// A log whose receipts are keyed with the key at `key_path`, if it
+    /// exists (it is never created here: see `ensure_key`). A key that
+    /// cannot be used is reported by every append and by `verify`.
+    pub fn open(path: &Path, key_path: &Path) -> ReceiptLog {
+        let keying = match Key::load(key_path) {
+            Ok(Some(k)) => Keying::Key(k),
+            Ok(None) => Keying::Missing(Some(key_path.to_path_buf())),
+            Err(e) => Keying::Unusable(e.msg),
+        };
+        ReceiptLog {
+            path: path.to_path_buf(),
+            keying,
+        }
+    }
+
+    /// A log keyed with `key`.
+    pub fn with_key(path: &Path, key: Key) -> ReceiptLog {
+        ReceiptLog {
+            path: path.to_path_buf(),
+            keying: Keying::Key(key),
+        }
+    }
+
+    /// The log for a run: the key is created first when the state
+    /// directory exists and the key does not (`ensure_key`); a key that
+    /// cannot be made or read leaves the log refusing appends, so no tool
+    /// runs unrecorded.
+    pub fn for_run(path: &Path, key_path: &Path) -> ReceiptLog {
+        let state_dir_exists = key_path.parent().is_some_and(Path::is_dir);
+        if !state_dir_exists {
+            return ReceiptLog::open(path, key_path);
+        }
+        match ensure_key(key_path, path) {
+            Ok(ready) => ReceiptLog::with_key(path, ready.key),
+            Err(e) => ReceiptLog {
+                path: path.to_path_buf(),
+                keying: Keying::Unusable(e.msg),
+            },
         }
     }
 
@@ -202,7 +626,46 @@ impl ReceiptLog {
             .metadata()
             .ctx(|| format!("cannot stat {}", self.path.display()))?
             .len();
-        self.last_hash(&file, len).map(|_| ())
+        let tail = self.last_hash(&file, len)?;
+        self.key_for_append(&tail, len, false).map(|_| ())
+    }
+
+    /// The key a new receipt is written with, or why none may be written:
+    /// a keyed log goes on keyed, an unkeyed one only until the key exists.
+    fn key_for_append(&self, tail: &Tail, len: u64, marker: bool) -> Result<Option<&Key>> {
+        match &self.keying {
+            Keying::Unusable(why) => Err(Error::new(
+                Kind::Integrity,
+                format!("{why} (no receipt is appended)"),
+            )),
+            Keying::Key(k) if len > 0 && !tail.keyed && !marker => Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "the receipt key {} exists but the last receipt in {} has no hmac: a log \
+                     is keyed from the `keyed` receipt written when its key is made, so hmacs \
+                     were stripped (see `latchclaw receipt verify`); no receipt is appended",
+                    k.path
+                        .as_deref()
+                        .map_or_else(String::new, |p| p.display().to_string()),
+                    self.path.display()
+                ),
+            )),
+            Keying::Key(k) => Ok(Some(k)),
+            Keying::Missing(key_path) if tail.keyed => Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "the last receipt in {} carries an hmac but the receipt key {}is missing: \
+                     restore it (a receipt without an hmac after keyed ones reads as a stripped \
+                     hmac); no receipt is appended",
+                    self.path.display(),
+                    key_path
+                        .as_deref()
+                        .map(|p| format!("{} ", p.display()))
+                        .unwrap_or_default()
+                ),
+            )),
+            Keying::Missing(_) => Ok(None),
+        }
     }
 
     /// Appends one receipt under an exclusive lock and flushes it to disk.
@@ -230,18 +693,132 @@ impl ReceiptLog {
         result
     }
 
+    /// Under the log's lock, for `ensure_key`: appends the `keyed` receipt
+    /// when the log holds receipts without an hmac; returns how many.
+    fn mark_keyed(&self) -> Result<u64> {
+        let mut file = match OpenOptions::new().read(true).append(true).open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+            Err(e) => {
+                return Err(Error::runtime(format!(
+                    "cannot open receipts log {}: {e}",
+                    self.path.display()
+                )));
+            }
+        };
+        file.lock()
+            .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
+        let result = self.mark_keyed_locked(&mut file);
+        let _ = file.unlock();
+        result
+    }
+
+    fn mark_keyed_locked(&self, file: &mut File) -> Result<u64> {
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        if len == 0 {
+            return Ok(0);
+        }
+        let tail = ReceiptLog::new(&self.path).last_hash(file, len)?;
+        let count = self.count_lines(file, len)?;
+        if tail.keyed {
+            // Verified under this key: an earlier attempt, cut off before
+            // the key got its name, wrote the `keyed` receipt.
+            return match self.last_hash(file, len) {
+                Ok(_) => Ok(count - 1),
+                Err(_) => Err(Error::new(
+                    Kind::Integrity,
+                    format!(
+                        "the receipts log {} is keyed (its last receipt carries an hmac), but the \
+                         receipt key {} is missing: restore it. A new key would fail every keyed \
+                         receipt; to start a new chain, move the log aside (receipts.path)",
+                        self.path.display(),
+                        self.keying
+                            .key()
+                            .and_then(|k| k.path.as_deref())
+                            .map_or_else(String::new, |p| p.display().to_string())
+                    ),
+                )),
+            };
+        }
+        let key_path = self
+            .keying
+            .key()
+            .and_then(|k| k.path.as_deref())
+            .map_or_else(String::new, |p| p.display().to_string());
+        let args = serde_json::json!({"key": key_path, "unkeyed": count});
+        let reason = format!(
+            "the receipt key {key_path} was created: {} before this one {} written without it \
+             (not authenticated); every receipt from this one on carries an hmac",
+            if count == 1 {
+                "receipt 1".to_string()
+            } else {
+                format!("receipts 1–{count}")
+            },
+            if count == 1 { "was" } else { "were" }
+        );
+        self.append_locked(
+            file,
+            &NewReceipt {
+                conversation_id: "cli-receipt-key",
+                tool: "receipt key",
+                args: &args,
+                result: None,
+                status: Status::Keyed,
+                risk: Risk::Low,
+                reason: &reason,
+                started_id: None,
+            },
+        )?;
+        Ok(count)
+    }
+
+    /// Newlines in the first `len` bytes.
+    fn count_lines(&self, file: &File, len: u64) -> Result<u64> {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        let mut n = 0u64;
+        while at < len {
+            let want = buf.len().min((len - at) as usize);
+            file.read_exact_at(&mut buf[..want], at)
+                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            n += memchr::memchr_iter(b'\n', &buf[..want]).count() as u64;
+            at += want as u64;
+        }
+        Ok(n)
+    }
+
+    /// The number of receipts and the last one's hash, without replaying
+    /// the chain: the last line is checked on its own (hash, and hmac under
+    /// the key). What an anchor records after a run.
+    pub fn head(&self) -> Result<(u64, String)> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok((0, GENESIS.into()));
+        };
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        let tail = self.last_hash(&file, len)?;
+        Ok((self.count_lines(&file, len)?, tail.hash))
+    }
+
     fn append_locked(&self, file: &mut File, r: &NewReceipt) -> Result<Written> {
         let len = file
             .metadata()
             .ctx(|| format!("cannot stat {}", self.path.display()))?
             .len();
-        let previous_hash = self.last_hash(file, len)?;
+        let tail = self.last_hash(file, len)?;
+        let key = self.key_for_append(&tail, len, r.status == Status::Keyed)?;
         let id = util::new_id("receipt");
         let mut stored = Stored {
             args_hash: hash_value(r.args).into(),
             conversation_id: r.conversation_id.into(),
+            hmac: None,
             id: id.as_str().into(),
-            previous_hash: previous_hash.into(),
+            previous_hash: tail.hash.into(),
             reason: r.reason.into(),
             receipt_hash: None,
             result_hash: r.result.map(|v| hash_value(v).into()),
@@ -251,8 +828,11 @@ impl ReceiptLog {
             timestamp: util::now_rfc3339().into(),
             tool: r.tool.into(),
         };
-        let receipt_hash = stored.hash();
+        let mut canonical = Vec::with_capacity(512);
+        stored.canonical_into(&mut canonical);
+        let receipt_hash = util::hex(&Sha256::digest(&canonical));
         stored.receipt_hash = Some(receipt_hash.as_str().into());
+        stored.hmac = key.map(|k| k.mac_hex(&canonical).into());
         let mut line = serde_json::to_string(&stored)
             .map_err(|e| Error::new(Kind::Internal, format!("cannot encode a receipt: {e}")))?;
         line.push('\n');
@@ -272,10 +852,13 @@ impl ReceiptLog {
     }
 
     /// Reads the hash of the last receipt, refusing to build on a torn or
-    /// altered last line.
-    fn last_hash(&self, file: &File, len: u64) -> Result<String> {
+    /// altered last line (or one whose hmac fails under the key).
+    fn last_hash(&self, file: &File, len: u64) -> Result<Tail> {
         if len == 0 {
-            return Ok(GENESIS.to_string());
+            return Ok(Tail {
+                hash: GENESIS.to_string(),
+                keyed: false,
+            });
         }
         let mut chunk = 4096u64;
         loop {
@@ -303,10 +886,14 @@ impl ReceiptLog {
         }
     }
 
-    fn hash_of_line(&self, line: &[u8]) -> Result<String> {
+    fn hash_of_line(&self, line: &[u8]) -> Result<Tail> {
         let mut l = line.to_vec();
         l.push(b'\n');
-        check_self(&l).map(|c| c.hash).map_err(|why| {
+        let checked = check_self(&l, self.keying.key()).map(|c| Tail {
+            hash: c.hash,
+            keyed: c.keyed,
+        });
+        checked.map_err(|why| {
             Error::new(
                 Kind::Integrity,
                 format!(
@@ -337,23 +924,37 @@ impl ReceiptLog {
 
     /// Replays the whole log in one streaming pass; memory stays flat.
     pub fn verify(&self) -> Result<Verify> {
-        self.verify_in_blocks(VERIFY_BLOCK)
+        self.verify_expecting(&[])
     }
 
-    fn verify_in_blocks(&self, block: usize) -> Result<Verify> {
-        let Some(mut file) = self.open_for_read()? else {
-            return Ok(Verify::Ok {
-                count: 0,
-                head: GENESIS.into(),
-                unfinished: Vec::new(),
-            });
-        };
-        self.verify_from(&mut file, block)
+    /// `verify`, and every recorded head in `expect` must still be in the
+    /// chain.
+    pub fn verify_expecting(&self, expect: &[Expect]) -> Result<Verify> {
+        self.verify_in_blocks(VERIFY_BLOCK, expect)
+    }
+
+    fn verify_in_blocks(&self, block: usize, expect: &[Expect]) -> Result<Verify> {
+        match self.open_for_read()? {
+            Some(mut file) => self.verify_from(&mut file, block, expect),
+            None => self.verify_from(&mut std::io::empty(), block, expect),
+        }
     }
 
     /// Verifies the log as `file` reads it (the whole log, or the part of
     /// it before a torn last line).
-    fn verify_from(&self, file: &mut impl std::io::Read, block: usize) -> Result<Verify> {
+    fn verify_from(
+        &self,
+        file: &mut impl std::io::Read,
+        block: usize,
+        expect: &[Expect],
+    ) -> Result<Verify> {
+        if let Keying::Unusable(why) = &self.keying {
+            return Err(Error::new(
+                Kind::Integrity,
+                format!("cannot authenticate the receipts: {why}"),
+            ));
+        }
+        let key = self.keying.key();
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(8);
@@ -361,6 +962,11 @@ impl ReceiptLog {
         let mut position = 0u64;
         let mut first_break: Option<(u64, String)> = None;
         let mut calls = OpenCalls::default();
+        let mut run = KeyedRun::default();
+        let mut expected = Expected {
+            expect,
+            found: vec![false; expect.len()],
+        };
         // The log is read in fixed-size blocks, so memory stays flat: each
         // block's whole lines are hashed on all cores, then linked in order.
         let mut buf: Vec<u8> = Vec::with_capacity(block);
@@ -398,7 +1004,9 @@ impl ReceiptLog {
                     let handles: Vec<_> = lines
                         .chunks(chunk)
                         .map(|c| {
-                            s.spawn(move || c.iter().map(|l| check_self(l)).collect::<Vec<_>>())
+                            s.spawn(move || {
+                                c.iter().map(|l| check_self(l, key)).collect::<Vec<_>>()
+                            })
                         })
                         .collect();
                     handles
@@ -417,7 +1025,9 @@ impl ReceiptLog {
                 }
                 let linked = r.and_then(|c| {
                     link(&c.previous_hash, &prev)?;
+                    run.track(position, c.keyed, c.status)?;
                     calls.track(position, c.step)?;
+                    expected.check(position, &c.hash)?;
                     Ok(c.hash)
                 });
                 match linked {
@@ -427,11 +1037,37 @@ impl ReceiptLog {
             }
             buf.drain(..end);
         }
+        if first_break.is_none() {
+            first_break = expected.missing(position).map(|why| (0, why));
+        }
+        if first_break.is_none()
+            && let Some(k) = key
+            && position > 0
+            && run.keyed == 0
+        {
+            first_break = Some((
+                0,
+                format!(
+                    "the receipt key {}exists, but none of the {position} receipts carries an \
+                     hmac: latchclaw writes a keyed `keyed` receipt before it creates the key for \
+                     a log that has receipts, so the hmacs were stripped",
+                    k.path
+                        .as_deref()
+                        .map(|p| format!("{} ", p.display()))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
         Ok(match first_break {
             None => Verify::Ok {
                 count: position,
                 head: prev,
                 unfinished: calls.unfinished(),
+                auth: Auth {
+                    unkeyed: run.unkeyed,
+                    keyed: run.keyed,
+                    checked: key.is_some(),
+                },
             },
             Some((p, why)) => Verify::Broken {
                 position: p,
@@ -482,41 +1118,65 @@ impl ReceiptLog {
             .len();
         let cut = self.after_last_newline(file, len)?;
         let mut whole = std::io::Read::take(self.rewound(file)?, cut);
-        let (count, head, unfinished) = match self.verify_from(&mut whole, VERIFY_BLOCK)? {
-            Verify::Ok {
-                count,
-                head,
-                unfinished,
-            } => (count, head, unfinished),
-            Verify::Broken {
-                position,
-                count,
-                why,
-            } => {
-                let torn_after = u64::from(cut < len);
-                return Ok(Repair::Refused {
+        let (count, head, unfinished, keyed_before) =
+            match self.verify_from(&mut whole, VERIFY_BLOCK, &[])? {
+                Verify::Ok {
+                    auth:
+                        Auth {
+                            unkeyed,
+                            keyed,
+                            checked: false,
+                        },
+                    ..
+                } if keyed > 0 => {
+                    // Checked before anything changes: the `repaired` receipt
+                    // could not be keyed.
+                    return Err(Error::new(
+                        Kind::Integrity,
+                        format!(
+                            "not repaired: {} carry an hmac but there is no receipt key to check \
+                         them with or to key the `repaired` receipt; restore the key; the log \
+                         is unchanged",
+                            span(unkeyed + 1, unkeyed + keyed)
+                        ),
+                    ));
+                }
+                Verify::Ok {
+                    count,
+                    head,
+                    unfinished,
+                    auth,
+                } => (count, head, unfinished, auth.keyed > 0),
+                Verify::Broken {
                     position,
-                    count: count + torn_after,
+                    count,
                     why,
-                });
-            }
-        };
+                } => {
+                    let torn_after = u64::from(cut < len);
+                    return Ok(Repair::Refused {
+                        position,
+                        count: count + torn_after,
+                        why,
+                    });
+                }
+            };
         if cut == len {
             return Ok(Repair::Intact { count, head });
         }
         let mut tail = vec![0u8; (len - cut) as usize];
         file.read_exact_at(&mut tail, cut)
             .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-        let whole_line = match judge_tail(&tail, &head, &unfinished) {
-            Ok(whole) => whole,
-            Err(why) => {
-                return Ok(Repair::Refused {
-                    position: count + 1,
-                    count: count + 1,
-                    why,
-                });
-            }
-        };
+        let whole_line =
+            match judge_tail(&tail, &head, &unfinished, keyed_before, self.keying.key()) {
+                Ok(whole) => whole,
+                Err(why) => {
+                    return Ok(Repair::Refused {
+                        position: count + 1,
+                        count: count + 1,
+                        why,
+                    });
+                }
+            };
         let backup = self.backup(file, len)?;
         let dropped = if whole_line { 0 } else { tail.len() as u64 };
         let dropped_sha256 = util::sha256_hex(&tail[..dropped as usize]);
@@ -674,6 +1334,23 @@ impl ReceiptLog {
     }
 }
 
+/// Appends `TIMESTAMP N HASH` to an anchor file (created 0600 if
+/// missing): a head `receipt verify --since N:HASH` checks later.
+pub fn append_anchor(path: &Path, count: u64, head: &str) -> Result<()> {
+    let line = format!("{} {count} {head}\n", util::now_rfc3339());
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .ctx(|| format!("cannot open the anchor file {}", path.display()))?;
+    // One write(2) of a short line to an O_APPEND file: lines of runs that
+    // end together do not interleave.
+    f.write_all(line.as_bytes())
+        .and_then(|_| f.sync_data())
+        .ctx(|| format!("cannot append to the anchor file {}", path.display()))
+}
+
 /// What `ReceiptLog::repair` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Repair {
@@ -709,6 +1386,8 @@ fn judge_tail(
     tail: &[u8],
     head: &str,
     unfinished: &[Unfinished],
+    keyed_before: bool,
+    key: Option<&Key>,
 ) -> std::result::Result<bool, String> {
     let text = tail.strip_suffix(&[0][..]).map_or(tail, |_| {
         let keep = tail.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
@@ -737,9 +1416,12 @@ fn judge_tail(
     }
     let mut line = tail.to_vec();
     line.push(b'\n');
-    let checked = check_self(&line)
+    let checked = check_self(&line, key)
         .and_then(|c| {
             link(&c.previous_hash, head)?;
+            if keyed_before && !c.keyed {
+                return Err("it has no hmac, after keyed receipts (a stripped hmac)".into());
+            }
             match &c.step {
                 Step::Outcome(id) if !unfinished.iter().any(|u| u.id == *id) => Err(format!(
                     "outcome without a start: started_id {id} names no earlier started receipt \
@@ -823,6 +1505,15 @@ struct Stored<'a> {
     args_hash: Cow<'a, str>,
     #[serde(borrow)]
     conversation_id: Cow<'a, str>,
+    /// HMAC-SHA-256 under the receipt key of the bytes `receipt_hash` is
+    /// the SHA-256 of; absent on a receipt written before the key existed.
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    hmac: Option<Cow<'a, str>>,
     #[serde(borrow)]
     id: Cow<'a, str>,
     #[serde(borrow)]
@@ -873,23 +1564,18 @@ fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(
 }
 
 impl Stored<'_> {
-    /// SHA-256 of the canonical JSON. Called while `receipt_hash` is unset,
-    /// so it is not covered.
-    fn hash(&self) -> String {
-        debug_assert!(self.receipt_hash.is_none());
-        let mut buf = Vec::with_capacity(512);
-        self.canonical_into(&mut buf);
-        util::hex(&Sha256::digest(&buf))
-    }
-
     /// The bytes serde_json writes for this receipt without `receipt_hash`
-    /// (a test holds the two equal), built directly: verification spends
-    /// most of its time here, and serde_json's escaping and many small
-    /// writes cost twice as much as copying strings that need no escaping.
+    /// and `hmac` (a test holds the two equal), built directly:
+    /// verification spends most of its time here, and serde_json's escaping
+    /// and many small writes cost twice as much as copying strings that
+    /// need no escaping. Both the hash and the hmac are taken over them.
     fn canonical_into(&self, out: &mut Vec<u8>) {
         out.push(b'{');
         let mut first = true;
-        for (key, value) in LINE_KEYS.iter().zip(self.values()) {
+        for (i, (key, value)) in LINE_KEYS.iter().zip(self.values()).enumerate() {
+            if i == HMAC || i == RECEIPT_HASH {
+                continue;
+            }
             let Some(value) = value else { continue };
             if !first {
                 out.push(b',');
@@ -915,6 +1601,7 @@ impl Stored<'_> {
         [
             Some(&self.args_hash),
             Some(&self.conversation_id),
+            self.hmac.as_deref(),
             Some(&self.id),
             Some(&self.previous_hash),
             Some(&self.reason),
@@ -934,6 +1621,7 @@ impl Stored<'_> {
         let [
             args_hash,
             conversation_id,
+            hmac,
             id,
             previous_hash,
             reason,
@@ -948,6 +1636,7 @@ impl Stored<'_> {
         Some(Stored {
             args_hash: args_hash?,
             conversation_id: conversation_id?,
+            hmac,
             id: id?,
             previous_hash: previous_hash?,
             reason: reason?,
@@ -971,7 +1660,11 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-const KEYS: usize = 12;
+const KEYS: usize = 13;
+/// Where `hmac` and `receipt_hash` sit in `LINE_KEYS`: the members the
+/// canonical bytes leave out.
+const HMAC: usize = 2;
+const RECEIPT_HASH: usize = 6;
 
 /// Keys in the order latchclaw writes them (sorted, as `Stored` declares
 /// its fields): the one list the canonical writer and the fast-path parser
@@ -979,6 +1672,7 @@ const KEYS: usize = 12;
 const LINE_KEYS: [&str; KEYS] = [
     "args_hash",
     "conversation_id",
+    "hmac",
     "id",
     "previous_hash",
     "reason",
@@ -993,19 +1687,26 @@ const LINE_KEYS: [&str; KEYS] = [
 
 /// Keys a stored line may leave out (which ones a status needs is
 /// `check_shape`'s business).
-const OPTIONAL_KEYS: [&str; 2] = ["result_hash", "started_id"];
+const OPTIONAL_KEYS: [&str; 3] = ["hmac", "result_hash", "started_id"];
+
+/// The canonical bytes of a receipt: the line's own bytes with the `hmac`
+/// and `receipt_hash` members cut out (three pieces), or bytes built anew.
+type Canonical<'a> = [&'a [u8]; 3];
 
 /// The fast path of verification: a line exactly as latchclaw writes it
 /// (keys in order, no whitespace, no escapes in any value) is its own
-/// canonical JSON once the `receipt_hash` member is cut out, so the hash is
-/// taken over the line's bytes with no parse-and-reserialize. Any other
-/// line returns None and goes through serde_json and `Stored::hash`, which
-/// give the same verdict the slow way.
-fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
+/// canonical JSON once the `hmac` and `receipt_hash` members are cut out,
+/// so hash and hmac are taken over the line's bytes with no
+/// parse-and-reserialize. Any other line returns None and goes through
+/// serde_json and `Stored::canonical_into`, which give the same verdict
+/// the slow way.
+fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, Canonical<'_>)> {
     let text = std::str::from_utf8(body).ok()?;
     let mut values: [Option<&str>; KEYS] = [None; KEYS];
     let mut at = 1;
-    let mut cut = None;
+    // Where each cut member starts (at its comma) and ends; an absent
+    // `hmac` cuts nothing.
+    let mut cuts = [None; 2];
     if body.first() != Some(&b'{') {
         return None;
     }
@@ -1035,19 +1736,19 @@ fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, String)> {
         }
         values[i] = Some(&text[from..from + len]);
         at = from + len + 1;
-        if *key == "receipt_hash" {
-            cut = Some((start, at));
+        match i {
+            HMAC => cuts[0] = Some((start, at)),
+            RECEIPT_HASH => cuts[1] = Some((start, at)),
+            _ => {}
         }
     }
-    let (cut_from, cut_to) = cut?;
+    let (r_from, r_to) = cuts[1]?;
+    let (h_from, h_to) = cuts[0].unwrap_or((r_from, r_from));
     if at + 1 != body.len() || body[at] != b'}' {
         return None;
     }
-    let hash = Sha256::new()
-        .chain_update(&body[..cut_from])
-        .chain_update(&body[cut_to..])
-        .finalize();
-    Some((Stored::from_values(values)?, util::hex(&hash)))
+    let canonical = [&body[..h_from], &body[h_to..r_from], &body[r_to..]];
+    Some((Stored::from_values(values)?, canonical))
 }
 
 /// What a line is in its call.
@@ -1067,10 +1768,14 @@ struct Checked<'a> {
     /// The line's own (verified) hash.
     hash: String,
     step: Step<'a>,
+    status: Status,
+    /// It carries an hmac (checked when there was a key to check it with).
+    keyed: bool,
 }
 
-/// Everything about a line that does not depend on the lines before it.
-fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
+/// Everything about a line that does not depend on the lines before it;
+/// its hmac is checked under `key` when it has one.
+fn check_self<'a>(line: &'a [u8], key: Option<&Key>) -> std::result::Result<Checked<'a>, String> {
     let Some(body) = line.strip_suffix(b"\n") else {
         return Err(
             "torn line: the last line has no newline (a crash mid-write?); \
@@ -1078,8 +1783,9 @@ fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
                 .into(),
         );
     };
-    let (mut r, canonical_hash) = match parse_canonical(body) {
-        Some((r, hash)) => (r, Some(hash)),
+    let mut built = Vec::new();
+    let (r, canonical) = match parse_canonical(body) {
+        Some(fast) => fast,
         None => {
             let r: Stored = serde_json::from_slice(body).map_err(|e| {
                 if e.is_data() {
@@ -1088,23 +1794,52 @@ fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
                     format!("unparsable line: {e}")
                 }
             })?;
-            (r, None)
+            built.reserve(body.len());
+            r.canonical_into(&mut built);
+            (r, [built.as_slice(), &[][..], &[][..]])
         }
     };
     let Some(status) = Status::parse(&r.status) else {
         return Err(format!("unknown status \"{}\"", r.status));
     };
-    let Some(stated) = r.receipt_hash.take() else {
+    let Some(stated) = r.receipt_hash.as_deref() else {
         return Err("invalid receipt: missing field `receipt_hash`".into());
     };
-    let hash = canonical_hash.unwrap_or_else(|| r.hash());
+    let mut sha = Sha256::new();
+    for part in canonical {
+        sha.update(part);
+    }
+    let hash = util::hex(&sha.finalize());
     if stated != hash {
         return Err(format!(
             "bad hash: receipt_hash {stated} does not match its contents ({hash}); the receipt was altered"
         ));
     }
+    if let Some(stated) = r.hmac.as_deref() {
+        let Some(tag) = unhex32(stated) else {
+            return Err(format!(
+                "invalid receipt: hmac \"{stated}\" is not 64 lowercase hex digits"
+            ));
+        };
+        if let Some(key) = key
+            && !key.verify(&canonical, &tag)
+        {
+            return Err(format!(
+                "bad hmac: the hmac does not match the receipt under the receipt key{}: it was \
+                 rewritten by someone without the key (its receipt_hash recomputed), or written \
+                 under another key",
+                key.path
+                    .as_deref()
+                    .map(|p| format!(" {}", p.display()))
+                    .unwrap_or_default()
+            ));
+        }
+    } else if status == Status::Keyed {
+        return Err("invalid receipt: a keyed receipt carries an hmac".into());
+    }
     // After the hash: a hand edit reads as an alteration, not as a shape.
     check_shape(status, r.result_hash.is_some(), r.started_id.is_some())?;
+    let keyed = r.hmac.is_some();
     let step = match (status, r.started_id) {
         (Status::Started, _) => Step::Started(Box::new(Unfinished {
             position: 0,
@@ -1120,7 +1855,28 @@ fn check_self(line: &[u8]) -> std::result::Result<Checked<'_>, String> {
         previous_hash: r.previous_hash,
         hash,
         step,
+        status,
+        keyed,
     })
+}
+
+/// 64 lowercase hex digits as 32 bytes; None for anything else (one
+/// spelling per hmac, as for every hashed field).
+fn unhex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        *o = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -1137,6 +1893,7 @@ mod tests {
             let mut r = Stored {
                 args_hash: text.into(),
                 conversation_id: text.into(),
+                hmac: None,
                 id: text.into(),
                 previous_hash: text.into(),
                 reason: text.into(),
@@ -1164,6 +1921,12 @@ mod tests {
             let mut fast = Vec::new();
             r.canonical_into(&mut fast);
             assert_eq!(fast, serde_json::to_vec(&r).unwrap());
+            // Neither the hmac nor the hash is part of the bytes hashed.
+            r.hmac = Some(text.into());
+            r.receipt_hash = Some(text.into());
+            let mut again = Vec::new();
+            r.canonical_into(&mut again);
+            assert_eq!(again, fast);
         }
     }
 
@@ -1188,6 +1951,14 @@ mod tests {
         (log, dir)
     }
 
+    fn sha_of(parts: Canonical) -> String {
+        let mut sha = Sha256::new();
+        for p in parts {
+            sha.update(p);
+        }
+        util::hex(&sha.finalize())
+    }
+
     fn lines(log: &ReceiptLog) -> Vec<String> {
         std::fs::read_to_string(log.path())
             .unwrap()
@@ -1209,6 +1980,158 @@ mod tests {
             Verify::Broken { position, why, .. } => (position, why),
             ok => panic!("expected broken, got {ok:?}"),
         }
+    }
+
+    fn keyed_log(n: usize) -> (ReceiptLog, PathBuf) {
+        let (plain, dir) = log_with(0);
+        let log = ReceiptLog::with_key(plain.path(), Key::from_bytes(&[7; KEY_LEN]));
+        for i in 0..n {
+            let a = started(&log, "shell");
+            if i % 3 == 1 {
+                log.append(&NewReceipt {
+                    conversation_id: "c",
+                    tool: "shell",
+                    args: &json!({}),
+                    result: Some(&json!({})),
+                    status: Status::Denied,
+                    risk: Risk::High,
+                    reason: "a \"quoted\"\tword",
+                    started_id: None,
+                })
+                .unwrap();
+            }
+            outcome(&log, "shell", "allowed", &a);
+        }
+        (log, dir)
+    }
+
+    #[test]
+    fn keyed_lines_verify_the_same_on_both_paths_and_in_any_block() {
+        let (log, dir) = keyed_log(6);
+        let whole = log.verify().unwrap();
+        let Verify::Ok { count, auth, .. } = &whole else {
+            panic!("{whole:?}")
+        };
+        assert_eq!(
+            (*count, *auth),
+            (
+                14,
+                Auth {
+                    unkeyed: 0,
+                    keyed: 14,
+                    checked: true
+                }
+            )
+        );
+        for block in [1, 100, 333, 4096] {
+            assert_eq!(
+                log.verify_in_blocks(block, &[]).unwrap(),
+                whole,
+                "block {block}"
+            );
+        }
+        let key = log.keying.key().unwrap();
+        let other = Key::from_bytes(&[8; KEY_LEN]);
+        for line in lines(&log) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let mut o = v.as_object().unwrap().clone();
+            o.remove("hmac");
+            o.remove("receipt_hash");
+            let canonical = canonical_json(&Value::Object(o));
+            // The hmac is over exactly the bytes the hash is over.
+            assert_eq!(
+                v["hmac"],
+                json!(key.mac_hex(canonical.as_bytes())),
+                "{line}"
+            );
+            assert_eq!(
+                v["receipt_hash"],
+                json!(util::sha256_hex(canonical.as_bytes()))
+            );
+            let spaced = line.replacen(':', ": ", 1);
+            for l in [&line, &spaced] {
+                let l = format!("{l}\n");
+                assert!(check_self(l.as_bytes(), Some(key)).unwrap().keyed);
+                // Unchecked without a key; refused under another.
+                assert!(check_self(l.as_bytes(), None).unwrap().keyed);
+                let why = check_self(l.as_bytes(), Some(&other)).unwrap_err();
+                assert!(why.starts_with("bad hmac"), "{why}");
+            }
+            let upper = line.replace(
+                v["hmac"].as_str().unwrap(),
+                &v["hmac"].as_str().unwrap().to_uppercase(),
+            );
+            let why = check_self(format!("{upper}\n").as_bytes(), None).unwrap_err();
+            assert!(why.contains("not 64 lowercase hex digits"), "{why}");
+        }
+        // Opened without the key: the chain links, nothing is authenticated,
+        // and nothing unkeyed may follow.
+        let keyless = ReceiptLog::new(log.path());
+        match keyless.verify().unwrap() {
+            Verify::Ok { auth, .. } => assert_eq!((auth.keyed, auth.checked), (14, false)),
+            b => panic!("{b:?}"),
+        }
+        let err = keyless
+            .append(&NewReceipt {
+                conversation_id: "c",
+                tool: "time",
+                args: &json!({}),
+                result: Some(&json!({})),
+                status: Status::Allowed,
+                risk: Risk::Low,
+                reason: "",
+                started_id: None,
+            })
+            .unwrap_err();
+        assert!(
+            err.msg.contains("carries an hmac but the receipt key"),
+            "{err}"
+        );
+        assert_eq!(lines(&log).len(), 14);
+        // A keyed receipt must carry its hmac.
+        assert!(check_shape(Status::Keyed, true, false).is_err());
+        assert!(check_shape(Status::Keyed, false, true).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ensure_key_marks_an_unkeyed_log_once_and_finishes_a_cut_off_creation() {
+        let (plain, dir) = log_with(3);
+        let key_path = dir.join(KEY_FILE);
+        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((ready.created, ready.unkeyed), (true, 3));
+        let again = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((again.created, again.unkeyed), (false, 0));
+        let l = lines(&plain);
+        assert_eq!(l.len(), 4);
+        let keyed: Value = serde_json::from_str(&l[3]).unwrap();
+        assert_eq!(
+            (keyed["status"].as_str(), keyed["tool"].as_str()),
+            (Some("keyed"), Some("receipt key"))
+        );
+        let log = ReceiptLog::open(plain.path(), &key_path);
+        match log.verify().unwrap() {
+            Verify::Ok { auth, .. } => assert_eq!(
+                auth,
+                Auth {
+                    unkeyed: 3,
+                    keyed: 1,
+                    checked: true
+                }
+            ),
+            b => panic!("{b:?}"),
+        }
+        // Cut off after the `keyed` receipt, before the key got its name:
+        // the next call finishes with the same key and no second receipt.
+        let mut pending = key_path.as_os_str().to_owned();
+        pending.push(".new");
+        std::fs::rename(&key_path, &pending).unwrap();
+        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        assert_eq!((ready.created, ready.unkeyed), (true, 3));
+        assert_eq!(lines(&plain).len(), 4);
+        assert!(!Path::new(&pending).exists());
+        assert!(matches!(log.verify().unwrap(), Verify::Ok { .. }));
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
@@ -1236,6 +2159,7 @@ mod tests {
                 count,
                 head,
                 unfinished,
+                ..
             } => assert_eq!(
                 (count, head.as_str(), unfinished.len()),
                 (3, v[2]["receipt_hash"].as_str().unwrap(), 0)
@@ -1265,8 +2189,11 @@ mod tests {
             let fast = parse_canonical(line.as_bytes());
             // The escaped reason takes the slow path; plain lines the fast one.
             assert_eq!(fast.is_some(), i < 2, "{line}");
-            if let Some((r, hash)) = fast {
-                assert_eq!(Some(hash), slow.receipt_hash.map(|h| h.into_owned()));
+            if let Some((r, parts)) = fast {
+                assert_eq!(
+                    Some(sha_of(parts)),
+                    slow.receipt_hash.map(|h| h.into_owned())
+                );
                 assert_eq!((r.reason, r.timestamp), (slow.reason, slow.timestamp));
             }
         }
@@ -1351,13 +2278,17 @@ mod tests {
         let (log, dir) = log_with(12);
         let whole = log.verify().unwrap();
         for block in [1, 100, 333, 1000, 4096] {
-            assert_eq!(log.verify_in_blocks(block).unwrap(), whole, "block {block}");
+            assert_eq!(
+                log.verify_in_blocks(block, &[]).unwrap(),
+                whole,
+                "block {block}"
+            );
         }
         let mut l = lines(&log);
         l[7] = l[7].replace("\"low\"", "\"high\"");
         write_lines(&log, &l, true);
         for block in [1, 100, 333, 4096] {
-            match log.verify_in_blocks(block).unwrap() {
+            match log.verify_in_blocks(block, &[]).unwrap() {
                 Verify::Broken {
                     position, count, ..
                 } => assert_eq!((position, count), (8, 12)),
@@ -1376,6 +2307,7 @@ mod tests {
                 count: 0,
                 head: GENESIS.into(),
                 unfinished: Vec::new(),
+                auth: Auth::default(),
             }
         );
     }
@@ -1397,27 +2329,35 @@ mod tests {
         let all = std::fs::read(log.path()).unwrap();
         let line = &all[whole.len()..all.len() - 1];
         for n in 1..line.len() {
-            assert_eq!(judge_tail(&line[..n], &h, &open), Ok(false), "{n}");
+            assert_eq!(
+                judge_tail(&line[..n], &h, &open, false, None),
+                Ok(false),
+                "{n}"
+            );
             let padded = [&line[..n], &[0u8; 7][..]].concat();
-            assert_eq!(judge_tail(&padded, &h, &open), Ok(false), "{n}");
+            assert_eq!(
+                judge_tail(&padded, &h, &open, false, None),
+                Ok(false),
+                "{n}"
+            );
         }
-        assert_eq!(judge_tail(&[0u8; 3], &h, &open), Ok(false));
+        assert_eq!(judge_tail(&[0u8; 3], &h, &open, false, None), Ok(false));
         // Whole: kept (given its newline) only if it verifies and links.
-        assert_eq!(judge_tail(line, &h, &open), Ok(true));
+        assert_eq!(judge_tail(line, &h, &open, false, None), Ok(true));
         assert!(
-            judge_tail(line, GENESIS, &open)
+            judge_tail(line, GENESIS, &open, false, None)
                 .unwrap_err()
                 .contains("broken link")
         );
-        let no_start = judge_tail(line, &h, &[]).unwrap_err();
+        let no_start = judge_tail(line, &h, &[], false, None).unwrap_err();
         assert!(no_start.contains("outcome without a start"), "{no_start}");
         let altered = String::from_utf8(line.to_vec())
             .unwrap()
             .replace("\"failed\"", "\"allowed\"");
-        let why = judge_tail(altered.as_bytes(), &h, &open).unwrap_err();
+        let why = judge_tail(altered.as_bytes(), &h, &open, false, None).unwrap_err();
         assert!(why.contains("bad hash"), "{why}");
         let padded = [line, &[0u8; 2][..]].concat();
-        assert!(judge_tail(&padded, &h, &open).is_err());
+        assert!(judge_tail(&padded, &h, &open, false, None).is_err());
         // A line with escapes and multi-byte text: every cut is torn too.
         let (h2, open2) = head(&log);
         log.append(&NewReceipt {
@@ -1435,9 +2375,13 @@ mod tests {
         let escaped = &more[all.len()..more.len() - 1];
         assert!(parse_canonical(escaped).is_none(), "the slow path");
         for n in 1..escaped.len() {
-            assert_eq!(judge_tail(&escaped[..n], &h2, &open2), Ok(false), "{n}");
+            assert_eq!(
+                judge_tail(&escaped[..n], &h2, &open2, false, None),
+                Ok(false),
+                "{n}"
+            );
         }
-        assert_eq!(judge_tail(escaped, &h2, &open2), Ok(true));
+        assert_eq!(judge_tail(escaped, &h2, &open2, false, None), Ok(true));
         // Not the start of a receipt.
         for tail in [
             &b"x"[..],
@@ -1446,7 +2390,10 @@ mod tests {
             b"[",
             b"{}",
         ] {
-            assert!(judge_tail(tail, &h, &open).is_err(), "{tail:?}");
+            assert!(
+                judge_tail(tail, &h, &open, false, None).is_err(),
+                "{tail:?}"
+            );
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -1581,6 +2528,7 @@ mod tests {
                 count,
                 head,
                 unfinished,
+                ..
             } => {
                 assert_eq!((count, head), (8, last.receipt_hash));
                 assert_eq!(unfinished.len(), 1);
@@ -1682,7 +2630,7 @@ mod tests {
             fast += usize::from(parse_canonical(bad.as_bytes()).is_some());
             let spaced = bad.replacen(':', ": ", 1);
             for line in [bad, &spaced] {
-                let why = check_self(format!("{line}\n").as_bytes()).unwrap_err();
+                let why = check_self(format!("{line}\n").as_bytes(), None).unwrap_err();
                 assert!(why.contains(want), "{line}: {why}");
                 write_lines(&log, &[l[0].clone(), line.clone()], true);
                 assert_eq!(broken_at(&log).0, 2, "{line}");
@@ -1753,10 +2701,10 @@ mod tests {
         for line in &l {
             let slow: Stored = serde_json::from_str(line).unwrap();
             let with_newline = format!("{line}\n");
-            let checked = check_self(with_newline.as_bytes()).unwrap();
+            let checked = check_self(with_newline.as_bytes(), None).unwrap();
             match parse_canonical(line.as_bytes()) {
                 Some((fast, hash)) => {
-                    assert_eq!(Some(hash.as_str()), slow.receipt_hash.as_deref());
+                    assert_eq!(Some(sha_of(hash).as_str()), slow.receipt_hash.as_deref());
                     assert_eq!(fast.values(), slow.values(), "{line}");
                 }
                 None => assert!(
@@ -1769,7 +2717,7 @@ mod tests {
             let respelled = serde_json::to_string_pretty(&v).unwrap().replace('\n', " ");
             assert!(parse_canonical(respelled.as_bytes()).is_none());
             let respelled = format!("{respelled}\n");
-            let again = check_self(respelled.as_bytes()).unwrap();
+            let again = check_self(respelled.as_bytes(), None).unwrap();
             assert_eq!(
                 (again.hash, again.previous_hash),
                 (checked.hash, checked.previous_hash)
@@ -1777,7 +2725,7 @@ mod tests {
             v["tool"] = json!("other");
             let edited = serde_json::to_string(&v).unwrap();
             assert!(
-                check_self(format!("{edited}\n").as_bytes())
+                check_self(format!("{edited}\n").as_bytes(), None)
                     .unwrap_err()
                     .starts_with("bad hash")
             );
@@ -1799,7 +2747,11 @@ mod tests {
         };
         assert_eq!((count, unfinished.len()), (12, 1));
         for block in [1, 100, 333, 1000, 4096] {
-            assert_eq!(log.verify_in_blocks(block).unwrap(), whole, "block {block}");
+            assert_eq!(
+                log.verify_in_blocks(block, &[]).unwrap(),
+                whole,
+                "block {block}"
+            );
         }
         // A break after the cut-off start wins over reporting it.
         let mut l = lines(&log);
@@ -1808,7 +2760,7 @@ mod tests {
         assert_ne!(l[11], before);
         write_lines(&log, &l, true);
         for block in [1, 100, 333, 4096] {
-            match log.verify_in_blocks(block).unwrap() {
+            match log.verify_in_blocks(block, &[]).unwrap() {
                 Verify::Broken {
                     position, count, ..
                 } => assert_eq!((position, count), (12, 12)),

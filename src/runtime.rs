@@ -250,7 +250,7 @@ impl<'a> Runtime<'a> {
             receipts: cfg
                 .receipts
                 .enabled
-                .then(|| ReceiptLog::new(&cfg.receipts.path)),
+                .then(|| ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())),
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
@@ -260,6 +260,35 @@ impl<'a> Runtime<'a> {
             conversation: Default::default(),
             round: Default::default(),
         })
+    }
+
+    /// For a run that may call tools: creates the receipt key when the
+    /// state directory exists and the key does not (`receipts::ensure_key`).
+    pub fn prepare_receipts(&mut self) {
+        if self.receipts.is_some() {
+            self.receipts = Some(ReceiptLog::for_run(
+                &self.cfg.receipts.path,
+                &self.cfg.receipt_key_path(),
+            ));
+        }
+    }
+
+    /// The hash of the last receipt this process wrote.
+    pub fn receipts_head(&self) -> Option<String> {
+        self.receipts_head.borrow().clone()
+    }
+
+    /// After a run that wrote receipts: appends the chain's head to
+    /// `receipts.anchor_file`, when one is set.
+    pub fn anchor_head(&self) -> Result<()> {
+        let (Some(anchor), Some(log)) = (&self.cfg.receipts.anchor_file, &self.receipts) else {
+            return Ok(());
+        };
+        if self.receipts_head.borrow().is_none() {
+            return Ok(());
+        }
+        let (count, head) = log.head()?;
+        crate::receipts::append_anchor(anchor, count, &head)
     }
 
     /// Tools the model is told about: implemented and enabled on the channel.

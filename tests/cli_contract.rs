@@ -24,6 +24,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["memory", "search", "hi"],
         &["receipt", "list"],
         &["receipt", "verify"],
+        &["receipt", "head"],
         &["receipt", "repair"],
         &["approvals", "list"],
         &["runs", "list"],
@@ -244,6 +245,8 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
         &["tool", "run"],
         &["policy", "show"],
         &["receipt", "repair"],
+        &["receipt", "verify"],
+        &["receipt", "head"],
         &["completions"],
     ] {
         let via_help: Vec<&str> = ["help"].into_iter().chain(cmd.iter().copied()).collect();
@@ -275,6 +278,18 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
     );
     let r = env.run(&["receipt", "--help"]);
     assert!(r.stdout.contains("receipt repair"), "{r:?}");
+    assert!(r.stdout.contains("receipt head"), "{r:?}");
+    let r = env.run(&["help", "receipt", "verify"]);
+    assert!(
+        r.stdout.contains("  --expect-head HASH")
+            && r.stdout.contains("  --since N:HASH")
+            && r.stdout.contains("hmac"),
+        "{r:?}"
+    );
+    // Only verify takes them.
+    let r = env.run(&["receipt", "head", "--since", "1:ab"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--since"), "{r:?}");
     let r = env.run(&["memory", "--help"]);
     assert!(
         r.code == 0
@@ -374,6 +389,11 @@ fn completions_are_generated_for_every_command_and_flag() {
     );
     assert_eq!(bash_complete(&bash, &["memory", "s"]), ["search", "show"]);
     assert_eq!(bash_complete(&bash, &["receipt", "r"]), ["repair"]);
+    assert_eq!(bash_complete(&bash, &["receipt", "h"]), ["head"]);
+    assert_eq!(
+        bash_complete(&bash, &["receipt", "verify", "--s"]),
+        ["--since"]
+    );
     assert_eq!(
         bash_complete(&bash, &["receipt", "repair", "--j"]),
         ["--json"]

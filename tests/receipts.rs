@@ -24,6 +24,13 @@ fn tool_run(env: &Env, tool: &str, args: Value) -> (Run, Value) {
     env.json(&["tool", "run", tool, "--json", &args.to_string()])
 }
 
+/// `tool run` refused before it prints a result.
+fn tool_refused(env: &Env, tool: &str, args: Value) -> Run {
+    let r = env.run(&["tool", "run", tool, "--json", &args.to_string()]);
+    assert!(r.code == 7 && r.stdout.is_empty(), "{r:?}");
+    r
+}
+
 fn statuses(env: &Env) -> Vec<String> {
     env.receipt_lines()
         .iter()
@@ -119,6 +126,7 @@ fn a_call_that_runs_leaves_started_then_outcome() {
     // `tool run` reports the outcome's id and the start's.
     assert_eq!(out["receipt_id"], done["id"]);
     assert_eq!(out["started_receipt_id"], start["id"]);
+    assert_eq!(out["receipts_head"], done["receipt_hash"]);
 
     // A tool that changes nothing (file_list, time, file_read,
     // memory_search) leaves no effect if cut off: one receipt, after it ran.
@@ -136,7 +144,11 @@ fn a_call_that_runs_leaves_started_then_outcome() {
     let r = env.run(&["receipt", "verify"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("ok: 3 receipts, head "), "{r:?}");
-    assert_eq!(r.stdout.lines().count(), 1, "nothing unfinished: {r:?}");
+    assert_eq!(r.stdout.lines().count(), 2, "nothing unfinished: {r:?}");
+    assert!(
+        r.stdout.lines().nth(1).unwrap().starts_with("keyed: "),
+        "{r:?}"
+    );
     let (_, v) = env.json(&["receipt", "verify", "--json"]);
     assert_eq!(
         (v["ok"].as_bool(), v["receipts"].as_u64()),
@@ -575,4 +587,610 @@ fn repair_on_a_healthy_log_changes_nothing() {
     assert!(log_bytes(&env).starts_with(&before));
     assert_eq!(env.receipt_lines()[3]["status"], "repaired");
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+/// What a rewrite does with each receipt's hmac.
+#[derive(Clone, Copy)]
+enum Mac<'a> {
+    /// Left as it was (now stale where the receipt changed).
+    Keep,
+    Strip,
+    /// Recomputed with this key: an attacker who can read it.
+    With(&'a [u8]),
+}
+
+/// The log rewritten as someone who can write it would: the receipts in
+/// `kept`, every `previous_hash` and `receipt_hash` recomputed the way
+/// latchclaw computes them (SHA-256 of the canonical JSON without
+/// `receipt_hash` and `hmac`), each hmac treated as `mac(i)` says.
+fn rechain<'a>(env: &Env, kept: &[Value], mac: impl Fn(usize) -> Mac<'a>) {
+    use hmac::{Hmac, KeyInit, Mac as _};
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut prev = "0".repeat(64);
+    let mut out = String::new();
+    for (i, r) in kept.iter().enumerate() {
+        let mut o = r.as_object().unwrap().clone();
+        o.remove("receipt_hash");
+        let old_mac = o.remove("hmac");
+        o.insert("previous_hash".into(), json!(prev));
+        let canonical = Value::Object(o.clone()).to_string();
+        let hash = hex(&Sha256::digest(canonical.as_bytes()));
+        match mac(i) {
+            Mac::Keep => {
+                if let Some(m) = old_mac {
+                    o.insert("hmac".into(), m);
+                }
+            }
+            Mac::Strip => {}
+            Mac::With(key) => {
+                let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap();
+                m.update(canonical.as_bytes());
+                o.insert("hmac".into(), json!(hex(&m.finalize().into_bytes())));
+            }
+        }
+        o.insert("receipt_hash".into(), json!(hash));
+        out.push_str(&Value::Object(o).to_string());
+        out.push('\n');
+        prev = hash;
+    }
+    std::fs::write(env.state.join("tool_receipts.log"), out).unwrap();
+}
+
+/// A log of seven receipts, two of them denials (3 and 6).
+fn log_with_denials() -> Env {
+    let env = shell_env();
+    for (tool, args, code) in [
+        ("shell", json!({"command": "echo one"}), 0),
+        ("file_read", json!({"path": "/etc/passwd"}), 4),
+        ("shell", json!({"command": "echo two"}), 0),
+        ("file_read", json!({"path": "/etc/shadow"}), 4),
+        ("time", json!({}), 0),
+    ] {
+        assert_eq!(tool_run(&env, tool, args).0.code, code);
+    }
+    assert_eq!(
+        statuses(&env),
+        [
+            "started", "allowed", "denied", "started", "allowed", "denied", "allowed"
+        ]
+    );
+    env
+}
+
+/// `receipt head`: `N HASH`.
+fn head(env: &Env) -> (u64, String) {
+    let r = env.run(&["receipt", "head"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let (n, h) = r.stdout.trim_end().split_once(' ').unwrap();
+    (n.parse().unwrap(), h.to_string())
+}
+
+fn verify(env: &Env, extra: &[&str]) -> Run {
+    let args: Vec<&str> = ["receipt", "verify"].iter().chain(extra).copied().collect();
+    env.run(&args)
+}
+
+#[test]
+fn every_receipt_is_keyed_and_head_prints_n_and_hash() {
+    let env = log_with_denials();
+    let key = std::fs::read(env.state.join("receipt.key")).unwrap();
+    assert_eq!(key.len(), 32);
+    let lines = env.receipt_lines();
+    for l in &lines {
+        let mac = l["hmac"].as_str().unwrap_or_else(|| panic!("{l}"));
+        assert!(
+            mac.len() == 64 && mac.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{l}"
+        );
+    }
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("\nkeyed: every receipt carries an hmac, each checked with the receipt key "),
+        "{r:?}"
+    );
+    let (n, h) = head(&env);
+    assert_eq!(
+        (n, h.as_str()),
+        (7, lines[6]["receipt_hash"].as_str().unwrap())
+    );
+    let (r, v) = env.json(&["receipt", "head", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v, json!({"receipts": 7, "head": h}));
+    let (_, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!(
+        (&v["unkeyed"], &v["keyed"], &v["hmac_checked"]),
+        (&json!(0), &json!(7), &json!(true)),
+        "{v}"
+    );
+    // Recorded heads that still hold pass, in either spelling.
+    for extra in [
+        vec!["--since".to_string(), format!("{n}:{h}")],
+        vec!["--since".to_string(), format!("{n} {}", h.to_uppercase())],
+        vec![
+            "--since".to_string(),
+            format!("2:{}", lines[1]["receipt_hash"].as_str().unwrap()),
+        ],
+        vec![
+            "--expect-head".to_string(),
+            lines[3]["receipt_hash"].as_str().unwrap().into(),
+        ],
+    ] {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let r = verify(&env, &extra);
+        assert_eq!(r.code, 0, "{extra:?}: {r:?}");
+    }
+    // Bad spellings are usage errors naming the flag.
+    for (flag, value) in [
+        ("--since", "7"),
+        ("--since", "0:ab"),
+        ("--since", &format!("x:{h}")),
+        ("--since", &format!("3:{}", &h[1..])),
+        ("--expect-head", "HEAD"),
+    ] {
+        let r = verify(&env, &[flag, value]);
+        assert_eq!(r.code, 2, "{flag} {value}: {r:?}");
+        assert!(r.stderr.contains(flag), "{r:?}");
+    }
+    // A head no chain of this log has: exit 7 without a position.
+    let (r, v) = env.json(&[
+        "receipt",
+        "verify",
+        "--json",
+        "--expect-head",
+        &"ab".repeat(32),
+    ]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert_eq!(
+        (v["ok"].as_bool(), &v["broken_at"]),
+        (Some(false), &Value::Null),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_rewritten_chain_fails_through_the_hmac_and_the_recorded_head() {
+    let env = log_with_denials();
+    let (n, h) = head(&env);
+    let lines = env.receipt_lines();
+    let h5 = lines[4]["receipt_hash"].as_str().unwrap().to_string();
+    let h2 = lines[1]["receipt_hash"].as_str().unwrap().to_string();
+    let since_head = format!("{n}:{h}");
+    let since_5 = format!("5:{h5}");
+    let since_2 = format!("2:{h2}");
+    // The denials dropped, every hash recomputed: the chain links again.
+    let kept: Vec<Value> = lines
+        .iter()
+        .filter(|l| l["status"] != "denied")
+        .cloned()
+        .collect();
+    let key = std::fs::read(env.state.join("receipt.key")).unwrap();
+
+    // Without the key: the stale hmacs give it away, from the first
+    // receipt that changed (old receipt 4, now 3).
+    rechain(&env, &kept, |_| Mac::Keep);
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout.starts_with("broken: receipt 3 of 5: bad hmac: "),
+        "{r:?}"
+    );
+    for since in [&since_head, &since_5] {
+        assert_eq!(verify(&env, &["--since", since]).code, 7);
+    }
+    // Nor does stripping the hmacs help: of the rewritten receipts only...
+    rechain(&env, &kept, |i| if i < 2 { Mac::Keep } else { Mac::Strip });
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("receipt 3 has no hmac, but the receipts before it from 1 on are keyed"),
+        "{r:?}"
+    );
+    // ...or of all of them: the key exists, so some receipt must be keyed.
+    rechain(&env, &kept, |_| Mac::Strip);
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("exists, but none of the 5 receipts carries an hmac"),
+        "{r:?}"
+    );
+    // And no receipt is written on top of a stripped log: the call does not run.
+    let before = log_bytes(&env);
+    let r = tool_refused(&env, "shell", json!({"command": "echo three"}));
+    assert!(r.stderr.contains("has no hmac"), "{r:?}");
+    assert_eq!(log_bytes(&env), before);
+
+    // Someone who can read the key forges hmacs the verifier accepts; the
+    // key proves nothing against them. A head recorded before still does.
+    rechain(&env, &kept, |_| Mac::With(&key));
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "a forged chain under a stolen key: {r:?}");
+    let r = verify(&env, &["--since", &since_head]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "the log holds 5 receipts, but receipt 7 was recorded with the hash {h}"
+        )),
+        "{r:?}"
+    );
+    let r = verify(&env, &["--since", &since_5]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout
+            .starts_with("broken: receipt 5 of 5: receipt 5 has the hash ")
+            && r.stdout.contains(&format!("not {h5} as recorded")),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["receipt", "verify", "--json", "--expect-head", &h]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is in no receipt of the chain"),
+        "{v}"
+    );
+    // What came before the first dropped receipt is unchanged, and says so.
+    let r = verify(&env, &["--since", &since_2]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // Someone who can also delete the key: stripped hmacs and no key read
+    // as a log from before the key, and only the recorded head tells.
+    std::fs::remove_file(env.state.join("receipt.key")).unwrap();
+    rechain(&env, &kept, |_| Mac::Strip);
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("not authenticated"), "{r:?}");
+    assert_eq!(verify(&env, &["--since", &since_head]).code, 7);
+    assert_eq!(verify(&env, &["--expect-head", &h]).code, 7);
+}
+
+#[test]
+fn a_log_from_before_the_key_verifies_then_goes_on_keyed() {
+    // Two receipts as latchclaw wrote them before receipts were keyed.
+    let old = shell_env();
+    for _ in 0..2 {
+        assert_eq!(tool_run(&old, "time", json!({})).0.code, 0);
+    }
+    let env = shell_env();
+    rechain(&env, &old.receipt_lines(), |_| Mac::Strip);
+    assert!(!env.state.join("receipt.key").exists());
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "\nnot authenticated: no receipt carries an hmac and there is no receipt key"
+        ),
+        "{r:?}"
+    );
+    // The next run makes the key, records where keyed receipts begin, and
+    // keys its own.
+    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    let mode = std::fs::metadata(env.state.join("receipt.key")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600
+    );
+    let lines = env.receipt_lines();
+    assert_eq!(statuses(&env), ["allowed", "allowed", "keyed", "allowed"]);
+    let keyed: Vec<bool> = lines.iter().map(|l| l.get("hmac").is_some()).collect();
+    assert_eq!(keyed, [false, false, true, true]);
+    assert_eq!(lines[2]["tool"], "receipt key");
+    assert!(
+        lines[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("receipts 1–2 before this one were written without it"),
+        "{}",
+        lines[2]
+    );
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "\nkeyed: receipts 1–2 were written before the receipt key existed (not \
+             authenticated); 3–4 keyed, each hmac checked with "
+        ),
+        "{r:?}"
+    );
+    let (_, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!((&v["unkeyed"], &v["keyed"]), (&json!(2), &json!(2)), "{v}");
+    // The unkeyed prefix cannot grow afterwards: a keyed receipt's hmac
+    // covers its link to the one before.
+    let mut grown = lines[..2].to_vec();
+    grown.push(lines[1].clone());
+    grown.extend_from_slice(&lines[2..]);
+    grown[2]["id"] = json!("receipt-20250101-000000000000");
+    rechain(&env, &grown, |_| Mac::Keep);
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 7 && r.stdout.contains("receipt 4 of 5: bad hmac"),
+        "{r:?}"
+    );
+    // Nor can the `keyed` receipt be dropped with the hmacs after it kept.
+    let mut dropped = lines.clone();
+    dropped.remove(2);
+    rechain(&env, &dropped, |_| Mac::Keep);
+    assert!(
+        verify(&env, &[])
+            .stdout
+            .contains("receipt 3 of 3: bad hmac")
+    );
+
+    // Keyed receipts and a missing key: they cannot be authenticated, and
+    // no run appends (or makes a new key) until it is back.
+    rechain(&env, &lines, |_| Mac::Keep);
+    let key = env.state.join("receipt.key");
+    let aside = env.root.join("receipt.key.aside");
+    std::fs::rename(&key, &aside).unwrap();
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout.starts_with(&format!(
+            "cannot authenticate: receipts 3–4 carry an hmac, but the receipt key {} is missing",
+            key.display()
+        )),
+        "{r:?}"
+    );
+    assert_eq!(env.run(&["receipt", "head"]).code, 7);
+    let r = tool_refused(&env, "time", json!({}));
+    assert!(r.stderr.contains("restore it"), "{r:?}");
+    assert!(!key.exists() && !env.state.join("receipt.key.new").exists());
+    assert_eq!(env.receipt_lines().len(), 4);
+    std::fs::rename(&aside, &key).unwrap();
+    assert_eq!(verify(&env, &[]).code, 0);
+}
+
+#[test]
+fn the_receipt_key_is_private_and_no_tool_reaches_it() {
+    let env = Env::new();
+    let r = env.run(&["init", "--workspace", env.ws.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let key = env.state.join("receipt.key");
+    assert!(
+        r.stdout
+            .contains(&format!("receipt key {} (created, 0600", key.display())),
+        "{r:?}"
+    );
+    let bytes = std::fs::read(&key).unwrap();
+    assert_eq!(bytes.len(), 32);
+    assert_ne!(bytes, [0u8; 32]);
+    let mode = |p: &std::path::Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o777
+    };
+    assert_eq!(mode(&key), 0o600);
+    // Never overwritten.
+    let r = env.run(&["init", "--force", "--workspace", env.ws.to_str().unwrap()]);
+    assert!(r.stdout.contains("(kept)"), "{r:?}");
+    assert_eq!(std::fs::read(&key).unwrap(), bytes);
+
+    // No tool reads it, even with the workspace rule off and `cat` allowed.
+    env.config(&format!(
+        "[security]\nautonomy = \"full\"\nworkspace_only = false\nshell_allowlist = [\"cat\"]\n[channels.cli]\n{TOOLS}\n"
+    ));
+    let (r, out) = tool_run(&env, "file_read", json!({"path": key.to_str().unwrap()}));
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(out["status"], "denied", "{out}");
+    let (r, out) = env.shell(&format!("cat {}", key.display()));
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(out["status"], "denied", "{out}");
+    let (r, out) = env.shell(&format!(
+        "cat {}/../.latchclaw/receipt.key",
+        env.ws.display()
+    ));
+    assert_eq!(
+        (r.code, out["status"].as_str()),
+        (4, Some("denied")),
+        "{r:?}"
+    );
+    assert_eq!(env.receipts().len(), 3);
+    assert_eq!(verify(&env, &[]).code, 0);
+
+    // A key others may read, or one that is not 32 bytes, is refused.
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 7 && r.stderr.contains(&format!("chmod 600 {}", key.display())),
+        "{r:?}"
+    );
+    tool_refused(&env, "time", json!({}));
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::write(&key, &bytes[..16]).unwrap();
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 7
+            && r.stderr
+                .contains("is not a key latchclaw wrote (16 bytes, not 32)"),
+        "{r:?}"
+    );
+    std::fs::write(&key, &bytes).unwrap();
+    assert_eq!(verify(&env, &[]).code, 0);
+}
+
+#[test]
+fn the_anchor_file_gets_the_head_after_every_run_that_wrote_receipts() {
+    let env = Env::new();
+    let anchor = env.root.join("heads/anchor.log");
+    std::fs::create_dir_all(anchor.parent().unwrap()).unwrap();
+    env.mock(
+        "file_list.toml",
+        "",
+        &format!(
+            "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\"]\n[channels.cli]\n{TOOLS}\n[receipts]\nanchor_file = {}\n",
+            common::lit(&anchor)
+        ),
+    );
+    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    assert_eq!(
+        tool_run(&env, "shell", json!({"command": "echo hi"}))
+            .0
+            .code,
+        0
+    );
+    assert_eq!(
+        tool_run(&env, "file_read", json!({"path": "/etc/passwd"}))
+            .0
+            .code,
+        4
+    );
+    // Refused before any receipt: no head to record.
+    assert_eq!(
+        env.run(&["tool", "run", "file_read", "--json", "{}"]).code,
+        2
+    );
+    let (r, v) = env.json(&["agent", "-m", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines = env.receipt_lines();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(v["receipts_head"], lines[4]["receipt_hash"]);
+    let text = std::fs::read_to_string(&anchor).unwrap();
+    let heads: Vec<(String, u64, String)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "{l}");
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect();
+    let counts: Vec<u64> = heads.iter().map(|h| h.1).collect();
+    assert_eq!(counts, [1, 3, 4, 5], "{text}");
+    for (ts, n, hash) in &heads {
+        assert!(
+            ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+            "{ts}"
+        );
+        assert_eq!(
+            lines[*n as usize - 1]["receipt_hash"].as_str(),
+            Some(hash.as_str())
+        );
+        assert_eq!(verify(&env, &["--since", &format!("{n}:{hash}")]).code, 0);
+    }
+    assert_eq!(head(&env), (5, heads[3].2.clone()));
+    let mode = std::fs::metadata(&anchor).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    // No tool reaches it.
+    let (r, out) = tool_run(&env, "file_read", json!({"path": anchor.to_str().unwrap()}));
+    assert_eq!(
+        (r.code, out["status"].as_str()),
+        (4, Some("denied")),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&anchor).unwrap().lines().count(), 5);
+
+    // An anchor the run cannot write to is a warning, not a failed run.
+    std::fs::remove_file(&anchor).unwrap();
+    std::fs::remove_dir(anchor.parent().unwrap()).unwrap();
+    let (r, _) = tool_run(&env, "time", json!({}));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("cannot open the anchor file {}", anchor.display())),
+        "{r:?}"
+    );
+
+    // It must live outside the state dir.
+    let cfg = std::fs::read_to_string(env.state.join("config.toml")).unwrap();
+    let inside = env.state.join("anchor.log");
+    std::fs::write(
+        env.state.join("config.toml"),
+        cfg.replace(&common::lit(&anchor), &common::lit(&inside)),
+    )
+    .unwrap();
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "receipts.anchor_file: {} is inside the state directory",
+            inside.display()
+        )),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn repair_keys_its_receipt_and_refuses_without_the_key() {
+    let env = three_receipts();
+    let log = env.state.join("tool_receipts.log");
+    let whole = log_bytes(&env);
+    let torn: Vec<u8> = [whole.as_slice(), b"{\"args_hash\":\"9f"].concat();
+    std::fs::write(&log, &torn).unwrap();
+    // Without the key the `repaired` receipt could not be keyed: refused,
+    // nothing changed, no backup.
+    let key = env.state.join("receipt.key");
+    let aside = env.root.join("key.aside");
+    std::fs::rename(&key, &aside).unwrap();
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("receipts 1–3 carry an hmac but there is no receipt key"),
+        "{r:?}"
+    );
+    assert_eq!(log_bytes(&env), torn);
+    assert!(backups(&env).is_empty());
+    std::fs::rename(&aside, &key).unwrap();
+    let r = env.run(&["receipt", "repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines = env.receipt_lines();
+    assert_eq!(lines[3]["status"], "repaired");
+    assert!(
+        lines[3]["hmac"].as_str().is_some_and(|m| m.len() == 64),
+        "{}",
+        lines[3]
+    );
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 0 && r.stdout.contains("keyed: every receipt carries an hmac"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_key_made_for_a_torn_log_waits_for_the_repair() {
+    // A pre-key log whose last append was torn.
+    let old = shell_env();
+    for _ in 0..2 {
+        assert_eq!(tool_run(&old, "time", json!({})).0.code, 0);
+    }
+    let env = shell_env();
+    rechain(&env, &old.receipt_lines(), |_| Mac::Strip);
+    let whole = log_bytes(&env);
+    let log = env.state.join("tool_receipts.log");
+    std::fs::write(&log, [whole.as_slice(), b"{\"args_hash\":\"12"].concat()).unwrap();
+    // init sets up the rest and names the problem; no key is made.
+    let r = env.run(&["init", "--workspace", env.ws.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("(not created: ") && r.stdout.contains("torn line"),
+        "{r:?}"
+    );
+    let key = env.state.join("receipt.key");
+    assert!(!key.exists());
+    // A run cannot record its call either, so it does not run it.
+    let r = tool_refused(&env, "time", json!({}));
+    assert!(r.stderr.contains("receipt repair"), "{r:?}");
+    assert!(!key.exists());
+    // The repair (unkeyed, as the log is) ends it; the next run keys.
+    assert_eq!(env.run(&["receipt", "repair"]).code, 0);
+    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    assert!(key.exists());
+    assert_eq!(
+        statuses(&env),
+        ["allowed", "allowed", "repaired", "keyed", "allowed"]
+    );
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 0
+            && r.stdout
+                .contains("keyed: receipts 1–3 were written before the receipt key"),
+        "{r:?}"
+    );
 }

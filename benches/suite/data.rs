@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const VERSION: u32 = 2;
-/// Receipt logs: 3 writes a started receipt before each call that ran.
-const RECEIPTS_VERSION: u32 = 3;
+/// Receipt logs: 3 writes a started receipt before each call that ran; 4
+/// keys every receipt with `BENCH_KEY`.
+const RECEIPTS_VERSION: u32 = 4;
+/// The receipt key of the generated logs (a bench's state dir gets a copy).
+pub const BENCH_KEY: [u8; receipts::KEY_LEN] = *b"latchclaw bench receipt key 0001";
 /// 2021-01-01T00:00:00Z to 2026-11-01T00:00:00Z.
 const FIRST_TS: i64 = 1_609_459_200;
 const LAST_TS: i64 = 1_793_491_200;
@@ -278,6 +281,7 @@ pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     let mut rng = fastrand::Rng::with_seed(n as u64 ^ 0x5eed);
     let span = (LAST_TS - FIRST_TS) as f64;
     let mut prev = receipts::GENESIS.to_string();
+    let key = receipts::Key::from_bytes(&BENCH_KEY);
     let mut conversation = hex_id(&mut rng, "conv");
     let mut written = 0;
     while written < n {
@@ -315,7 +319,9 @@ pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
             r.as_object_mut()
                 .unwrap()
                 .extend(fields.as_object().unwrap().clone());
-            let hash = receipts::hash_value(&r);
+            let canonical = receipts::canonical_json(&r);
+            let hash = util::sha256_hex(canonical.as_bytes());
+            r["hmac"] = json!(key.mac_hex(canonical.as_bytes()));
             r["receipt_hash"] = json!(hash);
             writeln!(out, "{}", receipts::canonical_json(&r)).unwrap();
             prev = hash;

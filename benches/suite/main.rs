@@ -543,12 +543,26 @@ fn verify_log(root: &Path, name: &str, log: &Path, n: usize) -> (PathBuf, Result
         name,
         &format!("[receipts]\npath = {:?}\n", log.display().to_string()),
     );
+    {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut key = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(home.join(".latchclaw/receipt.key"))
+            .unwrap();
+        key.write_all(&data::BENCH_KEY).unwrap();
+    }
     let out = cmd(&home, &["receipt", "verify"])
         .command_for_setup()
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    let ok = out.status.success() && said.starts_with(&format!("ok: {n} receipts"));
+    // Every generated or appended receipt is keyed, and its hmac checked.
+    let ok = out.status.success()
+        && said.starts_with(&format!("ok: {n} receipts"))
+        && said.contains("\nkeyed: every receipt carries an hmac, each checked");
     (home, if ok { Ok(()) } else { Err(said) })
 }
 
@@ -576,7 +590,8 @@ fn new_receipt<'a>(
 /// Appends `n` receipts through the library as tool calls in a run do: a
 /// started receipt, then the outcome naming it (`n` even).
 fn append_worker(log: &Path, n: usize) {
-    let log = ReceiptLog::new(log);
+    let key = latchclaw::receipts::Key::from_bytes(&data::BENCH_KEY);
+    let log = ReceiptLog::with_key(log, key);
     let args = serde_json::json!({"path": "."});
     for i in 0..n / 2 {
         let started = log

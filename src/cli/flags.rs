@@ -104,6 +104,7 @@ const DATA: &[&str] = &[
     "memory show",
     "receipt list",
     "receipt verify",
+    "receipt head",
     "receipt repair",
     "approvals list",
     "runs list",
@@ -145,6 +146,20 @@ pub const FLAGS: &[Flag] = &[
         value: Some("ARGS"),
         commands: &["tool run", "policy check"],
         help: "the tool arguments as a JSON object, e.g. '{\"path\": \".\"}' (default {})",
+    },
+    Flag {
+        long: "expect-head",
+        short: None,
+        value: Some("HASH"),
+        commands: &["receipt verify"],
+        help: "a head recorded earlier: exit 7 unless some receipt of the chain still has this hash",
+    },
+    Flag {
+        long: "since",
+        short: None,
+        value: Some("N:HASH"),
+        commands: &["receipt verify"],
+        help: "as `receipt head` printed it: exit 7 unless receipt N still has this hash",
     },
     Flag {
         long: "message",
@@ -474,11 +489,29 @@ outcome (allowed, approved, failed) after; a denied call leaves one.",
         path: "receipt verify",
         args: &[],
         summary: "replay the receipt hash chain",
-        about: "Replays the hash chain and prints `ok: N receipts, head HASH`, then one
-line per call that started and has no outcome (latchclaw was cut off while
-it ran; exit 0, the chain is intact), or the 1-based position of the first
-broken receipt and why (exit 7). A torn last line (a crash mid-append)
-is broken too; `latchclaw receipt repair` drops it.",
+        about: "Replays the hash chain and checks each receipt's hmac under the receipt key
+(<state>/receipt.key), then prints `ok: N receipts, head HASH`, which
+receipts are keyed (those written before the key existed are not
+authenticated), and one line per call that started and has no outcome
+(latchclaw was cut off while it ran; exit 0, the chain is intact). Else the
+1-based position of the first broken receipt and why (exit 7): a bad hash,
+a broken link, a bad or stripped hmac. A torn last line (a crash
+mid-append) is broken too; `latchclaw receipt repair` drops it. Keyed
+receipts with the key missing cannot be authenticated (exit 7).
+--expect-head and --since check a head recorded earlier (`receipt head`,
+receipts.anchor_file): a log rewritten since then fails (exit 7).",
+        bare: false,
+    },
+    CommandDef {
+        path: "receipt head",
+        args: &[],
+        summary: "`N HASH`: the chain's length and head, to record elsewhere",
+        about: "Verifies the chain as `receipt verify` does, then prints `N HASH`: the number
+of receipts and the last one's hash. Copy it somewhere the log's writers
+cannot reach (a ticket, another machine, a cron log); later,
+`latchclaw receipt verify --since N:HASH` fails (exit 7) if receipt N no
+longer has that hash, so the receipts up to it were not rewritten. A chain
+that does not verify prints no head (exit 7).",
         bare: false,
     },
     CommandDef {

@@ -155,10 +155,28 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
         ))
     })?;
     Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
+    // The setup stands without it; the problem is named, and the first
+    // run meets it again.
+    let key = crate::receipts::ensure_key(&cfg.receipt_key_path(), &cfg.receipts.path);
     println!("state dir  {}", cfg.state_dir.display());
     println!("config     {} ({action})", path.display());
     println!("memory     {}", cfg.memory.path.display());
     println!("receipts   {}", cfg.receipts.path.display());
+    let key_note = match key.as_ref().map(|k| (k.created, k.unkeyed)) {
+        Err(e) => format!("not created: {}", e.msg),
+        Ok((false, _)) => "kept".to_string(),
+        Ok((true, 0)) => "created, 0600; every receipt carries an hmac under it".to_string(),
+        Ok((true, n)) => format!(
+            "created, 0600; {} before it {} not authenticated, a `keyed` receipt marks where \
+             keyed receipts begin",
+            crate::receipts::span(1, n),
+            if n == 1 { "is" } else { "are" }
+        ),
+    };
+    println!(
+        "receipt key {} ({key_note})",
+        cfg.receipt_key_path().display()
+    );
     let kept = exists && !replace_existing;
     let ws_note = match &setup.requested_workspace {
         // The existing config was kept, so --workspace was not written.

@@ -71,6 +71,11 @@ pub enum Command {
     },
     ReceiptVerify {
         json: bool,
+        /// `--expect-head`, then `--since`.
+        expect: Vec<crate::receipts::Expect>,
+    },
+    ReceiptHead {
+        json: bool,
     },
     ReceiptRepair {
         json: bool,
@@ -496,6 +501,41 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
     })
 }
 
+/// `--expect-head HASH` and `--since N:HASH` (or `N HASH`, as `receipt
+/// head` prints it).
+fn expected_heads(o: &Given) -> Result<Vec<crate::receipts::Expect>> {
+    use crate::receipts::Expect;
+    let hash = |flag: &str, v: &str| -> Result<String> {
+        let h = v.trim().to_ascii_lowercase();
+        if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(h)
+        } else {
+            Err(Error::usage(format!(
+                "--{flag}: \"{v}\" is not a receipt hash (64 hex digits, as `latchclaw receipt head` prints)"
+            )))
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(v) = o.value("expect-head") {
+        out.push(Expect {
+            position: None,
+            hash: hash("expect-head", &v)?,
+        });
+    }
+    if let Some(v) = o.value("since") {
+        let Some((n, h)) = v.trim().split_once([':', ' ']) else {
+            return Err(Error::usage(format!(
+                "--since: \"{v}\" is not N:HASH (a receipt number and its hash, as `latchclaw receipt head` prints them)"
+            )));
+        };
+        out.push(Expect {
+            position: Some(positive("since", n.trim(), "a receipt number (1 or more)")?),
+            hash: hash("since", h)?,
+        });
+    }
+    Ok(out)
+}
+
 fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
     let json = o.on("json");
@@ -552,7 +592,11 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "memory show" => Command::MemoryShow { id: arg(0), json },
         "memory clear" => Command::MemoryClear { yes: o.on("yes") },
         "receipt list" => Command::ReceiptList { json },
-        "receipt verify" => Command::ReceiptVerify { json },
+        "receipt verify" => Command::ReceiptVerify {
+            json,
+            expect: expected_heads(o)?,
+        },
+        "receipt head" => Command::ReceiptHead { json },
         "receipt repair" => Command::ReceiptRepair { json },
         "estop" => Command::Estop {
             clear: o.on("clear"),

@@ -252,6 +252,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Ok(rt) => rt,
         Err(e) => return reporter.fail(e),
     };
+    rt.prepare_receipts();
     if a.no_memory {
         rt.memory.keep_turns_in_process();
     }
@@ -265,6 +266,10 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     let mut outcome = None;
     let result = turns(&rt, &a, message, provider.as_ref(), &mut outcome);
     drop(signals);
+    if let Err(e) = rt.anchor_head() {
+        // The run's receipts are written; the anchor is a copy of its head.
+        eprintln!("latchclaw: {e}");
+    }
     let end = ending(&result, outcome.as_ref(), rt.control.signal());
     let conversation = outcome
         .as_ref()

@@ -156,7 +156,11 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "context_hits": cfg.memory.context_hits,
             "context_bytes": cfg.memory.context_bytes,
         },
-        "receipts": {"enabled": cfg.receipts.enabled, "path": path(&cfg.receipts.path)},
+        "receipts": {
+            "enabled": cfg.receipts.enabled,
+            "path": path(&cfg.receipts.path),
+            "anchor_file": cfg.receipts.anchor_file.as_deref().map(path),
+        },
         "prompt": {
             "base_file": cfg.prompt.base_file.as_deref().map(path),
             "persona_file": cfg.prompt.persona_file.as_deref().map(path),
@@ -242,7 +246,8 @@ mod tests {
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
              [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
-             [memory]\npath = \"/m/$$$$.db\"\n";
+             [memory]\npath = \"/m/$$$$.db\"\n\
+             [receipts]\nanchor_file = \"/a/$$x anchor\"\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
@@ -250,6 +255,10 @@ mod tests {
         assert_eq!(
             cfg.security.secret_files_allow,
             [".env.example", "fixtures/**"]
+        );
+        assert_eq!(
+            cfg.receipts.anchor_file.as_deref(),
+            Some(Path::new("/a/$x anchor"))
         );
         let shown = config_toml(&cfg).unwrap();
         assert!(

@@ -47,6 +47,7 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver)?;
+    rt.prepare_receipts();
     let _signals = rt.control.install();
     let config = match &ctx.config {
         Some(p) => format!(" --config {}", shell_quote(&p.display().to_string())),
@@ -56,7 +57,11 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         "latchclaw{config} tool run {name} --json {}",
         shell_quote(&args.to_string())
     ));
-    let (record, result) = rt.execute_tool("cli-tool-run", name, &args)?;
+    let executed = rt.execute_tool("cli-tool-run", name, &args);
+    if let Err(e) = rt.anchor_head() {
+        eprintln!("latchclaw: {e}");
+    }
+    let (record, result) = executed?;
     print_json(&json!({
         "tool": name,
         "status": record.status,
@@ -64,6 +69,7 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         "reason": record.reason,
         "receipt_id": record.receipt_id,
         "started_receipt_id": record.started_receipt_id,
+        "receipts_head": rt.receipts_head(),
         "success": result.success,
         "output": result.output,
         "error": result.error,
