@@ -310,6 +310,9 @@ pub struct Security {
     /// Environment variables passed to shell commands besides the minimal set.
     pub shell_env_passthrough: Vec<String>,
     pub confinement: Confinement,
+    /// Variables whose values are redacted wherever they appear, besides
+    /// every provider's `api_key_env` (`security::redact`).
+    pub secret_env: Vec<String>,
 }
 
 impl Default for Security {
@@ -327,6 +330,7 @@ impl Default for Security {
             shell_allowlist: strings(DEFAULT_SHELL_ALLOWLIST),
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
+            secret_env: Vec::new(),
         }
     }
 }
@@ -1107,6 +1111,21 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
             Confinement::ALLOWED,
         )
         .unwrap_or(d.confinement);
+    let secret_env = match r.list(&mut sec, "secret_env") {
+        Some(names) => {
+            let key = sec.key("secret_env");
+            for (i, name) in names.iter().enumerate() {
+                if !is_env_name(name) {
+                    r.err(format!(
+                        "{key}[{i}]: \"{name}\" is not an environment variable name \
+                         (letters, digits and _, not starting with a digit)"
+                    ));
+                }
+            }
+            names
+        }
+        None => d.secret_env,
+    };
     r.finish(sec);
     Security {
         autonomy,
@@ -1117,7 +1136,14 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         shell_allowlist,
         shell_env_passthrough,
         confinement,
+        secret_env,
     }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn read_channels(r: &mut Reader, top: &mut Section, d: Channels) -> Channels {
@@ -1595,6 +1621,25 @@ mod tests {
         assert_eq!(c.receipts.path, PathBuf::from("/state/tool_receipts.log"));
         assert_eq!(c.providers["local"].kind(), ProviderKind::Mock);
         assert!(c.channels.cli.tools_allow.contains(&ToolName::FileList));
+    }
+
+    #[test]
+    fn secret_env_takes_variable_names_only() {
+        let c = parse("[security]\nsecret_env = [\"DB_PASSWORD\", \"_X1\"]\n").unwrap();
+        assert_eq!(c.security.secret_env, ["DB_PASSWORD", "_X1"]);
+        assert!(Security::default().secret_env.is_empty());
+        let e = errors("[security]\nsecret_env = [\"OK\", \"bad-name\", \"9X\", \"\"]\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            e[0].starts_with(
+                "security.secret_env[1]: \"bad-name\" is not an environment variable name"
+            ),
+            "{e:?}"
+        );
+        assert!(e[1].starts_with("security.secret_env[2]:"), "{e:?}");
+        assert!(e[2].starts_with("security.secret_env[3]:"), "{e:?}");
+        let e = errors("[security]\nsecret_env = \"DB_PASSWORD\"\n");
+        assert!(e[0].starts_with("security.secret_env:"), "{e:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod net;
 pub mod options;
 pub mod parse;
 pub mod plan;
+pub mod redact;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};

@@ -141,6 +141,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_allowlist": cfg.security.shell_allowlist,
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
+            "secret_env": cfg.security.secret_env,
         },
         "providers": {"models": providers},
         "channels": {"cli": {
@@ -239,12 +240,14 @@ mod tests {
              [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
              [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
+             [security]\nsecret_env = [\"LC_SECRET_A\", \"LC_SECRET_B\"]\n\
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
              [memory]\npath = \"/m/$$$$.db\"\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
         assert_eq!(cfg.memory.path, PathBuf::from("/m/$$.db"));
+        assert_eq!(cfg.security.secret_env, ["LC_SECRET_A", "LC_SECRET_B"]);
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),
