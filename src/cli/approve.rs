@@ -158,3 +158,70 @@ fn ask_tty(prompt: &str, control: &RunControl) -> Approval {
         _ => Approval::Denied("the operator did not approve".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wrapping_loses_nothing_and_keeps_to_the_width() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..2000 {
+            let text = crate::util::arbitrary::text(&mut rng, &["word ", "  ", "x"], 80);
+            let (first, width) = (rng.usize(1..40), rng.usize(1..40));
+            let pieces = wrap(&text, first, width);
+            assert_eq!(pieces.concat(), text);
+            assert!(pieces[0].chars().count() <= first, "{pieces:?}");
+            assert!(pieces[1..].iter().all(|p| p.chars().count() <= width));
+            assert!(pieces[..pieces.len() - 1].iter().all(|p| !p.is_empty()));
+        }
+        // Broken after a space near the end of a piece, else hard.
+        assert_eq!(wrap("aaaa bbbb cccc", 10, 10), ["aaaa bbbb ", "cccc"]);
+        assert_eq!(wrap("aaaaaaaaaaaa", 5, 5), ["aaaaa", "aaaaa", "aa"]);
+        assert_eq!(wrap("", 5, 5), [""]);
+    }
+
+    #[test]
+    fn a_call_is_described_whole() {
+        let tail = "&& sed -i d important.txt";
+        let command = format!("echo {} {tail}", "step ".repeat(60));
+        let text = describe(
+            "shell",
+            "medium",
+            "needs approval",
+            &json!({"command": command, "n": 3}),
+            "  ",
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "  tool: shell",
+                "  risk: medium",
+                "  reason: needs approval"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{text}");
+        let first = lines
+            .iter()
+            .position(|l| l.starts_with("  argument command: "))
+            .unwrap();
+        let mut joined = lines[first]["  argument command: ".len()..].to_string();
+        for l in &lines[first + 1..] {
+            match l.strip_prefix("      ") {
+                Some(rest) => joined.push_str(rest),
+                None => break,
+            }
+        }
+        assert_eq!(joined, command);
+        assert_eq!(lines.last(), Some(&"  argument n: 3"));
+        // Controls cannot redraw the terminal; no arguments says so.
+        let text = describe("t\u{1b}[2J", "low", "r\n", &json!({}), "");
+        assert!(text.starts_with("tool: t\\u{1b}[2J\n"), "{text}");
+        assert!(
+            text.contains("reason: r\\n\n") && text.ends_with("arguments: none\n"),
+            "{text}"
+        );
+    }
+}
