@@ -312,6 +312,9 @@ pub struct Security {
     pub confinement: Confinement,
     /// Secret-named files the tools may reach after all (`security::secret_files`).
     pub secret_files_allow: Vec<String>,
+    /// Variables whose values are redacted wherever they appear, besides
+    /// every provider's `api_key_env` (`security::redact`).
+    pub secret_env: Vec<String>,
 }
 
 impl Default for Security {
@@ -330,6 +333,7 @@ impl Default for Security {
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
             secret_files_allow: Vec::new(),
+            secret_env: Vec::new(),
         }
     }
 }
@@ -1135,6 +1139,21 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         }
         None => d.secret_files_allow,
     };
+    let secret_env = match r.list(&mut sec, "secret_env") {
+        Some(names) => {
+            let key = sec.key("secret_env");
+            for (i, name) in names.iter().enumerate() {
+                if !is_env_name(name) {
+                    r.err(format!(
+                        "{key}[{i}]: \"{name}\" is not an environment variable name \
+                         (letters, digits and _, not starting with a digit)"
+                    ));
+                }
+            }
+            names
+        }
+        None => d.secret_env,
+    };
     r.finish(sec);
     Security {
         autonomy,
@@ -1146,7 +1165,14 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         shell_env_passthrough,
         confinement,
         secret_files_allow,
+        secret_env,
     }
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn read_channels(r: &mut Reader, top: &mut Section, d: Channels) -> Channels {
@@ -1696,6 +1722,25 @@ mod tests {
         assert_eq!(c.receipts.path, PathBuf::from("/state/tool_receipts.log"));
         assert_eq!(c.providers["local"].kind(), ProviderKind::Mock);
         assert!(c.channels.cli.tools_allow.contains(&ToolName::FileList));
+    }
+
+    #[test]
+    fn secret_env_takes_variable_names_only() {
+        let c = parse("[security]\nsecret_env = [\"DB_PASSWORD\", \"_X1\"]\n").unwrap();
+        assert_eq!(c.security.secret_env, ["DB_PASSWORD", "_X1"]);
+        assert!(Security::default().secret_env.is_empty());
+        let e = errors("[security]\nsecret_env = [\"OK\", \"bad-name\", \"9X\", \"\"]\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            e[0].starts_with(
+                "security.secret_env[1]: \"bad-name\" is not an environment variable name"
+            ),
+            "{e:?}"
+        );
+        assert!(e[1].starts_with("security.secret_env[2]:"), "{e:?}");
+        assert!(e[2].starts_with("security.secret_env[3]:"), "{e:?}");
+        let e = errors("[security]\nsecret_env = \"DB_PASSWORD\"\n");
+        assert!(e[0].starts_with("security.secret_env:"), "{e:?}");
     }
 
     #[test]

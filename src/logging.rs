@@ -1,7 +1,9 @@
 //! Logs go to stderr only, so stdout stays the answer. `LATCHCLAW_LOG=json`
 //! gives one JSON object per line. Events are log records whose
-//! target is `event::NAME`.
+//! target is `event::NAME`. Every line passes through the process's
+//! redactor (`security::redact`) before it is written.
 
+use crate::security::redact;
 use std::io::Write;
 
 pub fn init() {
@@ -18,7 +20,7 @@ pub fn init() {
                 "ts": crate::util::now_rfc3339(),
                 "level": r.level().as_str().to_ascii_lowercase(),
                 "target": target,
-                "msg": r.args().to_string(),
+                "msg": redact::scrub(&r.args().to_string()),
             });
             if let Some(event) = target.strip_prefix("event::") {
                 obj["event"] = event.into();
@@ -29,7 +31,7 @@ pub fn init() {
         b.format(|buf, r| {
             let label = r.target().strip_prefix("event::").unwrap_or("");
             let level = r.level().as_str().to_ascii_lowercase();
-            let msg = crate::util::printable(&r.args().to_string());
+            let msg = crate::util::printable(&redact::scrub(&r.args().to_string()));
             if label.is_empty() {
                 writeln!(buf, "latchclaw: {level}: {msg}")
             } else {

@@ -34,7 +34,9 @@ fn main() {
     let code = match cli::run(std::env::args_os().skip(1)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("latchclaw: error: {e}");
+            // An error may quote a server's reply or a tool's output.
+            let text = latchclaw::security::redact::scrub(&e.to_string());
+            eprintln!("latchclaw: error: {text}");
             e.exit_code()
         }
     };

@@ -311,6 +311,25 @@ fn hit_from_row(r: &rusqlite::Row) -> rusqlite::Result<Hit> {
     })
 }
 
+/// A stored turn as it is read out: turns stored before redaction existed
+/// (or before a secret was configured) may hold secrets. Call ids stay as
+/// they are: they pair results with calls.
+fn redacted_turn(r: &crate::security::redact::Redactor, mut t: Turn) -> Turn {
+    let mut counts = Default::default();
+    r.redact_string(&mut t.content, &mut counts);
+    if let Some(v) = &mut t.tool_results {
+        r.redact_json(v, &mut counts);
+    }
+    if let Some(serde_json::Value::Object(m)) = &mut t.metadata {
+        for (k, v) in m.iter_mut() {
+            if k != "tool_call_id" {
+                r.redact_json(v, &mut counts);
+            }
+        }
+    }
+    t
+}
+
 fn json_col(s: Option<String>) -> Option<serde_json::Value> {
     s.map(|s| serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
 }
@@ -977,7 +996,9 @@ impl Memory {
                 metadata: json_col(r.get(10)?),
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let redactor = crate::security::redact::global();
+        rows.map(|t| Ok(redacted_turn(&redactor, t?)))
+            .collect::<Result<_>>()
     }
 
     /// Conversations, most recently active first.
@@ -998,7 +1019,13 @@ impl Memory {
                 first_message: r.get(4)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let redactor = crate::security::redact::global();
+        rows.map(|c| {
+            let mut c = c?;
+            c.first_message = redactor.redact(&c.first_message).into_owned();
+            Ok(c)
+        })
+        .collect::<Result<_>>()
     }
 
     /// Ranked search over the newest matches (whole words, then prefixes; all
@@ -1069,10 +1096,11 @@ impl Memory {
             .collect::<Result<_>>()?;
         rank(&mut rows, &rare, &idf, now);
         rows.truncate(limit as usize);
+        let redactor = crate::security::redact::global();
         Ok(rows
             .into_iter()
             .map(|c| Hit {
-                snippet: snippet(&c.content, &rare, NOTE_TOKENS, false),
+                snippet: snippet(&redactor.redact(&c.content), &rare, NOTE_TOKENS, false),
                 ..c.hit
             })
             .collect())
@@ -1112,10 +1140,11 @@ impl Memory {
                 .collect::<Result<_>>()?;
             rank(&mut rows, &terms, &idf, now);
             rows.truncate(limit as usize);
+            let redactor = crate::security::redact::global();
             return Ok(rows
                 .into_iter()
                 .map(|c| Hit {
-                    snippet: snippet(&c.content, &terms, SNIPPET_TOKENS, true),
+                    snippet: snippet(&redactor.redact(&c.content), &terms, SNIPPET_TOKENS, true),
                     ..c.hit
                 })
                 .collect());
@@ -1203,12 +1232,20 @@ impl Memory {
             })
             .collect();
         let mut stmt = self.conn.prepare(
-            "SELECT conversation_id, turn_id, timestamp, role, substr(content, 1, 200)
+            "SELECT conversation_id, turn_id, timestamp, role, content
              , 0.0 FROM turns WHERE content LIKE '%' || ?1 || '%' ESCAPE '\\'
              ORDER BY id DESC LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![escaped, limit], hit_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        // Redacted whole, then cut: a cut never leaves half a secret.
+        let redactor = crate::security::redact::global();
+        rows.map(|h| {
+            let mut h = h?;
+            let clean = redactor.redact(&h.snippet);
+            h.snippet = clean.chars().take(200).collect();
+            Ok(h)
+        })
+        .collect::<Result<_>>()
     }
 
     /// Deletes every conversation; returns how many turns went.

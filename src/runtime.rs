@@ -10,6 +10,7 @@ use crate::providers::{
     ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
 use crate::receipts::{NewReceipt, ReceiptLog, Status};
+use crate::security::redact::Redactor;
 use crate::security::{Decision, Gate, Risk, Verdict};
 use crate::tools::{self, ToolCtx, ToolResult};
 use serde::Serialize;
@@ -113,6 +114,8 @@ pub fn summarize_args(args: &Value) -> String {
 pub struct Runtime<'a> {
     pub cfg: &'a Config,
     pub gate: Gate,
+    /// Every tool result passes through it before anything else sees it.
+    pub redactor: std::sync::Arc<Redactor>,
     pub memory: Memory,
     receipts: Option<ReceiptLog>,
     approver: &'a dyn Approver,
@@ -246,6 +249,7 @@ impl<'a> Runtime<'a> {
         Ok(Runtime {
             cfg,
             gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
+            redactor: crate::security::redact::for_config(cfg),
             memory,
             receipts: cfg
                 .receipts
@@ -419,7 +423,17 @@ impl<'a> Runtime<'a> {
                 control: &self.control,
                 deadline: self.control.until(limit),
             };
-            let result = tool.invoke(args, &ctx);
+            let mut result = tool.invoke(args, &ctx);
+            // Before the model, the receipts, memory or a log line sees it.
+            let redacted = self.redactor.redact_result(&mut result);
+            if !redacted.is_empty() {
+                log::info!(
+                    target: "event::tool_redacted",
+                    "tool={name} redacted={} ({})",
+                    redacted.total(),
+                    redacted.summary()
+                );
+            }
             if result.success {
                 log::info!(target: "event::tool_completed", "tool={name}");
                 Ok((status, result))
@@ -539,9 +553,26 @@ impl<'a> Runtime<'a> {
         conversation_id: &str,
         name: &str,
         args: &Value,
-        o: CallEnd,
+        mut o: CallEnd,
         mut result: ToolResult,
     ) -> Result<(CallRecord, ToolResult)> {
+        // Denials and made-up errors quote arguments and gate reasons: short
+        // texts, scrubbed here too (a tool's own output already was).
+        if let Some(e) = &mut result.error {
+            *e = self.redactor.redact(e).into_owned();
+        }
+        o.reason = self.redactor.redact(&o.reason).into_owned();
+        // The receipt says that output was redacted, and of what kind; the
+        // counts are also in the result it hashes.
+        if let Some(kinds) = result
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("redacted"))
+            .and_then(Value::as_object)
+        {
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            o.reason = format!("{}; output redacted: {}", o.reason, kinds.join(", "));
+        }
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
         let receipt_id = self.append_receipt(&NewReceipt {
             conversation_id,

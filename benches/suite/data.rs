@@ -107,7 +107,7 @@ impl Vocabulary {
 
     /// Sentences of 4 to 18 words until about `words` words are written,
     /// with the odd path or number mixed in.
-    fn text(&self, rng: &mut fastrand::Rng, words: usize) -> String {
+    pub fn text(&self, rng: &mut fastrand::Rng, words: usize) -> String {
         let mut out = String::with_capacity(words * 7);
         let mut written = 0;
         while written < words {

@@ -10,7 +10,7 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate).
+//! verify, append, gate, redact).
 
 mod data;
 mod measure;
@@ -148,6 +148,9 @@ fn main() {
     }
     if run("gate") {
         gate_figure(&mut report, &root);
+    }
+    if run("redact") {
+        redact_figures(&mut report, &vocab);
     }
 
     let header = format!(
@@ -698,6 +701,251 @@ fn gate_figure(report: &mut Report, root: &Path) {
         format!("{rate:.0}"),
         "≥ 50000",
         Some(rate >= 50_000.0),
+    );
+}
+
+/// Text a tool returns: prose, code and config lines, log lines with ids,
+/// hashes, URLs and `key=value` pairs (the separators the redactor stops
+/// at), about `bytes` long.
+fn ordinary_text(vocab: &data::Vocabulary, bytes: usize) -> String {
+    let mut rng = fastrand::Rng::with_seed(21);
+    let mut out = String::with_capacity(bytes + 256);
+    while out.len() < bytes {
+        let w = vocab.text(&mut rng, 3);
+        let w: Vec<&str> = w.split(' ').collect();
+        // A generated `x_secret: 12` would be a secret assignment.
+        let word = |i: usize| {
+            let w = w[i % w.len()]
+                .trim_end_matches(['.', '?', '!'])
+                .to_lowercase();
+            let secretish = ["password", "passwd", "secret", "token", "key"];
+            if secretish.iter().any(|s| w.contains(s)) {
+                "item".to_string()
+            } else {
+                w
+            }
+        };
+        match rng.u8(..6) {
+            0 | 1 => {
+                out.push_str(&vocab.text(&mut rng, 40));
+                out.push('\n');
+            }
+            2 => out.push_str(&format!(
+                "    let {}_{} = self.{}(&{}, {})?;\n",
+                word(0),
+                word(1),
+                word(2),
+                word(0),
+                rng.u32(..1000)
+            )),
+            3 => out.push_str(&format!(
+                "2026-11-22T10:{:02}:{:02}.{:03}Z INFO request_id={:08x}-{:04x}-{:04x}-{:04x}-{:012x} \
+                 status={} path=/api/v1/{}/{} took={}ms\n",
+                rng.u8(..60),
+                rng.u8(..60),
+                rng.u16(..1000),
+                rng.u32(..),
+                rng.u16(..),
+                rng.u16(..),
+                rng.u16(..),
+                rng.u64(..1 << 48),
+                [200, 201, 404, 500][rng.usize(..4)],
+                word(0),
+                word(1),
+                rng.u16(..5000)
+            )),
+            4 => out.push_str(&format!(
+                "commit {:016x}{:016x}{:08x}\nAuthor: {} <{}@example.com>\nsee https://example.com/{}/{}?page={}\n",
+                rng.u64(..),
+                rng.u64(..),
+                rng.u32(..),
+                word(0),
+                word(1),
+                word(1),
+                word(2),
+                rng.u8(..50)
+            )),
+            _ => out.push_str(&format!(
+                "{}_{}: {}\n--{}-{}={} # {}\n",
+                word(0),
+                word(1),
+                rng.u32(..100_000),
+                word(2),
+                word(0),
+                word(1),
+                word(2)
+            )),
+        }
+    }
+    out
+}
+
+/// MB/s of `f` over `text`: the best of `runs` passes (the least disturbed
+/// by other load).
+fn throughput(text: &str, runs: usize, f: impl Fn(&str) -> usize) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..runs {
+        let start = Instant::now();
+        std::hint::black_box(f(text));
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    text.len() as f64 / best / 1e6
+}
+
+/// The redactor (`security::redact`): throughput on ordinary text and on
+/// inputs built to make a matcher go quadratic, and what it adds to a tool
+/// round (one result redacted; the set-up once per process).
+fn redact_figures(report: &mut Report, vocab: &data::Vocabulary) {
+    use latchclaw::security::redact::Redactor;
+    use latchclaw::tools::ToolResult;
+    let mut r = Redactor::new();
+    r.add_secret("OPENAI_API_KEY", "sk-bench-0123456789abcdefghijklmnop");
+    r.add_secret("DB_PASSWORD", "bench-db-password-42");
+    let redact = |t: &str| r.redact(t).len();
+
+    let text = ordinary_text(vocab, 16 << 20);
+    let mut found = latchclaw::security::redact::Counts::default();
+    let clean = r.redact_counted(&text, &mut found);
+    let at = clean.find("[REDACTED:").unwrap_or(0);
+    assert!(
+        found.is_empty(),
+        "the ordinary text holds no secret: {} ({:?})",
+        found.summary(),
+        &clean[at.saturating_sub(80)..(at + 80).min(clean.len())]
+    );
+    let rate = throughput(&text, 5, redact);
+    report.row(
+        "redaction, ordinary text (16 MiB: prose, code, logs; 2 known values), MB/s",
+        format!("{rate:.0}"),
+        "≥ 100",
+        Some(rate >= 100.0),
+    );
+    let dense: String = text
+        .lines()
+        .take(200_000)
+        .enumerate()
+        .map(|(i, l)| match i % 4 {
+            0 => format!("{l} password={i}x\n"),
+            1 => format!("{l} AKIA{:016}\n", i),
+            2 => format!("{l} token: ghp_{:036}\n", i),
+            _ => format!("{l} https://u:p{i}@host/x\n"),
+        })
+        .collect();
+    let rate = throughput(&dense, 5, redact);
+    report.row(
+        "redaction, a secret on every line, MB/s",
+        format!("{rate:.0}"),
+        "-",
+        None,
+    );
+    // Inputs built to make a backtracking matcher, or a rule that rescans
+    // its run at every trigger, go quadratic: 10 times the input must take
+    // about 10 times as long (more where 1 MiB fits in a cache and 10 MiB
+    // does not, or when other load comes and goes; quadratic is 100).
+    let hostile = |n: usize| {
+        let fill = |unit: &str| unit.repeat(n / unit.len());
+        vec![
+            fill("AKIA"),
+            fill("-----BEGIN"),
+            fill("-----BEGIN RSA PRIVATE KEY-----"),
+            fill("-----END RSA PRIVATE KEY-----\n"),
+            fill("eyJ"),
+            fill("eyJaaaaaaaaaa."),
+            fill("sk-"),
+            fill("ghp_"),
+            fill("password:"),
+            fill("token: a "),
+            fill("https://a"),
+            fill("sk-bench-0123"),
+            format!("password=\"{}", "a".repeat(n)),
+            format!("{}\n-----END RSA PRIVATE KEY-----", "A\n".repeat(n / 2)),
+        ]
+    };
+    let (small, large) = (hostile(1 << 20), hostile(10 << 20));
+    let mut worst_rate = (f64::MAX, String::new());
+    let mut worst_ratio = (0.0f64, String::new());
+    for (s, l) in small.iter().zip(&large) {
+        let name = format!("{:?}", &l[..12]);
+        let (rs, rl) = (throughput(s, 7, redact), throughput(l, 5, redact));
+        if rl < worst_rate.0 {
+            worst_rate = (rl, name.clone());
+        }
+        // Time ratio for 10x the bytes.
+        let ratio = 10.0 * rs / rl;
+        if ratio > worst_ratio.0 {
+            worst_ratio = (ratio, name);
+        }
+    }
+    report.row(
+        format!(
+            "redaction, slowest of {} adversarial 10 MiB inputs ({}…), MB/s",
+            large.len(),
+            worst_rate.1
+        ),
+        format!("{:.0}", worst_rate.0),
+        "-",
+        None,
+    );
+    report.row(
+        format!(
+            "  time for 10 MiB over time for 1 MiB, worst input ({}…)",
+            worst_ratio.1
+        ),
+        format!("{:.1}", worst_ratio.0),
+        "≤ 40 (linear: 10, quadratic: 100)",
+        Some(worst_ratio.0 <= 40.0),
+    );
+    // Per tool round: one result redacted (output, error, metadata).
+    for (label, size, budget) in [
+        ("2 KiB", 2048, Some(0.02)),
+        ("64 KiB (the output cap)", 65536, Some(0.65)),
+    ] {
+        let mut cut = size.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let output = text[..cut].to_string();
+        // The best of 20 batches: the least disturbed by other load.
+        let runs = 100usize;
+        let mut each = f64::MAX;
+        for _ in 0..20 {
+            let results: Vec<ToolResult> = (0..runs)
+                .map(|_| ToolResult {
+                    metadata: Some(serde_json::json!({"exit_code": 0, "duration_ms": 3})),
+                    ..ToolResult::ok(output.clone())
+                })
+                .collect();
+            let start = Instant::now();
+            for mut res in results {
+                std::hint::black_box(r.redact_result(&mut res));
+            }
+            each = each.min(start.elapsed().as_secs_f64() * 1e3 / runs as f64);
+        }
+        report.row(
+            format!("  redaction per tool round, a {label} result"),
+            format!("{:.1} µs", each * 1e3),
+            &budget.map_or("-".to_string(), |b| format!("≤ {} µs", b * 1e3)),
+            budget.map(|b| each <= b),
+        );
+    }
+    let mut cfg = latchclaw::config::Config::from_text(
+        "[security]\nsecret_env = [\"LC_BENCH_A\", \"LC_BENCH_B\"]\n",
+        Path::new("/nonexistent/config.toml"),
+        PathBuf::from("/nonexistent"),
+    )
+    .unwrap();
+    cfg.security.secret_env.push("HOME".into());
+    let runs = 2000;
+    let start = Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(Redactor::from_config(&cfg));
+    }
+    let each = start.elapsed().as_secs_f64() * 1e6 / runs as f64;
+    report.row(
+        "  redactor set-up, once per process (reads the named variables)",
+        format!("{each:.1} µs"),
+        "-",
+        None,
     );
 }
 

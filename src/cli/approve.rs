@@ -4,24 +4,20 @@
 
 use crate::control::{RunControl, Stop};
 use crate::error::{Error, Result};
-use crate::memory::PendingApproval;
 use crate::runtime::{Approval, Approver};
 use crate::security::Decision;
 use serde_json::Value;
 use std::io::{BufRead, Write};
 use std::os::fd::AsRawFd;
 
-/// Asks on the terminal whether pending approval `id` may be approved.
-pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
-    let risk = p.risk;
-    let d = crate::security::Decision::ask(
-        risk,
-        format!(
-            "pending approval {id} in conversation {}: {}",
-            p.conversation_id, p.reason
-        ),
-    );
-    match TtyApprover.ask(&p.tool, &d, &p.arguments, &RunControl::new(None)) {
+/// How wide a wrapped argument line may be, indentation included.
+const WIDTH: usize = 100;
+
+/// Asks on the terminal whether pending approval `id` may be approved (its
+/// call was printed in full just before, by `describe`).
+pub fn confirm(id: &str) -> Result<()> {
+    let question = format!("Approve {id} (shown above)? [y/N] ");
+    match ask_tty(&question, &RunControl::new(None)) {
         Approval::Approved => Ok(()),
         Approval::Unavailable(_) => Err(Error::usage(
             "approving needs a terminal to confirm on, or --yes typed by the operator",
@@ -30,70 +26,202 @@ pub fn confirm(id: &str, p: &PendingApproval) -> Result<()> {
     }
 }
 
+/// A call as the operator judges it: tool, risk, reason and every
+/// argument in full, long values wrapped (never cut: the end of a long
+/// command is where a dangerous part hides). Each argument is `key: value`
+/// with string values as they are (controls escaped); continuation lines
+/// are indented by `indent` plus four spaces.
+pub fn describe(tool: &str, risk: &str, reason: &str, args: &Value, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| {
+        let first = format!("{indent}{key}: ");
+        let more = format!("{indent}    ");
+        let width = |prefix: &str| WIDTH.saturating_sub(prefix.chars().count()).max(20);
+        for (i, piece) in wrap(value, width(&first), width(&more)).iter().enumerate() {
+            out.push_str(if i == 0 { &first } else { &more });
+            out.push_str(piece);
+            out.push('\n');
+        }
+    };
+    line("tool", &crate::util::printable(tool));
+    line("risk", risk);
+    line("reason", &crate::util::printable(reason));
+    match args.as_object() {
+        Some(m) if m.is_empty() => line("arguments", "none"),
+        Some(m) => {
+            for (k, v) in m {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                line(
+                    &format!("argument {}", crate::util::printable(k)),
+                    &crate::util::printable(&text),
+                );
+            }
+        }
+        None => line("arguments", &crate::util::printable(&args.to_string())),
+    }
+    out
+}
+
+/// `text` in pieces of at most `first` characters (the first piece) and
+/// `width` (the rest), broken after a space when there is one near the end
+/// of a piece; the pieces put together are `text` exactly.
+pub fn wrap(text: &str, first: usize, width: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut w = first.max(1);
+    while chars.len() - at > w {
+        let window = &chars[at..at + w];
+        let cut = window
+            .iter()
+            .rposition(|c| *c == ' ')
+            .filter(|&i| i + 1 >= w * 2 / 3)
+            .map_or(w, |i| i + 1);
+        out.push(window[..cut].iter().collect());
+        at += cut;
+        w = width.max(1);
+    }
+    out.push(chars[at..].iter().collect());
+    out
+}
+
 /// Asks on `/dev/tty`, so it works when stdin is a pipe; with no terminal
 /// (cron) the answer is no.
 pub struct TtyApprover;
 
 impl Approver for TtyApprover {
     fn ask(&self, tool: &str, d: &Decision, args: &Value, control: &RunControl) -> Approval {
-        let tty = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty");
-        let Ok(mut tty) = tty else {
-            return Approval::Unavailable(
-                "no terminal to ask the operator (unattended run): denied".into(),
-            );
-        };
         let prompt = format!(
-            "\nlatchclaw wants to run a tool\n  tool: {}\n  risk: {}\n  reason: {}\n  arguments: {}\nApprove? [y/N] ",
-            crate::util::printable(tool),
-            d.risk.as_str(),
-            crate::util::printable(&d.reason),
-            crate::util::printable(&args.to_string())
+            "\nlatchclaw wants to run a tool\n{}Approve? [y/N] ",
+            describe(tool, d.risk.as_str(), &d.reason, args, "  ")
         );
-        if tty
-            .write_all(prompt.as_bytes())
-            .and_then(|_| tty.flush())
-            .is_err()
-        {
-            return Approval::Denied("the terminal could not be written: denied".into());
-        }
-        // The operator's answer is awaited only while the run may go on:
-        // the deadline or Ctrl-C ends the wait (a line read would not).
-        loop {
-            if let Some(stop) = control.stop() {
-                let _ = tty.write_all(b"\n");
-                let why = control.why(stop);
-                return match stop {
-                    Stop::Cancelled => Approval::Denied(format!("{why}: denied")),
-                    Stop::Timeout => Approval::Unavailable(format!("no answer before {why}")),
-                };
-            }
-            let mut pfd = libc::pollfd {
-                fd: tty.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+        ask_tty(&prompt, control)
+    }
+}
+
+/// Writes `prompt` on the terminal and reads the answer: yes only for `y`
+/// or `yes`.
+fn ask_tty(prompt: &str, control: &RunControl) -> Approval {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty");
+    let Ok(mut tty) = tty else {
+        return Approval::Unavailable(
+            "no terminal to ask the operator (unattended run): denied".into(),
+        );
+    };
+    if tty
+        .write_all(prompt.as_bytes())
+        .and_then(|_| tty.flush())
+        .is_err()
+    {
+        return Approval::Denied("the terminal could not be written: denied".into());
+    }
+    // The operator's answer is awaited only while the run may go on:
+    // the deadline or Ctrl-C ends the wait (a line read would not).
+    loop {
+        if let Some(stop) = control.stop() {
+            let _ = tty.write_all(b"\n");
+            let why = control.why(stop);
+            return match stop {
+                Stop::Cancelled => Approval::Denied(format!("{why}: denied")),
+                Stop::Timeout => Approval::Unavailable(format!("no answer before {why}")),
             };
-            // SAFETY: one valid pollfd for the length of the call.
-            let n = unsafe { libc::poll(&mut pfd, 1, 100) };
-            if n > 0 {
-                break;
-            }
-            if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return Approval::Denied("no answer from the terminal: denied".into());
-            }
         }
-        let mut answer = String::new();
-        if std::io::BufReader::new(&tty)
-            .read_line(&mut answer)
-            .is_err()
-        {
+        let mut pfd = libc::pollfd {
+            fd: tty.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the length of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, 100) };
+        if n > 0 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return Approval::Denied("no answer from the terminal: denied".into());
         }
-        match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => Approval::Approved,
-            _ => Approval::Denied("the operator did not approve".into()),
+    }
+    let mut answer = String::new();
+    if std::io::BufReader::new(&tty)
+        .read_line(&mut answer)
+        .is_err()
+    {
+        return Approval::Denied("no answer from the terminal: denied".into());
+    }
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Approval::Approved,
+        _ => Approval::Denied("the operator did not approve".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wrapping_loses_nothing_and_keeps_to_the_width() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..2000 {
+            let text = crate::util::arbitrary::text(&mut rng, &["word ", "  ", "x"], 80);
+            let (first, width) = (rng.usize(1..40), rng.usize(1..40));
+            let pieces = wrap(&text, first, width);
+            assert_eq!(pieces.concat(), text);
+            assert!(pieces[0].chars().count() <= first, "{pieces:?}");
+            assert!(pieces[1..].iter().all(|p| p.chars().count() <= width));
+            assert!(pieces[..pieces.len() - 1].iter().all(|p| !p.is_empty()));
         }
+        // Broken after a space near the end of a piece, else hard.
+        assert_eq!(wrap("aaaa bbbb cccc", 10, 10), ["aaaa bbbb ", "cccc"]);
+        assert_eq!(wrap("aaaaaaaaaaaa", 5, 5), ["aaaaa", "aaaaa", "aa"]);
+        assert_eq!(wrap("", 5, 5), [""]);
+    }
+
+    #[test]
+    fn a_call_is_described_whole() {
+        let tail = "&& sed -i d important.txt";
+        let command = format!("echo {} {tail}", "step ".repeat(60));
+        let text = describe(
+            "shell",
+            "medium",
+            "needs approval",
+            &json!({"command": command, "n": 3}),
+            "  ",
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "  tool: shell",
+                "  risk: medium",
+                "  reason: needs approval"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{text}");
+        let first = lines
+            .iter()
+            .position(|l| l.starts_with("  argument command: "))
+            .unwrap();
+        let mut joined = lines[first]["  argument command: ".len()..].to_string();
+        for l in &lines[first + 1..] {
+            match l.strip_prefix("      ") {
+                Some(rest) => joined.push_str(rest),
+                None => break,
+            }
+        }
+        assert_eq!(joined, command);
+        assert_eq!(lines.last(), Some(&"  argument n: 3"));
+        // Controls cannot redraw the terminal; no arguments says so.
+        let text = describe("t\u{1b}[2J", "low", "r\n", &json!({}), "");
+        assert!(text.starts_with("tool: t\\u{1b}[2J\n"), "{text}");
+        assert!(
+            text.contains("reason: r\\n\n") && text.ends_with("arguments: none\n"),
+            "{text}"
+        );
     }
 }

@@ -30,6 +30,16 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub fn load_config(&self) -> Result<Config> {
         let cfg = Config::load(self.config.as_deref())?;
+        // From here on, log lines, errors and memory read-outs are scrubbed
+        // of the secrets this config names.
+        let redactor = crate::security::redact::for_config(&cfg);
+        for name in redactor.too_short() {
+            log::info!(
+                target: "event::secret_too_short",
+                "{name} holds fewer than {} bytes: not redacted by exact match",
+                crate::security::redact::MIN_SECRET_BYTES
+            );
+        }
         log::info!(target: "event::startup", "version={}", env!("CARGO_PKG_VERSION"));
         log::info!(target: "event::config_path", "path={} loaded={}", cfg.config_path.display(), cfg.source.is_some());
         log::info!(target: "event::workspace_path", "path={}", cfg.workspace_dir.display());

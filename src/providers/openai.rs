@@ -190,11 +190,30 @@ impl OpenAiCompatible {
         ))
     }
 
+    /// Every error of this provider is scrubbed of its key (and of every
+    /// other secret and pattern) here, whatever built its text.
     fn err(&self, kind: ProviderErrorKind, message: impl Into<String>) -> ProviderError {
+        let message = message.into();
         ProviderError {
             kind,
             provider: self.name.clone(),
-            message: message.into(),
+            message: self.redactor(None).redact(&message).into_owned(),
+        }
+    }
+
+    /// The process's redactor and this provider's key (`key`, else read
+    /// from its variable now).
+    fn redactor(&self, key: Option<&str>) -> crate::security::redact::Redactor {
+        let r = crate::security::redact::global();
+        let own = match (key, &self.api_key_env) {
+            (Some(k), Some(var)) => Some((var.clone(), k.to_string())),
+            (None, Some(var)) => std::env::var(var).ok().map(|k| (var.clone(), k)),
+            (Some(k), None) => Some(("api_key".to_string(), k.to_string())),
+            (None, None) => None,
+        };
+        match own {
+            Some((var, k)) => r.with_secret(&var, &k),
+            None => (*r).clone(),
         }
     }
 
@@ -271,13 +290,12 @@ impl OpenAiCompatible {
         }
     }
 
-    /// Removes the key from any text that may be shown or logged.
+    /// Server text for an error: the key and every other secret removed
+    /// from the whole text first, then made printable, then cut to 300
+    /// characters (cut first, a key straddling the cut would leave its
+    /// first part behind).
     fn scrub(&self, text: &str, key: Option<&str>) -> String {
-        let mut s: String = text.chars().take(300).collect();
-        if let Some(k) = key.filter(|k| k.len() >= 4) {
-            s = s.replace(k, "[redacted]");
-        }
-        crate::util::printable(&s)
+        self.redactor(key).scrub_cut(text, 300)
     }
 
     /// Hands one exchange to the worker thread.
@@ -830,7 +848,7 @@ fn is_timeout(e: &std::io::Error) -> bool {
         )
 }
 
-/// The provider's own error text: `error.message`, else the start of the body.
+/// The provider's own error text: `error.message`, else the body.
 fn server_message(bytes: &[u8]) -> String {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let m = v["error"]["message"]
@@ -840,7 +858,8 @@ fn server_message(bytes: &[u8]) -> String {
         .or_else(|| v["detail"].as_str());
     match m {
         Some(m) => m.to_string(),
-        None => String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned(),
+        // Whole: the caller scrubs it before cutting it short.
+        None => String::from_utf8_lossy(bytes).into_owned(),
     }
 }
 

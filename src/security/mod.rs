@@ -13,6 +13,7 @@ pub mod net;
 pub mod options;
 pub mod parse;
 pub mod plan;
+pub mod redact;
 pub mod secret_files;
 pub mod shell;
 

@@ -66,7 +66,8 @@ fn ending(result: &Result<i32>, turn: Option<&TurnOutcome>, signal: i32) -> Endi
         Err(e) => {
             return Ending {
                 outcome: Outcome::Failed(e.kind),
-                error: Some(e.msg.clone()),
+                // For the run record and `--json`, which outlive the run.
+                error: Some(crate::security::redact::scrub(&e.msg)),
             };
         }
         Ok(c) => *c,

@@ -1,7 +1,10 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
+use crate::cli::approve::describe;
 use crate::cli::{Ctx, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
+use crate::memory::ApprovalStatus;
+use std::io::Write;
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
     let list = match ctx.read_memory()? {
@@ -13,16 +16,16 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
     } else if list.is_empty() {
         eprintln!("no {}approvals", if all { "" } else { "pending " });
     } else {
+        // Every argument in full, wrapped: the operator approves what the
+        // whole command does, not its first 80 characters.
         for p in list {
             println!(
-                "{}  {:8}  {:6}  {}  {}  {} {}",
-                p.id,
-                p.status,
-                p.risk.as_str(),
-                p.created_at,
-                p.conversation_id,
-                p.tool,
-                one_line(&p.arguments.to_string(), 80)
+                "{}  {}  {}  {}",
+                p.id, p.status, p.created_at, p.conversation_id
+            );
+            print!(
+                "{}",
+                describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "    ")
             );
         }
     }
@@ -36,16 +39,28 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
             "no approval \"{id}\"; `latchclaw approvals list` shows them"
         )));
     };
+    // The whole call, before the operator is asked (or --yes decides).
+    if p.status == ApprovalStatus::Pending {
+        println!(
+            "{} {id} in {}:",
+            if approve { "approving" } else { "denying" },
+            p.conversation_id
+        );
+        print!(
+            "{}",
+            describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "  ")
+        );
+        let _ = std::io::stdout().flush();
+    }
     if approve && !yes {
         // A person at a terminal, or --yes typed by the operator.
-        crate::cli::approve::confirm(id, &p)?;
+        crate::cli::approve::confirm(id)?;
     }
     memory.decide_approval(id, approve)?;
     println!(
-        "{} {id}: {} {} in {}{}",
+        "{} {id}: {} in {}{}",
         if approve { "approved" } else { "denied" },
         p.tool,
-        one_line(&p.arguments.to_string(), 80),
         p.conversation_id,
         if approve {
             format!("; run `latchclaw agent --resume {}`", p.conversation_id)

@@ -142,6 +142,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
             "secret_files_allow": cfg.security.secret_files_allow,
+            "secret_env": cfg.security.secret_env,
         },
         "providers": {"models": providers},
         "channels": {"cli": {
@@ -245,6 +246,7 @@ mod tests {
              [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
              [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
+             [security]\nsecret_env = [\"LC_SECRET_A\", \"LC_SECRET_B\"]\n\
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
              [memory]\npath = \"/m/$$$$.db\"\n\
              [receipts]\nanchor_file = \"/a/$$x anchor\"\n";
@@ -260,6 +262,7 @@ mod tests {
             cfg.receipts.anchor_file.as_deref(),
             Some(Path::new("/a/$x anchor"))
         );
+        assert_eq!(cfg.security.secret_env, ["LC_SECRET_A", "LC_SECRET_B"]);
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),
