@@ -237,6 +237,7 @@ mod tests {
         let path = Path::new("/cfg/config.toml");
         let text = "workspace_dir = \"/w/a $$HOME b\"\n\
              [security]\nsecret_files_allow = [\".env.example\", \"fixtures/**\"]\n\
+             secret_env = [\"LC_SECRET_A\", \"LC_SECRET_B\"]\n\
              [providers.models.m]\nkind = \"mock\"\nfixture = \"/f/$${x.toml\"\nstream = false\n\
              record_requests = \"rec $$1.jsonl\"\n\
              [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
@@ -246,7 +247,6 @@ mod tests {
              [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\
              [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
-             [security]\nsecret_env = [\"LC_SECRET_A\", \"LC_SECRET_B\"]\n\
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
              [memory]\npath = \"/m/$$$$.db\"\n\
              [receipts]\nanchor_file = \"/a/$$x anchor\"\n";
