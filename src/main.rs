@@ -13,6 +13,9 @@ fn main() {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
     }
+    // Whatever started latchclaw may have leaked descriptors to it (a
+    // socket, a pipe): none of them reaches a child, confined or not.
+    latchclaw::security::confine::close_inherited();
     // Die quietly on a closed stdout (`latchclaw memory list | head -1`)
     // instead of panicking on EPIPE. Sockets use MSG_NOSIGNAL, so only pipes
     // are affected.

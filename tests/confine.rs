@@ -1,11 +1,13 @@
-//! Kernel confinement (Landlock) of shell children, through the library API
-//! the shell runner uses: real programs spawned with `Prepared::install`.
-//! Each denial is checked against an unconfined control run, so a test
-//! cannot pass because the program fails anyway.
+//! Kernel confinement (Landlock and the seccomp socket filter) of shell
+//! children, through the library API the shell runner uses: real programs
+//! spawned with `Prepared::install`. Each denial is checked against an
+//! unconfined control run, so a test cannot pass because the program fails
+//! anyway.
 
 use latchclaw::security::confine::{self, Mode, Prepared, Spec};
 use std::io::Read;
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -69,7 +71,7 @@ impl Fx {
 
     fn prepared(&self, writable: bool) -> Prepared {
         let p = confine::prepare(&self.spec(Mode::Required, writable)).unwrap();
-        assert!(p.is_confined());
+        assert!(p.is_confined() && p.filters_sockets());
         p
     }
 
@@ -305,6 +307,282 @@ fn the_parents_environ_stays_closed_while_ordinary_programs_run() {
     ] {
         let r = f.sh(&boxed, script);
         assert!(r.ok && r.stdout.contains(want), "{script}: {r:?}");
+    }
+}
+
+/// A system python3 (the sandbox cannot run one from a home directory), or
+/// `None` after saying why the test does not run.
+fn python() -> Option<&'static str> {
+    let found = ["/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        eprintln!("SKIPPED: no python3 in /usr/bin, /bin or /usr/local/bin");
+    }
+    found
+}
+
+/// Each probe prints `name=ok` or `name=<errno name>`.
+const NET_PY: &str = r#"
+import asyncio, ctypes, errno, os, socket, sys
+port, path = int(sys.argv[1]), sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+def raw(nr, *args):
+    r = libc.syscall(nr, *args)
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+def udp():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"ping", ("127.0.0.1", port))
+def udp6():
+    socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+def unix():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(b"hello")
+def netlink():
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+def pair():
+    a, b = socket.socketpair()
+    a.sendall(b"x")
+    assert b.recv(1) == b"x"
+def pair_dgram():
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+def event_loop():
+    asyncio.run(asyncio.sleep(0))
+def uring():
+    os.close(raw(425, 8, ctypes.create_string_buffer(120)))
+def getfd():
+    os.close(raw(438, os.pidfd_open(os.getpid()), 0, 0))
+for name, probe in [("udp", udp), ("udp6", udp6), ("unix", unix), ("netlink", netlink),
+                    ("pair", pair), ("pair_dgram", pair_dgram), ("event_loop", event_loop),
+                    ("uring", uring), ("getfd", getfd)]:
+    try:
+        probe()
+        print(f"{name}=ok")
+    except OSError as e:
+        print(f"{name}={errno.errorcode.get(e.errno, e.errno)}")
+"#;
+
+/// The probes' results by name.
+fn results(out: &Out) -> std::collections::HashMap<String, String> {
+    assert!(out.ok, "{out:?}");
+    out.stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The red team's case: Landlock below ABI 9/10 leaves UDP and pathname UNIX
+/// sockets open; the socket filter closes them on every kernel.
+#[test]
+fn udp_unix_sockets_and_io_uring_are_refused_by_the_socket_filter() {
+    if abi_at_least(1).is_none() {
+        return;
+    }
+    let Some(py) = python() else {
+        return;
+    };
+    let f = fx();
+    std::fs::write(f.ws.join("net.py"), NET_PY).unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let port = udp.local_addr().unwrap().port().to_string();
+    // Outside the workspace, as docker.sock or the D-Bus socket would be.
+    let path = f.home.join("daemon.sock");
+    let unix = UnixListener::bind(&path).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let path = path.display().to_string();
+    let args = ["net.py", port.as_str(), path.as_str()];
+
+    let control = results(&f.run(&f.unconfined(), py, &args));
+    for probe in [
+        "udp",
+        "udp6",
+        "unix",
+        "netlink",
+        "pair",
+        "pair_dgram",
+        "event_loop",
+        "getfd",
+    ] {
+        assert_eq!(control[probe], "ok", "control {probe}: {control:?}");
+    }
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        udp.recv(&mut buf).unwrap(),
+        4,
+        "the control datagram arrived"
+    );
+    let (mut conn, _) = unix.accept().expect("the control connection arrived");
+    conn.set_nonblocking(false).unwrap();
+    let mut got = String::new();
+    conn.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "hello");
+
+    let r = results(&f.run(&f.prepared(true), py, &args));
+    for (probe, want) in [
+        ("udp", "EACCES"),
+        ("udp6", "EACCES"),
+        ("unix", "EACCES"),
+        ("netlink", "EACCES"),
+        ("pair_dgram", "EACCES"),
+        ("uring", "ENOSYS"),
+        ("getfd", "EPERM"),
+        // Local plumbing stays: a stream pair, and asyncio's self-pipe on one.
+        ("pair", "ok"),
+        ("event_loop", "ok"),
+    ] {
+        assert_eq!(r[probe], want, "{probe}: {r:?}");
+    }
+    assert_eq!(
+        udp.recv(&mut buf).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a confined datagram arrived"
+    );
+    assert_eq!(
+        unix.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a confined connection reached the UNIX listener"
+    );
+    // io_uring's control: a kernel with io_uring disabled says so itself.
+    if control["uring"] != "ok" {
+        eprintln!(
+            "note: io_uring is unavailable here even unconfined ({})",
+            control["uring"]
+        );
+    }
+}
+
+/// A socket the parent holds without close-on-exec (as latchclaw might have
+/// inherited one) would pass the socket filter by already existing: the
+/// command gets stdin, stdout and stderr only.
+#[test]
+fn an_inherited_socket_does_not_reach_the_command() {
+    if abi_at_least(1).is_none() {
+        return;
+    }
+    let f = fx();
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let leak = UdpSocket::bind("127.0.0.1:0").unwrap();
+    leak.connect(rx.local_addr().unwrap()).unwrap();
+    let run = |p: &Prepared| {
+        use std::os::fd::AsRawFd;
+        let fd = leak.as_raw_fd();
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", "echo leak >&7; ls /proc/self/fd"])
+            .current_dir(&f.ws)
+            .stdin(Stdio::null());
+        // SAFETY: dup2 is async-signal-safe. Registered before `install`,
+        // so it runs first: fd 7 is open, not close-on-exec, when the
+        // sandbox's hook runs.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 7) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        p.install(&mut cmd);
+        let o = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        (stdout, stderr, rx.recv(&mut [0u8; 8]).is_ok())
+    };
+    let (stdout, _, arrived) = run(&f.unconfined());
+    assert!(arrived && stdout.contains("7\n"), "control: {stdout}");
+    let (stdout, stderr, arrived) = run(&f.prepared(true));
+    assert!(!arrived, "a confined command wrote to the inherited socket");
+    assert!(stderr.contains("Bad file descriptor"), "{stderr}");
+    assert_eq!(stdout, "0\n1\n2\n3\n");
+}
+
+/// The same refusal from a program with no interpreter: bash's /dev/udp.
+#[test]
+fn bash_udp_to_a_local_listener_never_arrives() {
+    if abi_at_least(1).is_none() {
+        return;
+    }
+    let f = fx();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let script = format!(
+        "echo ping > /dev/udp/127.0.0.1/{}",
+        udp.local_addr().unwrap().port()
+    );
+    let control = f.run(&f.unconfined(), "bash", &["-c", &script]);
+    assert!(control.ok, "{control:?}");
+    let mut buf = [0u8; 16];
+    assert_eq!(udp.recv(&mut buf).unwrap(), 5);
+    let r = f.run(&f.prepared(true), "bash", &["-c", &script]);
+    assert!(r.denied(), "{r:?}");
+    assert_eq!(
+        udp.recv(&mut buf).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a confined datagram arrived"
+    );
+}
+
+/// Every program of the default allowlist, in ordinary use, inside the whole
+/// sandbox (Landlock and the socket filter). `ls -l` looks owners up through
+/// glibc, which asks nscd or systemd-userdb over a UNIX socket first: the
+/// refused socket must read as "no daemon", not as an error.
+#[test]
+fn allowlisted_programs_work_under_the_socket_filter() {
+    if abi_at_least(1).is_none() {
+        return;
+    }
+    let f = fx();
+    let boxed = f.prepared(true);
+    std::fs::create_dir_all(f.ws.join("src")).unwrap();
+    std::fs::write(f.ws.join("src/main.rs"), "// TODO: x\nfn main() {}\n").unwrap();
+    let git = "git -c user.name=T -c user.email=t@example.invalid";
+    let setup = format!(
+        "git init -q && git add . && {git} commit -qm 'first commit' && echo more >> notes.txt"
+    );
+    let r = f.sh(&boxed, &setup);
+    assert!(r.ok, "{r:?}");
+    let mut cases = vec![
+        ("ls -l", "notes.txt"),
+        ("ls -la src", "main.rs"),
+        ("git status --short", " M notes.txt"),
+        ("git log --oneline", "first commit"),
+        ("git diff", "+more"),
+        ("LANG=C sort notes.txt", "apple\nfig\nmore\npear\n"),
+        ("grep -r TODO .", "./src/main.rs:// TODO: x"),
+        ("find . -name '*.rs'", "./src/main.rs"),
+        ("TZ=UTC date -d @0 +%Y", "1970"),
+        ("du -s src", "\tsrc"),
+        ("df -P .", "%"),
+        ("stat -c %s notes.txt", "20"),
+        ("file notes.txt", "notes.txt: ASCII text"),
+        (
+            "mkdir -p d/e && touch d/e/t && cp notes.txt d/n && mv d/n d/m && echo hi | tee d/tee.txt && ls d",
+            "hi\ne\nm\ntee.txt",
+        ),
+        (
+            "head -n 1 notes.txt && tail -n 1 notes.txt && wc -l < notes.txt",
+            "pear\nmore\n4",
+        ),
+        ("cut -c1-2 notes.txt | tr a-z A-Z | uniq | sed -n 2p", "AP"),
+        ("diff notes.txt d/m; echo $?", "0"),
+        (
+            "which ls && basename /a/b.txt .txt && dirname /a/b && expr 2 + 3",
+            "b\n/a\n5",
+        ),
+        ("printf '%s-' x y && pwd && true && echo ok", "x-y-/"),
+    ];
+    if std::path::Path::new("/usr/bin/rg").exists() {
+        cases.push(("rg -n TODO", "src/main.rs:1:// TODO: x"));
+    }
+    for (script, want) in cases {
+        let r = f.sh(&boxed, script);
+        assert!(r.ok && r.stdout.contains(want), "{script}: {r:?}");
+        assert!(!r.stderr.contains("ermission denied"), "{script}: {r:?}");
     }
 }
 

@@ -1,9 +1,11 @@
 //! The shell runner on the real binary: everyday command lines run without a
 //! shell and give what sh would; git is hardened against planted config;
 //! nothing a call starts outlives it; the kernel wall holds on its own for a
-//! program the gate is told to trust.
+//! program the gate is told to trust, and it gets no socket.
 
 mod common;
+#[path = "common/fake_server.rs"]
+mod fake_server;
 
 use common::{Env, Run};
 use serde_json::Value;
@@ -277,9 +279,17 @@ fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }
 
+/// What a probe may reach over the network: a TCP and a UDP port on
+/// 127.0.0.1 and a UNIX socket outside the workspace (a daemon's).
+struct Targets {
+    tcp: u16,
+    udp: u16,
+    unix: std::path::PathBuf,
+}
+
 /// What a trusted script manages against the kernel alone: the gate lets it
 /// run and never reads its body.
-fn probe(env: &Env, confinement: &str, port: u16, kill_parent: bool) -> (Run, String) {
+fn probe(env: &Env, confinement: &str, net: &Targets, kill_parent: bool) -> (Run, String) {
     let outside = env.home.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "TOP-SECRET").unwrap();
@@ -296,13 +306,19 @@ fn probe(env: &Env, confinement: &str, port: u16, kill_parent: bool) -> (Run, St
             "cat {out}/secret.txt 2>/dev/null | grep -q TOP-SECRET && echo READ_OUTSIDE\n\
              echo x 2>/dev/null > {home}/escape.txt && echo WROTE_OUTSIDE\n\
              cat {state}/config.toml 2>/dev/null | grep -q security && echo READ_STATE\n\
-             perl -MIO::Socket::INET -e 'exit(IO::Socket::INET->new(PeerAddr=>\"127.0.0.1:{port}\") ? 0 : 1)' 2>/dev/null && echo CONNECTED\n\
+             perl -MIO::Socket::INET -e 'exit(IO::Socket::INET->new(PeerAddr=>\"127.0.0.1:{tcp}\") ? 0 : 1)' 2>/dev/null && echo TCP_CONNECTED\n\
+             perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(PeerAddr=>\"127.0.0.1:{udp}\", Proto=>\"udp\") or exit 1; exit(defined $s->send(\"ping\") ? 0 : 1)' 2>/dev/null && echo UDP_SENT\n\
+             perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer=>\"{unix}\") or exit 1; print $s \"hello\"' 2>/dev/null && echo UNIX_CONNECTED\n\
+             ls -l /proc/self/fd | grep -q socket: && echo SOCKET_INHERITED\n\
              kill -0 $PPID 2>/dev/null && echo SIGNALLED\n\
              tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null | grep -q sk-canary && echo ENVIRON\n\
              {kill}\necho done",
             out = outside.display(),
             home = env.home.display(),
             state = env.state.display(),
+            tcp = net.tcp,
+            udp = net.udp,
+            unix = net.unix.display(),
             kill = if kill_parent {
                 "kill -KILL $PPID 2>/dev/null"
             } else {
@@ -327,41 +343,76 @@ fn probe(env: &Env, confinement: &str, port: u16, kill_parent: bool) -> (Run, St
 #[test]
 fn the_kernel_wall_holds_alone_for_a_trusted_program() {
     let env = Env::new();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let unix_path = env.home.join("daemon.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+    unix.set_nonblocking(true).unwrap();
+    let net = Targets {
+        tcp: tcp.local_addr().unwrap().port(),
+        udp: udp.local_addr().unwrap().port(),
+        unix: unix_path,
+    };
+    let drain = || {
+        let mut got = 0;
+        while tcp.accept().is_ok() {
+            got += 1;
+        }
+        while udp.recv(&mut [0u8; 8]).is_ok() {
+            got += 1;
+        }
+        while unix.accept().is_ok() {
+            got += 1;
+        }
+        got
+    };
+    let network = ["TCP_CONNECTED", "UDP_SENT", "UNIX_CONNECTED"];
     // Control: with confinement off the same script does it all, so the
-    // confined run below is not passing by accident.
-    let (r, seen) = probe(&env, "off", port, false);
+    // confined runs below are not passing by accident.
+    let (r, seen) = probe(&env, "off", &net, false);
     assert_eq!(r.code, 0, "{r:?}");
-    for what in [
-        "READ_OUTSIDE",
-        "WROTE_OUTSIDE",
-        "READ_STATE",
-        "CONNECTED",
-        "SIGNALLED",
-    ] {
+    for what in ["READ_OUTSIDE", "WROTE_OUTSIDE", "READ_STATE", "SIGNALLED"]
+        .into_iter()
+        .chain(network)
+    {
         assert!(seen.contains(what), "control run could not {what}: {seen}");
     }
-    while listener.accept().is_ok() {}
-    let (r, seen) = probe(&env, "required", port, true);
+    // latchclaw hands a child no socket even unconfined.
+    assert!(!seen.contains("SOCKET_INHERITED"), "{seen}");
+    assert_eq!(drain(), 3, "the control reached all three listeners");
+    // The red team's setting: full autonomy, best_effort, a program the
+    // operator approved. UDP and UNIX sockets are open to Landlock below
+    // ABI 9/10; the socket filter refuses them.
+    let (r, seen) = probe(&env, "best_effort", &net, false);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(seen.contains("done\n"), "{seen}");
+    for what in network.into_iter().chain(["SOCKET_INHERITED"]) {
+        assert!(
+            !seen.contains(what),
+            "escaped the socket filter: {what}: {seen}"
+        );
+    }
+    assert_eq!(drain(), 0, "a best_effort child reached a listener");
+    let (r, seen) = probe(&env, "required", &net, true);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(seen.contains("done\n"), "{seen}");
     for what in [
         "READ_OUTSIDE",
         "WROTE_OUTSIDE",
         "READ_STATE",
-        "CONNECTED",
         "SIGNALLED",
         "ENVIRON",
-    ] {
+        "SOCKET_INHERITED",
+    ]
+    .into_iter()
+    .chain(network)
+    {
         assert!(!seen.contains(what), "escaped the kernel wall: {what}");
     }
     assert!(!env.home.join("escape.txt").exists());
-    assert!(
-        listener.accept().is_err(),
-        "a connection reached the listener"
-    );
+    assert_eq!(drain(), 0, "a confined child reached a listener");
     // The kill was refused: latchclaw lived to write the call's receipt.
     let rc = env.receipts();
     let last = rc.last().unwrap();
@@ -371,6 +422,93 @@ fn the_kernel_wall_holds_alone_for_a_trusted_program() {
         "{rc:?}"
     );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
+const SHELL_CALL: &str = r#"{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_s","type":"function","function":{"name":"shell","arguments":"{\"command\":\"./fds.sh\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":50,"completion_tokens":5,"total_tokens":55}}"#;
+const ANSWER: &str = r#"{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Listed."},"finish_reason":"stop"}],"usage":{"prompt_tokens":90,"completion_tokens":4,"total_tokens":94}}"#;
+
+/// A socket reaches a child only if latchclaw passes one on. During an agent
+/// turn it holds its provider connection open, and here it was also started
+/// with a UDP socket left open on descriptor 7 (a careless parent's leak):
+/// the confined child still gets its three standard descriptors and
+/// nothing else.
+#[test]
+fn a_shell_child_inherits_no_socket_from_latchclaw() {
+    use fake_server::{FakeServer, Reply};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    for confinement in ["off", "best_effort"] {
+        let server =
+            FakeServer::start(vec![Reply::json(200, SHELL_CALL), Reply::json(200, ANSWER)]);
+        let env = Env::new();
+        env.config(&format!(
+            "default_provider = \"local\"\nshell_timeout_secs = 5\n\
+             [providers.models.local]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\n\
+             model = \"m\"\ntimeout_secs = 10\nretries = 0\n\
+             [security]\nautonomy = \"full\"\nconfinement = \"{confinement}\"\n\
+             shell_allowlist = [\"./fds.sh\"]\n[channels.cli]\n{ALL_TOOLS}\n",
+            server.url()
+        ));
+        trusted_script(
+            &env,
+            "fds.sh",
+            "ls -l /proc/self/fd | grep -q socket: && echo CHILD_HAS_SOCKET\n\
+             ls -l /proc/$PPID/fd 2>/dev/null | grep -q socket: && echo PARENT_HAS_SOCKET\n\
+             echo leak 2>/dev/null >&7 && echo WROTE_INHERITED\n\
+             echo FDS: && ls /proc/self/fd && echo done",
+        );
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let leak = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        leak.connect(rx.local_addr().unwrap()).unwrap();
+        let leak_fd = leak.as_raw_fd();
+        let mut cmd = env.command(&["agent", "-m", "list your descriptors"]);
+        // SAFETY: dup2 is async-signal-safe; the copy it makes is not
+        // close-on-exec, so latchclaw inherits it.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(leak_fd, 7) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let r: Run = cmd.output().unwrap().into();
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (0, "Listed.\n"),
+            "{confinement}: {r:?}"
+        );
+        let reqs = server.requests();
+        assert_eq!(reqs.len(), 2, "{r:?}");
+        assert_eq!(
+            reqs[0].peer_port, reqs[1].peer_port,
+            "one kept-alive connection"
+        );
+        let tool = reqs[1].json()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default();
+        assert!(tool.contains("done"), "{confinement}: {tool}");
+        let leaked = rx.recv(&mut [0u8; 8]).is_ok();
+        if confinement == "off" {
+            // The control: latchclaw held its provider socket during the
+            // call, and the leaked one reached an unconfined child.
+            for what in ["PARENT_HAS_SOCKET", "CHILD_HAS_SOCKET", "WROTE_INHERITED"] {
+                assert!(tool.contains(what), "control: {what}: {tool}");
+            }
+            assert!(leaked, "the control's datagram arrived");
+        } else {
+            // stdin, stdout, stderr, and ls's own descriptor for /proc/self/fd.
+            assert!(tool.contains("FDS:\n0\n1\n2\n3\ndone"), "{tool}");
+            assert!(!tool.contains("CHILD_HAS_SOCKET"), "{tool}");
+            assert!(!tool.contains("WROTE_INHERITED"), "{tool}");
+            assert!(!leaked, "a confined child wrote to the leaked socket");
+        }
+    }
 }
 
 #[test]

@@ -13,9 +13,16 @@
 //! holds only once CAP_SYS_ADMIN and CAP_PERFMON are gone (see
 //! [`BYPASS_CAPS`]).
 //!
-//! The ruleset is built in the parent with the `landlock` crate
-//! ([`prepare`]); the child only calls `prctl` and `landlock_restrict_self`
-//! between fork and exec ([`Prepared::install`]).
+//! Landlock before ABI 9 and 10 leaves UDP and pathname UNIX socket
+//! connects open, so the child also gets a seccomp filter ([`seccomp`]):
+//! it cannot create a socket at all (only `AF_UNIX` stream pairs), nor set
+//! up io_uring.
+//!
+//! The ruleset is built in the parent with the `landlock` crate, the filter
+//! by hand ([`prepare`]); the child only calls `prctl`, `seccomp` and
+//! `landlock_restrict_self` between fork and exec ([`Prepared::install`]).
+
+pub mod seccomp;
 
 pub use crate::config::Confinement as Mode;
 
@@ -178,13 +185,20 @@ impl Spec {
     }
 }
 
-/// A ruleset ready for [`Prepared::install`], and what it enforces.
+/// A ruleset and a socket filter ready for [`Prepared::install`], and what
+/// they enforce.
 #[derive(Debug)]
 pub struct Prepared {
     ruleset: Option<OwnedFd>,
+    filter: Option<&'static [seccomp::Insn]>,
     mode: Mode,
     description: String,
 }
+
+/// What `policy show` says of the socket filter when it is in force.
+pub const SOCKET_RULE: &str = "no sockets (seccomp): socket() of every family \
+     (AF_INET/AF_INET6/AF_UNIX/AF_NETLINK/AF_PACKET/...) → EACCES; socketpair only \
+     AF_UNIX stream/seqpacket; io_uring refused (ENOSYS); pidfd_getfd refused (EPERM)";
 
 /// Builds the ruleset for `spec` in the parent (see [`Prepared::install`]).
 /// `Err` only under `confinement = "required"`: the call must not run.
@@ -195,40 +209,82 @@ pub fn prepare(spec: &Spec) -> Result<Prepared, String> {
 /// [`prepare`] as if the kernel were `st` (tests simulate a kernel without
 /// Landlock; the ruleset itself is always built for the running kernel).
 pub fn prepare_with(spec: &Spec, st: &Status) -> Result<Prepared, String> {
+    prepare_both(spec, st, seccomp::available())
+}
+
+/// [`prepare_with`] with the socket filter given (tests simulate a kernel
+/// that cannot install it).
+fn prepare_both(
+    spec: &Spec,
+    st: &Status,
+    filter: Result<&'static [seccomp::Insn], &'static str>,
+) -> Result<Prepared, String> {
+    if spec.mode == Mode::Off {
+        return Ok(Prepared {
+            ruleset: None,
+            filter: None,
+            mode: Mode::Off,
+            description: "off (shell commands run without a kernel sandbox)".into(),
+        });
+    }
+    if let (Mode::Required, None) = (spec.mode, st.abi) {
+        let why = st.unavailable.unwrap_or("Landlock is unavailable");
+        return Err(format!(
+            "confinement = \"required\" but this kernel has no Landlock ({why}); \
+             shell calls are refused (security.confinement = \"best_effort\" runs them unconfined)"
+        ));
+    }
+    let filter = match filter {
+        Ok(f) => Ok(f),
+        Err(why) if spec.mode == Mode::Required => {
+            return Err(format!(
+                "confinement = \"required\" but the seccomp socket filter cannot be installed \
+                 ({why}); shell calls are refused (security.confinement = \"best_effort\" runs \
+                 them without it)"
+            ));
+        }
+        Err(why) => {
+            static WARNED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                log::warn!(target: "event::confinement_unavailable", "shell commands may open sockets: {why}");
+            }
+            Err(why)
+        }
+    };
     let unconfined = |why: String| {
         // Once per process: every shell call would repeat it.
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
             log::warn!(target: "event::confinement_unavailable", "shell commands run unconfined: {why}");
         }
+        let mut description = format!("{} (unconfined by Landlock: {why})", spec.mode.as_str());
+        match filter {
+            Ok(_) => {
+                description.push_str(":\n  ");
+                description.push_str(SOCKET_RULE);
+                description
+                    .push_str("\n  no new privileges; CAP_SYS_ADMIN and CAP_PERFMON dropped");
+            }
+            Err(f) => description.push_str(&format!("; no socket filter either: {f}")),
+        }
         Prepared {
             ruleset: None,
+            filter: filter.ok(),
             mode: spec.mode,
-            description: format!("{} (unconfined: {why})", spec.mode.as_str()),
+            description,
         }
     };
-    if spec.mode == Mode::Off {
-        return Ok(Prepared {
-            ruleset: None,
-            mode: Mode::Off,
-            description: "off (shell commands run without a kernel sandbox)".into(),
-        });
-    }
     let Some(abi) = st.abi else {
         let why = st.unavailable.unwrap_or("Landlock is unavailable");
-        return match spec.mode {
-            Mode::Required => Err(format!(
-                "confinement = \"required\" but this kernel has no Landlock ({why}); \
-                 shell calls are refused (security.confinement = \"best_effort\" runs them unconfined)"
-            )),
-            _ => Ok(unconfined(format!("this kernel has no Landlock: {why}"))),
-        };
+        return Ok(unconfined(format!("this kernel has no Landlock: {why}")));
     };
     match build(spec) {
         Ok((fd, rules)) => Ok(Prepared {
             ruleset: Some(fd),
+            filter: filter.ok(),
             mode: spec.mode,
-            description: describe(spec, st, abi, &rules),
+            description: describe(spec, st, abi, &rules, filter.err()),
         }),
         Err(e) if spec.mode == Mode::Required => Err(format!(
             "confinement = \"required\" but the Landlock ruleset could not be built ({e}); \
@@ -325,7 +381,8 @@ fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
     Ok((fd, rules))
 }
 
-fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules) -> String {
+/// `no_filter`: why the socket filter is not in force, if it is not.
+fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules, no_filter: Option<&str>) -> String {
     let mut out = format!(
         "{} (Landlock ABI {abi}; every shell command runs inside):",
         spec.mode.as_str()
@@ -364,13 +421,25 @@ fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules) -> String {
             if st.net_udp { ", UDP too" } else { "" }
         ));
     }
+    match no_filter {
+        None => line(SOCKET_RULE.into()),
+        Some(why) => line(format!("no socket filter: {why}")),
+    }
     if st.scoping {
         line("scoped: no signals or abstract UNIX sockets beyond its own processes".into());
     }
     line("no new privileges; CAP_SYS_ADMIN and CAP_PERFMON dropped".into());
     let lacking = st.lacking();
     if !lacking.is_empty() {
-        line(format!("not on this kernel: {}", lacking.join(", ")));
+        let covered = if no_filter.is_none() && !(st.net_udp && st.unix_connect) {
+            "; the socket filter above refuses the sockets they need"
+        } else {
+            ""
+        };
+        line(format!(
+            "not on this kernel's Landlock: {}{covered}",
+            lacking.join(", ")
+        ));
     }
     if let Some(state) = &spec.state_dir
         && inside(state, &spec.workspace)
@@ -395,6 +464,11 @@ impl Prepared {
         self.ruleset.is_some()
     }
 
+    /// True when the seccomp socket filter will be applied.
+    pub fn filters_sockets(&self) -> bool {
+        self.filter.is_some()
+    }
+
     /// What is in force, one rule a line (for `policy show` and logs).
     pub fn description(&self) -> &str {
         &self.description
@@ -404,10 +478,11 @@ impl Prepared {
     /// (`PR_SET_PDEATHSIG`, which follows the spawning *thread*: spawn from
     /// a thread that outlives the child), gain no privileges on exec
     /// (`PR_SET_NO_NEW_PRIVS`: setuid programs do not elevate), lose
-    /// CAP_SYS_ADMIN and CAP_PERFMON (see [`BYPASS_CAPS`]), and enter the
-    /// ruleset. Under `required` a failure fails the spawn; under
-    /// `best_effort` the child runs without the part that failed. With
-    /// `off` nothing is added.
+    /// CAP_SYS_ADMIN and CAP_PERFMON (see [`BYPASS_CAPS`]), keep no
+    /// descriptor but stdin, stdout and stderr across exec, take the socket
+    /// filter ([`seccomp`]) and enter the ruleset. Under `required` a
+    /// failure fails the spawn; under `best_effort` the child runs without
+    /// the part that failed. With `off` nothing is added.
     pub fn install(&self, cmd: &mut Command) {
         if self.mode == Mode::Off {
             return;
@@ -416,10 +491,11 @@ impl Prepared {
         let parent = std::process::id() as libc::pid_t;
         // The hook owns a duplicate, so `self` may be dropped before the spawn.
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
+        let filter = self.filter;
         // SAFETY: the hook makes system calls only: no allocation, no lock,
         // which is all that is safe after fork in a multithreaded parent.
         unsafe {
-            cmd.pre_exec(move || child_setup(parent, ruleset.as_ref(), required));
+            cmd.pre_exec(move || child_setup(parent, ruleset.as_ref(), filter, required));
         }
     }
 }
@@ -428,6 +504,7 @@ impl Prepared {
 fn child_setup(
     parent: libc::pid_t,
     ruleset: Option<&io::Result<OwnedFd>>,
+    filter: Option<&[seccomp::Insn]>,
     required: bool,
 ) -> io::Result<()> {
     // SAFETY: prctl and getppid take and return integers.
@@ -457,6 +534,16 @@ fn child_setup(
     if !drop_bypass_caps() && required {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
+    if !close_inherited() && required {
+        return Err(io::Error::from_raw_os_error(libc::EMFILE));
+    }
+    // Needs no_new_privs (set above) now that CAP_SYS_ADMIN is gone.
+    if let Some(prog) = filter
+        && let Err(e) = seccomp::install(prog)
+        && required
+    {
+        return Err(e);
+    }
     match ruleset {
         None => Ok(()),
         Some(Ok(fd)) => {
@@ -481,6 +568,39 @@ fn child_setup(
             e.raw_os_error().unwrap_or(libc::EBADF),
         )),
         Some(Err(_)) => Ok(()),
+    }
+}
+
+/// Marks every descriptor above stderr close-on-exec, so the command gets
+/// its three standard ones and nothing else: a socket latchclaw inherited
+/// without `FD_CLOEXEC` from whatever started it would otherwise pass the
+/// socket filter by already existing. (The exec-error pipe of
+/// `std::process` is close-on-exec already, so failures are still reported.)
+pub fn close_inherited() -> bool {
+    // SAFETY: integer system calls; getrlimit writes the stack value.
+    unsafe {
+        let r = libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+        if r == 0 {
+            return true;
+        }
+        // Before Linux 5.11: one by one, up to the descriptor limit.
+        const MOST: libc::rlim_t = 1 << 16;
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return false;
+        }
+        for fd in 3..lim.rlim_cur.min(MOST) as libc::c_int {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+        lim.rlim_cur <= MOST
     }
 }
 
@@ -710,6 +830,7 @@ mod tests {
         let bogus = || Some(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()));
         let required = Prepared {
             ruleset: bogus(),
+            filter: None,
             mode: Mode::Required,
             description: String::new(),
         };
@@ -718,6 +839,7 @@ mod tests {
         assert!(cmd.status().is_err(), "the child must not run");
         let best = Prepared {
             ruleset: bogus(),
+            filter: None,
             mode: Mode::BestEffort,
             description: String::new(),
         };
@@ -754,10 +876,206 @@ mod tests {
         assert!(!text.contains("passwd"), "{text}");
         assert_eq!(text.contains("TCP bind and connect refused"), abi >= 4);
         assert_eq!(text.contains("scoped:"), abi >= 6);
+        assert!(p.filters_sockets());
+        assert!(text.contains(SOCKET_RULE), "{text}");
+        assert_eq!(
+            text.contains("; the socket filter above refuses the sockets they need"),
+            abi < 10,
+            "{text}"
+        );
         // The prepared ruleset survives its owner: the hook holds a duplicate.
         let mut cmd = Command::new("/bin/true");
         p.install(&mut cmd);
         drop(p);
         assert!(cmd.status().unwrap().success());
+    }
+
+    fn filter_or_skip() -> Option<&'static [seccomp::Insn]> {
+        match seccomp::available() {
+            Ok(f) => Some(f),
+            Err(why) => {
+                eprintln!("SKIPPED: {why}");
+                None
+            }
+        }
+    }
+
+    /// Sends a datagram with bash's /dev/udp under `p`; whether it arrived.
+    fn udp_arrives(p: &Prepared) -> (bool, std::process::Output) {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let port = rx.local_addr().unwrap().port();
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", &format!("echo ping > /dev/udp/127.0.0.1/{port}")]);
+        p.install(&mut cmd);
+        let out = cmd.output().unwrap();
+        (rx.recv(&mut [0u8; 8]).is_ok(), out)
+    }
+
+    #[test]
+    fn the_filter_alone_refuses_sockets_whatever_landlock_covers() {
+        let Some(filter) = filter_or_skip() else {
+            return;
+        };
+        let bare = |filter| Prepared {
+            ruleset: None,
+            filter,
+            mode: Mode::Required,
+            description: String::new(),
+        };
+        let (arrived, out) = udp_arrives(&bare(None));
+        assert!(arrived && out.status.success(), "control: {out:?}");
+        let (arrived, out) = udp_arrives(&bare(Some(filter)));
+        assert!(!arrived, "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("Permission denied"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn required_without_the_socket_filter_refuses_with_the_reason() {
+        let d = temp();
+        let err = prepare_both(
+            &spec(&d.0.join("ws"), Mode::Required),
+            &status(),
+            Err("the kernel refused the filter"),
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with(
+                "confinement = \"required\" but the seccomp socket filter cannot be installed"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("the kernel refused the filter"), "{err}");
+        assert!(err.contains("shell calls are refused"), "{err}");
+    }
+
+    #[test]
+    fn best_effort_runs_without_the_parts_the_kernel_lacks() {
+        let Some(filter) = filter_or_skip() else {
+            return;
+        };
+        let d = temp();
+        let s = spec(&d.0.join("ws"), Mode::BestEffort);
+        // No Landlock, but the filter: sockets are still refused.
+        let p = prepare_both(&s, &Status::missing("disabled"), Ok(filter)).unwrap();
+        assert!(!p.is_confined() && p.filters_sockets());
+        let text = p.description();
+        assert!(text.contains("unconfined by Landlock: this kernel has no Landlock: disabled"));
+        assert!(text.contains(SOCKET_RULE), "{text}");
+        let (arrived, out) = udp_arrives(&p);
+        assert!(!arrived && !out.status.success(), "{out:?}");
+        // Neither: the description says so, and the datagram goes through.
+        let p = prepare_both(&s, &Status::missing("disabled"), Err("no seccomp")).unwrap();
+        assert!(!p.is_confined() && !p.filters_sockets());
+        assert!(
+            p.description()
+                .ends_with("; no socket filter either: no seccomp")
+        );
+        let (arrived, out) = udp_arrives(&p);
+        assert!(arrived && out.status.success(), "{out:?}");
+        // Landlock without the filter: its own rules, and the gap named.
+        if landlock_or_skip().is_some() {
+            let p = prepare_both(&s, &status(), Err("no seccomp")).unwrap();
+            assert!(p.is_confined() && !p.filters_sockets());
+            assert!(p.description().contains("\n  no socket filter: no seccomp"));
+            assert!(!p.description().contains(SOCKET_RULE));
+        }
+    }
+
+    #[test]
+    fn a_failed_filter_fails_the_spawn_only_when_required() {
+        // Not a BPF instruction: seccomp(2) refuses the program in the child.
+        static BOGUS: [seccomp::Insn; 1] = [libc::sock_filter {
+            code: 0xffff,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        let with = |mode| Prepared {
+            ruleset: None,
+            filter: Some(&BOGUS),
+            mode,
+            description: String::new(),
+        };
+        let mut cmd = Command::new("/bin/true");
+        with(Mode::Required).install(&mut cmd);
+        let err = cmd.status().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+        let mut cmd = Command::new("/bin/true");
+        with(Mode::BestEffort).install(&mut cmd);
+        assert!(cmd.status().unwrap().success());
+    }
+
+    /// What the socket filter adds, printed for the record (`cargo test
+    /// --lib cost_of_the_socket_filter -- --nocapture`): medians of spawns
+    /// with and without it, interleaved so load that comes and goes cancels.
+    #[test]
+    fn cost_of_the_socket_filter() {
+        let (Some(_), Some(filter)) = (landlock_or_skip(), filter_or_skip()) else {
+            return;
+        };
+        let d = temp();
+        let s = spec(&d.0.join("ws"), Mode::BestEffort);
+        let with = prepare(&s).unwrap();
+        let without = prepare_both(&s, &status(), Err("measured without")).unwrap();
+        assert!(with.filters_sockets() && !without.filters_sockets());
+        let bare = |filter| Prepared {
+            ruleset: None,
+            filter,
+            mode: Mode::Required,
+            description: String::new(),
+        };
+        let median = |mut v: Vec<std::time::Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        let time = |p: &Prepared, program: &str, args: &[&str]| {
+            let mut cmd = Command::new(program);
+            cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+            p.install(&mut cmd);
+            let t = std::time::Instant::now();
+            assert!(cmd.status().unwrap().success());
+            t.elapsed()
+        };
+        let pair = |a: &Prepared, b: &Prepared, program: &str, args: &[&str], n: usize| {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for _ in 0..n {
+                x.push(time(a, program, args));
+                y.push(time(b, program, args));
+            }
+            (median(x), median(y))
+        };
+        let (spawn_without, spawn_with) = pair(&without, &with, "/bin/true", &[], 200);
+        let (spawn_none, spawn_filter) =
+            pair(&bare(None), &bare(Some(filter)), "/bin/true", &[], 200);
+        // A syscall-bound child: 100,000 one-byte reads and as many writes.
+        let dd = [
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=1",
+            "count=100000",
+            "status=none",
+        ];
+        let (dd_without, dd_with) = pair(&without, &with, "dd", &dd, 15);
+        println!(
+            "socket filter (medians): spawn+wait /bin/true {} µs with Landlock only, {} µs with \
+             Landlock and the filter; {} µs with neither, {} µs with the filter only; \
+             dd 200k syscalls {} ms without, {} ms with ({:.0} ns a syscall)",
+            spawn_without.as_micros(),
+            spawn_with.as_micros(),
+            spawn_none.as_micros(),
+            spawn_filter.as_micros(),
+            dd_without.as_millis(),
+            dd_with.as_millis(),
+            (dd_with.as_nanos() as f64 - dd_without.as_nanos() as f64) / 200_000.0,
+        );
+        assert!(
+            spawn_with < spawn_without + std::time::Duration::from_millis(5),
+            "{spawn_with:?} vs {spawn_without:?}"
+        );
     }
 }

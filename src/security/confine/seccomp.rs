@@ -1,0 +1,513 @@
+//! The socket wall: a seccomp-BPF filter on every confined shell child.
+//!
+//! Landlock refuses TCP from ABI 4, but pathname UNIX socket connects only
+//! from ABI 9 and UDP only from ABI 10, so on most kernels a confined
+//! program could still send datagrams to 127.0.0.1 or talk to a daemon's
+//! socket (docker.sock, D-Bus). No shell call needs a socket of its own, so
+//! the filter refuses to make one:
+//!
+//! - `socket()` of every family fails with `EACCES` (`AF_UNIX` reaches
+//!   daemons, `AF_NETLINK` the kernel's routing and audit, `AF_PACKET` raw
+//!   frames). glibc's name-service clients (nscd, systemd-userdb) take the
+//!   error as "no daemon" and fall back to files.
+//! - `socketpair()` only for `AF_UNIX` stream and seqpacket pairs (asyncio,
+//!   libuv, Rust's `std::process` use them as pipes): such a pair is connected to
+//!   itself and the kernel refuses to connect it anywhere else (`EISCONN`)
+//!   or send to an address. A datagram pair is refused: `sendto` on it
+//!   reaches any named datagram socket (`/dev/log`, `/run/systemd/notify`).
+//! - `io_uring_setup`/`_enter`/`_register` fail with `ENOSYS`, as on a
+//!   kernel without io_uring: its `IORING_OP_SOCKET` makes sockets without
+//!   the `socket` syscall.
+//! - `pidfd_getfd` fails with `EPERM`: it copies a descriptor (a socket)
+//!   out of another process.
+//! - Another system-call ABI is not this filter's: on x86_64 every x32 call
+//!   fails with `ENOSYS`, and a call made as another architecture (int 0x80,
+//!   a 32-bit program) kills the process.
+//!
+//! A socket could otherwise only be inherited: the same hook marks every
+//! descriptor above stderr close-on-exec, so none is.
+//!
+//! The program is built once, in the parent; the child hands it to the
+//! kernel with a single `seccomp(2)` call, which allocates nothing.
+
+use std::io;
+use std::mem::offset_of;
+use std::sync::OnceLock;
+
+pub type Insn = libc::sock_filter;
+
+/// `AUDIT_ARCH_*`: the ELF machine with the 64-bit and little-endian bits.
+#[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
+const ARCH: Option<u32> = Some(0xC000_003E);
+#[cfg(target_arch = "aarch64")]
+const ARCH: Option<u32> = Some(0xC000_00B7);
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_pointer_width = "64"),
+    target_arch = "aarch64"
+)))]
+const ARCH: Option<u32> = None;
+
+/// x32 calls are the x86_64 numbers with this bit set.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: Option<u32> = Some(0x4000_0000);
+#[cfg(not(target_arch = "x86_64"))]
+const X32_SYSCALL_BIT: Option<u32> = None;
+
+const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+
+const fn errno(e: i32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
+}
+
+/// The low 32 bits of argument `i`: the kernel reads these calls' `int`
+/// arguments from there and ignores the rest.
+const fn arg_low(i: usize) -> u32 {
+    let hi = if cfg!(target_endian = "big") { 4 } else { 0 };
+    (offset_of!(libc::seccomp_data, args) + 8 * i + hi) as u32
+}
+
+const NR: u32 = offset_of!(libc::seccomp_data, nr) as u32;
+const ARCH_OFF: u32 = offset_of!(libc::seccomp_data, arch) as u32;
+
+/// Where a jump goes: the next instruction, the socketpair block, or a
+/// `return action` placed at the end.
+#[derive(Clone, Copy, PartialEq)]
+enum To {
+    Next,
+    Pair,
+    Ret(u32),
+}
+
+/// A tiny forward-only assembler: jumps name their targets and the offsets
+/// are filled in once every instruction is placed.
+#[derive(Default)]
+struct Asm {
+    body: Vec<(u16, u32, To, To)>,
+    pair: Option<usize>,
+}
+
+impl Asm {
+    fn load(&mut self, off: u32) {
+        self.body.push((LD_W_ABS, off, To::Next, To::Next));
+    }
+    fn jeq(&mut self, k: u32, jt: To, jf: To) {
+        self.body.push((JEQ_K, k, jt, jf));
+    }
+    fn jge(&mut self, k: u32, jt: To, jf: To) {
+        self.body.push((JGE_K, k, jt, jf));
+    }
+    fn and(&mut self, k: u32) {
+        self.body.push((AND_K, k, To::Next, To::Next));
+    }
+    fn ret(&mut self, action: u32) {
+        self.body.push((RET_K, action, To::Next, To::Next));
+    }
+    fn pair_here(&mut self) {
+        self.pair = Some(self.body.len());
+    }
+
+    fn finish(self) -> Vec<Insn> {
+        let mut actions: Vec<u32> = Vec::new();
+        for &(_, _, jt, jf) in &self.body {
+            for t in [jt, jf] {
+                if let To::Ret(a) = t
+                    && !actions.contains(&a)
+                {
+                    actions.push(a);
+                }
+            }
+        }
+        let end = self.body.len();
+        let target = |t: To| match t {
+            To::Next => None,
+            To::Pair => self.pair,
+            To::Ret(a) => actions.iter().position(|&x| x == a).map(|p| end + p),
+        };
+        let offset = |i: usize, t: To| -> u8 {
+            match target(t) {
+                None if t == To::Next => 0,
+                Some(at) if at > i => u8::try_from(at - i - 1).expect("a jump too far for BPF"),
+                _ => unreachable!("a jump without a forward target"),
+            }
+        };
+        let mut out: Vec<Insn> = self
+            .body
+            .iter()
+            .enumerate()
+            .map(|(i, &(code, k, jt, jf))| Insn {
+                code,
+                jt: offset(i, jt),
+                jf: offset(i, jf),
+                k,
+            })
+            .collect();
+        out.extend(actions.iter().map(|&a| Insn {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: a,
+        }));
+        out
+    }
+}
+
+#[cfg(any(
+    all(target_arch = "x86_64", target_pointer_width = "64"),
+    target_arch = "aarch64"
+))]
+fn build(arch: u32) -> Vec<Insn> {
+    let nr = |n: libc::c_long| n as u32;
+    let mut a = Asm::default();
+    a.load(ARCH_OFF);
+    a.jeq(arch, To::Next, To::Ret(KILL));
+    a.load(NR);
+    if let Some(bit) = X32_SYSCALL_BIT {
+        a.jge(bit, To::Ret(errno(libc::ENOSYS)), To::Next);
+    }
+    a.jeq(nr(libc::SYS_socket), To::Ret(errno(libc::EACCES)), To::Next);
+    a.jeq(nr(libc::SYS_socketpair), To::Pair, To::Next);
+    for n in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        a.jeq(nr(n), To::Ret(errno(libc::ENOSYS)), To::Next);
+    }
+    a.jeq(
+        nr(libc::SYS_pidfd_getfd),
+        To::Ret(errno(libc::EPERM)),
+        To::Next,
+    );
+    a.ret(ALLOW);
+    a.pair_here();
+    a.load(arg_low(0));
+    a.jeq(libc::AF_UNIX as u32, To::Next, To::Ret(errno(libc::EACCES)));
+    a.load(arg_low(1));
+    // SOCK_NONBLOCK and SOCK_CLOEXEC ride in the same argument.
+    a.and(0xf);
+    a.jeq(libc::SOCK_STREAM as u32, To::Ret(ALLOW), To::Next);
+    a.jeq(
+        libc::SOCK_SEQPACKET as u32,
+        To::Ret(ALLOW),
+        To::Ret(errno(libc::EACCES)),
+    );
+    a.finish()
+}
+
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_pointer_width = "64"),
+    target_arch = "aarch64"
+)))]
+fn build(_arch: u32) -> Vec<Insn> {
+    Vec::new()
+}
+
+/// The filter for this build's architecture; `None` where latchclaw has
+/// none (neither x86_64 nor aarch64).
+pub fn program() -> Option<&'static [Insn]> {
+    static PROGRAM: OnceLock<Option<Vec<Insn>>> = OnceLock::new();
+    PROGRAM
+        .get_or_init(|| ARCH.map(build))
+        .as_deref()
+        .filter(|p| !p.is_empty())
+}
+
+/// Puts this process (a forked child) under `prog`, for good. Callers have
+/// set no_new_privs (or the kernel wants CAP_SYS_ADMIN). Async-signal-safe.
+pub fn install(prog: &[Insn]) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr() as *mut Insn,
+    };
+    // SAFETY: the kernel copies the program `fprog` points to, which lives
+    // across the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The filter, when this kernel can install it; probed once per process
+/// without installing anything. A child that still fails to install it
+/// fails its spawn under `required` ([`super::Prepared::install`]).
+pub fn available() -> Result<&'static [Insn], &'static str> {
+    static AVAILABLE: OnceLock<Result<&'static [Insn], &'static str>> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let prog = program().ok_or("latchclaw has no seccomp filter for this CPU architecture")?;
+        probe().map(|()| prog)
+    })
+}
+
+fn probe() -> Result<(), &'static str> {
+    // A null program: a kernel with filters faults reading it (EFAULT)
+    // before it looks at anything else, and installs nothing.
+    // SAFETY: the kernel only tries to read the (null) pointer.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0 as libc::c_uint,
+            std::ptr::null::<libc::sock_fprog>(),
+        )
+    };
+    match (r, io::Error::last_os_error().raw_os_error()) {
+        (-1, Some(libc::EFAULT)) => {}
+        (_, Some(libc::ENOSYS)) => {
+            return Err("the kernel has no seccomp(2) (built without CONFIG_SECCOMP)");
+        }
+        (_, Some(libc::EINVAL)) => {
+            return Err("the kernel has no seccomp filters (built without CONFIG_SECCOMP_FILTER)");
+        }
+        (_, Some(libc::EPERM | libc::EACCES)) => {
+            return Err("installing a seccomp filter is not permitted here (an outer sandbox?)");
+        }
+        _ => return Err("the seccomp probe failed"),
+    }
+    let kill = KILL;
+    // SAFETY: the kernel reads the one integer.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0 as libc::c_uint,
+            &kill as *const u32,
+        )
+    };
+    if r != 0 {
+        return Err("the kernel cannot kill a whole process from a filter (older than 4.14)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_is_well_formed() {
+        let Some(prog) = program() else {
+            eprintln!("SKIPPED: no filter for this architecture");
+            return;
+        };
+        // Every path ends in a return: the last instruction is one, and each
+        // jump lands inside the program.
+        assert_eq!(prog.last().unwrap().code, RET_K);
+        for (i, insn) in prog.iter().enumerate() {
+            if insn.code & 0x07 == libc::BPF_JMP as u16 {
+                for off in [insn.jt, insn.jf] {
+                    assert!(i + 1 + (off as usize) < prog.len(), "insn {i} jumps out");
+                }
+            }
+        }
+        assert!(prog.len() < 40, "{}", prog.len());
+        // The first check is the architecture, killing on a mismatch.
+        assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, ARCH_OFF));
+        let kill = prog[1 + 1 + prog[1].jf as usize];
+        assert_eq!((kill.code, kill.k), (RET_K, KILL));
+    }
+
+    /// Runs `prog` as the kernel would on one system call.
+    fn run(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let data = libc::seccomp_data {
+            nr: nr as i32,
+            arch,
+            instruction_pointer: 0,
+            args,
+        };
+        // SAFETY: seccomp_data is plain integers; reading its bytes is fine.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&data as *const libc::seccomp_data).cast::<u8>(),
+                std::mem::size_of::<libc::seccomp_data>(),
+            )
+        };
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            match i.code {
+                LD_W_ABS => {
+                    let k = i.k as usize;
+                    acc = u32::from_ne_bytes(bytes[k..k + 4].try_into().unwrap());
+                }
+                AND_K => acc &= i.k,
+                RET_K => return i.k,
+                JEQ_K | JGE_K => {
+                    let hit = if i.code == JEQ_K {
+                        acc == i.k
+                    } else {
+                        acc >= i.k
+                    };
+                    pc += usize::from(if hit { i.jt } else { i.jf });
+                }
+                c => panic!("unexpected instruction {c:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_program_decides_each_call_as_documented() {
+        let (Some(prog), Some(arch)) = (program(), ARCH) else {
+            eprintln!("SKIPPED: no filter for this architecture");
+            return;
+        };
+        let nr = |n: libc::c_long| n as u32;
+        let call = |n: libc::c_long, a0: u64, a1: u64| run(prog, arch, nr(n), [a0, a1, 0, 0, 0, 0]);
+        let (unix, inet, inet6) = (
+            libc::AF_UNIX as u64,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+        );
+        let stream = libc::SOCK_STREAM as u64;
+        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        let eacces = errno(libc::EACCES);
+        for family in [
+            unix,
+            inet,
+            inet6,
+            libc::AF_NETLINK as u64,
+            libc::AF_PACKET as u64,
+            0,
+            45,
+        ] {
+            for ty in [stream, libc::SOCK_DGRAM as u64, libc::SOCK_RAW as u64] {
+                assert_eq!(
+                    call(libc::SYS_socket, family, ty),
+                    eacces,
+                    "socket({family}, {ty})"
+                );
+            }
+        }
+        assert_eq!(call(libc::SYS_socketpair, unix, stream), ALLOW);
+        assert_eq!(call(libc::SYS_socketpair, unix, stream | flags), ALLOW);
+        assert_eq!(
+            call(libc::SYS_socketpair, unix, libc::SOCK_SEQPACKET as u64),
+            ALLOW
+        );
+        // The kernel reads an int: high bits change nothing for it or here.
+        assert_eq!(call(libc::SYS_socketpair, unix | 1 << 32, stream), ALLOW);
+        assert_eq!(call(libc::SYS_socketpair, inet | 1 << 32, stream), eacces);
+        for (family, ty) in [
+            (unix, libc::SOCK_DGRAM as u64),
+            (unix, libc::SOCK_DGRAM as u64 | flags),
+            (unix, libc::SOCK_RAW as u64),
+            (inet, stream),
+            (inet6, stream),
+            (libc::AF_NETLINK as u64, libc::SOCK_RAW as u64),
+        ] {
+            assert_eq!(
+                call(libc::SYS_socketpair, family, ty),
+                eacces,
+                "socketpair({family}, {ty})"
+            );
+        }
+        for n in [
+            libc::SYS_io_uring_setup,
+            libc::SYS_io_uring_enter,
+            libc::SYS_io_uring_register,
+        ] {
+            assert_eq!(call(n, 8, 0), errno(libc::ENOSYS), "{n}");
+        }
+        assert_eq!(call(libc::SYS_pidfd_getfd, 3, 4), errno(libc::EPERM));
+        for n in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_openat,
+            libc::SYS_execve,
+            libc::SYS_connect,
+            libc::SYS_sendto,
+            libc::SYS_clone,
+            libc::SYS_pidfd_open,
+            libc::SYS_landlock_restrict_self,
+        ] {
+            assert_eq!(call(n, inet, stream), ALLOW, "{n}");
+        }
+        // Another ABI: killed; on x86_64 an x32 call is "not implemented".
+        const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+        assert_eq!(run(prog, AUDIT_ARCH_I386, nr(libc::SYS_read), [0; 6]), KILL);
+        assert_eq!(
+            run(prog, AUDIT_ARCH_I386, 359, [inet, stream, 0, 0, 0, 0]),
+            KILL
+        );
+        if let Some(bit) = X32_SYSCALL_BIT {
+            for n in [libc::SYS_socket, libc::SYS_read] {
+                assert_eq!(
+                    run(prog, arch, bit | nr(n), [inet, 0, 0, 0, 0, 0]),
+                    errno(libc::ENOSYS)
+                );
+            }
+        }
+    }
+
+    /// Installs `prog` in a forked child, which then tries `socket()`: the
+    /// child's exit code is 0 when that was refused with EACCES, else the
+    /// install's errno, or 120 when the socket was made.
+    fn in_a_child(prog: &[Insn]) -> i32 {
+        // SAFETY: the child makes system calls only (the test process is
+        // multithreaded) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: integer system calls, then _exit.
+            unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                let code = match install(prog) {
+                    Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
+                    Ok(()) => {
+                        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+                        if s < 0 && *libc::__errno_location() == libc::EACCES {
+                            0
+                        } else {
+                            120
+                        }
+                    }
+                };
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "{status:#x}");
+        libc::WEXITSTATUS(status)
+    }
+
+    #[test]
+    fn the_probe_agrees_with_installing_the_filter() {
+        let probed = available().map(<[Insn]>::as_ptr);
+        assert_eq!(probed, available().map(<[Insn]>::as_ptr), "probed once");
+        let Some(prog) = program() else {
+            assert!(probed.is_err());
+            return;
+        };
+        let installed = in_a_child(prog);
+        assert_eq!(
+            probed.is_ok(),
+            installed == 0,
+            "{probed:?}, child exit {installed}"
+        );
+        if super::super::status().abi.is_some() {
+            // Landlock needs 5.13; seccomp filters and their actions are older.
+            assert_eq!(installed, 0);
+        }
+        // And the probe left this process unfiltered.
+        // SAFETY: PR_GET_SECCOMP only returns an integer.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) }, 0);
+    }
+}
