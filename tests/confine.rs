@@ -473,15 +473,17 @@ fn an_inherited_socket_does_not_reach_the_command() {
         use std::os::fd::AsRawFd;
         let fd = leak.as_raw_fd();
         let mut cmd = Command::new("bash");
-        cmd.args(["-c", "echo leak >&7; ls /proc/self/fd"])
+        cmd.args(["-c", "echo leak >&200; ls /proc/self/fd"])
             .current_dir(&f.ws)
             .stdin(Stdio::null());
         // SAFETY: dup2 is async-signal-safe. Registered before `install`,
-        // so it runs first: fd 7 is open, not close-on-exec, when the
-        // sandbox's hook runs.
+        // so it runs first: fd 200 is open, not close-on-exec, when the
+        // sandbox's hook runs. (A low number could be one std::process
+        // itself uses in the child, such as its exec-error pipe, with
+        // other tests running alongside.)
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(fd, 7) < 0 {
+                if libc::dup2(fd, 200) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -494,7 +496,7 @@ fn an_inherited_socket_does_not_reach_the_command() {
         (stdout, stderr, rx.recv(&mut [0u8; 8]).is_ok())
     };
     let (stdout, _, arrived) = run(&f.unconfined());
-    assert!(arrived && stdout.contains("7\n"), "control: {stdout}");
+    assert!(arrived && stdout.contains("200\n"), "control: {stdout}");
     let (stdout, stderr, arrived) = run(&f.prepared(true));
     assert!(!arrived, "a confined command wrote to the inherited socket");
     assert!(stderr.contains("Bad file descriptor"), "{stderr}");
