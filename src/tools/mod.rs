@@ -233,7 +233,11 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
             return Err(format!(
                 "{name}: argument \"{}\" must be {} {want}, not {}",
                 crate::util::printable(key),
-                if want == "integer" { "an" } else { "a" },
+                if matches!(want, "integer" | "array") {
+                    "an"
+                } else {
+                    "a"
+                },
                 kind_of(value)
             ));
         }
