@@ -354,6 +354,34 @@ impl Gate {
                     Err(reason) => return Decision::deny(Risk::High, reason),
                 }
             }
+            ToolName::Git => {
+                if self.confinement == crate::config::Confinement::Required
+                    && let Some(why) = confine::status().unavailable
+                {
+                    return Decision::deny(
+                        base,
+                        format!(
+                            "confinement = \"required\" but this kernel has no Landlock ({why}); \
+                             git calls are refused"
+                        ),
+                    );
+                }
+                let argv = match crate::tools::git::argv(args, self) {
+                    Ok(a) => a,
+                    Err(reason) => return Decision::deny(base, reason),
+                };
+                // Judged as the shell judges `git …`; only the verdict's
+                // risk differs: the argv is one of the tool's read-only
+                // forms, and a reading the table calls a write is refused.
+                let a = shell::analyze_tool_argv(&argv, self);
+                plan = a.plan;
+                match a.judgement {
+                    shell::Judgement::Deny(reason) => return Decision::deny(base, reason),
+                    shell::Judgement::Risk(..) => {
+                        (Risk::Low, None, format!("read-only `{}`", argv.join(" ")))
+                    }
+                }
+            }
             ToolName::Shell => {
                 let cmd = match string_arg("command") {
                     Ok(c) => c,
@@ -383,7 +411,8 @@ impl Gate {
             | ToolName::MemorySearch
             | ToolName::FileList
             | ToolName::FileRead
-            | ToolName::Http => true,
+            | ToolName::Http
+            | ToolName::Git => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite => false,
         };
@@ -740,9 +769,11 @@ pub fn risk_summary(tool: ToolName) -> &'static str {
 
 fn base_risk(tool: ToolName) -> Risk {
     match tool {
-        ToolName::Time | ToolName::MemorySearch | ToolName::FileList | ToolName::FileRead => {
-            Risk::Low
-        }
+        ToolName::Time
+        | ToolName::MemorySearch
+        | ToolName::FileList
+        | ToolName::FileRead
+        | ToolName::Git => Risk::Low,
         ToolName::FileWrite => Risk::Medium,
         ToolName::Shell | ToolName::Http => Risk::High,
     }

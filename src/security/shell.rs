@@ -208,7 +208,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     for (connector, pipeline) in items {
         let mut commands = Vec::new();
         for (i, raw) in pipeline.commands.iter().enumerate() {
-            let (j, cmd, makes_links) = judge_command(raw, i > 0, &cwd, gate)?;
+            let (j, cmd, makes_links) = judge_command(raw, i > 0, &cwd, gate, false)?;
             if makes_links && total > 1 {
                 return Err(format!(
                     "`{}` changes files and may create or move links, and the other commands \
@@ -234,6 +234,59 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     Ok((verdict, Plan { cwd, steps }))
 }
 
+/// Judges one argv a tool built (the `git` tool's `git …`) exactly as the
+/// shell tool judges that command typed in the workspace: the same option
+/// table, path and secret checks, and git hardening; the plan is what runs.
+/// Each word is a quoted literal, so nothing in it is expanded or globbed.
+/// A command the table reads as writing is refused: these tools only read.
+pub(crate) fn analyze_tool_argv(argv: &[String], gate: &Gate) -> Analysis {
+    let judged = (|| -> Judged<(Judgement, Plan)> {
+        if let Some(p) = destructive_text(&argv.join(" ")) {
+            return Err(format!("matches the destructive pattern `{p}`"));
+        }
+        let raw = RawCommand {
+            assigns: Vec::new(),
+            words: argv
+                .iter()
+                .map(|a| parse::RawWord {
+                    pieces: vec![parse::Piece::Lit {
+                        text: a.clone(),
+                        quoted: true,
+                    }],
+                })
+                .collect(),
+            redirs: Vec::new(),
+        };
+        let cwd = gate.workspace()?.to_path_buf();
+        let (j, cmd, writes) = judge_command(&raw, false, &cwd, gate, true)?;
+        if writes {
+            return Err(format!(
+                "`{}` would change files; this tool only reads",
+                argv.join(" ")
+            ));
+        }
+        let plan = Plan {
+            cwd,
+            steps: vec![Step {
+                connector: Connector::Seq,
+                negate: false,
+                commands: vec![cmd],
+            }],
+        };
+        Ok((j, plan))
+    })();
+    match judged {
+        Ok((judgement, plan)) => Analysis {
+            judgement,
+            plan: Some(plan),
+        },
+        Err(why) => Analysis {
+            judgement: Judgement::Deny(why),
+            plan: None,
+        },
+    }
+}
+
 /// `raw` made absolute against the command's directory (tools judge paths
 /// relative to the workspace; after `cd` the base is different).
 pub(super) fn absolute(cwd: &Path, raw: &str) -> String {
@@ -248,11 +301,15 @@ fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
+/// `own_tool`: the argv was built by a latchclaw tool the channel enabled
+/// (the `git` tool), so the shell allowlist does not apply to its program;
+/// every other rule does.
 fn judge_command(
     raw: &RawCommand,
     piped_into: bool,
     cwd: &Path,
     gate: &Gate,
+    own_tool: bool,
 ) -> Judged<(Judgement, Cmd, bool)> {
     let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
     let mut base: Vec<(String, String)> = gate.child_env().to_vec();
@@ -303,7 +360,9 @@ fn judge_command(
         forbidden(l, &name, gate)?;
     }
     destructive_argv(&lower, &argv[1..])?;
-    let (j, writes) = judge_program(&name, &lower, &program, &argv, piped_into, cwd, gate)?;
+    let (j, writes) = judge_program(
+        &name, &lower, &program, &argv, piped_into, cwd, gate, own_tool,
+    )?;
     verdict = verdict.max(j);
     let makes_links = writes
         && match lower.as_str() {
@@ -530,6 +589,7 @@ fn forbidden(lower: &str, name: &str, gate: &Gate) -> Judged<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn judge_program(
     name: &str,
     lower: &str,
@@ -538,6 +598,7 @@ fn judge_program(
     piped_into: bool,
     cwd: &Path,
     gate: &Gate,
+    own_tool: bool,
 ) -> Judged<(Judgement, bool)> {
     let args = &argv[1..];
     if SHELLS.contains(&lower) {
@@ -586,7 +647,7 @@ fn judge_program(
             ));
         }
     }
-    if !by_path_trusted && !gate.allowlisted(name) {
+    if !by_path_trusted && !own_tool && !gate.allowlisted(name) {
         scan_args(args, cwd, gate, false)?;
         return Ok((
             Judgement::high(format!("`{name}` is not on the shell allowlist")),

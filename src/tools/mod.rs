@@ -4,6 +4,7 @@
 
 pub mod beneath;
 mod files;
+pub mod git;
 mod http;
 pub mod shell;
 
@@ -105,11 +106,12 @@ pub enum ToolName {
     Shell,
     Http,
     MemorySearch,
+    Git,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 7] = [
+    pub const ALL: [ToolName; 8] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -117,6 +119,7 @@ impl ToolName {
         ToolName::Shell,
         ToolName::Http,
         ToolName::MemorySearch,
+        ToolName::Git,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -129,6 +132,7 @@ impl ToolName {
             ToolName::Shell => "shell",
             ToolName::Http => "http",
             ToolName::MemorySearch => "memory_search",
+            ToolName::Git => "git",
         }
     }
 
@@ -151,6 +155,7 @@ impl ToolName {
             ToolName::Shell => &shell::Shell,
             ToolName::Http => &http::Http,
             ToolName::MemorySearch => &MemorySearch,
+            ToolName::Git => &git::Git,
         }
     }
 
@@ -221,13 +226,18 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
             "integer" => value.is_i64() || value.is_u64(),
             "boolean" => value.is_boolean(),
             "object" => value.is_object(),
+            "array" => value.is_array(),
             _ => true,
         };
         if !fits {
             return Err(format!(
                 "{name}: argument \"{}\" must be {} {want}, not {}",
                 crate::util::printable(key),
-                if want == "integer" { "an" } else { "a" },
+                if matches!(want, "integer" | "array") {
+                    "an"
+                } else {
+                    "a"
+                },
                 kind_of(value)
             ));
         }

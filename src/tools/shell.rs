@@ -482,150 +482,156 @@ impl Tool for Shell {
         })
     }
     fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
-        let Some(plan) = ctx.decision.plan.clone() else {
-            return ToolResult::err("the gate returned no plan for this command");
+        run_judged_plan(ctx)
+    }
+}
+
+/// Runs the plan in `ctx.decision` exactly as judged, confined, within
+/// `shell_timeout_secs` and the call's deadline, its output capped at
+/// `tool_output_max_bytes`: the runner of every tool that starts programs.
+pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
+    let Some(plan) = ctx.decision.plan.clone() else {
+        return ToolResult::err("the gate returned no plan for this command");
+    };
+    become_subreaper();
+    let ws = match ctx.gate.workspace() {
+        Ok(w) => w.to_path_buf(),
+        Err(e) => return ToolResult::err(e),
+    };
+    let tmp = private_tmp();
+    let spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
+    let confine = match confine::prepare(&spec) {
+        Ok(p) => p,
+        Err(e) => {
+            remove_tmp(tmp.as_deref());
+            return ToolResult::err(e);
+        }
+    };
+    let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
+        let root_fd = beneath::open_workspace(std::path::Path::new("/"))?;
+        // The directory the gate judged, by the same route as every
+        // other path: beneath the workspace, or from `/` outside it.
+        let (base, rel) = beneath::split(&ws, &plan.cwd);
+        let from = if base == ws {
+            ws_fd.as_fd()
+        } else {
+            root_fd.as_fd()
         };
-        become_subreaper();
-        let ws = match ctx.gate.workspace() {
-            Ok(w) => w.to_path_buf(),
-            Err(e) => return ToolResult::err(e),
-        };
-        let tmp = private_tmp();
-        let spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
-        let confine = match confine::prepare(&spec) {
-            Ok(p) => p,
-            Err(e) => {
-                remove_tmp(tmp.as_deref());
-                return ToolResult::err(e);
-            }
-        };
-        let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
-            let root_fd = beneath::open_workspace(std::path::Path::new("/"))?;
-            // The directory the gate judged, by the same route as every
-            // other path: beneath the workspace, or from `/` outside it.
-            let (base, rel) = beneath::split(&ws, &plan.cwd);
-            let from = if base == ws {
-                ws_fd.as_fd()
-            } else {
-                root_fd.as_fd()
+        let cwd_fd = beneath::open_dir_beneath(from, rel, beneath::Symlinks::Refuse)?;
+        Ok((ws_fd, root_fd, cwd_fd))
+    });
+    let (ws_fd, root_fd, cwd_fd) = match opened {
+        Ok(fds) => fds,
+        Err(e) => {
+            remove_tmp(tmp.as_deref());
+            return ToolResult::err(format!(
+                "cannot open the command's directory {} beneath the workspace: {e}",
+                plan.cwd.display()
+            ));
+        }
+    };
+    let call = CallEnv {
+        ws,
+        ws_fd,
+        root_fd,
+        cwd_fd,
+        confine,
+        tmp,
+    };
+    let cap = ctx.cfg.tool_output_max_bytes;
+    let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
+        return ToolResult::err("cannot create pipes for the command's output");
+    };
+    let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
+    let err_reader =
+        std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
+    let timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs)
+        .min(ctx.deadline.saturating_duration_since(Instant::now()));
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let signals = SignalGuard::install();
+    let worker = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let io = Outputs {
+                out: out_w,
+                err: err_w,
             };
-            let cwd_fd = beneath::open_dir_beneath(from, rel, beneath::Symlinks::Refuse)?;
-            Ok((ws_fd, root_fd, cwd_fd))
-        });
-        let (ws_fd, root_fd, cwd_fd) = match opened {
-            Ok(fds) => fds,
-            Err(e) => {
-                remove_tmp(tmp.as_deref());
-                return ToolResult::err(format!(
-                    "cannot open the command's directory {} beneath the workspace: {e}",
-                    plan.cwd.display()
-                ));
-            }
-        };
-        let call = CallEnv {
-            ws,
-            ws_fd,
-            root_fd,
-            cwd_fd,
-            confine,
-            tmp,
-        };
-        let cap = ctx.cfg.tool_output_max_bytes;
-        let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
-            return ToolResult::err("cannot create pipes for the command's output");
-        };
-        let out_reader =
-            std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
-        let err_reader =
-            std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
-        let timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs)
-            .min(ctx.deadline.saturating_duration_since(Instant::now()));
-        let started = Instant::now();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let signals = SignalGuard::install();
-        let worker = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let io = Outputs {
-                    out: out_w,
-                    err: err_w,
-                };
-                let code = run_plan(&plan, &call, &io, &stop);
-                drop(io);
-                remove_tmp(call.tmp.as_deref());
-                let _ = tx.send(code);
-            })
-        };
-        let estop_path = ctx.gate.estop_path().to_path_buf();
-        let mut stopped: Option<&str> = None;
-        let code = loop {
-            let wait = ESTOP_POLL.min(timeout.saturating_sub(started.elapsed()));
-            match rx.recv_timeout(wait) {
-                Ok(code) => break Some(code),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            if stopped.is_some() {
-                continue;
-            }
-            if ctx.control.cancelled() || CAUGHT.load(Ordering::SeqCst) != 0 {
-                stopped = Some("cancelled");
-            } else if estop_engaged(&estop_path).is_some() {
-                stopped = Some("estop");
-            } else if started.elapsed() >= timeout {
-                stopped = Some("timeout");
-            }
-            if stopped.is_some() {
-                stop.store(true, Ordering::SeqCst);
-                kill_descendants(false);
-            }
-        };
-        let _ = worker.join();
-        // Whatever the command left behind (daemons, double forks) goes too.
-        kill_descendants(true);
-        drop(signals);
-        let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
-        let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
-        let duration_ms = started.elapsed().as_millis() as u64;
-        let mut output = stdout;
-        if !stderr.is_empty() {
-            if !output.is_empty() && !output.ends_with('\n') {
-                output.push('\n');
-            }
-            output.push_str("[stderr]\n");
-            output.push_str(&stderr);
+            let code = run_plan(&plan, &call, &io, &stop);
+            drop(io);
+            remove_tmp(call.tmp.as_deref());
+            let _ = tx.send(code);
+        })
+    };
+    let estop_path = ctx.gate.estop_path().to_path_buf();
+    let mut stopped: Option<&str> = None;
+    let code = loop {
+        let wait = ESTOP_POLL.min(timeout.saturating_sub(started.elapsed()));
+        match rx.recv_timeout(wait) {
+            Ok(code) => break Some(code),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let metadata = json!({
-            "exit_code": code,
-            "duration_ms": duration_ms,
-            "timed_out": stopped == Some("timeout"),
-            "estop": stopped == Some("estop"),
-        });
-        let error = match (stopped, code) {
-            (Some("timeout"), _) => Some(format!(
-                "timed out after {} s (shell_timeout_secs, tool_timeout_secs or the run's --timeout); \
+        if stopped.is_some() {
+            continue;
+        }
+        if ctx.control.cancelled() || CAUGHT.load(Ordering::SeqCst) != 0 {
+            stopped = Some("cancelled");
+        } else if estop_engaged(&estop_path).is_some() {
+            stopped = Some("estop");
+        } else if started.elapsed() >= timeout {
+            stopped = Some("timeout");
+        }
+        if stopped.is_some() {
+            stop.store(true, Ordering::SeqCst);
+            kill_descendants(false);
+        }
+    };
+    let _ = worker.join();
+    // Whatever the command left behind (daemons, double forks) goes too.
+    kill_descendants(true);
+    drop(signals);
+    let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
+    let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let mut output = stdout;
+    if !stderr.is_empty() {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str("[stderr]\n");
+        output.push_str(&stderr);
+    }
+    let metadata = json!({
+        "exit_code": code,
+        "duration_ms": duration_ms,
+        "timed_out": stopped == Some("timeout"),
+        "estop": stopped == Some("estop"),
+    });
+    let error = match (stopped, code) {
+        (Some("timeout"), _) => Some(format!(
+            "timed out after {} s (shell_timeout_secs, tool_timeout_secs or the run's --timeout); \
                  every process it started was killed",
-                timeout.as_secs()
-            )),
-            (Some("cancelled"), _) => Some(
-                "cancelled (Ctrl-C or a signal); every process it started was killed".to_string(),
-            ),
-            (Some(_), _) => Some(
-                "stopped by the emergency stop; every process it started was killed".to_string(),
-            ),
-            (None, Some(0)) => None,
-            (None, Some(c)) => Some(format!("exit code {c}")),
-            (None, None) => Some("the runner stopped unexpectedly".to_string()),
-        };
-        ToolResult {
-            success: error.is_none(),
-            output,
-            error,
-            metadata: Some(metadata),
-            receipt_id: None,
-            estop: stopped == Some("estop"),
+            timeout.as_secs()
+        )),
+        (Some("cancelled"), _) => {
+            Some("cancelled (Ctrl-C or a signal); every process it started was killed".to_string())
         }
+        (Some(_), _) => {
+            Some("stopped by the emergency stop; every process it started was killed".to_string())
+        }
+        (None, Some(0)) => None,
+        (None, Some(c)) => Some(format!("exit code {c}")),
+        (None, None) => Some("the runner stopped unexpectedly".to_string()),
+    };
+    ToolResult {
+        success: error.is_none(),
+        output,
+        error,
+        metadata: Some(metadata),
+        receipt_id: None,
+        estop: stopped == Some("estop"),
     }
 }
 
