@@ -419,6 +419,7 @@ impl<'a> Runtime<'a> {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
+                conversation_id,
                 decision: d,
                 control: &self.control,
                 deadline: self.control.until(limit),

@@ -5,6 +5,7 @@
 pub mod beneath;
 mod files;
 mod http;
+pub mod memory;
 pub mod shell;
 
 use crate::config::Config;
@@ -18,6 +19,8 @@ pub struct ToolCtx<'a> {
     pub cfg: &'a Config,
     pub gate: &'a Gate,
     pub memory: &'a Memory,
+    /// The conversation the call belongs to (a stored note records it).
+    pub conversation_id: &'a str,
     /// The gate's decision: the resolved path or argv the tool must use.
     pub decision: &'a Decision,
     /// The run's deadline and cancellation: a tool that waits polls it.
@@ -105,11 +108,14 @@ pub enum ToolName {
     Shell,
     Http,
     MemorySearch,
+    MemoryStore,
+    MemoryRecall,
+    MemoryForget,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 7] = [
+    pub const ALL: [ToolName; 10] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -117,6 +123,9 @@ impl ToolName {
         ToolName::Shell,
         ToolName::Http,
         ToolName::MemorySearch,
+        ToolName::MemoryStore,
+        ToolName::MemoryRecall,
+        ToolName::MemoryForget,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -129,6 +138,9 @@ impl ToolName {
             ToolName::Shell => "shell",
             ToolName::Http => "http",
             ToolName::MemorySearch => "memory_search",
+            ToolName::MemoryStore => "memory_store",
+            ToolName::MemoryRecall => "memory_recall",
+            ToolName::MemoryForget => "memory_forget",
         }
     }
 
@@ -137,9 +149,17 @@ impl ToolName {
     }
 
     /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
-    /// tools that write files or reach the network are opt-in.
+    /// tools that write files or reach the network are opt-in, and so are
+    /// the note tools (each schema sent costs every request bytes).
     pub const fn on_by_default(self) -> bool {
-        !matches!(self, ToolName::FileWrite | ToolName::Http)
+        !matches!(
+            self,
+            ToolName::FileWrite
+                | ToolName::Http
+                | ToolName::MemoryStore
+                | ToolName::MemoryRecall
+                | ToolName::MemoryForget
+        )
     }
 
     pub fn tool(self) -> &'static dyn Tool {
@@ -151,6 +171,9 @@ impl ToolName {
             ToolName::Shell => &shell::Shell,
             ToolName::Http => &http::Http,
             ToolName::MemorySearch => &MemorySearch,
+            ToolName::MemoryStore => &memory::MemoryStore,
+            ToolName::MemoryRecall => &memory::MemoryRecall,
+            ToolName::MemoryForget => &memory::MemoryForget,
         }
     }
 
@@ -221,13 +244,18 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
             "integer" => value.is_i64() || value.is_u64(),
             "boolean" => value.is_boolean(),
             "object" => value.is_object(),
+            "array" => value.is_array(),
             _ => true,
         };
         if !fits {
             return Err(format!(
                 "{name}: argument \"{}\" must be {} {want}, not {}",
                 crate::util::printable(key),
-                if want == "integer" { "an" } else { "a" },
+                if matches!(want, "integer" | "array") {
+                    "an"
+                } else {
+                    "a"
+                },
                 kind_of(value)
             ));
         }
