@@ -145,15 +145,15 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
             "`latchclaw memory` needs a subcommand: list, search, show, clear, notes, forget",
         ),
         (&["memory", "forgot"], "unknown command `memory forgot`"),
-        (&["memory", "forget"], "`latchclaw memory forget` needs a note id (from memory notes)"),
+        (
+            &["memory", "forget"],
+            "`latchclaw memory forget` needs a note id (from memory notes)",
+        ),
         (
             &["memory", "forget", "1", "--json"],
             "`latchclaw memory forget` does not take --json",
         ),
-        (
-            &["memory", "notes", "--category"],
-            "--category",
-        ),
+        (&["memory", "notes", "--category"], "--category"),
         (
             &["memory", "list", "--category", "fact"],
             "`latchclaw memory list` does not take --category; its options: --json, --limit N",
