@@ -214,7 +214,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
         ("memory_store", json!({"text": "no", "category": "note"})),
         ("memory_forget", json!({"id": id})),
     ] {
-        let (r, v) = tool(&ro, name, args);
+        let (r, v) = tool(ro, name, args);
         assert_eq!(
             (r.code, v["status"].as_str()),
             (4, Some("denied")),
