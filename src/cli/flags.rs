@@ -607,8 +607,8 @@ base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
 persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
 (prompt.user_file / <state>/prompt/user.md) and the active policy. It is
 the same bytes on every turn, so a server's prompt cache keeps working.
-Then the memory notes MESSAGE would carry (turns of other conversations
-that share a rare word with it, memory.context_hits within
+Then the memory notes MESSAGE would carry (stored notes, then turns of
+other conversations, that share a rare word with it, memory.context_hits within
 memory.context_bytes; sent with the message, quoted as data), and the size
 in bytes of each layer, each tool's schema and the whole first request.",
         bare: false,
