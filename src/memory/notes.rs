@@ -4,7 +4,7 @@
 //! and BM25 + recency scoring as turns, and drawn on first by the prompt's
 //! memory layer.
 
-use super::{Memory, Term, context_words, fts_query_with, is_stop_word, scores, terms};
+use super::{Memory, Term, context_words, fts_query_with, scores, terms};
 use crate::error::{Error, Result};
 use crate::util;
 use rusqlite::{OptionalExtension, params_from_iter, types::Value as Sql};
@@ -359,7 +359,6 @@ impl Memory {
         let bound = (total / 50).max(3);
         let mut rare = Vec::new();
         for word in candidates {
-            debug_assert!(!is_stop_word(&word));
             let term = Term {
                 word,
                 prefix: false,
