@@ -402,6 +402,8 @@ pub struct MemoryConfig {
     /// Relevant turns from other conversations sent with a message.
     pub context_hits: u32,
     pub context_bytes: usize,
+    /// What `memory_store` may file a note under.
+    pub categories: Vec<String>,
 }
 
 impl Default for MemoryConfig {
@@ -412,6 +414,7 @@ impl Default for MemoryConfig {
             context_turns: 20,
             context_hits: 5,
             context_bytes: 4000,
+            categories: strings(&["fact", "preference", "task", "note"]),
         }
     }
 }
@@ -1227,9 +1230,36 @@ fn read_memory(r: &mut Reader, top: &mut Section, d: MemoryConfig) -> MemoryConf
             0,
             1 << 20,
         ) as usize,
+        categories: match r.list(&mut mem, "categories") {
+            Some(list) => {
+                check_categories(r, &mem.key("categories"), &list);
+                list
+            }
+            None => d.categories,
+        },
     };
     r.finish(mem);
     m
+}
+
+/// Note categories: 1 to 20 distinct names of `a-z` and `_`.
+fn check_categories(r: &mut Reader, key: &str, list: &[String]) {
+    if list.is_empty() || list.len() > 20 {
+        r.err(format!(
+            "{key}: {} categories; allowed: 1 to 20",
+            list.len()
+        ));
+    }
+    for (i, c) in list.iter().enumerate() {
+        if c.is_empty() || !c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            r.err(format!(
+                "{key}[{i}]: \"{}\" is not allowed; a category is made of a-z and _",
+                crate::util::printable(c)
+            ));
+        } else if list[..i].contains(c) {
+            r.err(format!("{key}[{i}]: \"{c}\" is listed twice"));
+        }
+    }
 }
 
 /// `p` with `.` and `..` folded away, without asking the file system.
@@ -1667,6 +1697,34 @@ mod tests {
 
     fn errors(text: &str) -> Vec<String> {
         parse(text).err().map(|e| e.errors).unwrap_or_default()
+    }
+
+    #[test]
+    fn note_categories_are_checked() {
+        let c = parse("[memory]\ncategories = [\"fact\", \"to_do\"]").unwrap();
+        assert_eq!(c.memory.categories, ["fact", "to_do"]);
+        assert_eq!(
+            parse("").unwrap().memory.categories,
+            ["fact", "preference", "task", "note"]
+        );
+        assert_eq!(
+            errors("[memory]\ncategories = []"),
+            ["memory.categories: 0 categories; allowed: 1 to 20"]
+        );
+        let many: Vec<String> = (0..21)
+            .map(|i| format!("\"c{}\"", "a".repeat(i + 1)))
+            .collect();
+        let e = errors(&format!("[memory]\ncategories = [{}]", many.join(",")));
+        assert!(e[0].contains("21 categories; allowed: 1 to 20"), "{e:?}");
+        assert_eq!(
+            errors("[memory]\ncategories = [\"Fact\", \"a b\", \"\", \"x\", \"x\"]"),
+            [
+                "memory.categories[0]: \"Fact\" is not allowed; a category is made of a-z and _",
+                "memory.categories[1]: \"a b\" is not allowed; a category is made of a-z and _",
+                "memory.categories[2]: \"\" is not allowed; a category is made of a-z and _",
+                "memory.categories[4]: \"x\" is listed twice",
+            ]
+        );
     }
 
     #[test]

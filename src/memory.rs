@@ -12,6 +12,12 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
 
+mod notes;
+pub use notes::{
+    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NewNote, Note, NoteFilter, check_category,
+    check_note, normalize_tags, parse_date,
+};
+
 /// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     r#"
@@ -83,6 +89,32 @@ CREATE INDEX runs_by_start ON runs(started_at);
     "ALTER TABLE runs ADD COLUMN prompt_tokens INTEGER;
      ALTER TABLE runs ADD COLUMN completion_tokens INTEGER;
      ALTER TABLE runs ADD COLUMN cached_tokens INTEGER;",
+    // Notes the model keeps (`memory_store`). AUTOINCREMENT: an id is never
+    // reused, so a `memory_forget` approved later cannot delete a newer note
+    // that took a forgotten one's number.
+    r#"
+CREATE TABLE notes (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at      TEXT NOT NULL,
+    created_unix    INTEGER NOT NULL,
+    category        TEXT NOT NULL,
+    tags            TEXT NOT NULL DEFAULT '[]',
+    text            TEXT NOT NULL,
+    conversation_id TEXT,
+    source          TEXT NOT NULL
+);
+CREATE INDEX notes_by_category ON notes(category, id);
+CREATE VIRTUAL TABLE notes_fts USING fts5(
+    text, tags, content = 'notes', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER notes_fts_insert AFTER INSERT ON notes BEGIN
+    INSERT INTO notes_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags);
+END;
+CREATE TRIGGER notes_fts_delete AFTER DELETE ON notes BEGIN
+    INSERT INTO notes_fts(notes_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
+END;
+"#,
 ];
 
 pub struct Memory {
@@ -574,6 +606,20 @@ fn is_stop_word(w: &str) -> bool {
     STOP_WORDS.binary_search(&w).is_ok()
 }
 
+/// The words of a message that may be rare enough to say what it is about:
+/// not stop words, at least three letters, longest first (the likeliest to
+/// be rare), at most twelve (one lookup each).
+fn context_words(query: &str) -> Vec<String> {
+    let mut candidates: Vec<String> = words(query)
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 3 && !is_stop_word(w))
+        .collect();
+    candidates.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
+    candidates.dedup();
+    candidates.truncate(12);
+    candidates
+}
+
 /// The `width`-word window of `text` holding the most query words, with
 /// those words in [brackets] when `mark`, and "…" where text was cut. FTS5's snippet()
 /// does the same, but as one more MATCH query per hit, which costs ~1 ms
@@ -636,13 +682,32 @@ fn snippet(text: &str, terms: &[Term], width: usize, mark: bool) -> String {
 /// recent turns boosted: up to ×2 for a turn from now, fading over about a
 /// month. Best first; `hit.score` is the boosted score.
 fn rank(rows: &mut [Candidate], terms: &[Term], idf: &[f64], now: i64) {
+    let docs: Vec<(&str, i64)> = rows
+        .iter()
+        .map(|c| (c.content.as_str(), c.ts_unix))
+        .collect();
+    let scores = scores(&docs, terms, idf, now);
+    for (c, s) in rows.iter_mut().zip(scores) {
+        c.hit.score = s;
+    }
+    // Ties (and tokens FTS5 matched that this split did not) go to the newest.
+    rows.sort_by(|a, b| {
+        b.hit
+            .score
+            .total_cmp(&a.hit.score)
+            .then(b.rowid.cmp(&a.rowid))
+    });
+}
+
+/// BM25 with the recency boost for each `(text, unix time)`; see [`rank`].
+fn scores(docs: &[(&str, i64)], terms: &[Term], idf: &[f64], now: i64) -> Vec<f64> {
     const K1: f64 = 1.2;
     const B: f64 = 0.75;
-    let mut freqs: Vec<(Vec<f64>, f64)> = Vec::with_capacity(rows.len());
-    for c in rows.iter() {
+    let mut freqs: Vec<(Vec<f64>, f64)> = Vec::with_capacity(docs.len());
+    for (content, _) in docs {
         let mut tf = vec![0.0; terms.len()];
         let mut len = 0.0;
-        let lower = c.content.to_lowercase();
+        let lower = content.to_lowercase();
         for token in words(&lower) {
             len += 1.0;
             for (f, term) in tf.iter_mut().zip(terms) {
@@ -653,23 +718,19 @@ fn rank(rows: &mut [Candidate], terms: &[Term], idf: &[f64], now: i64) {
         }
         freqs.push((tf, len));
     }
-    let avg = (freqs.iter().map(|f| f.1).sum::<f64>() / rows.len().max(1) as f64).max(1.0);
-    for (c, (tf, len)) in rows.iter_mut().zip(&freqs) {
-        let bm25: f64 = tf
-            .iter()
-            .zip(idf)
-            .map(|(&f, &idf)| idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg)))
-            .sum();
-        let age = (now - c.ts_unix).max(0) as f64;
-        c.hit.score = bm25 * (1.0 + 1.0 / (1.0 + age / 2_592_000.0));
-    }
-    // Ties (and tokens FTS5 matched that this split did not) go to the newest.
-    rows.sort_by(|a, b| {
-        b.hit
-            .score
-            .total_cmp(&a.hit.score)
-            .then(b.rowid.cmp(&a.rowid))
-    });
+    let avg = (freqs.iter().map(|f| f.1).sum::<f64>() / docs.len().max(1) as f64).max(1.0);
+    docs.iter()
+        .zip(&freqs)
+        .map(|((_, ts), (tf, len))| {
+            let bm25: f64 = tf
+                .iter()
+                .zip(idf)
+                .map(|(&f, &idf)| idf * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg)))
+                .sum();
+            let age = (now - ts).max(0) as f64;
+            bm25 * (1.0 + 1.0 / (1.0 + age / 2_592_000.0))
+        })
+        .collect()
 }
 
 impl Memory {
@@ -1055,14 +1116,7 @@ impl Memory {
         limit: u32,
         exclude: Option<&str>,
     ) -> Result<Vec<Hit>> {
-        let mut candidates: Vec<String> = words(query)
-            .map(str::to_lowercase)
-            .filter(|w| w.chars().count() >= 3 && !is_stop_word(w))
-            .collect();
-        // Longest first (the likeliest to be rare); at most twelve lookups.
-        candidates.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
-        candidates.dedup();
-        candidates.truncate(12);
+        let candidates = context_words(query);
         if candidates.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
@@ -1162,7 +1216,8 @@ impl Memory {
                    ORDER BY rowid DESC LIMIT ?2) AS c
              JOIN turns t ON t.id = c.rowid
              WHERE t.role != 'system'
-               AND NOT (t.role = 'tool' AND t.tool_results LIKE '%\"tool\":\"memory_search\"%')
+               AND NOT (t.role = 'tool' AND (t.tool_results LIKE '%\"tool\":\"memory_search\"%'
+                                         OR t.tool_results LIKE '%\"tool\":\"memory_recall\"%'))
                AND (?3 IS NULL OR (t.conversation_id != ?3 AND t.role IN ('user', 'assistant')))",
         )?;
         let rows = stmt.query_map(params![q, limit, context], |r| {
@@ -1915,6 +1970,74 @@ mod tests {
             .unwrap();
         let e = m.approvals(false).unwrap_err();
         assert!(e.msg.contains("unknown risk \"catastrophic\""), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_5_database_migrates_to_notes() {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig5"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..5] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch("PRAGMA user_version = 5").unwrap();
+        }
+        {
+            let m = Memory::open(&path, 1000).unwrap();
+            // Open the database as the previous version left it, with a turn.
+            assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+            drop(m);
+        }
+        let c = Connection::open(&path).unwrap();
+        let has_notes: i64 = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name IN ('notes', 'notes_fts')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(has_notes, 2);
+        drop(c);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Again with data in it: the turn stays searchable, notes work.
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..5] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch(
+                "PRAGMA user_version = 5;
+                 INSERT INTO conversations VALUES ('old', 't', 't', 0);
+                 INSERT INTO turns (conversation_id, turn_id, timestamp, ts_unix, role, content)
+                 VALUES ('old', 'turn-1', 't', 0, 'user', 'about the kestrel server');",
+            )
+            .unwrap();
+        }
+        let m = Memory::open(&path, 1000).unwrap();
+        assert_eq!(m.version().unwrap(), 6);
+        assert_eq!(m.search("kestrel", 5).unwrap().len(), 1);
+        let n = m
+            .add_note(&NewNote {
+                text: "kestrel is staging",
+                category: "fact",
+                tags: &[],
+                conversation_id: None,
+                source: "memory_store",
+            })
+            .unwrap();
+        assert_eq!(n.id, 1);
+        let found = m
+            .notes(&NoteFilter {
+                query: Some("kestrel".into()),
+                limit: 5,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(found.len(), 1);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -314,6 +314,22 @@ impl<'a> Runtime<'a> {
         crate::prompt::build(self.cfg, &self.gate)
     }
 
+    /// A round's calls as memory stores them: arguments redacted, so a
+    /// secret the model saw and passes on (to `memory_store`, say) is not
+    /// kept in the history; ids and names stay, they pair the results.
+    fn stored_calls(&self, calls: &[crate::providers::ToolCall]) -> String {
+        let mut counts = Default::default();
+        let calls: Vec<crate::providers::ToolCall> = calls
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                self.redactor.redact_json(&mut c.arguments, &mut counts);
+                c
+            })
+            .collect();
+        serde_json::to_string(&calls).unwrap_or_default()
+    }
+
     /// Memory notes for a message (see `prompt::memory_notes`).
     pub fn memory_notes(
         &self,
@@ -419,6 +435,7 @@ impl<'a> Runtime<'a> {
                 cfg: self.cfg,
                 gate: &self.gate,
                 memory: &self.memory,
+                conversation_id,
                 decision: d,
                 control: &self.control,
                 deadline: self.control.until(limit),
@@ -998,7 +1015,7 @@ impl<'a> Runtime<'a> {
             *self.round_slot() = Some(Round {
                 conversation_id: conv.clone(),
                 content: resp.final_text.clone(),
-                tool_calls: serde_json::to_string(&resp.tool_calls).unwrap_or_default(),
+                tool_calls: self.stored_calls(&resp.tool_calls),
                 call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
                 provider: resp.provider.clone(),
                 model: resp.model.clone(),

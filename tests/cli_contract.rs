@@ -22,6 +22,8 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["policy", "show"],
         &["memory", "list"],
         &["memory", "search", "hi"],
+        &["memory", "notes"],
+        &["memory", "notes", "--category", "fact"],
         &["receipt", "list"],
         &["receipt", "verify"],
         &["receipt", "head"],
@@ -140,9 +142,22 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
         ),
         (
             &["memory"],
-            "`latchclaw memory` needs a subcommand: list, search, show, clear",
+            "`latchclaw memory` needs a subcommand: list, search, show, clear, notes, forget",
         ),
-        (&["memory", "forget"], "unknown command `memory forget`"),
+        (&["memory", "forgot"], "unknown command `memory forgot`"),
+        (
+            &["memory", "forget"],
+            "`latchclaw memory forget` needs a note id (from memory notes)",
+        ),
+        (
+            &["memory", "forget", "1", "--json"],
+            "`latchclaw memory forget` does not take --json",
+        ),
+        (&["memory", "notes", "--category"], "--category"),
+        (
+            &["memory", "list", "--category", "fact"],
+            "`latchclaw memory list` does not take --category; its options: --json, --limit N",
+        ),
         (
             &["completions", "powershell"],
             "allowed values: bash, zsh, fish",
@@ -294,7 +309,14 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
     assert!(
         r.code == 0
             && r.stdout.contains("memory search QUERY")
-            && r.stdout.contains("memory clear"),
+            && r.stdout.contains("memory clear")
+            && r.stdout.contains("memory notes")
+            && r.stdout.contains("memory forget ID"),
+        "{r:?}"
+    );
+    let r = env.run(&["memory", "notes", "--help"]);
+    assert!(
+        r.code == 0 && r.stdout.contains("--category CATEGORY") && r.stdout.contains("--json"),
         "{r:?}"
     );
 }
@@ -388,6 +410,11 @@ fn completions_are_generated_for_every_command_and_flag() {
         ["--json"]
     );
     assert_eq!(bash_complete(&bash, &["memory", "s"]), ["search", "show"]);
+    assert_eq!(bash_complete(&bash, &["memory", "f"]), ["forget"]);
+    assert_eq!(
+        bash_complete(&bash, &["memory", "notes", "--c"]),
+        ["--config", "--category"]
+    );
     assert_eq!(bash_complete(&bash, &["receipt", "r"]), ["repair"]);
     assert_eq!(bash_complete(&bash, &["receipt", "h"]), ["head"]);
     assert_eq!(

@@ -102,6 +102,7 @@ const DATA: &[&str] = &[
     "memory list",
     "memory search",
     "memory show",
+    "memory notes",
     "receipt list",
     "receipt verify",
     "receipt head",
@@ -235,8 +236,15 @@ pub const FLAGS: &[Flag] = &[
         long: "limit",
         short: None,
         value: Some("N"),
-        commands: &["memory list", "memory search", "runs list"],
+        commands: &["memory list", "memory search", "memory notes", "runs list"],
         help: "show at most N entries",
+    },
+    Flag {
+        long: "category",
+        short: None,
+        value: Some("CATEGORY"),
+        commands: &["memory notes"],
+        help: "only notes of this category (one of memory.categories)",
     },
     Flag {
         long: "provider",
@@ -474,7 +482,24 @@ is accepted (operators and quotes are searched as words).",
         path: "memory clear",
         args: &[],
         summary: "delete every conversation (needs --yes)",
-        about: "Deletes every conversation. Needs --yes.",
+        about: "Deletes every conversation. Needs --yes. Stored notes stay (`memory forget`).",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory notes",
+        args: &[],
+        summary: "notes the model stored (memory_store), newest first",
+        about: "Lists stored notes: id, date, category, tags and text, newest first. The
+model keeps them with the memory_store tool; they are sent with a message
+that shares a rare word with them, before turns of other conversations.",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory forget",
+        args: &[arg("ID", "note id (from memory notes)")],
+        summary: "delete one stored note",
+        about: "Deletes one stored note. The operator's own act: no approval is asked
+(the memory_forget tool asks under supervised).",
         bare: false,
     },
     CommandDef {
@@ -582,8 +607,8 @@ base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
 persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
 (prompt.user_file / <state>/prompt/user.md) and the active policy. It is
 the same bytes on every turn, so a server's prompt cache keeps working.
-Then the memory notes MESSAGE would carry (turns of other conversations
-that share a rare word with it, memory.context_hits within
+Then the memory notes MESSAGE would carry (stored notes, then turns of
+other conversations, that share a rare word with it, memory.context_hits within
 memory.context_bytes; sent with the message, quoted as data), and the size
 in bytes of each layer, each tool's schema and the whole first request.",
         bare: false,

@@ -116,6 +116,12 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         }
         Command::MemoryShow { id, json } => cmd::memory::show(&ctx, &id, json),
         Command::MemoryClear { yes } => cmd::memory::clear(&ctx, yes),
+        Command::MemoryNotes {
+            category,
+            limit,
+            json,
+        } => cmd::memory::notes(&ctx, category.as_deref(), limit, json),
+        Command::MemoryForget { id } => cmd::memory::forget(&ctx, &id),
         Command::ReceiptList { json } => cmd::receipt::list(&ctx, json),
         Command::ReceiptVerify { json, expect } => cmd::receipt::verify(&ctx, json, &expect),
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),

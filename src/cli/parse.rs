@@ -66,6 +66,14 @@ pub enum Command {
     MemoryClear {
         yes: bool,
     },
+    MemoryNotes {
+        category: Option<String>,
+        limit: Option<u32>,
+        json: bool,
+    },
+    MemoryForget {
+        id: String,
+    },
     ReceiptList {
         json: bool,
     },
@@ -591,6 +599,12 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "memory show" => Command::MemoryShow { id: arg(0), json },
         "memory clear" => Command::MemoryClear { yes: o.on("yes") },
+        "memory notes" => Command::MemoryNotes {
+            category: o.value("category"),
+            limit: o.limit()?,
+            json,
+        },
+        "memory forget" => Command::MemoryForget { id: arg(0) },
         "receipt list" => Command::ReceiptList { json },
         "receipt verify" => Command::ReceiptVerify {
             json,

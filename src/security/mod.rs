@@ -154,6 +154,8 @@ pub struct Gate {
     confinement: crate::config::Confinement,
     net: net::NetPolicy,
     secret_allow: secret_files::Allow,
+    /// `memory.categories`, for `memory_store` and `memory_recall`.
+    memory_categories: Vec<String>,
 }
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
@@ -228,6 +230,7 @@ impl Gate {
                 allow_private: cfg.tools.http.allow_private.clone(),
             },
             secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
+            memory_categories: cfg.memory.categories.clone(),
         }
     }
 
@@ -382,6 +385,25 @@ impl Gate {
                     }
                 }
             }
+            // Notes stay in latchclaw's own database: storing one is low
+            // risk but a write (refused under readonly); forgetting one
+            // destroys what the operator may want kept, so it is asked for.
+            ToolName::MemoryStore => {
+                match crate::tools::memory::store_args(args, &self.memory_categories) {
+                    Ok(_) => (Risk::Low, None, String::new()),
+                    Err(reason) => return Decision::deny(base, reason),
+                }
+            }
+            ToolName::MemoryRecall => {
+                match crate::tools::memory::recall_filter(args, &self.memory_categories) {
+                    Ok(_) => (Risk::Low, None, String::new()),
+                    Err(reason) => return Decision::deny(base, reason),
+                }
+            }
+            ToolName::MemoryForget => match crate::tools::memory::forget_id(args) {
+                Ok(_) => (Risk::Medium, None, String::new()),
+                Err(reason) => return Decision::deny(base, reason),
+            },
             ToolName::Shell => {
                 let cmd = match string_arg("command") {
                     Ok(c) => c,
@@ -412,9 +434,10 @@ impl Gate {
             | ToolName::FileList
             | ToolName::FileRead
             | ToolName::Http
-            | ToolName::Git => true,
+            | ToolName::Git
+            | ToolName::MemoryRecall => true,
             ToolName::Shell => risk == Risk::Low,
-            ToolName::FileWrite => false,
+            ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
         let (verdict, mut reason) = verdict_for(self.autonomy, risk, read_only);
         if !why.is_empty() {
@@ -773,8 +796,10 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::MemorySearch
         | ToolName::FileList
         | ToolName::FileRead
-        | ToolName::Git => Risk::Low,
-        ToolName::FileWrite => Risk::Medium,
+        | ToolName::Git
+        | ToolName::MemoryStore
+        | ToolName::MemoryRecall => Risk::Low,
+        ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
         ToolName::Shell | ToolName::Http => Risk::High,
     }
 }

@@ -394,6 +394,7 @@ mod tests {
             cfg: &fx.cfg,
             gate: &fx.gate,
             memory: &fx.memory,
+            conversation_id: "test",
             decision: d,
             control: &control,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),

@@ -6,6 +6,7 @@ pub mod beneath;
 mod files;
 pub mod git;
 mod http;
+pub mod memory;
 pub mod shell;
 
 use crate::config::Config;
@@ -19,6 +20,8 @@ pub struct ToolCtx<'a> {
     pub cfg: &'a Config,
     pub gate: &'a Gate,
     pub memory: &'a Memory,
+    /// The conversation the call belongs to (a stored note records it).
+    pub conversation_id: &'a str,
     /// The gate's decision: the resolved path or argv the tool must use.
     pub decision: &'a Decision,
     /// The run's deadline and cancellation: a tool that waits polls it.
@@ -107,11 +110,14 @@ pub enum ToolName {
     Http,
     MemorySearch,
     Git,
+    MemoryStore,
+    MemoryRecall,
+    MemoryForget,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 8] = [
+    pub const ALL: [ToolName; 11] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -120,6 +126,9 @@ impl ToolName {
         ToolName::Http,
         ToolName::MemorySearch,
         ToolName::Git,
+        ToolName::MemoryStore,
+        ToolName::MemoryRecall,
+        ToolName::MemoryForget,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -133,6 +142,9 @@ impl ToolName {
             ToolName::Http => "http",
             ToolName::MemorySearch => "memory_search",
             ToolName::Git => "git",
+            ToolName::MemoryStore => "memory_store",
+            ToolName::MemoryRecall => "memory_recall",
+            ToolName::MemoryForget => "memory_forget",
         }
     }
 
@@ -141,9 +153,17 @@ impl ToolName {
     }
 
     /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
-    /// tools that write files or reach the network are opt-in.
+    /// tools that write files or reach the network are opt-in, and so are
+    /// the note tools (each schema sent costs every request bytes).
     pub const fn on_by_default(self) -> bool {
-        !matches!(self, ToolName::FileWrite | ToolName::Http)
+        !matches!(
+            self,
+            ToolName::FileWrite
+                | ToolName::Http
+                | ToolName::MemoryStore
+                | ToolName::MemoryRecall
+                | ToolName::MemoryForget
+        )
     }
 
     pub fn tool(self) -> &'static dyn Tool {
@@ -156,6 +176,9 @@ impl ToolName {
             ToolName::Http => &http::Http,
             ToolName::MemorySearch => &MemorySearch,
             ToolName::Git => &git::Git,
+            ToolName::MemoryStore => &memory::MemoryStore,
+            ToolName::MemoryRecall => &memory::MemoryRecall,
+            ToolName::MemoryForget => &memory::MemoryForget,
         }
     }
 

@@ -156,6 +156,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "context_turns": cfg.memory.context_turns,
             "context_hits": cfg.memory.context_hits,
             "context_bytes": cfg.memory.context_bytes,
+            "categories": cfg.memory.categories,
         },
         "receipts": {
             "enabled": cfg.receipts.enabled,

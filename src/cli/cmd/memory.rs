@@ -1,4 +1,5 @@
-//! `memory list`, `memory search`, `memory show`, `memory clear`.
+//! `memory list`, `memory search`, `memory show`, `memory clear`, `memory notes`,
+//! `memory forget`.
 
 use crate::cli::{Ctx, count, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
@@ -91,5 +92,52 @@ pub fn clear(ctx: &Ctx, yes: bool) -> Result<i32> {
     }
     let n = ctx.open_memory()?.clear()?;
     println!("deleted {}", count(n as u64, "turn"));
+    Ok(exit::OK)
+}
+
+pub fn notes(ctx: &Ctx, category: Option<&str>, limit: Option<u32>, json: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    if let Some(c) = category {
+        crate::memory::check_category(c, &cfg.memory.categories)
+            .map_err(|e| Error::usage(format!("--category: {e}")))?;
+    }
+    let notes =
+        match crate::memory::Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)? {
+            Some(m) => m.notes(&crate::memory::NoteFilter {
+                category: category.map(String::from),
+                limit: limit.unwrap_or(50),
+                ..Default::default()
+            })?,
+            None => Vec::new(),
+        };
+    if json {
+        print_json(&notes);
+    } else if notes.is_empty() {
+        eprintln!("no notes yet");
+    } else {
+        for n in &notes {
+            println!("{}", for_stdout(&crate::tools::memory::note_line(n)));
+        }
+    }
+    Ok(exit::OK)
+}
+
+pub fn forget(ctx: &Ctx, id: &str) -> Result<i32> {
+    let n: i64 = id.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+        Error::usage(format!(
+            "\"{}\" is not a note id (an integer from 1); `latchclaw memory notes` lists them",
+            crate::util::printable(id)
+        ))
+    })?;
+    let cfg = ctx.load_config()?;
+    let Some(m) =
+        crate::memory::Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)?
+    else {
+        return Err(Error::usage(format!(
+            "no note {n}; `latchclaw memory notes` lists them"
+        )));
+    };
+    let note = m.forget_note(n)?;
+    println!("forgot note {} ({})", note.id, note.category);
     Ok(exit::OK)
 }

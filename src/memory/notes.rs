@@ -1,0 +1,729 @@
+//! Notes the model keeps on purpose (`memory_store`), beside the turns:
+//! a category from `memory.categories`, tags, text that went through the
+//! redactor before it was stored. Searched with the same FTS5 candidates
+//! and BM25 + recency scoring as turns, and drawn on first by the prompt's
+//! memory layer.
+
+use super::{Memory, Term, context_words, fts_query_with, scores, terms};
+use crate::error::{Error, Result};
+use crate::util;
+use rusqlite::{OptionalExtension, params_from_iter, types::Value as Sql};
+use serde::Serialize;
+
+/// A note's text, in bytes.
+pub const NOTE_MAX_BYTES: usize = 4096;
+pub const NOTE_MAX_TAGS: usize = 10;
+pub const NOTE_TAG_MAX_CHARS: usize = 32;
+/// Matches scored per query step (newest first), as for turns.
+const CANDIDATES: u32 = 2000;
+
+/// A note about to be stored; [`check_note`] has passed it.
+#[derive(Debug, Clone)]
+pub struct NewNote<'a> {
+    pub text: &'a str,
+    pub category: &'a str,
+    pub tags: &'a [String],
+    pub conversation_id: Option<&'a str>,
+    /// Who stored it: "memory_store" for the tool.
+    pub source: &'a str,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Note {
+    pub id: i64,
+    pub created_at: String,
+    pub category: String,
+    pub tags: Vec<String>,
+    pub text: String,
+    pub conversation_id: Option<String>,
+    pub source: String,
+    /// BM25 + recency when found by a query (higher is better).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// What `memory_recall` and `memory notes` ask for; every part narrows.
+#[derive(Debug, Clone, Default)]
+pub struct NoteFilter {
+    pub query: Option<String>,
+    pub category: Option<String>,
+    /// A note must carry all of them.
+    pub tags: Vec<String>,
+    /// Unix seconds, inclusive.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub limit: u32,
+}
+
+/// Checks a note against the caps and the configured categories; returns
+/// its tags as stored (trimmed, lower-cased, repeats dropped). Each error
+/// names the limit or what is allowed.
+pub fn check_note(
+    text: &str,
+    category: &str,
+    tags: &[String],
+    categories: &[String],
+) -> std::result::Result<Vec<String>, String> {
+    if text.trim().is_empty() {
+        return Err("\"text\" is empty; a note needs some text".into());
+    }
+    if text.len() > NOTE_MAX_BYTES {
+        return Err(format!(
+            "\"text\" is {} bytes; the limit is {NOTE_MAX_BYTES} bytes (4 KiB)",
+            text.len()
+        ));
+    }
+    check_category(category, categories)?;
+    if tags.len() > NOTE_MAX_TAGS {
+        return Err(format!("{} tags; the limit is {NOTE_MAX_TAGS}", tags.len()));
+    }
+    normalize_tags(tags)
+}
+
+/// A category must be one of `memory.categories`.
+pub fn check_category(category: &str, categories: &[String]) -> std::result::Result<(), String> {
+    if categories.iter().any(|c| c == category) {
+        return Ok(());
+    }
+    Err(format!(
+        "unknown category \"{}\"; allowed: {} (memory.categories)",
+        util::printable(category),
+        categories.join(", ")
+    ))
+}
+
+/// Tags as stored and matched: trimmed, lower-cased, 1 to 32 characters
+/// with no control characters, repeats dropped.
+pub fn normalize_tags(tags: &[String]) -> std::result::Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        let tag = t.trim().to_lowercase();
+        let n = tag.chars().count();
+        // No quotes or backslashes: a tag is matched as `"tag"` inside the
+        // stored JSON array, which then cannot match across two tags.
+        if n == 0
+            || n > NOTE_TAG_MAX_CHARS
+            || tag.chars().any(|c| c.is_control() || c == '"' || c == '\\')
+        {
+            return Err(format!(
+                "tag \"{}\" is not allowed; a tag is 1 to {NOTE_TAG_MAX_CHARS} characters, no control characters, quotes or backslashes",
+                util::printable(t)
+            ));
+        }
+        if !out.contains(&tag) {
+            out.push(tag);
+        }
+    }
+    Ok(out)
+}
+
+/// A date for `since`/`until`: RFC 3339 (`2026-11-23T10:00:00Z`, an
+/// offset, a fraction) or a day (`2026-11-23`, UTC), which for `until`
+/// means the end of that day. Unix seconds.
+pub fn parse_date(s: &str, end_of_day: bool) -> std::result::Result<i64, String> {
+    let bad = || {
+        format!(
+            "\"{}\" is not a date; allowed: YYYY-MM-DD or RFC 3339 such as 2026-11-23T10:00:00Z",
+            util::printable(s)
+        )
+    };
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        (!part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return Err(bad());
+    }
+    let (y, m, d) = (
+        num(0..4).ok_or_else(bad)?,
+        num(5..7).ok_or_else(bad)?,
+        num(8..10).ok_or_else(bad)?,
+    );
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return Err(bad());
+    }
+    let day = days_from_civil(y, m, d) * 86_400;
+    if b.len() == 10 {
+        return Ok(if end_of_day { day + 86_399 } else { day });
+    }
+    if b.len() < 20 || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let (hh, mm, ss) = (
+        num(11..13).ok_or_else(bad)?,
+        num(14..16).ok_or_else(bad)?,
+        num(17..19).ok_or_else(bad)?,
+    );
+    if hh > 23 || mm > 59 || ss > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let rb = rest.as_bytes();
+            if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
+                return Err(bad());
+            }
+            let (oh, om) = (
+                rest[1..3].parse::<i64>().map_err(|_| bad())?,
+                rest[4..6].parse::<i64>().map_err(|_| bad())?,
+            );
+            if oh > 23 || om > 59 {
+                return Err(bad());
+            }
+            let sign = if rb[0] == b'-' { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    Ok(day + hh * 3600 + mm * 60 + ss.min(59) - offset)
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+const COLUMNS: &str =
+    "n.id, n.created_at, n.category, n.tags, n.text, n.conversation_id, n.source, n.created_unix";
+
+/// A note row (see [`COLUMNS`]) as read out: redacted again, since a note
+/// may predate a secret being configured.
+fn note_from_row(r: &rusqlite::Row) -> rusqlite::Result<(Note, i64)> {
+    let redactor = crate::security::redact::global();
+    let tags: String = r.get(3)?;
+    let text: String = r.get(4)?;
+    Ok((
+        Note {
+            id: r.get(0)?,
+            created_at: r.get(1)?,
+            category: r.get(2)?,
+            tags: serde_json::from_str::<Vec<String>>(&tags)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| redactor.redact(&t).into_owned())
+                .collect(),
+            text: redactor.redact(&text).into_owned(),
+            conversation_id: r.get(5)?,
+            source: r.get(6)?,
+            score: None,
+        },
+        r.get(7)?,
+    ))
+}
+
+impl Memory {
+    /// Stores a note, its text and tags through the redactor first: a
+    /// model cannot keep a secret it saw. The caller has run
+    /// [`check_note`].
+    pub fn add_note(&self, n: &NewNote) -> Result<Note> {
+        let redactor = crate::security::redact::global();
+        let text = redactor.redact(n.text).into_owned();
+        let tags: Vec<String> = n
+            .tags
+            .iter()
+            .map(|t| redactor.redact(t).into_owned())
+            .collect();
+        let (secs, nanos) = util::now_unix();
+        let created_at = util::rfc3339(secs, nanos, 0);
+        self.conn.execute(
+            "INSERT INTO notes (created_at, created_unix, category, tags, text, conversation_id, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            rusqlite::params![
+                created_at,
+                secs,
+                n.category,
+                serde_json::to_string(&tags).unwrap_or_else(|_| "[]".into()),
+                text,
+                n.conversation_id,
+                n.source
+            ],
+        )?;
+        let id = self.conn.last_insert_rowid();
+        log::info!(target: "event::note_stored", "note={id} category={}", n.category);
+        Ok(Note {
+            id,
+            created_at,
+            category: n.category.to_string(),
+            tags,
+            text,
+            conversation_id: n.conversation_id.map(String::from),
+            source: n.source.to_string(),
+            score: None,
+        })
+    }
+
+    pub fn note(&self, id: i64) -> Result<Option<Note>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM notes n WHERE n.id = ?1"),
+                [id],
+                note_from_row,
+            )
+            .optional()?
+            .map(|(n, _)| n))
+    }
+
+    /// Deletes a note; returns it, or an error naming the id when there is
+    /// none.
+    pub fn forget_note(&self, id: i64) -> Result<Note> {
+        let Some(note) = self.note(id)? else {
+            return Err(Error::usage(format!(
+                "no note {id}; `latchclaw memory notes` lists them"
+            )));
+        };
+        self.conn.execute("DELETE FROM notes WHERE id = ?1", [id])?;
+        log::info!(target: "event::note_forgotten", "note={id}");
+        Ok(note)
+    }
+
+    /// Notes matching a filter. With a query: ranked like turn search
+    /// (whole words, then prefixes; all words, then any; BM25 + recency),
+    /// or a substring match when the query has no words; without one,
+    /// newest first.
+    pub fn notes(&self, f: &NoteFilter) -> Result<Vec<Note>> {
+        let limit = f.limit.max(1);
+        let query = f.query.as_deref().map(str::trim).filter(|q| !q.is_empty());
+        let Some(query) = query else {
+            return self.select_notes(None, f, limit);
+        };
+        if fts_query_with(query, " ", false).is_none() {
+            let escaped: String = query
+                .chars()
+                .flat_map(|c| match c {
+                    '%' | '_' | '\\' => vec!['\\', c],
+                    c => vec![c],
+                })
+                .collect();
+            let like = format!("%{escaped}%");
+            return self.select_notes(Some(("n.text LIKE ? ESCAPE '\\'", like)), f, limit);
+        }
+        let steps = [(" ", false), (" ", true), (" OR ", false), (" OR ", true)];
+        let mut tried: Vec<String> = Vec::new();
+        for (join, prefix) in steps {
+            let Some(q) = fts_query_with(query, join, prefix) else {
+                break;
+            };
+            if tried.contains(&q) {
+                continue;
+            }
+            let found = self.ranked_notes(&q, &terms(query, prefix), f, limit)?;
+            if !found.is_empty() {
+                return Ok(found);
+            }
+            tried.push(q);
+        }
+        Ok(Vec::new())
+    }
+
+    /// Notes relevant to a message for the prompt's memory layer, by the
+    /// same bar as turns (`search_context`): they share a rare word with
+    /// it, one found in at most `max(3, notes / 50)` notes.
+    pub fn notes_context(&self, message: &str, limit: u32) -> Result<Vec<Note>> {
+        let candidates = context_words(message);
+        if candidates.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let total: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let bound = (total / 50).max(3);
+        let mut rare = Vec::new();
+        for word in candidates {
+            let term = Term {
+                word,
+                prefix: false,
+            };
+            if (1..=bound).contains(&self.note_df(&term, bound + 1)?) {
+                rare.push(term);
+            }
+        }
+        if rare.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = rare.iter().map(Term::fts).collect::<Vec<_>>().join(" OR ");
+        let filter = NoteFilter::default();
+        self.ranked_notes(&q, &rare, &filter, limit)
+    }
+
+    /// How many notes hold a term, counting up to `cap`.
+    fn note_df(&self, term: &Term, cap: i64) -> Result<i64> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT count(*) FROM
+               (SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?1 LIMIT ?2)",
+        )?;
+        Ok(stmt.query_row(rusqlite::params![term.fts(), cap], |r| r.get(0))?)
+    }
+
+    /// The newest [`CANDIDATES`] notes matching an FTS query that pass the
+    /// filter, scored and cut to `limit`.
+    fn ranked_notes(
+        &self,
+        q: &str,
+        terms: &[Term],
+        f: &NoteFilter,
+        limit: u32,
+    ) -> Result<Vec<Note>> {
+        let (mut conds, mut args) = filter_sql(f);
+        conds.insert(
+            0,
+            "n.id IN (SELECT rowid FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
+                .into(),
+        );
+        args.insert(0, Sql::Text(q.to_string()));
+        args.insert(1, Sql::Integer(i64::from(CANDIDATES)));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM notes n WHERE {} ORDER BY n.id DESC",
+            conds.join(" AND ")
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows: Vec<(Note, i64)> = stmt
+            .query_map(params_from_iter(args), note_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let total: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+        let idf: Vec<f64> = terms
+            .iter()
+            .map(|t| {
+                let df = self.note_df(t, i64::MAX)? as f64;
+                let total = total.max(1) as f64;
+                Ok(((total - df + 0.5) / (df + 0.5)).ln().max(1e-6))
+            })
+            .collect::<Result<_>>()?;
+        let docs: Vec<String> = rows
+            .iter()
+            .map(|(n, _)| format!("{} {}", n.text, n.tags.join(" ")))
+            .collect();
+        let docs: Vec<(&str, i64)> = docs
+            .iter()
+            .zip(&rows)
+            .map(|(d, (_, ts))| (d.as_str(), *ts))
+            .collect();
+        let (now, _) = util::now_unix();
+        let s = scores(&docs, terms, &idf, now);
+        let mut notes: Vec<Note> = rows
+            .into_iter()
+            .zip(s)
+            .map(|((n, _), score)| Note {
+                score: Some(score),
+                ..n
+            })
+            .collect();
+        // Best first; ties to the newest (rows came newest first, the sort
+        // is stable).
+        notes.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+        notes.truncate(limit as usize);
+        Ok(notes)
+    }
+
+    /// Notes passing the filter (and one extra condition), newest first.
+    fn select_notes(
+        &self,
+        extra: Option<(&str, String)>,
+        f: &NoteFilter,
+        limit: u32,
+    ) -> Result<Vec<Note>> {
+        let (mut conds, mut args) = filter_sql(f);
+        if let Some((cond, arg)) = extra {
+            conds.push(cond.to_string());
+            args.push(Sql::Text(arg));
+        }
+        if conds.is_empty() {
+            conds.push("1".into());
+        }
+        args.push(Sql::Integer(i64::from(limit)));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM notes n WHERE {} ORDER BY n.id DESC LIMIT ?",
+            conds.join(" AND ")
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), note_from_row)?;
+        rows.map(|r| Ok(r?.0)).collect()
+    }
+}
+
+/// The filter's conditions and their arguments, in order.
+fn filter_sql(f: &NoteFilter) -> (Vec<String>, Vec<Sql>) {
+    let mut conds = Vec::new();
+    let mut args = Vec::new();
+    if let Some(c) = &f.category {
+        conds.push("n.category = ?".to_string());
+        args.push(Sql::Text(c.clone()));
+    }
+    for t in &f.tags {
+        // This SQLite has no JSON functions; tags hold no quotes (see
+        // `normalize_tags`), so `"tag"` is found only as a whole element.
+        conds.push("instr(n.tags, ?) > 0".to_string());
+        args.push(Sql::Text(format!("\"{t}\"")));
+    }
+    if let Some(s) = f.since {
+        conds.push("n.created_unix >= ?".to_string());
+        args.push(Sql::Integer(s));
+    }
+    if let Some(u) = f.until {
+        conds.push("n.created_unix <= ?".to_string());
+        args.push(Sql::Integer(u));
+    }
+    (conds, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem() -> (Memory, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-notes"));
+        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        (m, dir)
+    }
+
+    fn cats() -> Vec<String> {
+        ["fact", "preference", "task", "note"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn store(m: &Memory, text: &str, category: &str, tags: &[&str]) -> Note {
+        let tags: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let tags = check_note(text, category, &tags, &cats()).unwrap();
+        m.add_note(&NewNote {
+            text,
+            category,
+            tags: &tags,
+            conversation_id: Some("c1"),
+            source: "memory_store",
+        })
+        .unwrap()
+    }
+
+    fn ids(notes: &[Note]) -> Vec<i64> {
+        notes.iter().map(|n| n.id).collect()
+    }
+
+    #[test]
+    fn notes_are_recalled_by_query_category_tags_and_date() {
+        let (m, dir) = mem();
+        let a = store(
+            &m,
+            "The user prefers vim over emacs",
+            "preference",
+            &["Editor"],
+        );
+        let b = store(
+            &m,
+            "Deploy the website on Friday",
+            "task",
+            &["web", "deploy"],
+        );
+        let c = store(&m, "The staging server is called kestrel", "fact", &["web"]);
+        assert_eq!(a.tags, ["editor"], "tags are lower-cased");
+        let f = |q: Option<&str>, cat: Option<&str>, tags: &[&str]| NoteFilter {
+            query: q.map(String::from),
+            category: cat.map(String::from),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            limit: 10,
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(&m.notes(&f(None, None, &[])).unwrap()),
+            [c.id, b.id, a.id]
+        );
+        assert_eq!(ids(&m.notes(&f(Some("vim"), None, &[])).unwrap()), [a.id]);
+        // Prefixes after whole words; any word after all words.
+        assert_eq!(ids(&m.notes(&f(Some("deplo"), None, &[])).unwrap()), [b.id]);
+        assert_eq!(
+            ids(&m.notes(&f(Some("zzz"), None, &[])).unwrap()),
+            Vec::<i64>::new()
+        );
+        assert_eq!(
+            ids(&m.notes(&f(Some("deplo website"), None, &[])).unwrap()),
+            [b.id]
+        );
+        assert_eq!(
+            ids(&m.notes(&f(Some("kestrel emacs"), None, &[])).unwrap()).len(),
+            2
+        );
+        assert_eq!(ids(&m.notes(&f(None, Some("task"), &[])).unwrap()), [b.id]);
+        assert_eq!(
+            ids(&m.notes(&f(None, None, &["web"])).unwrap()),
+            [c.id, b.id]
+        );
+        assert_eq!(
+            ids(&m.notes(&f(None, None, &["web", "deploy"])).unwrap()),
+            [b.id]
+        );
+        assert_eq!(
+            ids(&m.notes(&f(Some("server"), Some("task"), &[])).unwrap()),
+            Vec::<i64>::new()
+        );
+        // A tag is searchable text too.
+        assert_eq!(
+            ids(&m.notes(&f(Some("editor"), None, &[])).unwrap()),
+            [a.id]
+        );
+        // No words: a substring match.
+        assert_eq!(
+            ids(&m.notes(&f(Some("--"), None, &[])).unwrap()),
+            Vec::<i64>::new()
+        );
+        let today = &a.created_at[..10];
+        let mut d = f(None, None, &[]);
+        d.since = Some(parse_date(today, false).unwrap());
+        d.until = Some(parse_date(today, true).unwrap());
+        assert_eq!(m.notes(&d).unwrap().len(), 3);
+        d.since = Some(parse_date("2999-01-01", false).unwrap());
+        assert!(m.notes(&d).unwrap().is_empty());
+        d.since = None;
+        d.until = Some(parse_date("2000-01-01T00:00:00Z", true).unwrap());
+        assert!(m.notes(&d).unwrap().is_empty());
+        // Forgotten: gone from listing and search; the id is never reused.
+        assert_eq!(m.forget_note(c.id).unwrap().text, c.text);
+        assert!(m.notes(&f(Some("kestrel"), None, &[])).unwrap().is_empty());
+        let e = m.forget_note(c.id).unwrap_err();
+        assert!(e.msg.contains(&format!("no note {}", c.id)), "{e}");
+        let d2 = store(&m, "another", "note", &[]);
+        assert!(d2.id > c.id);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ranking_is_bm25_with_recency() {
+        let (m, dir) = mem();
+        let weak = store(
+            &m,
+            "kestrel is one word among many other words here today",
+            "fact",
+            &[],
+        );
+        let strong = store(&m, "kestrel kestrel", "fact", &[]);
+        let got = m
+            .notes(&NoteFilter {
+                query: Some("kestrel".into()),
+                limit: 5,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(ids(&got), [strong.id, weak.id]);
+        assert!(got[0].score.unwrap() > got[1].score.unwrap());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn caps_and_categories_name_what_is_allowed() {
+        let c = cats();
+        let e = check_note(&"x".repeat(4097), "fact", &[], &c).unwrap_err();
+        assert!(
+            e.contains("4097 bytes") && e.contains("limit is 4096"),
+            "{e}"
+        );
+        assert!(check_note(&"x".repeat(4096), "fact", &[], &c).is_ok());
+        let e = check_note("t", "secrets", &[], &c).unwrap_err();
+        assert_eq!(
+            e,
+            "unknown category \"secrets\"; allowed: fact, preference, task, note (memory.categories)"
+        );
+        let many: Vec<String> = (0..11).map(|i| format!("t{i}")).collect();
+        let e = check_note("t", "fact", &many, &c).unwrap_err();
+        assert!(e.contains("11 tags; the limit is 10"), "{e}");
+        assert!(check_note("t", "fact", &many[..10], &c).is_ok());
+        let e = check_note("t", "fact", &["x".repeat(33)], &c).unwrap_err();
+        assert!(e.contains("1 to 32 characters"), "{e}");
+        assert!(check_note("t", "fact", &["é".repeat(32)], &c).is_ok());
+        assert!(check_note("t", "fact", &[" ".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\u{1b}b".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\",\"b".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\\b".into()], &c).is_err());
+        assert!(
+            check_note("  ", "fact", &[], &c)
+                .unwrap_err()
+                .contains("empty")
+        );
+    }
+
+    #[test]
+    fn dates_are_days_or_rfc3339() {
+        assert_eq!(parse_date("1970-01-01", false), Ok(0));
+        assert_eq!(parse_date("1970-01-01", true), Ok(86_399));
+        assert_eq!(parse_date("2026-11-23", false), Ok(1_795_392_000));
+        assert_eq!(parse_date("2026-11-23T10:00:00Z", false), Ok(1_795_428_000));
+        assert_eq!(
+            parse_date("2026-11-23T12:00:00+02:00", true),
+            Ok(1_795_428_000)
+        );
+        assert_eq!(
+            parse_date("2026-11-23T10:00:00.123Z", false),
+            Ok(1_795_428_000)
+        );
+        assert_eq!(parse_date("2024-02-29", false), Ok(1_709_164_800));
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2023-02-29",
+            "2026-11-23T10:00",
+            "2026-11-23T10:00:00",
+            "2026-11-23T25:00:00Z",
+            "2026-11-23 10:00:00Z",
+            "2026-1-1",
+            "+026-11-23",
+        ] {
+            let e = parse_date(bad, false).unwrap_err();
+            assert!(e.contains("YYYY-MM-DD or RFC 3339"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn context_notes_need_a_rare_shared_word() {
+        let (m, dir) = mem();
+        assert!(
+            m.notes_context("anything about kestrel", 5)
+                .unwrap()
+                .is_empty()
+        );
+        let k = store(&m, "The staging server is called kestrel", "fact", &[]);
+        for i in 0..6 {
+            store(&m, &format!("server note number {i}"), "note", &[]);
+        }
+        assert_eq!(
+            ids(&m.notes_context("Which server is kestrel?", 5).unwrap()),
+            [k.id]
+        );
+        // "server" is in 7 of 7 notes: not rare, so it brings nothing.
+        assert!(m.notes_context("restart the server", 5).unwrap().is_empty());
+        assert!(m.notes_context("what about this", 5).unwrap().is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,340 @@
+//! `memory_store`, `memory_recall`, `memory_forget`: notes the model keeps
+//! on purpose (see `memory::notes`). The argument readers here are shared
+//! by the gate, which judges a call with them, and the tools, which act on
+//! what they return.
+
+use super::{Tool, ToolCtx, ToolName, ToolResult};
+use crate::memory::{NOTE_MAX_BYTES, NewNote, Note, NoteFilter};
+use serde_json::{Map, Value, json};
+
+/// The most notes one recall returns.
+pub const RECALL_MAX: u64 = 50;
+const RECALL_DEFAULT: u32 = 10;
+
+/// A `memory_store` call's arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreArgs {
+    pub text: String,
+    pub category: String,
+    /// As stored: trimmed, lower-cased, no repeats.
+    pub tags: Vec<String>,
+}
+
+fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+    }
+}
+
+fn tags(obj: &Map<String, Value>) -> Result<Vec<String>, String> {
+    match obj.get("tags") {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| format!("\"tags\"[{i}] must be a string"))
+            })
+            .collect(),
+        Some(_) => Err("\"tags\" must be an array of strings".into()),
+    }
+}
+
+fn object(args: &Value) -> Result<&Map<String, Value>, String> {
+    args.as_object()
+        .ok_or_else(|| "tool arguments must be a JSON object".to_string())
+}
+
+/// Reads and checks `memory_store` arguments: the text cap, a category
+/// from `categories`, the tag caps.
+pub fn store_args(args: &Value, categories: &[String]) -> Result<StoreArgs, String> {
+    let obj = object(args)?;
+    let text = string(obj, "text")?.ok_or("\"text\" is required")?;
+    let category = string(obj, "category")?.ok_or_else(|| {
+        format!(
+            "\"category\" is required; allowed: {} (memory.categories)",
+            categories.join(", ")
+        )
+    })?;
+    let tags = crate::memory::check_note(text, category, &tags(obj)?, categories)?;
+    Ok(StoreArgs {
+        text: text.to_string(),
+        category: category.to_string(),
+        tags,
+    })
+}
+
+/// Reads and checks `memory_recall` arguments into a filter.
+pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, String> {
+    let obj = object(args)?;
+    let category = string(obj, "category")?;
+    if let Some(c) = category {
+        crate::memory::check_category(c, categories)?;
+    }
+    let tags = crate::memory::normalize_tags(&tags(obj)?)?;
+    let date = |key: &str, end: bool| -> Result<Option<i64>, String> {
+        string(obj, key)?
+            .map(|s| crate::memory::parse_date(s, end).map_err(|e| format!("\"{key}\": {e}")))
+            .transpose()
+    };
+    let (since, until) = (date("since", false)?, date("until", true)?);
+    if let (Some(s), Some(u)) = (since, until)
+        && s > u
+    {
+        return Err("\"since\" is after \"until\"".into());
+    }
+    let limit = match obj.get("limit") {
+        None => RECALL_DEFAULT,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=RECALL_MAX) => n as u32,
+            _ => {
+                return Err(format!(
+                    "\"limit\" must be an integer from 1 to {RECALL_MAX}"
+                ));
+            }
+        },
+    };
+    Ok(NoteFilter {
+        query: string(obj, "query")?.map(String::from),
+        category: category.map(String::from),
+        tags,
+        since,
+        until,
+        limit,
+    })
+}
+
+/// Reads `memory_forget`'s note id.
+pub fn forget_id(args: &Value) -> Result<i64, String> {
+    match object(args)?.get("id") {
+        None => Err("\"id\" is required".into()),
+        Some(v) => v
+            .as_i64()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| "\"id\" must be a note id: an integer from 1".into()),
+    }
+}
+
+/// One note as the model and `memory notes` read it.
+pub fn note_line(n: &Note) -> String {
+    let day = n.created_at.get(..10).unwrap_or(&n.created_at);
+    let tags = if n.tags.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", n.tags.join(", "))
+    };
+    let text: String = n
+        .text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    format!(
+        "note {} ({day}, {}){tags}: {}",
+        n.id,
+        n.category,
+        text.trim()
+    )
+}
+
+pub struct MemoryStore;
+
+impl Tool for MemoryStore {
+    fn name(&self) -> ToolName {
+        ToolName::MemoryStore
+    }
+    fn description(&self) -> &'static str {
+        "Keeps a note for later conversations (a fact, a preference, a task). Never store secrets: they are redacted."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": format!("what to remember, at most {NOTE_MAX_BYTES} bytes")},
+                "category": {"type": "string", "description": "fact, preference, task or note (memory.categories)"},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "up to 10 short labels"}
+            },
+            "required": ["text", "category"]
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let a = match store_args(args, &ctx.cfg.memory.categories) {
+            Ok(a) => a,
+            Err(e) => return ToolResult::err(e),
+        };
+        let stored = ctx.memory.add_note(&NewNote {
+            text: &a.text,
+            category: &a.category,
+            tags: &a.tags,
+            conversation_id: Some(ctx.conversation_id),
+            source: ToolName::MemoryStore.as_str(),
+        });
+        match stored {
+            Ok(n) => ToolResult {
+                metadata: Some(json!({"id": n.id, "category": n.category, "tags": n.tags})),
+                ..ToolResult::ok(format!("stored note {} ({})", n.id, n.category))
+            },
+            Err(e) => ToolResult::err(e.to_string()),
+        }
+    }
+}
+
+pub struct MemoryRecall;
+
+impl Tool for MemoryRecall {
+    fn takes_effect(&self) -> bool {
+        false
+    }
+    fn name(&self) -> ToolName {
+        ToolName::MemoryRecall
+    }
+    fn description(&self) -> &'static str {
+        "Finds stored notes by words, category, tags or date, best match first."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words to look for"},
+                "category": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": "notes with all of these"},
+                "since": {"type": "string", "description": "YYYY-MM-DD or RFC 3339"},
+                "until": {"type": "string", "description": "YYYY-MM-DD or RFC 3339"},
+                "limit": {"type": "integer", "description": "1 to 50, default 10"}
+            }
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let f = match recall_filter(args, &ctx.cfg.memory.categories) {
+            Ok(f) => f,
+            Err(e) => return ToolResult::err(e),
+        };
+        match ctx.memory.notes(&f) {
+            Ok(notes) if notes.is_empty() => ToolResult::ok("no notes match".into()),
+            Ok(notes) => {
+                let ids: Vec<i64> = notes.iter().map(|n| n.id).collect();
+                let text = notes.iter().map(note_line).collect::<Vec<_>>().join("\n");
+                ToolResult {
+                    metadata: Some(json!({"ids": ids})),
+                    ..ToolResult::ok(crate::util::truncate_middle(
+                        &text,
+                        ctx.cfg.tool_output_max_bytes,
+                    ))
+                }
+            }
+            Err(e) => ToolResult::err(e.to_string()),
+        }
+    }
+}
+
+pub struct MemoryForget;
+
+impl Tool for MemoryForget {
+    fn name(&self) -> ToolName {
+        ToolName::MemoryForget
+    }
+    fn description(&self) -> &'static str {
+        "Deletes a stored note by its id (from memory_recall)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"id": {"type": "integer", "description": "the note's id"}},
+            "required": ["id"]
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let id = match forget_id(args) {
+            Ok(id) => id,
+            Err(e) => return ToolResult::err(e),
+        };
+        match ctx.memory.forget_note(id) {
+            Ok(n) => ToolResult {
+                metadata: Some(json!({"id": id})),
+                ..ToolResult::ok(format!("forgot {}", note_line(&n)))
+            },
+            Err(e) => ToolResult::err(e.msg),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cats() -> Vec<String> {
+        ["fact", "preference", "task", "note"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn store_arguments_are_checked_with_what_is_allowed() {
+        let a = store_args(
+            &json!({"text": "t", "category": "fact", "tags": ["A", "a", "b"]}),
+            &cats(),
+        )
+        .unwrap();
+        assert_eq!(a.tags, ["a", "b"]);
+        let e = store_args(&json!({"text": "t"}), &cats()).unwrap_err();
+        assert!(
+            e.contains("\"category\" is required; allowed: fact, preference"),
+            "{e}"
+        );
+        let e = store_args(&json!({"text": "t", "category": "x"}), &cats()).unwrap_err();
+        assert!(e.contains("unknown category \"x\"; allowed: fact"), "{e}");
+        let e = store_args(
+            &json!({"text": "t", "category": "fact", "tags": [1]}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"tags\"[0] must be a string");
+        let e = store_args(
+            &json!({"text": "t", "category": "fact", "tags": "a"}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"tags\" must be an array of strings");
+    }
+
+    #[test]
+    fn recall_and_forget_arguments_are_checked() {
+        let f = recall_filter(
+            &json!({"query": "q", "since": "2026-01-01", "until": "2026-01-01", "tags": ["X"]}),
+            &cats(),
+        )
+        .unwrap();
+        assert_eq!(
+            (f.since, f.until),
+            (Some(1_767_225_600), Some(1_767_311_999))
+        );
+        assert_eq!((f.limit, f.tags.as_slice()), (10, &["x".to_string()][..]));
+        let e = recall_filter(
+            &json!({"since": "2026-02-01", "until": "2026-01-01"}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"since\" is after \"until\"");
+        let e = recall_filter(&json!({"since": "last week"}), &cats()).unwrap_err();
+        assert!(
+            e.starts_with("\"since\": \"last week\" is not a date; allowed: YYYY-MM-DD"),
+            "{e}"
+        );
+        let e = recall_filter(&json!({"limit": 51}), &cats()).unwrap_err();
+        assert_eq!(e, "\"limit\" must be an integer from 1 to 50");
+        assert!(recall_filter(&json!({"limit": 0}), &cats()).is_err());
+        assert!(recall_filter(&json!({"category": "nope"}), &cats()).is_err());
+        assert_eq!(forget_id(&json!({"id": 3})), Ok(3));
+        for bad in [
+            json!({"id": 0}),
+            json!({"id": -1}),
+            json!({"id": "3"}),
+            json!({}),
+        ] {
+            assert!(forget_id(&bad).is_err(), "{bad}");
+        }
+    }
+}
