@@ -303,9 +303,9 @@ impl Gate {
         let mut plan = None;
         let (risk, path, why) = match tool {
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
-            ToolName::FileList | ToolName::FileRead => {
+            ToolName::FileList | ToolName::FileRead | ToolName::Grep => {
                 let raw = match (tool, obj.get("path")) {
-                    (ToolName::FileList, None) => ".",
+                    (ToolName::FileList | ToolName::Grep, None) => ".",
                     _ => match string_arg("path") {
                         Ok(p) => p,
                         Err(d) => return d,
@@ -383,6 +383,7 @@ impl Gate {
             | ToolName::MemorySearch
             | ToolName::FileList
             | ToolName::FileRead
+            | ToolName::Grep
             | ToolName::Http => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite => false,
@@ -615,6 +616,13 @@ impl Gate {
     pub fn is_protected(&self, p: &Path) -> bool {
         self.protected().iter().any(|s| p.starts_with(s))
     }
+
+    /// True when `p` (a path with no link in it) is latchclaw's state or
+    /// under a forbidden path: walks (`grep`, `file_list` with a depth)
+    /// skip it.
+    pub fn is_forbidden(&self, p: &Path) -> bool {
+        self.is_protected(p) || self.forbidden().iter().any(|f| p.starts_with(f))
+    }
 }
 
 /// What the shell judge asks of the policy.
@@ -740,9 +748,11 @@ pub fn risk_summary(tool: ToolName) -> &'static str {
 
 fn base_risk(tool: ToolName) -> Risk {
     match tool {
-        ToolName::Time | ToolName::MemorySearch | ToolName::FileList | ToolName::FileRead => {
-            Risk::Low
-        }
+        ToolName::Time
+        | ToolName::MemorySearch
+        | ToolName::FileList
+        | ToolName::FileRead
+        | ToolName::Grep => Risk::Low,
         ToolName::FileWrite => Risk::Medium,
         ToolName::Shell | ToolName::Http => Risk::High,
     }

@@ -4,6 +4,8 @@
 
 pub mod beneath;
 mod files;
+mod glob;
+mod grep;
 mod http;
 pub mod shell;
 
@@ -105,11 +107,12 @@ pub enum ToolName {
     Shell,
     Http,
     MemorySearch,
+    Grep,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 7] = [
+    pub const ALL: [ToolName; 8] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -117,6 +120,7 @@ impl ToolName {
         ToolName::Shell,
         ToolName::Http,
         ToolName::MemorySearch,
+        ToolName::Grep,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -129,6 +133,7 @@ impl ToolName {
             ToolName::Shell => "shell",
             ToolName::Http => "http",
             ToolName::MemorySearch => "memory_search",
+            ToolName::Grep => "grep",
         }
     }
 
@@ -151,6 +156,7 @@ impl ToolName {
             ToolName::Shell => &shell::Shell,
             ToolName::Http => &http::Http,
             ToolName::MemorySearch => &MemorySearch,
+            ToolName::Grep => &grep::Grep,
         }
     }
 
@@ -393,7 +399,7 @@ mod tests {
         let e = check("file_read", json!({"path": "a", "lines": 3})).unwrap_err();
         assert_eq!(
             e,
-            "file_read: unknown argument \"lines\"; allowed: path (string)"
+            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)"
         );
         let e = check("time", json!({"zone": "UTC"})).unwrap_err();
         assert!(
