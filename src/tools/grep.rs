@@ -502,7 +502,9 @@ impl Search<'_> {
     }
 
     fn emit(&mut self, s: &str) {
-        if self.out.len() + s.len() > self.cap.saturating_sub(512) {
+        // Room kept for the summary and the truncation line.
+        let room = self.cap - (self.cap / 8).min(512);
+        if self.out.len() + s.len() > room {
             if self.s.stopped.is_none() {
                 self.s.stopped = Some(format!(
                     "the output reached tool_output_max_bytes = {}",
