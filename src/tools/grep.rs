@@ -151,6 +151,7 @@ struct Search<'a> {
     cap: usize,
     s: Stats,
     ignores: IgnoreStack,
+    max_entries: usize,
 }
 
 impl Tool for Grep {
@@ -196,6 +197,7 @@ impl Tool for Grep {
             cap: ctx.cfg.tool_output_max_bytes,
             s: Stats::default(),
             ignores: IgnoreStack::default(),
+            max_entries: MAX_ENTRIES,
         };
         if let Err(e) = search.run(start) {
             return ToolResult::err(e);
@@ -274,7 +276,7 @@ impl Search<'_> {
         if self.s.stopped.is_some() {
             return true;
         }
-        if self.s.entries.is_multiple_of(256) {
+        if self.s.entries % 256 == 1 {
             if std::time::Instant::now() >= self.ctx.deadline {
                 self.s.stopped =
                     Some("the call's time limit was reached (tool_timeout_secs)".into());
@@ -304,9 +306,10 @@ impl Search<'_> {
         }
         for (name, kind) in names {
             self.s.entries += 1;
-            if self.s.entries > MAX_ENTRIES {
+            if self.s.entries > self.max_entries {
                 self.s.stopped = Some(format!(
-                    "more than {MAX_ENTRIES} entries under the path; name a smaller directory"
+                    "more than {} entries under the path; name a smaller directory",
+                    self.max_entries
                 ));
             }
             if self.over() {
@@ -590,4 +593,106 @@ fn read_gitignore(dir: &OwnedFd) -> Option<IgnoreFile> {
     f.take(1 << 20).read_to_end(&mut buf).ok()?;
     let rules = IgnoreFile::parse(&String::from_utf8_lossy(&buf));
     (!rules.is_empty()).then_some(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::memory::Memory;
+    use crate::security::Gate;
+    use std::time::{Duration, Instant};
+
+    struct Fx {
+        top: PathBuf,
+        cfg: Config,
+        gate: Gate,
+        memory: Memory,
+    }
+
+    impl Drop for Fx {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.top);
+        }
+    }
+
+    fn fixture(files: usize) -> Fx {
+        let top = std::env::temp_dir().join(crate::util::new_id("latchclaw-grep"));
+        std::fs::create_dir_all(top.join("ws/d")).unwrap();
+        std::fs::create_dir_all(top.join("state")).unwrap();
+        let top = std::fs::canonicalize(&top).unwrap();
+        for i in 0..files {
+            std::fs::write(top.join(format!("ws/d/f{i:03}.txt")), "hit\n").unwrap();
+        }
+        let text = format!(
+            "workspace_dir = {:?}\n[security]\nautonomy = \"readonly\"\n",
+            top.join("ws").display().to_string()
+        );
+        let cfg =
+            Config::from_text(&text, &top.join("state/config.toml"), top.join("state")).unwrap();
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
+        let memory = Memory::open(&top.join("state/memory.sqlite"), 1000).unwrap();
+        Fx {
+            top,
+            cfg,
+            gate,
+            memory,
+        }
+    }
+
+    fn search(fx: &Fx, deadline: Instant, max_entries: usize) -> ToolResult {
+        let args = json!({"pattern": "hit", "max_matches": 10000});
+        let decision = fx.gate.decide(super::super::ToolName::Grep, &args);
+        assert_eq!(
+            decision.verdict,
+            crate::security::Verdict::Allow,
+            "{decision}"
+        );
+        let control = crate::control::RunControl::new(None);
+        let ctx = ToolCtx {
+            cfg: &fx.cfg,
+            gate: &fx.gate,
+            memory: &fx.memory,
+            decision: &decision,
+            control: &control,
+            deadline,
+        };
+        let mut s = Search {
+            ctx: &ctx,
+            o: opts(&args).unwrap(),
+            out: String::new(),
+            cap: fx.cfg.tool_output_max_bytes,
+            s: Stats::default(),
+            ignores: IgnoreStack::default(),
+            max_entries,
+        };
+        s.run(ctx.path().unwrap()).unwrap();
+        s.finish()
+    }
+
+    #[test]
+    fn the_deadline_and_the_entry_cap_stop_the_walk() {
+        let fx = fixture(300);
+        let later = Instant::now() + Duration::from_secs(60);
+        let r = search(&fx, later, MAX_ENTRIES);
+        assert_eq!(r.metadata.as_ref().unwrap()["matches"], 300, "{r:?}");
+        assert_eq!(r.metadata.as_ref().unwrap()["truncated"], false);
+        // A deadline already past: stopped at the first check.
+        let r = search(&fx, Instant::now(), MAX_ENTRIES);
+        assert!(
+            r.output
+                .contains("…[truncated: the call's time limit was reached"),
+            "{}",
+            r.output
+        );
+        assert_eq!(r.metadata.as_ref().unwrap()["matches"], 0, "{r:?}");
+        let r = search(&fx, later, 100);
+        assert!(
+            r.output
+                .contains("…[truncated: more than 100 entries under the path"),
+            "{}",
+            r.output
+        );
+        assert_eq!(r.metadata.as_ref().unwrap()["files_searched"], 99, "{r:?}");
+    }
 }
