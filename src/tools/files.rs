@@ -79,17 +79,16 @@ impl Tool for FileList {
         super::ToolName::FileList
     }
     fn description(&self) -> &'static str {
-        "Lists the entries of a directory in the workspace (name, kind, size), optionally \
-         recursing (depth), filtered by a name glob and sorted by name, mtime or size."
+        "Lists a workspace directory."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "directory, relative to the workspace", "default": "."},
-                "glob": {"type": "string", "description": "only entries whose name matches one of these globs, comma-separated (\"*.rs,*.toml\"); directories are still entered"},
-                "depth": {"type": "integer", "description": "levels to list, 1 (this directory only) to 5", "default": 1},
-                "sort": {"type": "string", "description": "name (default), mtime (newest first) or size (largest first)", "default": "name"}
+                "path": {"type": "string", "default": "."},
+                "glob": {"type": "string"},
+                "depth": {"type": "integer"},
+                "sort": {"type": "string"}
             }
         })
     }
@@ -335,18 +334,16 @@ impl Tool for FileRead {
         super::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
-        "Reads a UTF-8 text file in the workspace, whole or a range of lines (start_line, \
-         end_line), optionally numbered. Long output is cut with a marker saying how many \
-         lines remain."
+        "Reads a UTF-8 text file; long files are cut with a marker."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "file, relative to the workspace"},
-                "start_line": {"type": "integer", "description": "first line to show, from 1", "default": 1},
-                "end_line": {"type": "integer", "description": "last line to show (inclusive); default: the end"},
-                "line_numbers": {"type": "boolean", "description": "prefix each line with its number", "default": false}
+                "path": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+                "line_numbers": {"type": "boolean"}
             },
             "required": ["path"]
         })

@@ -162,22 +162,21 @@ impl Tool for Grep {
         super::ToolName::Grep
     }
     fn description(&self) -> &'static str {
-        "Searches workspace files for a regular expression (no shell). Prints path:line:text \
-         (context lines as path-line-text). Skips .git, binary files, secret-named files and \
-         what .gitignore ignores."
+        "Regex search in workspace files: path:line:text. Skips .git, binary, secret-named and \
+         .gitignored files."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "regular expression (Rust syntax, no look-around); ^ and $ match at line ends"},
-                "path": {"type": "string", "description": "directory or file to search, relative to the workspace", "default": "."},
-                "glob": {"type": "string", "description": "only files matching these globs, comma-separated (\"*.rs,src/**/*.toml\"); a glob without / matches the file name, one with / the path as results show it"},
-                "exclude": {"type": "string", "description": "skip files and directories matching these globs, comma-separated"},
-                "case_insensitive": {"type": "boolean", "default": false},
-                "context": {"type": "integer", "description": "lines of context before and after each match, 0 to 10", "default": 0},
-                "max_matches": {"type": "integer", "description": "stop after this many matching lines, 1 to 10000", "default": 200},
-                "files_only": {"type": "boolean", "description": "list the matching files only", "default": false}
+                "pattern": {"type": "string", "description": "Rust regex"},
+                "path": {"type": "string", "description": "directory or file", "default": "."},
+                "glob": {"type": "string", "description": "only these file globs, comma-separated"},
+                "exclude": {"type": "string", "description": "skip these globs"},
+                "case_insensitive": {"type": "boolean"},
+                "context": {"type": "integer", "description": "lines around, 0-10"},
+                "max_matches": {"type": "integer", "description": "default 200"},
+                "files_only": {"type": "boolean"}
             },
             "required": ["pattern"]
         })
