@@ -168,7 +168,7 @@ fn tool_run_checks_arguments_against_the_schema_with_exit_2() {
         (
             "file_read",
             r#"{"path": "note-b2.txt", "lines": 3}"#,
-            "unknown argument \"lines\"; allowed: path (string)",
+            "unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)",
         ),
         (
             "time",
@@ -224,7 +224,7 @@ fn the_agent_returns_schema_errors_to_the_model() {
     let cases = [
         (
             "unknown field",
-            "file_read: unknown argument \\\"lines\\\"; allowed: path (string)",
+            "file_read: unknown argument \\\"lines\\\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)",
         ),
         (
             "wrong type",

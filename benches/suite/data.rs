@@ -342,3 +342,41 @@ pub fn receipts_log(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     std::fs::rename(&tmp, &path).unwrap();
     (path, Some(start.elapsed().as_secs_f64()))
 }
+
+/// Version of the grep tree: a changed layout gets a new directory.
+const GREP_TREE_VERSION: u32 = 1;
+/// The word planted in every 97th file of the grep tree, on one line.
+pub const GREP_NEEDLE: &str = "latchclawneedle";
+
+/// A source-like tree of `n` small text files (100 per directory, 100
+/// directories per top directory, about 500 bytes each), every 97th with
+/// [`GREP_NEEDLE`] on one line; made once, then reused.
+pub fn grep_tree(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
+    let dir = cache_dir().join(format!("grep-tree-{n}-v{GREP_TREE_VERSION}"));
+    let done = dir.with_extension("done");
+    if done.exists() {
+        return (dir, None);
+    }
+    let start = Instant::now();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rng = fastrand::Rng::with_seed(n as u64 ^ 0x9e37);
+    for i in 0..n {
+        let sub = dir.join(format!("m{:02}/d{:03}", i / 10_000, (i / 100) % 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub).unwrap();
+        }
+        let mut text = String::new();
+        let needle_line = (i % 97 == 0).then(|| rng.usize(..8));
+        for l in 0..8 {
+            if needle_line == Some(l) {
+                text.push_str(&format!("    let x = {GREP_NEEDLE}({l});\n"));
+            } else {
+                text.push_str(&vocab.text(&mut rng, 6));
+                text.push('\n');
+            }
+        }
+        std::fs::write(sub.join(format!("f{:02}.rs", i % 100)), text).unwrap();
+    }
+    std::fs::write(&done, "").unwrap();
+    (dir, Some(start.elapsed().as_secs_f64()))
+}

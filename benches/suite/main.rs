@@ -152,6 +152,9 @@ fn main() {
     if run("redact") {
         redact_figures(&mut report, &vocab);
     }
+    if run("grep") {
+        grep_figures(&mut report, &root, &vocab);
+    }
 
     let header = format!(
         "latchclaw {} — {}\n{}; timings are medians of {RUNS} runs after {} warm-up runs unless a row says otherwise\nsuite time {:.0} s",
@@ -701,6 +704,65 @@ fn gate_figure(report: &mut Report, root: &Path) {
         format!("{rate:.0}"),
         "≥ 50000",
         Some(rate >= 50_000.0),
+    );
+}
+
+/// The `grep` tool over a 100k-file tree against `rg`, else `grep -rn`,
+/// on the same tree, paired runs; both print every matching line.
+fn grep_figures(report: &mut Report, root: &Path, vocab: &data::Vocabulary) {
+    const FILES: usize = 100_000;
+    let (tree, made) = data::grep_tree(vocab, FILES);
+    if let Some(secs) = made {
+        report.notes.push(format!(
+            "grep tree of {FILES} files generated in {secs:.0} s"
+        ));
+    }
+    let home = setup_home(
+        root,
+        "grep",
+        &format!(
+            "{}tool_output_max_bytes = 16777216\ntool_timeout_secs = 600\n[security]\nautonomy = \"readonly\"\n",
+            ws_line(&tree)
+        ),
+    );
+    let args = serde_json::json!({"pattern": data::GREP_NEEDLE, "max_matches": 10000}).to_string();
+    let ours = cmd(&home, &["tool", "run", "grep", "--json", &args]);
+    let check = ours.command_for_setup().output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).expect("grep --json");
+    let want = FILES.div_ceil(97);
+    assert_eq!(v["metadata"]["matches"], want, "{v}");
+    assert_eq!(v["metadata"]["files_searched"], FILES, "{v}");
+    let rg = ["/usr/bin/rg", "/usr/local/bin/rg"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let tree_s = tree.to_str().unwrap().to_string();
+    let (program, other_args, name) = match rg {
+        Some(rg) => (
+            rg,
+            vec!["-n", "--no-heading", data::GREP_NEEDLE, &tree_s],
+            "rg -n",
+        ),
+        None => ("grep", vec!["-rn", data::GREP_NEEDLE, &tree_s], "grep -rn"),
+    };
+    let theirs = Cmd {
+        program,
+        args: other_args.iter().map(|s| s.to_string()).collect(),
+        home: &home,
+    };
+    let (a, b) = measure::paired(&ours, &theirs, 5);
+    let (ma, mb) = (percentile(&a, 50), percentile(&b, 50));
+    report.row(
+        format!("grep tool, {FILES} files ({want} matching lines)"),
+        ms(ma),
+        "-",
+        None,
+    );
+    report.row(format!("  {name} on the same tree"), ms(mb), "-", None);
+    report.row(
+        format!("  grep tool / {name} (paired medians)"),
+        format!("{:.2}", ma / mb),
+        "≤ 3",
+        Some(ma / mb <= 3.0),
     );
 }
 

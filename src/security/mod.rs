@@ -306,9 +306,9 @@ impl Gate {
         let mut plan = None;
         let (risk, path, why) = match tool {
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
-            ToolName::FileList | ToolName::FileRead => {
+            ToolName::FileList | ToolName::FileRead | ToolName::Grep => {
                 let raw = match (tool, obj.get("path")) {
-                    (ToolName::FileList, None) => ".",
+                    (ToolName::FileList | ToolName::Grep, None) => ".",
                     _ => match string_arg("path") {
                         Ok(p) => p,
                         Err(d) => return d,
@@ -435,6 +435,7 @@ impl Gate {
             | ToolName::FileRead
             | ToolName::Http
             | ToolName::Git
+            | ToolName::Grep
             | ToolName::MemoryRecall => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
@@ -667,6 +668,13 @@ impl Gate {
     pub fn is_protected(&self, p: &Path) -> bool {
         self.protected().iter().any(|s| p.starts_with(s))
     }
+
+    /// True when `p` (a path with no link in it) is latchclaw's state or
+    /// under a forbidden path: walks (`grep`, `file_list` with a depth)
+    /// skip it.
+    pub fn is_forbidden(&self, p: &Path) -> bool {
+        self.is_protected(p) || self.forbidden().iter().any(|f| p.starts_with(f))
+    }
 }
 
 /// What the shell judge asks of the policy.
@@ -797,6 +805,7 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::FileList
         | ToolName::FileRead
         | ToolName::Git
+        | ToolName::Grep
         | ToolName::MemoryStore
         | ToolName::MemoryRecall => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,

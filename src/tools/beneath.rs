@@ -169,6 +169,31 @@ pub fn metadata_beneath(root: BorrowedFd, rel: &Path) -> io::Result<Metadata> {
 /// The names in a directory opened with [`open_dir_beneath`], without `.`
 /// and `..`, in the order the file system gives them.
 pub fn read_dir(dir: BorrowedFd) -> io::Result<Vec<OsString>> {
+    Ok(read_dir_typed(dir)?.into_iter().map(|(n, _)| n).collect())
+}
+
+/// What a directory entry is, from `d_type` (no symlink followed); file
+/// systems that leave it unknown get an `fstatat` without following.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+fn kind_of_mode(mode: u32) -> Kind {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFREG => Kind::File,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+/// [`read_dir`] with each entry's [`Kind`], for walks that would
+/// otherwise stat every entry.
+pub fn read_dir_typed(dir: BorrowedFd) -> io::Result<Vec<(OsString, Kind)>> {
     // fdopendir takes the descriptor over: give it its own.
     let own = sys_openat(
         dir,
@@ -205,7 +230,32 @@ pub fn read_dir(dir: BorrowedFd) -> io::Result<Vec<OsString>> {
         let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) };
         let bytes = name.to_bytes();
         if bytes != b"." && bytes != b".." {
-            names.push(OsString::from_vec(bytes.to_vec()));
+            // SAFETY: as above, the entry is valid until the next readdir.
+            let kind = match unsafe { (*ent).d_type } {
+                libc::DT_DIR => Kind::Dir,
+                libc::DT_REG => Kind::File,
+                libc::DT_LNK => Kind::Symlink,
+                libc::DT_UNKNOWN => {
+                    // SAFETY: `d` is valid; dirfd gives its descriptor
+                    // without transferring ownership; `st` is ours.
+                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    let rc = unsafe {
+                        libc::fstatat(
+                            libc::dirfd(d),
+                            name.as_ptr(),
+                            &mut st,
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
+                    };
+                    if rc == 0 {
+                        kind_of_mode(st.st_mode)
+                    } else {
+                        Kind::Other
+                    }
+                }
+                _ => Kind::Other,
+            };
+            names.push((OsString::from_vec(bytes.to_vec()), kind));
         }
     };
     // SAFETY: `d` came from fdopendir and is closed once.

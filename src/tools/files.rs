@@ -20,7 +20,7 @@ const MAX_ENTRIES: usize = 2000;
 pub struct FileList;
 pub struct FileRead;
 
-fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
+pub(super) fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
     match ctx
         .gate
         .workspace()
@@ -38,7 +38,7 @@ fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
 /// allow a path outside; there is no workspace to hold on to, so the same
 /// no-symlink open starts at `/`. The gate's path is canonical, so that
 /// still refuses a symlink swapped in on any component, not only the last.
-fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
+pub(super) fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
     let ws = ctx.gate.workspace()?;
     if !path.is_absolute() {
         return Err(format!("internal: {} is not absolute", path.display()));
@@ -51,7 +51,7 @@ fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
 
 /// An open error in the tool's words: ELOOP and EXDEV here mean the path
 /// changed after the gate checked it.
-fn explain(e: &std::io::Error) -> String {
+pub(super) fn explain(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::ELOOP) => {
             "a symlink is on the path now (there was none when the gate checked it); refused".into()
@@ -79,34 +79,170 @@ impl Tool for FileList {
         super::ToolName::FileList
     }
     fn description(&self) -> &'static str {
-        "Lists the entries of a directory in the workspace (name, kind, size)."
+        "Lists a workspace directory."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"path": {"type": "string", "description": "directory, relative to the workspace", "default": "."}}
+            "properties": {
+                "path": {"type": "string", "default": "."},
+                "glob": {"type": "string"},
+                "depth": {"type": "integer"},
+                "sort": {"type": "string"}
+            }
         })
     }
-    fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(dir) = ctx.path() else {
             return ToolResult::err("internal: no resolved path from the gate");
         };
         let shown = display_rel(ctx, dir);
-        let listed = anchor(ctx, dir).and_then(|(root, rel)| {
-            let fd = beneath::open_dir_beneath(root.as_fd(), &rel, Symlinks::Refuse)
-                .map_err(|e| explain(&e))?;
-            let names = beneath::read_dir(fd.as_fd()).map_err(|e| e.to_string())?;
-            Ok((fd, names))
+        let depth = match args.get("depth") {
+            None => 1,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=MAX_DEPTH) => n as usize,
+                _ => {
+                    return ToolResult::err(format!(
+                        "\"depth\" must be an integer from 1 to {MAX_DEPTH}"
+                    ));
+                }
+            },
+        };
+        let sort = match args.get("sort").and_then(Value::as_str) {
+            None | Some("name") => Sort::Name,
+            Some("mtime") => Sort::Mtime,
+            Some("size") => Sort::Size,
+            Some(other) => {
+                return ToolResult::err(format!(
+                    "\"sort\" is \"{}\"; allowed: name, mtime, size",
+                    crate::util::printable(other)
+                ));
+            }
+        };
+        let globs = match args.get("glob").and_then(Value::as_str) {
+            None => Vec::new(),
+            Some(g) => match super::glob::parse_list(g, "glob") {
+                Ok(g) => g,
+                Err(e) => return ToolResult::err(e),
+            },
+        };
+        let opened = anchor(ctx, dir).and_then(|(root, rel)| {
+            beneath::open_dir_beneath(root.as_fd(), &rel, Symlinks::Refuse).map_err(|e| explain(&e))
         });
-        let (fd, names) = match listed {
-            Ok(l) => l,
+        let fd = match opened {
+            Ok(fd) => fd,
             Err(e) => return ToolResult::err(format!("cannot list {shown}: {e}")),
         };
-        let mut entries = Vec::new();
-        let mut hidden = 0;
+        let mut l = Listing {
+            ctx,
+            globs,
+            depth,
+            entries: Vec::new(),
+            hidden: 0,
+            seen: 0,
+            stopped: None,
+        };
+        if let Err(e) = l.list(fd, dir.to_path_buf(), String::new(), 1) {
+            return ToolResult::err(format!("cannot list {shown}: {e}"));
+        }
+        let mut entries = l.entries;
+        match sort {
+            Sort::Name => entries.sort_by(|a, b| a.name.cmp(&b.name)),
+            Sort::Mtime => entries.sort_by(|a, b| b.mtime.cmp(&a.mtime).then(a.name.cmp(&b.name))),
+            Sort::Size => entries.sort_by(|a, b| b.size.cmp(&a.size).then(a.name.cmp(&b.name))),
+        }
+        let count = |k| entries.iter().filter(|e| e.rank == k).count();
+        let (dirs, files, links) = (count(0), count(1), count(2));
+        let mut out = format!(
+            "{shown}: {} entries ({dirs} directories, {files} files, {links} links)",
+            entries.len()
+        );
+        for e in entries.iter().take(MAX_ENTRIES) {
+            out.push('\n');
+            out.push_str(&e.line);
+        }
+        if entries.len() > MAX_ENTRIES {
+            out.push_str(&format!(
+                "\n…[truncated: {} more entries]",
+                entries.len() - MAX_ENTRIES
+            ));
+        }
+        if let Some(why) = &l.stopped {
+            out.push_str(&format!("\n…[truncated: {why}]"));
+        }
+        if l.hidden > 0 {
+            out.push_str(&format!(
+                "\n({} entries of latchclaw's own state hidden)",
+                l.hidden
+            ));
+        }
+        ToolResult {
+            metadata: Some(
+                json!({"entries": entries.len(), "directories": dirs, "files": files,
+                                  "truncated": entries.len() > MAX_ENTRIES || l.stopped.is_some()}),
+            ),
+            ..ToolResult::ok(crate::util::truncate_middle(
+                &out,
+                ctx.cfg.tool_output_max_bytes,
+            ))
+        }
+    }
+}
+
+/// The deepest `depth` a listing takes.
+const MAX_DEPTH: u64 = 5;
+/// Entries looked at (shown or not) before a deep listing stops.
+const MAX_WALK: usize = 20_000;
+
+enum Sort {
+    Name,
+    Mtime,
+    Size,
+}
+
+struct Entry {
+    /// From the listed directory: `sub/name`.
+    name: String,
+    /// 0 directory, 1 file, 2 link, 3 other: for the counts.
+    rank: u8,
+    line: String,
+    mtime: i64,
+    size: u64,
+}
+
+struct Listing<'a> {
+    ctx: &'a ToolCtx<'a>,
+    globs: Vec<super::glob::Glob>,
+    depth: usize,
+    entries: Vec<Entry>,
+    hidden: usize,
+    seen: usize,
+    stopped: Option<String>,
+}
+
+impl Listing<'_> {
+    /// `abs`: the directory's path, for the gate's checks; `prefix`: how
+    /// entries in it are named ("" or ending in `/`).
+    fn list(
+        &mut self,
+        fd: OwnedFd,
+        abs: PathBuf,
+        prefix: String,
+        level: usize,
+    ) -> Result<(), String> {
+        let names = beneath::read_dir(fd.as_fd()).map_err(|e| e.to_string())?;
+        let mut subdirs = Vec::new();
         for name in names {
-            if ctx.gate.is_protected(&dir.join(&name)) {
-                hidden += 1;
+            self.seen += 1;
+            if self.seen > MAX_WALK {
+                self.stopped = Some(format!(
+                    "stopped after {MAX_WALK} entries; list a smaller directory or a lower depth"
+                ));
+                return Ok(());
+            }
+            let here = abs.join(&name);
+            if self.ctx.gate.is_protected(&here) {
+                self.hidden += 1;
                 continue;
             }
             // Gone since the directory was read: not listed.
@@ -114,24 +250,40 @@ impl Tool for FileList {
                 continue;
             };
             let ft = md.file_type();
-            let name_text = name.to_string_lossy().into_owned();
+            let name_text = format!("{prefix}{}", name.to_string_lossy());
+            if ft.is_dir() && level < self.depth {
+                if name == ".git" {
+                    // Never entered: hooks, objects and config are no listing's business.
+                } else if self.ctx.gate.is_forbidden(&here) {
+                    // Named (check_path refuses it), never entered.
+                } else {
+                    subdirs.push((name.clone(), here.clone(), format!("{name_text}/")));
+                }
+            }
+            if !self.globs.is_empty()
+                && !self
+                    .globs
+                    .iter()
+                    .any(|g| g.matches(&name.to_string_lossy()))
+            {
+                continue;
+            }
             // Named, so the model knows not to ask for it; never opened.
-            let here = dir.join(&name);
             let rule = if ft.is_dir() {
                 None
             } else if ft.is_symlink() {
                 crate::security::resolve(&here)
                     .ok()
                     .filter(|t| !t.is_dir())
-                    .and_then(|t| ctx.gate.secret_rule(&t))
-                    .or_else(|| ctx.gate.secret_rule(&here))
+                    .and_then(|t| self.ctx.gate.secret_rule(&t))
+                    .or_else(|| self.ctx.gate.secret_rule(&here))
             } else {
-                ctx.gate.secret_rule(&here)
+                self.ctx.gate.secret_rule(&here)
             };
             let secret = rule.map_or_else(String::new, |rule| {
                 format!("  [secret-named (rule \"{rule}\"): refused]")
             });
-            let line = if ft.is_dir() {
+            let (rank, line) = if ft.is_dir() {
                 (0, format!("dir   {name_text}/"))
             } else if ft.is_symlink() {
                 let target = beneath::read_link_at(fd.as_fd(), &name);
@@ -150,37 +302,27 @@ impl Tool for FileList {
             } else {
                 (3, format!("other {name_text}{secret}"))
             };
-            entries.push((name_text, line));
+            self.entries.push(Entry {
+                name: name_text,
+                rank,
+                line,
+                mtime: md.mtime(),
+                size: md.len(),
+            });
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let count = |k| entries.iter().filter(|e| e.1.0 == k).count();
-        let (dirs, files, links) = (count(0), count(1), count(2));
-        let mut out = format!(
-            "{shown}: {} entries ({dirs} directories, {files} files, {links} links)",
-            entries.len()
-        );
-        for (_, (_, line)) in entries.iter().take(MAX_ENTRIES) {
-            out.push('\n');
-            out.push_str(line);
+        for (name, here, sub_prefix) in subdirs {
+            if self.stopped.is_some() {
+                break;
+            }
+            // A directory that cannot be opened (gone, a symlink now,
+            // unreadable) is listed but not entered.
+            if let Ok(sub) =
+                beneath::open_dir_beneath(fd.as_fd(), Path::new(&name), Symlinks::Refuse)
+            {
+                self.list(sub, here, sub_prefix, level + 1)?;
+            }
         }
-        if entries.len() > MAX_ENTRIES {
-            out.push_str(&format!(
-                "\n…[truncated: {} more entries]",
-                entries.len() - MAX_ENTRIES
-            ));
-        }
-        if hidden > 0 {
-            out.push_str(&format!(
-                "\n({hidden} entries of latchclaw's own state hidden)"
-            ));
-        }
-        ToolResult {
-            metadata: Some(json!({"entries": entries.len(), "directories": dirs, "files": files})),
-            ..ToolResult::ok(crate::util::truncate_middle(
-                &out,
-                ctx.cfg.tool_output_max_bytes,
-            ))
-        }
+        Ok(())
     }
 }
 
@@ -192,19 +334,46 @@ impl Tool for FileRead {
         super::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
-        "Reads a UTF-8 text file in the workspace. Long files are cut with a marker."
+        "Reads a UTF-8 text file; long files are cut with a marker."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"path": {"type": "string", "description": "file, relative to the workspace"}},
+            "properties": {
+                "path": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+                "line_numbers": {"type": "boolean"}
+            },
             "required": ["path"]
         })
     }
-    fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(path) = ctx.path() else {
             return ToolResult::err("internal: no resolved path from the gate");
         };
+        let line_arg = |key: &str| match args.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 => Ok(Some(n)),
+                _ => Err(format!(
+                    "\"{key}\" must be an integer of 1 or more (lines count from 1)"
+                )),
+            },
+        };
+        let (start, end) = match (line_arg("start_line"), line_arg("end_line")) {
+            (Ok(s), Ok(e)) => (s, e),
+            (Err(e), _) | (_, Err(e)) => return ToolResult::err(e),
+        };
+        if let (Some(s), Some(e)) = (start, end)
+            && e < s
+        {
+            return ToolResult::err(format!("\"end_line\" ({e}) is before \"start_line\" ({s})"));
+        }
+        let numbers = args
+            .get("line_numbers")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let shown = display_rel(ctx, path);
         // O_NONBLOCK keeps a FIFO from hanging the open.
         let file = anchor(ctx, path).and_then(|(root, rel)| {
@@ -236,35 +405,142 @@ impl Tool for FileRead {
             return ToolResult::err(format!("{shown} has more than one hard link; refused"));
         }
         let cap = ctx.cfg.tool_output_max_bytes;
-        let mut buf = Vec::with_capacity(md.len().min(cap as u64) as usize);
-        if let Err(e) = file.take(cap as u64).read_to_end(&mut buf) {
-            return ToolResult::err(format!("cannot read {shown}: {e}"));
-        }
-        let text = match std::str::from_utf8(&buf) {
-            Ok(t) => t.to_string(),
-            // A multi-byte character cut by the cap is fine; anything else is binary.
-            Err(e) if e.error_len().is_none() => {
-                String::from_utf8_lossy(&buf[..e.valid_up_to()]).into_owned()
-            }
-            Err(_) => {
+        let r = match read_lines(file, start.unwrap_or(1), end, numbers, cap) {
+            Ok(r) => r,
+            Err(ReadError::NotText) => {
                 return ToolResult::err(format!(
                     "{shown} is not a UTF-8 text file ({} bytes)",
                     md.len()
                 ));
             }
+            Err(ReadError::Io(e)) => return ToolResult::err(format!("cannot read {shown}: {e}")),
         };
-        let mut out = text;
-        if md.len() > cap as u64 {
+        let first = start.unwrap_or(1);
+        if let Some(t) = r.total
+            && first > t.max(1)
+        {
+            return ToolResult::err(format!(
+                "\"start_line\" is {first}, past the end of {shown} ({t} lines)"
+            ));
+        }
+        let mut out = r.text;
+        let remaining = match r.total {
+            Some(t) => format!("{} more lines", t.saturating_sub(r.last_shown)),
+            None => format!("more lines (not counted past {} MiB)", COUNT_LIMIT >> 20),
+        };
+        let more = r.total.is_none_or(|t| t > r.last_shown);
+        let ask = format!("ask with start_line={}", r.last_shown + 1);
+        let ranged = start.is_some() || end.is_some() || numbers;
+        let nl = if out.ends_with('\n') { "" } else { "\n" };
+        if r.cut {
+            let lines = if r.last_shown >= first {
+                format!("lines {first}–{}", r.last_shown)
+            } else {
+                format!("part of line {first}, longer than the limit")
+            };
             out.push_str(&format!(
-                "\n…[truncated: showing the first {} of {} bytes]",
-                out.len(),
+                "{nl}…[truncated: showing the first {} of {} bytes ({lines}); {remaining}; {ask}]",
+                if ranged { out.len() } else { r.shown_bytes },
                 md.len()
+            ));
+        } else if more && ranged {
+            out.push_str(&format!(
+                "{nl}…[{remaining} after line {}; {ask}]",
+                r.last_shown
             ));
         }
         ToolResult {
-            metadata: Some(json!({"path": shown, "bytes": md.len()})),
+            metadata: Some(json!({"path": shown, "bytes": md.len(), "lines": r.total,
+                                  "last_line_shown": r.last_shown, "truncated": r.cut})),
             ..ToolResult::ok(out)
         }
+    }
+}
+
+/// Lines are counted (for "N more lines") up to this far into a file.
+const COUNT_LIMIT: u64 = 256 * 1024 * 1024;
+
+enum ReadError {
+    NotText,
+    Io(std::io::Error),
+}
+
+struct Lines {
+    text: String,
+    /// Bytes of the file in `text` (without line numbers).
+    shown_bytes: usize,
+    /// The last line shown whole (0: none).
+    last_shown: u64,
+    /// Stopped by the output limit before `end`.
+    cut: bool,
+    /// Lines in the file, when counted to its end.
+    total: Option<u64>,
+}
+
+/// Lines `start..=end` of `file` (numbered if asked) within `cap` bytes.
+/// A line that does not fit is left out, unless it is the first, which is
+/// cut at a character boundary: a one-line file bigger than the cap still
+/// shows its start.
+fn read_lines(
+    file: std::fs::File,
+    start: u64,
+    end: Option<u64>,
+    numbers: bool,
+    cap: usize,
+) -> Result<Lines, ReadError> {
+    use std::io::BufRead;
+    let mut rd = std::io::BufReader::with_capacity(64 * 1024, file.take(COUNT_LIMIT));
+    let mut r = Lines {
+        text: String::new(),
+        shown_bytes: 0,
+        last_shown: 0,
+        cut: false,
+        total: None,
+    };
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    let mut read = 0u64;
+    loop {
+        line.clear();
+        let got = rd.read_until(b'\n', &mut line).map_err(ReadError::Io)?;
+        if got == 0 {
+            r.total = (read < COUNT_LIMIT).then_some(n);
+            return Ok(r);
+        }
+        read += got as u64;
+        n += 1;
+        if n < start || end.is_some_and(|e| n > e) || r.cut {
+            continue;
+        }
+        let prefix = if numbers {
+            format!("{n:>6}\t")
+        } else {
+            String::new()
+        };
+        if r.text.len() + prefix.len() + line.len() > cap {
+            r.cut = true;
+            if r.text.is_empty() {
+                let room = cap.saturating_sub(prefix.len()).min(line.len());
+                let part = match std::str::from_utf8(&line[..room]) {
+                    Ok(t) => t,
+                    Err(e) if e.error_len().is_none() => {
+                        std::str::from_utf8(&line[..e.valid_up_to()]).unwrap_or_default()
+                    }
+                    Err(_) => return Err(ReadError::NotText),
+                };
+                r.text.push_str(&prefix);
+                r.text.push_str(part);
+                r.shown_bytes = part.len();
+                // Shown in part: it counts as not yet shown.
+                r.last_shown = n - 1;
+            }
+            continue;
+        }
+        let t = std::str::from_utf8(&line).map_err(|_| ReadError::NotText)?;
+        r.text.push_str(&prefix);
+        r.text.push_str(t);
+        r.shown_bytes += t.len();
+        r.last_shown = n;
     }
 }
 

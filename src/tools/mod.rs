@@ -5,6 +5,8 @@
 pub mod beneath;
 mod files;
 pub mod git;
+mod glob;
+mod grep;
 mod http;
 pub mod memory;
 pub mod shell;
@@ -113,11 +115,12 @@ pub enum ToolName {
     MemoryStore,
     MemoryRecall,
     MemoryForget,
+    Grep,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 11] = [
+    pub const ALL: [ToolName; 12] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -129,6 +132,7 @@ impl ToolName {
         ToolName::MemoryStore,
         ToolName::MemoryRecall,
         ToolName::MemoryForget,
+        ToolName::Grep,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -145,6 +149,7 @@ impl ToolName {
             ToolName::MemoryStore => "memory_store",
             ToolName::MemoryRecall => "memory_recall",
             ToolName::MemoryForget => "memory_forget",
+            ToolName::Grep => "grep",
         }
     }
 
@@ -179,6 +184,7 @@ impl ToolName {
             ToolName::MemoryStore => &memory::MemoryStore,
             ToolName::MemoryRecall => &memory::MemoryRecall,
             ToolName::MemoryForget => &memory::MemoryForget,
+            ToolName::Grep => &grep::Grep,
         }
     }
 
@@ -426,7 +432,7 @@ mod tests {
         let e = check("file_read", json!({"path": "a", "lines": 3})).unwrap_err();
         assert_eq!(
             e,
-            "file_read: unknown argument \"lines\"; allowed: path (string)"
+            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)"
         );
         let e = check("time", json!({"zone": "UTC"})).unwrap_err();
         assert!(

@@ -1,0 +1,698 @@
+//! `grep`: a regular-expression search over workspace files, in process.
+//!
+//! The gate checks the starting path; the walk below it opens every
+//! directory and file beneath the descriptor of its parent with no symlink
+//! followed (symlinks are not searched at all), so a link planted in the
+//! tree cannot lead the search out. What it skips, the security module
+//! decides: forbidden paths and latchclaw's own state
+//! ([`crate::security::Gate::is_forbidden`]), secret-named files
+//! ([`crate::security::Gate::secret_rule`]), files with more than one hard
+//! link (as `file_read` refuses them). It also skips `.git`, binary files
+//! (a NUL in the first 8 KiB), what `.gitignore` files ignore, and files
+//! over [`MAX_FILE_BYTES`]. `regex-lite` matches in time linear in the text.
+
+use super::beneath::{self, Kind, Symlinks};
+use super::glob::{self, Glob, IgnoreFile, IgnoreStack};
+use super::{Tool, ToolCtx, ToolResult};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+pub struct Grep;
+
+/// Entries (files and directories) looked at before the walk stops.
+pub const MAX_ENTRIES: usize = 300_000;
+/// Larger files are skipped (and counted).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+const BINARY_PROBE: usize = 8192;
+const MAX_LINE_CHARS: usize = 400;
+const DEFAULT_MATCHES: u64 = 200;
+const MAX_MATCHES: u64 = 10_000;
+const MAX_CONTEXT: u64 = 10;
+const MAX_PATTERN: usize = 1000;
+const MAX_DEPTH: usize = 64;
+
+struct Opts {
+    finder: Finder,
+    include: Vec<Glob>,
+    exclude: Vec<Glob>,
+    context: usize,
+    max_matches: usize,
+    files_only: bool,
+}
+
+enum Finder {
+    /// A pattern with no regex syntax, matched case-sensitively: memmem.
+    Literal(Box<memchr::memmem::Finder<'static>>),
+    Regex(regex_lite::Regex),
+}
+
+impl Finder {
+    /// The start and end of the first match at or after `from`.
+    fn find(&self, text: &str, from: usize) -> Option<(usize, usize)> {
+        match self {
+            Finder::Literal(f) => f
+                .find(&text.as_bytes()[from..])
+                .map(|i| (from + i, from + i + f.needle().len())),
+            Finder::Regex(r) => r.find_at(text, from).map(|m| (m.start(), m.end())),
+        }
+    }
+}
+
+fn uint(args: &Value, key: &str, default: u64, lo: u64, hi: u64) -> Result<u64, String> {
+    match args.get(key) {
+        None => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (lo..=hi).contains(&n) => Ok(n),
+            _ => Err(format!("\"{key}\" must be an integer from {lo} to {hi}")),
+        },
+    }
+}
+
+fn opts(args: &Value) -> Result<Opts, String> {
+    let pattern = args
+        .get("pattern")
+        .and_then(Value::as_str)
+        .ok_or("\"pattern\" (a string) is required")?;
+    if pattern.is_empty() {
+        return Err("\"pattern\" is empty".into());
+    }
+    if pattern.len() > MAX_PATTERN {
+        return Err(format!(
+            "\"pattern\" is {} bytes; the limit is {MAX_PATTERN}",
+            pattern.len()
+        ));
+    }
+    let ci = args
+        .get("case_insensitive")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let literal = !pattern.contains([
+        '\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$',
+    ]);
+    let finder = if literal && !ci && !pattern.contains('\n') {
+        Finder::Literal(Box::new(
+            memchr::memmem::Finder::new(pattern.as_bytes()).into_owned(),
+        ))
+    } else {
+        let re = regex_lite::RegexBuilder::new(pattern)
+            .case_insensitive(ci)
+            // `^` and `$` at line ends, as grep users expect.
+            .multi_line(true)
+            .size_limit(4 * 1024 * 1024)
+            .build()
+            .map_err(|e| format!("\"pattern\" is not a valid regular expression: {e}"))?;
+        Finder::Regex(re)
+    };
+    let list = |key: &str| match args.get(key).and_then(Value::as_str) {
+        None => Ok(Vec::new()),
+        Some(s) => glob::parse_list(s, key),
+    };
+    Ok(Opts {
+        finder,
+        include: list("glob")?,
+        exclude: list("exclude")?,
+        context: uint(args, "context", 0, 0, MAX_CONTEXT)? as usize,
+        max_matches: uint(args, "max_matches", DEFAULT_MATCHES, 1, MAX_MATCHES)? as usize,
+        files_only: args
+            .get("files_only")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+#[derive(Default)]
+struct Stats {
+    entries: usize,
+    files_searched: usize,
+    files_matched: usize,
+    matches: usize,
+    binary: usize,
+    secret: usize,
+    ignored: usize,
+    forbidden: usize,
+    too_large: usize,
+    linked: usize,
+    symlinks: usize,
+    unreadable: usize,
+    /// Why the search ended early, if it did.
+    stopped: Option<String>,
+}
+
+struct Search<'a> {
+    ctx: &'a ToolCtx<'a>,
+    o: Opts,
+    out: String,
+    cap: usize,
+    s: Stats,
+    ignores: IgnoreStack,
+    max_entries: usize,
+}
+
+impl Tool for Grep {
+    fn takes_effect(&self) -> bool {
+        false
+    }
+    fn name(&self) -> super::ToolName {
+        super::ToolName::Grep
+    }
+    fn description(&self) -> &'static str {
+        "Regex search in workspace files: path:line:text. Skips .git, binary, secret-named and \
+         .gitignored files."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Rust regex"},
+                "path": {"type": "string", "description": "directory or file", "default": "."},
+                "glob": {"type": "string", "description": "only these file globs, comma-separated"},
+                "exclude": {"type": "string", "description": "skip these globs"},
+                "case_insensitive": {"type": "boolean"},
+                "context": {"type": "integer", "description": "lines around, 0-10"},
+                "max_matches": {"type": "integer", "description": "default 200"},
+                "files_only": {"type": "boolean"}
+            },
+            "required": ["pattern"]
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        let Some(start) = ctx.path() else {
+            return ToolResult::err("internal: no resolved path from the gate");
+        };
+        let o = match opts(args) {
+            Ok(o) => o,
+            Err(e) => return ToolResult::err(e),
+        };
+        let mut search = Search {
+            ctx,
+            o,
+            out: String::new(),
+            cap: ctx.cfg.tool_output_max_bytes,
+            s: Stats::default(),
+            ignores: IgnoreStack::default(),
+            max_entries: MAX_ENTRIES,
+        };
+        if let Err(e) = search.run(start) {
+            return ToolResult::err(e);
+        }
+        search.finish()
+    }
+}
+
+fn rel_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+impl Search<'_> {
+    fn run(&mut self, start: &Path) -> Result<(), String> {
+        let ws = self.ctx.gate.workspace()?.to_path_buf();
+        let shown = super::files::display_rel(self.ctx, start);
+        let (root, rel) = super::files::anchor(self.ctx, start)?;
+        let md = beneath::metadata_beneath(root.as_fd(), &rel)
+            .map_err(|e| format!("cannot search {shown}: {}", super::files::explain(&e)))?;
+        if md.is_file() {
+            // One named file: .gitignore and globs do not apply to it.
+            let parent = rel.parent().unwrap_or(Path::new(""));
+            let dir = beneath::open_dir_beneath(root.as_fd(), parent, Symlinks::Refuse)
+                .map_err(|e| format!("cannot search {shown}: {}", super::files::explain(&e)))?;
+            let name = rel.file_name().map(OsString::from).unwrap_or_default();
+            self.search_file(&dir, &name, &shown);
+            return Ok(());
+        }
+        if !md.is_dir() {
+            return Err(format!("{shown} is not a file or a directory"));
+        }
+        let dir = beneath::open_dir_beneath(root.as_fd(), &rel, Symlinks::Refuse)
+            .map_err(|e| format!("cannot search {shown}: {}", super::files::explain(&e)))?;
+        let top_rel = start.strip_prefix(&ws).ok();
+        // The .gitignore files of the directories above the start, from the
+        // workspace root down, apply as git would apply them: every rule
+        // file sees paths from the workspace root (`key`), less its base.
+        let prefix = match top_rel {
+            Some(t) if !t.as_os_str().is_empty() => format!("{}/", rel_str(t)),
+            _ => String::new(),
+        };
+        if let Some(top_rel) = top_rel {
+            let ws_fd = beneath::open_workspace(&ws).map_err(|e| e.to_string())?;
+            let mut base = PathBuf::new();
+            let mut bases = vec![PathBuf::new()];
+            for c in top_rel.components() {
+                base.push(c);
+                bases.push(base.clone());
+            }
+            bases.pop(); // the start: read by the walk
+            for b in bases {
+                if let Ok(d) = beneath::open_dir_beneath(ws_fd.as_fd(), &b, Symlinks::Refuse)
+                    && let Some(f) = read_gitignore(&d)
+                {
+                    let key = if b.as_os_str().is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}/", rel_str(&b))
+                    };
+                    self.ignores.push(key, f);
+                }
+            }
+        }
+        let label = if prefix.is_empty() && start == ws {
+            String::new()
+        } else if prefix.is_empty() {
+            format!("{shown}/")
+        } else {
+            prefix.clone()
+        };
+        self.walk(dir, start.to_path_buf(), prefix, label, 0);
+        Ok(())
+    }
+
+    fn over(&mut self) -> bool {
+        if self.s.stopped.is_some() {
+            return true;
+        }
+        if self.s.entries % 256 == 1 {
+            if std::time::Instant::now() >= self.ctx.deadline {
+                self.s.stopped =
+                    Some("the call's time limit was reached (tool_timeout_secs)".into());
+            } else if self.ctx.control.stop().is_some() {
+                self.s.stopped = Some("the run was stopped".into());
+            }
+        }
+        self.s.stopped.is_some()
+    }
+
+    /// `abs`: the directory's path (for the gate's checks); `key`: its path
+    /// from the workspace root (for `.gitignore`, "" or ending in `/`);
+    /// `label`: how results name files in it.
+    fn walk(&mut self, dir: OwnedFd, abs: PathBuf, key: String, label: String, depth: usize) {
+        let Ok(mut names) = beneath::read_dir_typed(dir.as_fd()) else {
+            self.s.unreadable += 1;
+            return;
+        };
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        self.ignores.leave_to(&key);
+        if names
+            .iter()
+            .any(|(n, k)| n == ".gitignore" && *k == Kind::File)
+            && let Some(f) = read_gitignore(&dir)
+        {
+            self.ignores.push(key.clone(), f);
+        }
+        for (name, kind) in names {
+            self.s.entries += 1;
+            if self.s.entries > self.max_entries {
+                self.s.stopped = Some(format!(
+                    "more than {} entries under the path; name a smaller directory",
+                    self.max_entries
+                ));
+            }
+            if self.over() {
+                return;
+            }
+            let text = name.to_string_lossy();
+            let is_dir = kind == Kind::Dir;
+            if is_dir && name.as_bytes() == b".git" {
+                continue;
+            }
+            let here = abs.join(&name);
+            if self.ctx.gate.is_forbidden(&here) {
+                self.s.forbidden += 1;
+                continue;
+            }
+            let rel_key = format!("{key}{text}");
+            if self.ignores.ignored(&rel_key, is_dir) {
+                self.s.ignored += 1;
+                continue;
+            }
+            let rel_label = format!("{label}{text}");
+            let rel_top = rel_label.as_str();
+            if self.o.exclude.iter().any(|g| g.matches(rel_top)) {
+                continue;
+            }
+            match kind {
+                Kind::Dir => {
+                    if depth + 1 >= MAX_DEPTH {
+                        self.s.unreadable += 1;
+                        continue;
+                    }
+                    match beneath::open_dir_beneath(dir.as_fd(), Path::new(&name), Symlinks::Refuse)
+                    {
+                        Ok(sub) => self.walk(
+                            sub,
+                            here,
+                            format!("{rel_key}/"),
+                            format!("{rel_label}/"),
+                            depth + 1,
+                        ),
+                        Err(_) => self.s.unreadable += 1,
+                    }
+                    self.ignores.leave_to(&key);
+                }
+                Kind::File => {
+                    if !self.o.include.is_empty()
+                        && !self.o.include.iter().any(|g| g.matches(rel_top))
+                    {
+                        continue;
+                    }
+                    if self.ctx.gate.secret_rule(&here).is_some() {
+                        self.s.secret += 1;
+                        continue;
+                    }
+                    self.search_file(&dir, &name, &rel_label);
+                }
+                Kind::Symlink => self.s.symlinks += 1,
+                Kind::Other => {}
+            }
+        }
+    }
+
+    fn search_file(&mut self, dir: &OwnedFd, name: &OsString, shown: &str) {
+        let file = beneath::open_beneath(
+            dir.as_fd(),
+            Path::new(name),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
+            Symlinks::Refuse,
+        );
+        let Ok(file) = file.map(std::fs::File::from) else {
+            self.s.unreadable += 1;
+            return;
+        };
+        let Ok(md) = file.metadata() else {
+            self.s.unreadable += 1;
+            return;
+        };
+        if !md.is_file() {
+            return;
+        }
+        if md.nlink() > 1 {
+            self.s.linked += 1;
+            return;
+        }
+        if md.len() > MAX_FILE_BYTES {
+            self.s.too_large += 1;
+            return;
+        }
+        let mut buf = Vec::with_capacity(md.len() as usize);
+        if file.take(MAX_FILE_BYTES).read_to_end(&mut buf).is_err() {
+            self.s.unreadable += 1;
+            return;
+        }
+        if memchr::memchr(0, &buf[..buf.len().min(BINARY_PROBE)]).is_some() {
+            self.s.binary += 1;
+            return;
+        }
+        self.s.files_searched += 1;
+        let text = String::from_utf8_lossy(&buf);
+        self.search_text(&text, shown);
+    }
+
+    fn search_text(&mut self, text: &str, shown: &str) {
+        // Line numbers of matching lines, in order, one per line.
+        let mut hits: Vec<(usize, usize)> = Vec::new(); // (line start, line number)
+        let (mut pos, mut line_no, mut counted_to) = (0usize, 1usize, 0usize);
+        let budget = self.o.max_matches - self.s.matches;
+        while pos <= text.len() && hits.len() < budget {
+            let Some((s, _)) = self.o.finder.find(text, pos) else {
+                break;
+            };
+            // An empty match past the last newline is no line.
+            if s == text.len() && (text.is_empty() || text.ends_with('\n')) {
+                break;
+            }
+            line_no += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..s]).count();
+            let line_start = memchr::memrchr(b'\n', &text.as_bytes()[..s]).map_or(0, |i| i + 1);
+            let line_end =
+                memchr::memchr(b'\n', &text.as_bytes()[s..]).map_or(text.len(), |i| s + i);
+            counted_to = s;
+            hits.push((line_start, line_no));
+            if self.o.files_only {
+                break;
+            }
+            // On from the next line: one result per line.
+            pos = line_end + 1;
+        }
+        if hits.is_empty() {
+            return;
+        }
+        self.s.files_matched += 1;
+        if self.o.files_only {
+            self.s.matches += 1;
+            self.emit(&format!("{shown}\n"));
+        } else {
+            self.s.matches += hits.len();
+            let mut block = self.format_hits(text, shown, &hits);
+            if self.o.context > 0 && !self.out.is_empty() {
+                block.insert_str(0, "--\n");
+            }
+            self.emit(&block);
+        }
+        if self.s.matches >= self.o.max_matches && self.s.stopped.is_none() {
+            self.s.stopped = Some(format!("max_matches = {} reached", self.o.max_matches));
+        }
+    }
+
+    fn format_hits(&self, text: &str, shown: &str, hits: &[(usize, usize)]) -> String {
+        let mut out = String::new();
+        let clip = |l: &str| -> String {
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            match l.char_indices().nth(MAX_LINE_CHARS) {
+                Some((i, _)) => format!("{}…[line cut]", &l[..i]),
+                None => l.to_string(),
+            }
+        };
+        if self.o.context == 0 {
+            for &(start, n) in hits {
+                let end = memchr::memchr(b'\n', &text.as_bytes()[start..])
+                    .map_or(text.len(), |i| start + i);
+                let _ = writeln!(out, "{shown}:{n}:{}", clip(&text[start..end]));
+            }
+            return out;
+        }
+        let lines: Vec<&str> = text.split('\n').collect();
+        let last = if text.ends_with('\n') {
+            lines.len() - 1
+        } else {
+            lines.len()
+        };
+        let c = self.o.context;
+        let mut shown_to = 0usize; // last line number written
+        for (i, &(_, n)) in hits.iter().enumerate() {
+            let from = n.saturating_sub(c).max(1).max(shown_to + 1);
+            if shown_to > 0 && from > shown_to + 1 {
+                out.push_str("--\n");
+            }
+            let next_hit = hits.get(i + 1).map(|h| h.1);
+            let mut to = (n + c).min(last);
+            if let Some(nh) = next_hit
+                && nh <= to
+            {
+                to = nh - 1;
+            }
+            for k in from..=to.max(n) {
+                let sep = if k == n { ':' } else { '-' };
+                let _ = writeln!(out, "{shown}{sep}{k}{sep}{}", clip(lines[k - 1]));
+            }
+            shown_to = to.max(n);
+        }
+        out
+    }
+
+    fn emit(&mut self, s: &str) {
+        // Room kept for the summary and the truncation line.
+        let room = self.cap - (self.cap / 8).min(512);
+        if self.out.len() + s.len() > room {
+            if self.s.stopped.is_none() {
+                self.s.stopped = Some(format!(
+                    "the output reached tool_output_max_bytes = {}",
+                    self.cap
+                ));
+            }
+            return;
+        }
+        self.out.push_str(s);
+    }
+
+    fn finish(self) -> ToolResult {
+        let s = &self.s;
+        let mut out = self.out;
+        let mut skipped = Vec::new();
+        for (n, name) in [
+            (s.ignored, "ignored by .gitignore"),
+            (s.binary, "binary"),
+            (s.secret, "secret-named"),
+            (s.forbidden, "forbidden or latchclaw's state"),
+            (s.too_large, "over 16 MiB"),
+            (s.linked, "with more than one hard link"),
+            (s.symlinks, "symlinks (not followed)"),
+            (s.unreadable, "unreadable"),
+        ] {
+            if n > 0 {
+                skipped.push(format!("{n} {name}"));
+            }
+        }
+        let skipped = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; skipped: {}", skipped.join(", "))
+        };
+        if s.matches == 0 {
+            out.push_str("no matches");
+        } else if self.o.files_only {
+            let _ = write!(out, "{} matching files", s.matches);
+        } else {
+            let _ = write!(
+                out,
+                "{} matching lines in {} files",
+                s.matches, s.files_matched
+            );
+        }
+        let _ = write!(out, " ({} files searched{skipped})", s.files_searched);
+        if let Some(why) = &s.stopped {
+            let _ = write!(out, "\n…[truncated: {why}; there may be more]");
+        }
+        ToolResult {
+            metadata: Some(json!({
+                "matches": s.matches,
+                "files_matched": s.files_matched,
+                "files_searched": s.files_searched,
+                "truncated": s.stopped.is_some(),
+                "skipped": {
+                    "ignored": s.ignored, "binary": s.binary, "secret": s.secret,
+                    "forbidden": s.forbidden, "too_large": s.too_large,
+                    "hard_linked": s.linked, "symlinks": s.symlinks, "unreadable": s.unreadable
+                }
+            })),
+            ..ToolResult::ok(out)
+        }
+    }
+}
+
+/// A directory's `.gitignore`, if it is a plain file (no symlink) of at
+/// most 1 MiB.
+fn read_gitignore(dir: &OwnedFd) -> Option<IgnoreFile> {
+    let fd = beneath::open_beneath(
+        dir.as_fd(),
+        Path::new(".gitignore"),
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0,
+        Symlinks::Refuse,
+    )
+    .ok()?;
+    let f = std::fs::File::from(fd);
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut buf = Vec::new();
+    f.take(1 << 20).read_to_end(&mut buf).ok()?;
+    let rules = IgnoreFile::parse(&String::from_utf8_lossy(&buf));
+    (!rules.is_empty()).then_some(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::memory::Memory;
+    use crate::security::Gate;
+    use std::time::{Duration, Instant};
+
+    struct Fx {
+        top: PathBuf,
+        cfg: Config,
+        gate: Gate,
+        memory: Memory,
+    }
+
+    impl Drop for Fx {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.top);
+        }
+    }
+
+    fn fixture(files: usize) -> Fx {
+        let top = std::env::temp_dir().join(crate::util::new_id("latchclaw-grep"));
+        std::fs::create_dir_all(top.join("ws/d")).unwrap();
+        std::fs::create_dir_all(top.join("state")).unwrap();
+        let top = std::fs::canonicalize(&top).unwrap();
+        for i in 0..files {
+            std::fs::write(top.join(format!("ws/d/f{i:03}.txt")), "hit\n").unwrap();
+        }
+        let text = format!(
+            "workspace_dir = {:?}\n[security]\nautonomy = \"readonly\"\n",
+            top.join("ws").display().to_string()
+        );
+        let cfg =
+            Config::from_text(&text, &top.join("state/config.toml"), top.join("state")).unwrap();
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
+        let memory = Memory::open(&top.join("state/memory.sqlite"), 1000).unwrap();
+        Fx {
+            top,
+            cfg,
+            gate,
+            memory,
+        }
+    }
+
+    fn search(fx: &Fx, deadline: Instant, max_entries: usize) -> ToolResult {
+        let args = json!({"pattern": "hit", "max_matches": 10000});
+        let decision = fx.gate.decide(super::super::ToolName::Grep, &args);
+        assert_eq!(
+            decision.verdict,
+            crate::security::Verdict::Allow,
+            "{decision}"
+        );
+        let control = crate::control::RunControl::new(None);
+        let ctx = ToolCtx {
+            cfg: &fx.cfg,
+            gate: &fx.gate,
+            memory: &fx.memory,
+            decision: &decision,
+            control: &control,
+            deadline,
+            conversation_id: "test",
+        };
+        let mut s = Search {
+            ctx: &ctx,
+            o: opts(&args).unwrap(),
+            out: String::new(),
+            cap: fx.cfg.tool_output_max_bytes,
+            s: Stats::default(),
+            ignores: IgnoreStack::default(),
+            max_entries,
+        };
+        s.run(ctx.path().unwrap()).unwrap();
+        s.finish()
+    }
+
+    #[test]
+    fn the_deadline_and_the_entry_cap_stop_the_walk() {
+        let fx = fixture(300);
+        let later = Instant::now() + Duration::from_secs(60);
+        let r = search(&fx, later, MAX_ENTRIES);
+        assert_eq!(r.metadata.as_ref().unwrap()["matches"], 300, "{r:?}");
+        assert_eq!(r.metadata.as_ref().unwrap()["truncated"], false);
+        // A deadline already past: stopped at the first check.
+        let r = search(&fx, Instant::now(), MAX_ENTRIES);
+        assert!(
+            r.output
+                .contains("…[truncated: the call's time limit was reached"),
+            "{}",
+            r.output
+        );
+        assert_eq!(r.metadata.as_ref().unwrap()["matches"], 0, "{r:?}");
+        let r = search(&fx, later, 100);
+        assert!(
+            r.output
+                .contains("…[truncated: more than 100 entries under the path"),
+            "{}",
+            r.output
+        );
+        assert_eq!(r.metadata.as_ref().unwrap()["files_searched"], 99, "{r:?}");
+    }
+}
