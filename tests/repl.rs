@@ -92,7 +92,10 @@ text = "echo: {{user_message}}"
     p.expect("latchclaw> ");
     p.send("still here?\n");
     p.expect("echo: still here?");
-    // Ctrl-D leaves.
+    // Ctrl-D leaves — sent at the prompt: while a turn ends the terminal is
+    // cooked, and the line discipline would take ^D as an end of input
+    // for a read that is not waiting.
+    p.expect("latchclaw> ");
     p.send("\x04");
     assert_eq!(p.wait(), Some(0));
     // The cancelled command's call has both receipts: Ctrl-C is an outcome.
