@@ -541,3 +541,24 @@ fn tool_list_takes_json_as_a_switch() {
         "{names:?}"
     );
 }
+
+#[test]
+fn tool_list_columns_line_up_with_long_risks() {
+    let env = Env::new();
+    let r = env.run(&["tool", "list"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let header = lines[0];
+    let col = header.find("DESCRIPTION").unwrap();
+    // The longest risk ("low / medium (allowlisted) / high") included,
+    // every description starts in the header's column, after two spaces.
+    for l in &lines[1..] {
+        let (head, _) = l.split_at(col);
+        assert!(head.ends_with("  "), "{l:?} (column {col})");
+        assert!(!l[col..].starts_with(' '), "{l:?} (column {col})");
+    }
+    assert!(
+        r.stdout.contains("low / medium (allowlisted) / high  Runs"),
+        "{r:?}"
+    );
+}

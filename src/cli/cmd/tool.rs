@@ -26,10 +26,22 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         print_json(&rows);
         return Ok(exit::OK);
     }
-    println!("{:14} {:8} {:28} DESCRIPTION", "TOOL", "ENABLED", "RISK");
+    // Columns as wide as their longest entry, so they line up.
+    let width = |key: &str, head: &str| {
+        rows.iter()
+            .map(|r| r[key].as_str().map_or(0, |s| s.chars().count()))
+            .max()
+            .unwrap_or(0)
+            .max(head.len())
+    };
+    let (name_w, risk_w) = (width("name", "TOOL"), width("risk", "RISK"));
+    println!(
+        "{:name_w$}  {:7}  {:risk_w$}  DESCRIPTION",
+        "TOOL", "ENABLED", "RISK"
+    );
     for r in &rows {
         println!(
-            "{:14} {:8} {:28} {}",
+            "{:name_w$}  {:7}  {:risk_w$}  {}",
             r["name"].as_str().unwrap_or(""),
             if r["enabled"] == true { "yes" } else { "no" },
             r["risk"].as_str().unwrap_or(""),
