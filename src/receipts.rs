@@ -696,21 +696,27 @@ impl ReceiptLog {
     /// Under the log's lock, for `ensure_key`: appends the `keyed` receipt
     /// when the log holds receipts without an hmac; returns how many.
     fn mark_keyed(&self) -> Result<u64> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
-            Err(e) => {
-                return Err(Error::runtime(format!(
-                    "cannot open receipts log {}: {e}",
-                    self.path.display()
-                )));
+        match self.open_exclusive()? {
+            Some(mut file) => self.mark_keyed_locked(&mut file),
+            None => Ok(0),
+        }
+    }
+
+    /// Opens the existing log to append under its exclusive lock, which
+    /// goes when the file is closed (None: there is no log yet).
+    fn open_exclusive(&self) -> Result<Option<File>> {
+        match OpenOptions::new().read(true).append(true).open(&self.path) {
+            Ok(f) => {
+                f.lock()
+                    .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
+                Ok(Some(f))
             }
-        };
-        file.lock()
-            .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
-        let result = self.mark_keyed_locked(&mut file);
-        let _ = file.unlock();
-        result
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::runtime(format!(
+                "cannot open receipts log {}: {e}",
+                self.path.display()
+            ))),
+        }
     }
 
     fn mark_keyed_locked(&self, file: &mut File) -> Result<u64> {
@@ -1089,26 +1095,13 @@ impl ReceiptLog {
     /// other damage is refused and nothing is written: a repair never
     /// rewrites or removes a receipt.
     pub fn repair(&self) -> Result<Repair> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Ok(Repair::Intact {
-                    count: 0,
-                    head: GENESIS.into(),
-                });
-            }
-            Err(e) => {
-                return Err(Error::runtime(format!(
-                    "cannot open receipts log {}: {e}",
-                    self.path.display()
-                )));
-            }
-        };
-        file.lock()
-            .ctx(|| format!("cannot lock receipts log {}", self.path.display()))?;
-        let result = self.repair_locked(&mut file);
-        let _ = file.unlock();
-        result
+        match self.open_exclusive()? {
+            Some(mut file) => self.repair_locked(&mut file),
+            None => Ok(Repair::Intact {
+                count: 0,
+                head: GENESIS.into(),
+            }),
+        }
     }
 
     fn repair_locked(&self, file: &mut File) -> Result<Repair> {

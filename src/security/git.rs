@@ -268,6 +268,15 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// these outside the sandbox and must not follow a planted link or hang
 /// on `/dev/zero`.
 pub(super) fn read_small(path: &Path) -> Result<Option<String>, String> {
+    read_bounded(path, MAX_CONFIG_BYTES)?
+        .map(|b| String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display())))
+        .transpose()
+}
+
+/// The bytes of a regular file of at most `max` bytes, opened without
+/// following a link and without blocking on a FIFO; `None` when it does
+/// not exist; anything else is an error naming the file.
+pub(super) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = match std::fs::OpenOptions::new()
@@ -282,17 +291,17 @@ pub(super) fn read_small(path: &Path) -> Result<Option<String>, String> {
     let md = f
         .metadata()
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !md.is_file() || md.len() > MAX_CONFIG_BYTES {
+    if !md.is_file() || md.len() > max {
         return Err(format!(
-            "{} is not a regular file of at most {MAX_CONFIG_BYTES} bytes",
+            "{} is not a regular file of at most {max} bytes",
             path.display()
         ));
     }
-    let mut text = String::new();
-    f.take(MAX_CONFIG_BYTES)
-        .read_to_string(&mut text)
+    let mut data = Vec::with_capacity(md.len() as usize);
+    f.take(max)
+        .read_to_end(&mut data)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Some(text))
+    Ok(Some(data))
 }
 
 /// `-c` pins for the drivers a repository's config defines; refuses a

@@ -334,32 +334,8 @@ fn tracked_secrets(
 }
 
 fn read_index(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let md = f
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !md.is_file() || md.len() > MAX_INDEX_BYTES {
-        return Err(format!(
-            "{} is not a regular file of at most {MAX_INDEX_BYTES} bytes; latchclaw cannot tell \
-             which files git tracks",
-            path.display()
-        ));
-    }
-    let mut data = Vec::with_capacity(md.len() as usize);
-    f.take(MAX_INDEX_BYTES)
-        .read_to_end(&mut data)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Some(data))
+    super::git::read_bounded(path, MAX_INDEX_BYTES)
+        .map_err(|e| format!("{e}; latchclaw cannot tell which files git tracks"))
 }
 
 fn object_format_sha256(gitdir: &Path) -> Result<bool, String> {

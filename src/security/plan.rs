@@ -168,8 +168,10 @@ impl Expander<'_> {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Tok {
+/// One token of a wildcard pattern; `tools::glob` compiles its own path
+/// globs into these and matches them with [`matches`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Tok {
     Char(char),
     Any,
     Star,
@@ -243,13 +245,19 @@ fn tok_matches(t: &Tok, c: char) -> bool {
 
 /// `pattern` (`*`, `?`, `[…]`, nothing quoted) matched against one name.
 pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
+    matches(&compile_pattern(pattern), &name.chars().collect::<Vec<_>>())
+}
+
+/// `pattern` (`*`, `?`, `[…]`, nothing quoted) compiled once, for a caller
+/// that matches it against many names.
+pub(crate) fn compile_pattern(pattern: &str) -> Vec<Tok> {
     let chars: Vec<(char, bool)> = pattern.chars().map(|c| (c, false)).collect();
-    matches(&compile(&chars), &name.chars().collect::<Vec<_>>())
+    compile(&chars)
 }
 
 /// Wildcard match without recursion: on a mismatch only the last star is
 /// retried, so the cost is at most name length × pattern length.
-fn matches(pat: &[Tok], name: &[char]) -> bool {
+pub(crate) fn matches(pat: &[Tok], name: &[char]) -> bool {
     let (mut p, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while n < name.len() {

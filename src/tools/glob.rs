@@ -15,13 +15,7 @@
 //! quoted with `\`. A directory that is ignored is not entered, so nothing
 //! under it can be re-included (git behaves the same).
 
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Char(char),
-    Any,
-    Star,
-    Class(bool, Vec<(char, char)>),
-}
+use crate::security::plan::{Tok, matches};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Seg {
@@ -89,7 +83,7 @@ fn compile_seg(s: &str) -> Result<Vec<Tok>, String> {
                         ranges.push((lo, lo));
                     }
                 }
-                out.push(Tok::Class(negated, ranges));
+                out.push(Tok::Class(ranges, negated));
             }
             c => out.push(Tok::Char(c)),
         }
@@ -97,41 +91,10 @@ fn compile_seg(s: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
-fn tok_matches(t: &Tok, c: char) -> bool {
-    match t {
-        Tok::Char(x) => *x == c,
-        Tok::Any => true,
-        Tok::Star => true,
-        Tok::Class(neg, ranges) => ranges.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *neg,
-    }
-}
-
-/// Only the last star is retried on a mismatch: name × pattern at most.
+/// The shell's wildcard matcher (only the last star is retried on a
+/// mismatch: name × pattern at most).
 fn seg_matches(pat: &[Tok], name: &str) -> bool {
-    let name: Vec<char> = name.chars().collect();
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        match pat.get(p) {
-            Some(Tok::Star) => {
-                star = Some((p, n));
-                p += 1;
-            }
-            Some(t) if tok_matches(t, name[n]) => {
-                p += 1;
-                n += 1;
-            }
-            _ => match star {
-                Some((sp, sn)) => {
-                    p = sp + 1;
-                    n = sn + 1;
-                    star = Some((sp, sn + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    pat[p..].iter().all(|t| matches!(t, Tok::Star))
+    matches(pat, &name.chars().collect::<Vec<_>>())
 }
 
 impl Glob {
