@@ -8,7 +8,7 @@
 //! the repository tracks one.
 
 use super::Gate;
-use super::plan::glob_match;
+use super::plan::{Tok, compile_pattern, glob_match, matches};
 use std::path::{Component, Path, PathBuf};
 
 /// One rule: a lowercase glob over a file's name.
@@ -93,13 +93,18 @@ fn git_dir_name(lower: &str) -> bool {
 /// The rule `path` matches, by its last component (and, for `.git/config`,
 /// a git directory above it). Relative paths are taken from the workspace.
 pub fn rule_for(path: &Path) -> Option<&'static Rule> {
+    // Compiled once: a walk (grep, file_list) asks for every file it meets.
+    static COMPILED: std::sync::OnceLock<Vec<Vec<Tok>>> = std::sync::OnceLock::new();
+    let compiled = COMPILED.get_or_init(|| RULES.iter().map(|r| compile_pattern(r.glob)).collect());
     let mut parts = normal_parts(path);
     let last = parts.pop()?.to_lowercase();
     let in_git = parts.iter().any(|c| git_dir_name(&c.to_lowercase()));
-    RULES.iter().find(|r| {
-        (!r.in_git_dir || in_git)
-            && glob_match(r.glob, &last)
-            && !(r.public_keys_ok && last.ends_with(".pub"))
+    let chars: Vec<char> = last.chars().collect();
+    RULES.iter().zip(compiled).find_map(|(r, toks)| {
+        ((!r.in_git_dir || in_git)
+            && matches(toks, &chars)
+            && !(r.public_keys_ok && last.ends_with(".pub")))
+        .then_some(r)
     })
 }
 

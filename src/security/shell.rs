@@ -124,15 +124,21 @@ pub struct Analysis {
 type Judged<T> = Result<T, String>;
 
 pub fn analyze(command: &str, gate: &Gate) -> Analysis {
-    match analyze_inner(command, gate) {
-        Ok((judgement, plan)) => Analysis {
-            judgement,
-            plan: Some(plan),
-        },
-        Err(why) => Analysis {
-            judgement: Judgement::Deny(why),
-            plan: None,
-        },
+    Analysis::from(analyze_inner(command, gate))
+}
+
+impl From<Judged<(Judgement, Plan)>> for Analysis {
+    fn from(judged: Judged<(Judgement, Plan)>) -> Analysis {
+        match judged {
+            Ok((judgement, plan)) => Analysis {
+                judgement,
+                plan: Some(plan),
+            },
+            Err(why) => Analysis {
+                judgement: Judgement::Deny(why),
+                plan: None,
+            },
+        }
     }
 }
 
@@ -208,8 +214,8 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     for (connector, pipeline) in items {
         let mut commands = Vec::new();
         for (i, raw) in pipeline.commands.iter().enumerate() {
-            let (j, cmd, makes_links) = judge_command(raw, i > 0, &cwd, gate, false)?;
-            if makes_links && total > 1 {
+            let (j, cmd, writes) = judge_command(raw, i > 0, &cwd, gate, false)?;
+            if writes.links && total > 1 {
                 return Err(format!(
                     "`{}` changes files and may create or move links, and the other commands \
                      on this line were judged against the files as they are now; run them in \
@@ -240,51 +246,43 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
 /// Each word is a quoted literal, so nothing in it is expanded or globbed.
 /// A command the table reads as writing is refused: these tools only read.
 pub(crate) fn analyze_tool_argv(argv: &[String], gate: &Gate) -> Analysis {
-    let judged = (|| -> Judged<(Judgement, Plan)> {
-        if let Some(p) = destructive_text(&argv.join(" ")) {
-            return Err(format!("matches the destructive pattern `{p}`"));
-        }
-        let raw = RawCommand {
-            assigns: Vec::new(),
-            words: argv
-                .iter()
-                .map(|a| parse::RawWord {
-                    pieces: vec![parse::Piece::Lit {
-                        text: a.clone(),
-                        quoted: true,
-                    }],
-                })
-                .collect(),
-            redirs: Vec::new(),
-        };
-        let cwd = gate.workspace()?.to_path_buf();
-        let (j, cmd, writes) = judge_command(&raw, false, &cwd, gate, true)?;
-        if writes {
-            return Err(format!(
-                "`{}` would change files; this tool only reads",
-                argv.join(" ")
-            ));
-        }
-        let plan = Plan {
-            cwd,
-            steps: vec![Step {
-                connector: Connector::Seq,
-                negate: false,
-                commands: vec![cmd],
-            }],
-        };
-        Ok((j, plan))
-    })();
-    match judged {
-        Ok((judgement, plan)) => Analysis {
-            judgement,
-            plan: Some(plan),
-        },
-        Err(why) => Analysis {
-            judgement: Judgement::Deny(why),
-            plan: None,
-        },
+    Analysis::from(tool_argv(argv, gate))
+}
+
+fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
+    if let Some(p) = destructive_text(&argv.join(" ")) {
+        return Err(format!("matches the destructive pattern `{p}`"));
     }
+    let raw = RawCommand {
+        assigns: Vec::new(),
+        words: argv
+            .iter()
+            .map(|a| parse::RawWord {
+                pieces: vec![parse::Piece::Lit {
+                    text: a.clone(),
+                    quoted: true,
+                }],
+            })
+            .collect(),
+        redirs: Vec::new(),
+    };
+    let cwd = gate.workspace()?.to_path_buf();
+    let (j, cmd, writes) = judge_command(&raw, false, &cwd, gate, true)?;
+    if writes.any {
+        return Err(format!(
+            "`{}` would change files; this tool only reads",
+            argv.join(" ")
+        ));
+    }
+    let plan = Plan {
+        cwd,
+        steps: vec![Step {
+            connector: Connector::Seq,
+            negate: false,
+            commands: vec![cmd],
+        }],
+    };
+    Ok((j, plan))
 }
 
 /// `raw` made absolute against the command's directory (tools judge paths
@@ -301,6 +299,14 @@ fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
+/// What a judged command may change.
+struct Writes {
+    /// Any file, by the program's option table.
+    any: bool,
+    /// It may also create or move links.
+    links: bool,
+}
+
 /// `own_tool`: the argv was built by a latchclaw tool the channel enabled
 /// (the `git` tool), so the shell allowlist does not apply to its program;
 /// every other rule does.
@@ -310,7 +316,7 @@ fn judge_command(
     cwd: &Path,
     gate: &Gate,
     own_tool: bool,
-) -> Judged<(Judgement, Cmd, bool)> {
+) -> Judged<(Judgement, Cmd, Writes)> {
     let may_list = |d: &Path| gate.check_path(&d.to_string_lossy()).map(drop);
     let mut base: Vec<(String, String)> = gate.child_env().to_vec();
     set_var(&mut base, "PWD", &cwd.to_string_lossy());
@@ -400,7 +406,10 @@ fn judge_command(
             env,
             redirs,
         },
-        makes_links,
+        Writes {
+            any: writes,
+            links: makes_links,
+        },
     ))
 }
 
