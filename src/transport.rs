@@ -18,16 +18,104 @@
 //!
 //! The provider's agent also takes an IP address in the URL as is, rather
 //! than through ureq's resolver (see `LiteralFirst`).
+//!
+//! https trusts the system's CA certificates (`tls_config`), as curl and git
+//! do, rather than a copy of Mozilla's list compiled in: the operator's own
+//! CAs work, the list follows the system's updates, and the binary is
+//! 100 KB smaller.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
     RustlsConnector, ShutdownHandle, Transport,
 };
+
+/// Where systems keep their trust roots, the first that exists wins;
+/// `SSL_CERT_FILE` names another (as for OpenSSL).
+const CA_BUNDLES: &[&str] = &[
+    // Debian, Ubuntu, Arch, Alpine, Gentoo
+    "/etc/ssl/certs/ca-certificates.crt",
+    // Fedora, RHEL
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    // openSUSE
+    "/etc/ssl/ca-bundle.pem",
+    // Alpine, the BSDs, macOS
+    "/etc/ssl/cert.pem",
+];
+
+/// TLS settings for an agent that only ever asks `url` (no redirects):
+/// the system's roots for https; none for http, so a run against a local
+/// http model doesn't read them (1.5 ms).
+pub fn tls_config_for(url: &str) -> ureq::tls::TlsConfig {
+    let https = url
+        .get(..6)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https:"));
+    if https {
+        return tls_config();
+    }
+    ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::Specific(Arc::new(Vec::new())))
+        .build()
+}
+
+/// TLS settings trusting the system's CA certificates, read once per
+/// process.
+pub fn tls_config() -> ureq::tls::TlsConfig {
+    static ROOTS: OnceLock<Arc<Vec<ureq::tls::Certificate<'static>>>> = OnceLock::new();
+    let roots = ROOTS.get_or_init(|| {
+        let chosen = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+        let candidates: Vec<std::path::PathBuf> = match chosen {
+            Some(p) => vec![p],
+            None => CA_BUNDLES.iter().map(std::path::PathBuf::from).collect(),
+        };
+        let (roots, problem) = load_roots(&candidates);
+        if let Some(problem) = problem {
+            log::warn!("{problem}; https connections will fail to verify");
+        }
+        Arc::new(roots)
+    });
+    ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::Specific(roots.clone()))
+        .build()
+}
+
+/// The certificates of the first bundle in `paths` that holds any, and what
+/// went wrong when none does.
+fn load_roots(
+    paths: &[std::path::PathBuf],
+) -> (Vec<ureq::tls::Certificate<'static>>, Option<String>) {
+    for path in paths {
+        let Ok(pem) = std::fs::read(path) else {
+            continue;
+        };
+        let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+            .filter_map(|item| match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if !certs.is_empty() {
+            return (certs, None);
+        }
+    }
+    let looked = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        Vec::new(),
+        Some(format!(
+            "no CA certificates found (looked in {looked}); install the system's \
+             ca-certificates package or set SSL_CERT_FILE to a PEM bundle"
+        )),
+    )
+}
 
 /// ureq's default chain (CONNECT proxy, TCP, rustls) with our TCP.
 pub fn connector() -> impl Connector<()> {
@@ -245,6 +333,31 @@ fn quick_ack(_: &TcpStream) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roots_come_from_the_first_bundle_that_holds_certificates() {
+        let dir = std::env::temp_dir().join(format!("lc-roots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "no certificates here\n").unwrap();
+        let ca = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tls/ca.pem"),
+        )
+        .unwrap();
+        let two = dir.join("two.pem");
+        std::fs::write(&two, format!("junk\n{ca}\n# comment\n{ca}")).unwrap();
+        let (roots, problem) = load_roots(&[dir.join("missing.pem"), empty.clone(), two.clone()]);
+        assert_eq!(roots.len(), 2);
+        assert!(problem.is_none());
+        let (roots, problem) = load_roots(&[dir.join("missing.pem"), empty]);
+        assert!(roots.is_empty());
+        let problem = problem.unwrap();
+        assert!(
+            problem.contains("missing.pem") && problem.contains("SSL_CERT_FILE"),
+            "{problem}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use std::net::TcpListener;
     use std::sync::mpsc;
 
@@ -396,6 +509,7 @@ mod tests {
         });
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(2)))
+            .tls_config(tls_config())
             .build();
         let err = agent(config)
             .get(&format!("https://127.0.0.1:{port}/"))

@@ -157,6 +157,7 @@ impl OpenAiCompatible {
             .timeout_global(Some(timeout))
             .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
             .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
+            .tls_config(crate::transport::tls_config_for(&o.base_url))
             .build();
         OpenAiCompatible {
             name: p.name.clone(),

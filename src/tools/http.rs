@@ -127,6 +127,7 @@ impl Tool for Http {
             .http_status_as_error(false)
             .timeout_global(Some(timeout))
             .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
+            .tls_config(crate::transport::tls_config())
             .build();
         let agent = ureq::Agent::with_parts(
             config,
