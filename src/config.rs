@@ -430,6 +430,16 @@ pub struct PromptConfig {
     pub user_file: Option<PathBuf>,
 }
 
+/// `[skills]` (`skills.rs`): which skills join the system prompt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SkillsConfig {
+    /// Skill names, in the order their bodies join the prompt.
+    pub enabled: Vec<String>,
+    /// Also look in `<workspace>/.latchclaw/skills` (off: a repository
+    /// could plant prompt text there).
+    pub workspace: bool,
+}
+
 /// `[receipts]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReceiptsConfig {
@@ -479,6 +489,7 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub prompt: PromptConfig,
     pub receipts: ReceiptsConfig,
+    pub skills: SkillsConfig,
 }
 
 /// Every problem found in one pass, each prefixed with its key path.
@@ -884,6 +895,7 @@ impl Config {
                 path: state_dir.join(&receipts.path),
                 ..receipts
             },
+            skills: SkillsConfig::default(),
             state_dir,
         }
     }
@@ -1069,6 +1081,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let receipts = read_receipts(r, &mut top, d.receipts, &d.state_dir);
     let prompt = read_prompt(r, &mut top, d.prompt);
     let tools = read_tools(r, &mut top, d.tools);
+    let skills = read_skills(r, &mut top, d.skills);
     r.finish(top);
 
     Config {
@@ -1093,6 +1106,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         memory,
         prompt,
         receipts,
+        skills,
     }
 }
 
@@ -1321,6 +1335,29 @@ fn read_prompt(r: &mut Reader, top: &mut Section, d: PromptConfig) -> PromptConf
     };
     r.finish(prompt);
     out
+}
+
+/// Names only: whether each skill exists and is well formed is
+/// `skills::enabled`'s to say (it reads files; `config validate` calls it).
+fn read_skills(r: &mut Reader, top: &mut Section, d: SkillsConfig) -> SkillsConfig {
+    let mut sec = r.section(top, "skills");
+    let enabled = match r.list(&mut sec, "enabled") {
+        Some(list) => {
+            let key = sec.key("enabled");
+            for (i, name) in list.iter().enumerate() {
+                if let Err(why) = crate::skills::check_name(name) {
+                    r.err(format!("{key}[{i}]: {why}"));
+                } else if list[..i].contains(name) {
+                    r.err(format!("{key}[{i}]: \"{name}\" is listed twice"));
+                }
+            }
+            list
+        }
+        None => d.enabled,
+    };
+    let workspace = r.boolean(&mut sec, "workspace", d.workspace);
+    r.finish(sec);
+    SkillsConfig { enabled, workspace }
 }
 
 fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {

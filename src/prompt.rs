@@ -2,7 +2,8 @@
 //! 1. base prompt (built in, or `prompt.base_file`),
 //! 2. persona (`prompt.persona_file`),
 //! 3. user profile (`prompt.user_file`),
-//! 4. a summary of the active policy.
+//! 4. the enabled skills' bodies (`[skills] enabled`, `skills.rs`),
+//! 5. a summary of the active policy.
 //!
 //! Memory notes are not part of it: they go with the user message
 //! (`memory_notes`).
@@ -133,6 +134,10 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
         };
         parts.push((name, text.unwrap_or_default()));
     }
+    parts.push((
+        "skills",
+        crate::skills::layer(&crate::skills::enabled(cfg)?),
+    ));
     let ws = match gate.workspace() {
         Ok(w) => w.display().to_string(),
         Err(e) => e,

@@ -26,8 +26,9 @@ pub enum Approval {
 }
 
 /// Asks a person whether a call may run. Only the runtime calls it, so
-/// nothing in a model's output can answer for the operator.
-pub trait Approver {
+/// nothing in a model's output can answer for the operator. The same
+/// person answers `ask_user` questions (`tools::ask_user::User`).
+pub trait Approver: tools::ask_user::User {
     /// Gives up when `control` says the run must stop.
     fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
 }
@@ -439,7 +440,13 @@ impl<'a> Runtime<'a> {
                 decision: d,
                 control: &self.control,
                 deadline: self.control.until(limit),
+                user: self.approver,
             };
+            // A question touches no file: nobody else's call waits while
+            // the user thinks.
+            if tool_name == tools::ToolName::AskUser {
+                lock.borrow_mut().take();
+            }
             let mut result = tool.invoke(args, &ctx);
             // Before the model, the receipts, memory or a log line sees it.
             let redacted = self.redactor.redact_result(&mut result);

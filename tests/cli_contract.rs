@@ -15,6 +15,13 @@ fn json_is_taken_in_any_position_by_every_data_command() {
     let env = Env::new();
     env.mock("hello.toml", "", "");
     assert_eq!(env.run(&["agent", "-m", "hi"]).code, 0);
+    let skill = env.state.join("skills/demo");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: demo\ndescription: d\n---\nbody\n",
+    )
+    .unwrap();
     for cmd in [
         &["config", "show"][..],
         &["provider", "list"],
@@ -31,6 +38,8 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["approvals", "list"],
         &["runs", "list"],
         &["prompt", "show"],
+        &["skill", "list"],
+        &["skill", "show", "demo"],
     ] {
         let last: Vec<&str> = cmd.iter().copied().chain(["--json"]).collect();
         let first: Vec<&str> = ["--json"].into_iter().chain(cmd.iter().copied()).collect();
@@ -163,6 +172,18 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
             "allowed values: bash, zsh, fish",
         ),
         (&["help", "frobnicate"], "not a command"),
+        (
+            &["skill"],
+            "`latchclaw skill` needs a subcommand: list, show",
+        ),
+        (
+            &["skill", "show"],
+            "`latchclaw skill show` needs a skill name",
+        ),
+        (
+            &["skill", "show", "Bad/Name"],
+            "\"Bad/Name\" is not a skill name: only a-z, 0-9, _ and - are allowed",
+        ),
     ];
     for (args, want) in cases {
         let r = env.run(args);

@@ -46,7 +46,7 @@ fn layers_come_in_the_documented_order_and_stay_the_same_bytes() {
         .iter()
         .map(|l| l["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["base", "persona", "user", "policy"]);
+    assert_eq!(names, ["base", "persona", "user", "skills", "policy"]);
     // The agent sends exactly this prompt, on every turn and every round.
     env.run(&["agent", "-m", "what about the aardvark?"]);
     env.run(&["agent", "-m", "two tools please"]);

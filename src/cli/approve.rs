@@ -6,9 +6,11 @@ use crate::control::{RunControl, Stop};
 use crate::error::{Error, Result};
 use crate::runtime::{Approval, Approver};
 use crate::security::Decision;
+use crate::tools::ask_user::{Reply, User};
 use serde_json::Value;
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::time::Instant;
 
 /// How wide a wrapped argument line may be, indentation included.
 const WIDTH: usize = 100;
@@ -102,35 +104,97 @@ impl Approver for TtyApprover {
     }
 }
 
+/// `ask_user` on the same terminal: one line back, or why there is none.
+impl User for TtyApprover {
+    fn ask_user(&self, question: &str, control: &RunControl, deadline: Instant) -> Reply {
+        let prompt = format!(
+            "\nThe model asks you (Enter sends the line, Ctrl-D gives no answer):\n  {}\n> ",
+            question.replace('\n', "\n  ")
+        );
+        match tty_line(&prompt, control, Some(deadline)) {
+            Line::Text(a) => Reply::Answer(a),
+            Line::Eof => Reply::NoAnswer,
+            Line::NoTerminal => Reply::NoUser,
+            Line::Stopped(stop) => Reply::Stopped(control.why(stop)),
+            Line::Expired => Reply::Stopped(
+                "the call's time limit (tool_timeout_secs) passed before the user answered".into(),
+            ),
+            Line::WriteFailed => Reply::Failed("the terminal could not be written".into()),
+            Line::ReadFailed => Reply::Failed("the terminal could not be read".into()),
+        }
+    }
+}
+
 /// Writes `prompt` on the terminal and reads the answer: yes only for `y`
 /// or `yes`.
 fn ask_tty(prompt: &str, control: &RunControl) -> Approval {
+    match tty_line(prompt, control, None) {
+        Line::Text(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Approval::Approved,
+            _ => Approval::Denied("the operator did not approve".into()),
+        },
+        Line::Eof => Approval::Denied("the operator did not approve".into()),
+        Line::NoTerminal => {
+            Approval::Unavailable("no terminal to ask the operator (unattended run): denied".into())
+        }
+        Line::WriteFailed => Approval::Denied("the terminal could not be written: denied".into()),
+        Line::ReadFailed | Line::Expired => {
+            Approval::Denied("no answer from the terminal: denied".into())
+        }
+        Line::Stopped(stop) => {
+            let why = control.why(stop);
+            match stop {
+                Stop::Cancelled => Approval::Denied(format!("{why}: denied")),
+                Stop::Timeout => Approval::Unavailable(format!("no answer before {why}")),
+            }
+        }
+    }
+}
+
+/// What one read of the terminal gave.
+enum Line {
+    /// A line, without its line end.
+    Text(String),
+    /// End of input (Ctrl-D at the start of a line).
+    Eof,
+    /// No controlling terminal to open.
+    NoTerminal,
+    WriteFailed,
+    ReadFailed,
+    /// The run must stop (deadline, Ctrl-C).
+    Stopped(Stop),
+    /// The step's own `deadline` passed.
+    Expired,
+}
+
+/// Writes `prompt` on `/dev/tty` and waits for one line. The wait lasts
+/// only while the run may go on and until `deadline`: a blocking line read
+/// would outlive both. One read after the terminal is ready: in the
+/// terminal's line mode that is one line (or what Ctrl-D sent), so it
+/// never blocks again.
+fn tty_line(prompt: &str, control: &RunControl, deadline: Option<Instant>) -> Line {
     let tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/tty");
     let Ok(mut tty) = tty else {
-        return Approval::Unavailable(
-            "no terminal to ask the operator (unattended run): denied".into(),
-        );
+        return Line::NoTerminal;
     };
     if tty
         .write_all(prompt.as_bytes())
         .and_then(|_| tty.flush())
         .is_err()
     {
-        return Approval::Denied("the terminal could not be written: denied".into());
+        return Line::WriteFailed;
     }
-    // The operator's answer is awaited only while the run may go on:
-    // the deadline or Ctrl-C ends the wait (a line read would not).
     loop {
         if let Some(stop) = control.stop() {
             let _ = tty.write_all(b"\n");
-            let why = control.why(stop);
-            return match stop {
-                Stop::Cancelled => Approval::Denied(format!("{why}: denied")),
-                Stop::Timeout => Approval::Unavailable(format!("no answer before {why}")),
-            };
+            return Line::Stopped(stop);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let _ = tty.write_all(b"\n");
+            return Line::Expired;
         }
         let mut pfd = libc::pollfd {
             fd: tty.as_raw_fd(),
@@ -143,19 +207,18 @@ fn ask_tty(prompt: &str, control: &RunControl) -> Approval {
             break;
         }
         if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Approval::Denied("no answer from the terminal: denied".into());
+            return Line::ReadFailed;
         }
     }
-    let mut answer = String::new();
-    if std::io::BufReader::new(&tty)
-        .read_line(&mut answer)
-        .is_err()
-    {
-        return Approval::Denied("no answer from the terminal: denied".into());
-    }
-    match answer.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Approval::Approved,
-        _ => Approval::Denied("the operator did not approve".into()),
+    let mut buf = [0u8; 4096];
+    match tty.read(&mut buf) {
+        Ok(0) => Line::Eof,
+        Ok(n) => Line::Text(
+            String::from_utf8_lossy(&buf[..n])
+                .trim_end_matches(['\n', '\r'])
+                .to_string(),
+        ),
+        Err(_) => Line::ReadFailed,
     }
 }
 

@@ -110,6 +110,8 @@ const DATA: &[&str] = &[
     "approvals list",
     "runs list",
     "prompt show",
+    "skill list",
+    "skill show",
 ];
 
 pub const FLAGS: &[Flag] = &[
@@ -605,12 +607,33 @@ alone does the same).",
         about: "Prints the system prompt every turn gets, assembled in this order: the
 base prompt (built in, or prompt.base_file / <state>/prompt/base.md), the
 persona (prompt.persona_file / <state>/prompt/persona.md), the user profile
-(prompt.user_file / <state>/prompt/user.md) and the active policy. It is
+(prompt.user_file / <state>/prompt/user.md), the enabled skills ([skills]
+enabled, in its order) and the active policy. It is
 the same bytes on every turn, so a server's prompt cache keeps working.
 Then the memory notes MESSAGE would carry (stored notes, then turns of
 other conversations, that share a rare word with it, memory.context_hits within
 memory.context_bytes; sent with the message, quoted as data), and the size
 in bytes of each layer, each tool's schema and the whole first request.",
+        bare: false,
+    },
+    CommandDef {
+        path: "skill list",
+        args: &[],
+        summary: "skills: name, enabled, source, tools, description",
+        about: "Lists the skills in <state>/skills/NAME/SKILL.md and, with [skills]
+workspace = true, in <workspace>/.latchclaw/skills (a state-dir skill of
+the same name wins): name, whether [skills] enabled names it (and where in
+its order), where it comes from, the tools it needs and its description,
+or why it cannot be used.",
+        bare: false,
+    },
+    CommandDef {
+        path: "skill show",
+        args: &[arg("NAME", "skill name")],
+        summary: "one skill's front matter and body",
+        about: "Prints one skill: its name, description, the tools it needs, where it
+comes from, whether it is enabled, then the body that joins the system
+prompt when it is.",
         bare: false,
     },
     CommandDef {

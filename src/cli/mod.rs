@@ -136,6 +136,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
             conversation,
             json,
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
+        Command::SkillList { json } => cmd::skill::list(&ctx, json),
+        Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
     }
 }
 

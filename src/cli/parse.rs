@@ -111,6 +111,13 @@ pub enum Command {
         conversation: Option<String>,
         json: bool,
     },
+    SkillList {
+        json: bool,
+    },
+    SkillShow {
+        name: String,
+        json: bool,
+    },
 }
 
 #[derive(Debug, PartialEq, Clone, Copy)]
@@ -633,6 +640,8 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             conversation: o.value("conversation"),
             json,
         },
+        "skill list" => Command::SkillList { json },
+        "skill show" => Command::SkillShow { name: arg(0), json },
         "completions" => Command::Completions(match arg(0).as_str() {
             "bash" => Shell::Bash,
             "zsh" => Shell::Zsh,

@@ -306,6 +306,11 @@ impl Gate {
         let mut plan = None;
         let (risk, path, why) = match tool {
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
+            // Asking changes nothing; the question's size is the one limit.
+            ToolName::AskUser => match crate::tools::ask_user::question(args) {
+                Ok(_) => (Risk::Low, None, String::new()),
+                Err(reason) => return Decision::deny(base, reason),
+            },
             ToolName::FileList | ToolName::FileRead | ToolName::Grep => {
                 let raw = match (tool, obj.get("path")) {
                     (ToolName::FileList | ToolName::Grep, None) => ".",
@@ -436,7 +441,8 @@ impl Gate {
             | ToolName::Http
             | ToolName::Git
             | ToolName::Grep
-            | ToolName::MemoryRecall => true,
+            | ToolName::MemoryRecall
+            | ToolName::AskUser => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -807,7 +813,8 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::Git
         | ToolName::Grep
         | ToolName::MemoryStore
-        | ToolName::MemoryRecall => Risk::Low,
+        | ToolName::MemoryRecall
+        | ToolName::AskUser => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
         ToolName::Shell | ToolName::Http => Risk::High,
     }

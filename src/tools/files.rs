@@ -674,6 +674,7 @@ mod tests {
             decision: d,
             control: &control,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            user: &crate::tools::ask_user::Nobody,
         };
         crate::tools::find(tool).unwrap().invoke(args, &ctx)
     }

@@ -656,6 +656,7 @@ mod tests {
             control: &control,
             deadline,
             conversation_id: "test",
+            user: &crate::tools::ask_user::Nobody,
         };
         let mut s = Search {
             ctx: &ctx,

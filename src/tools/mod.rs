@@ -2,6 +2,7 @@
 //! parameters) and does its work; whether it may run was already decided by
 //! [`crate::security::Gate::decide`], whose resolved path it must use.
 
+pub mod ask_user;
 pub mod beneath;
 mod files;
 pub mod git;
@@ -31,6 +32,8 @@ pub struct ToolCtx<'a> {
     /// When this call must end: `tool_timeout_secs` or the run's deadline,
     /// whichever comes first.
     pub deadline: std::time::Instant,
+    /// Whom `ask_user` asks (the operator's terminal, or nobody).
+    pub user: &'a dyn ask_user::User,
 }
 
 impl ToolCtx<'_> {
@@ -116,11 +119,12 @@ pub enum ToolName {
     MemoryRecall,
     MemoryForget,
     Grep,
+    AskUser,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 12] = [
+    pub const ALL: [ToolName; 13] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -133,6 +137,7 @@ impl ToolName {
         ToolName::MemoryRecall,
         ToolName::MemoryForget,
         ToolName::Grep,
+        ToolName::AskUser,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -150,6 +155,7 @@ impl ToolName {
             ToolName::MemoryRecall => "memory_recall",
             ToolName::MemoryForget => "memory_forget",
             ToolName::Grep => "grep",
+            ToolName::AskUser => "ask_user",
         }
     }
 
@@ -159,7 +165,8 @@ impl ToolName {
 
     /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
     /// tools that write files or reach the network are opt-in, and so are
-    /// the note tools (each schema sent costs every request bytes).
+    /// the note tools (each schema sent costs every request bytes) and
+    /// `ask_user` (a run the operator left alone should not stop to ask).
     pub const fn on_by_default(self) -> bool {
         !matches!(
             self,
@@ -168,6 +175,7 @@ impl ToolName {
                 | ToolName::MemoryStore
                 | ToolName::MemoryRecall
                 | ToolName::MemoryForget
+                | ToolName::AskUser
         )
     }
 
@@ -185,6 +193,7 @@ impl ToolName {
             ToolName::MemoryRecall => &memory::MemoryRecall,
             ToolName::MemoryForget => &memory::MemoryForget,
             ToolName::Grep => &grep::Grep,
+            ToolName::AskUser => &ask_user::AskUser,
         }
     }
 

@@ -30,13 +30,21 @@ pub fn onboard(ctx: &Ctx, o: Onboard) -> Result<i32> {
 
 pub fn validate(ctx: &Ctx) -> Result<i32> {
     let cfg = ctx.load_config()?;
+    // The enabled skills are files: each must exist, parse and need only
+    // tools the channel enables.
+    let skills = crate::skills::enabled(&cfg)?;
     match &cfg.source {
         Some(p) => println!(
-            "ok: {} ({}, default \"{}\", autonomy {})",
+            "ok: {} ({}, default \"{}\", autonomy {}{})",
             p.display(),
             crate::cli::count(cfg.providers.len() as u64, "provider"),
             cfg.default_provider,
-            cfg.security.autonomy.as_str()
+            cfg.security.autonomy.as_str(),
+            if skills.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", crate::cli::count(skills.len() as u64, "skill"))
+            }
         ),
         None => println!(
             "ok: no config file at {}; defaults apply",
@@ -168,6 +176,10 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "persona_file": cfg.prompt.persona_file.as_deref().map(path),
             "user_file": cfg.prompt.user_file.as_deref().map(path),
         },
+        "skills": {
+            "enabled": cfg.skills.enabled,
+            "workspace": cfg.skills.workspace,
+        },
         "tools": {"http": {
             "allowed_domains": cfg.tools.http.allowed_domains,
             "allow_private": cfg.tools.http.allow_private,
@@ -250,7 +262,8 @@ mod tests {
              [providers.models.t.routes]\n\"stack trace\" = \"o\"\n\
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
              [memory]\npath = \"/m/$$$$.db\"\n\
-             [receipts]\nanchor_file = \"/a/$$x anchor\"\n";
+             [receipts]\nanchor_file = \"/a/$$x anchor\"\n\
+             [skills]\nenabled = [\"b\", \"a-1\"]\nworkspace = true\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
@@ -264,6 +277,7 @@ mod tests {
             Some(Path::new("/a/$x anchor"))
         );
         assert_eq!(cfg.security.secret_env, ["LC_SECRET_A", "LC_SECRET_B"]);
+        assert_eq!(cfg.skills.enabled, ["b", "a-1"]);
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),

@@ -11,4 +11,5 @@ pub mod memory;
 pub mod prompt;
 pub mod provider;
 pub mod receipt;
+pub mod skill;
 pub mod tool;
