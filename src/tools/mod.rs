@@ -10,6 +10,7 @@ mod grep;
 mod http;
 pub mod memory;
 pub mod shell;
+pub mod web_search;
 
 use crate::config::Config;
 use crate::memory::Memory;
@@ -116,11 +117,12 @@ pub enum ToolName {
     MemoryRecall,
     MemoryForget,
     Grep,
+    WebSearch,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 12] = [
+    pub const ALL: [ToolName; 13] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -133,6 +135,7 @@ impl ToolName {
         ToolName::MemoryRecall,
         ToolName::MemoryForget,
         ToolName::Grep,
+        ToolName::WebSearch,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -150,6 +153,7 @@ impl ToolName {
             ToolName::MemoryRecall => "memory_recall",
             ToolName::MemoryForget => "memory_forget",
             ToolName::Grep => "grep",
+            ToolName::WebSearch => "web_search",
         }
     }
 
@@ -159,7 +163,8 @@ impl ToolName {
 
     /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
     /// tools that write files or reach the network are opt-in, and so are
-    /// the note tools (each schema sent costs every request bytes).
+    /// the note tools (each schema sent costs every request bytes);
+    /// `web_search` is offered once a provider is configured.
     pub const fn on_by_default(self) -> bool {
         !matches!(
             self,
@@ -168,6 +173,7 @@ impl ToolName {
                 | ToolName::MemoryStore
                 | ToolName::MemoryRecall
                 | ToolName::MemoryForget
+                | ToolName::WebSearch
         )
     }
 
@@ -185,6 +191,7 @@ impl ToolName {
             ToolName::MemoryRecall => &memory::MemoryRecall,
             ToolName::MemoryForget => &memory::MemoryForget,
             ToolName::Grep => &grep::Grep,
+            ToolName::WebSearch => &web_search::WebSearch,
         }
     }
 
