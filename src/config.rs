@@ -366,10 +366,89 @@ impl Default for CliChannel {
     }
 }
 
-/// `[tools]`.
+/// `[tools]`: the http tool's network policy, web_search's endpoint, and
+/// per-tool middleware keys (`[tools.NAME]`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Tools {
     pub http: HttpTool,
+    /// `None`: no search provider, so `web_search` is not offered.
+    pub web_search: Option<WebSearch>,
+    /// The tools whose section sets `enabled`, `timeout_secs` or
+    /// `rate_limit`.
+    pub middleware: BTreeMap<ToolName, Middleware>,
+}
+
+impl Tools {
+    /// The middleware keys of `tool` (all unset when it has none).
+    pub fn of(&self, tool: ToolName) -> Middleware {
+        self.middleware.get(&tool).copied().unwrap_or_default()
+    }
+}
+
+/// The keys every `[tools.NAME]` section takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Middleware {
+    /// `false` removes the tool everywhere; `true` turns it on (see
+    /// `effective_tools_allow`).
+    pub enabled: Option<bool>,
+    /// Replaces `tool_timeout_secs` (and `shell_timeout_secs` /
+    /// `http_timeout_secs`) for this tool's calls.
+    pub timeout_secs: Option<u64>,
+    pub rate_limit: RateLimit,
+}
+
+/// `rate_limit = { per_minute = N, per_hour = M }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateLimit {
+    /// Calls within any 60 s of one run.
+    pub per_minute: Option<u32>,
+    /// Calls within any hour, across every run sharing the memory database.
+    pub per_hour: Option<u32>,
+}
+
+impl RateLimit {
+    pub fn is_set(&self) -> bool {
+        self.per_minute.is_some() || self.per_hour.is_some()
+    }
+}
+
+/// Who answers `web_search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchProvider {
+    /// A SearXNG instance's JSON API (`GET /search?q=…&format=json`).
+    Searxng,
+    /// Brave Search's web search API, keyed by `X-Subscription-Token`.
+    Brave,
+}
+
+impl SearchProvider {
+    pub const ALLOWED: &[&str] = &["searxng", "brave"];
+    fn parse(s: &str) -> Option<SearchProvider> {
+        match s {
+            "searxng" => Some(SearchProvider::Searxng),
+            "brave" => Some(SearchProvider::Brave),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchProvider::Searxng => "searxng",
+            SearchProvider::Brave => "brave",
+        }
+    }
+}
+
+pub const BRAVE_DEFAULT_URL: &str = "https://api.search.brave.com";
+
+/// `[tools.web_search]` with a `provider`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebSearch {
+    pub provider: SearchProvider,
+    /// The service's base URL: the SearXNG instance, or Brave's API
+    /// (`BRAVE_DEFAULT_URL` unless set).
+    pub url: String,
+    /// brave: the variable holding the key (the key never enters the config).
+    pub api_key_env: Option<String>,
 }
 
 /// `[tools.http]`.
@@ -699,6 +778,18 @@ impl Reader<'_> {
                     type_name(&other)
                 ));
                 default
+            }
+        }
+    }
+
+    /// An integer that may be absent (no default stands in for it).
+    fn opt_int(&mut self, s: &mut Section, k: &str, min: u64, max: u64) -> Option<u64> {
+        match s.t.get(k) {
+            None => None,
+            Some(toml::Value::Integer(_)) => Some(self.int(s, k, min, min, max)),
+            Some(_) => {
+                self.int(s, k, min, min, max);
+                None
             }
         }
     }
@@ -1083,6 +1174,8 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let tools = read_tools(r, &mut top, d.tools);
     let skills = read_skills(r, &mut top, d.skills);
     r.finish(top);
+    let mut channels = channels;
+    channels.cli.tools_allow = effective_tools_allow(channels.cli.tools_allow, &tools);
 
     Config {
         source: None,
@@ -1362,27 +1455,186 @@ fn read_skills(r: &mut Reader, top: &mut Section, d: SkillsConfig) -> SkillsConf
 
 fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
     let mut tools = r.section(top, "tools");
-    let mut http = r.section(&mut tools, "http");
-    let out = Tools {
-        http: HttpTool {
-            allowed_domains: r
-                .list(&mut http, "allowed_domains")
-                .unwrap_or(d.http.allowed_domains),
-            allow_private: r
-                .list(&mut http, "allow_private")
-                .unwrap_or(d.http.allow_private),
-            max_redirects: r.int(
-                &mut http,
-                "max_redirects",
-                d.http.max_redirects.into(),
-                0,
-                20,
-            ) as u32,
-        },
+    let mut out = Tools {
+        middleware: BTreeMap::new(),
+        ..d
     };
-    r.finish(http);
+    let names: Vec<String> = tools.t.keys().cloned().collect();
+    for name in names {
+        let Some(tool) = ToolName::parse(&name) else {
+            tools.t.remove(&name);
+            r.err(format!(
+                "{}: unknown tool \"{name}\"; [tools.NAME] takes one of: {}",
+                tools.key(&name),
+                ToolName::list()
+            ));
+            continue;
+        };
+        let mut sec = r.section(&mut tools, &name);
+        let m = read_middleware(r, &mut sec);
+        if m != Middleware::default() {
+            out.middleware.insert(tool, m);
+        }
+        match tool {
+            ToolName::Http => out.http = read_http(r, &mut sec, out.http),
+            ToolName::WebSearch => {
+                out.web_search = read_web_search(r, &mut sec);
+                if m.enabled == Some(true) && out.web_search.is_none() {
+                    r.err(format!(
+                        "{}: true, but no search provider is set; add provider = \"searxng\" \
+                         with url = \"https://…\", or provider = \"brave\" with api_key_env",
+                        sec.key("enabled")
+                    ));
+                }
+            }
+            _ => {}
+        }
+        r.finish(sec);
+    }
     r.finish(tools);
     out
+}
+
+/// `enabled`, `timeout_secs` and `rate_limit`, which every tool takes.
+fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
+    let enabled = match sec.t.contains_key("enabled") {
+        true => Some(r.boolean(sec, "enabled", true)),
+        false => None,
+    };
+    let timeout_secs = r.opt_int(sec, "timeout_secs", 1, 3600);
+    let mut rate_limit = RateLimit::default();
+    if let Some(mut rl) = r.table(sec, "rate_limit") {
+        rate_limit.per_minute = r
+            .opt_int(&mut rl, "per_minute", 1, 10_000)
+            .map(|n| n as u32);
+        rate_limit.per_hour = r
+            .opt_int(&mut rl, "per_hour", 1, 1_000_000)
+            .map(|n| n as u32);
+        if rl.t.is_empty() && !rate_limit.is_set() {
+            r.err(format!(
+                "{}: empty; give per_minute, per_hour or both",
+                rl.path
+            ));
+        }
+        r.finish(rl);
+    }
+    Middleware {
+        enabled,
+        timeout_secs,
+        rate_limit,
+    }
+}
+
+fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
+    HttpTool {
+        allowed_domains: r.list(http, "allowed_domains").unwrap_or(d.allowed_domains),
+        allow_private: r.list(http, "allow_private").unwrap_or(d.allow_private),
+        max_redirects: r.int(http, "max_redirects", d.max_redirects.into(), 0, 20) as u32,
+    }
+}
+
+/// `provider`, `url`, `api_key_env`; `None` when no provider is set.
+fn read_web_search(r: &mut Reader, s: &mut Section) -> Option<WebSearch> {
+    let has_provider = s.t.contains_key("provider");
+    let provider = r.enum_str(
+        s,
+        "provider",
+        SearchProvider::parse,
+        SearchProvider::ALLOWED,
+    );
+    let url = r.string(s, "url");
+    let api_key_env = r.string(s, "api_key_env");
+    let provider = match provider {
+        Some(p) => p,
+        None => {
+            if !has_provider && (url.is_some() || api_key_env.is_some()) {
+                r.err(format!(
+                    "{}: missing; allowed values: {}",
+                    s.key("provider"),
+                    SearchProvider::ALLOWED.join(", ")
+                ));
+            }
+            return None;
+        }
+    };
+    if let Some(name) = &api_key_env
+        && !is_env_name(name)
+    {
+        r.err(format!(
+            "{}: \"{name}\" is not an environment variable name \
+             (letters, digits and _, not starting with a digit)",
+            s.key("api_key_env")
+        ));
+    }
+    let url = match (provider, url) {
+        (SearchProvider::Searxng, None) => {
+            r.err(format!(
+                "{}: missing; provider = \"searxng\" needs the instance's base URL \
+                 (e.g. \"https://searx.example.org\")",
+                s.key("url")
+            ));
+            return None;
+        }
+        (SearchProvider::Brave, None) => BRAVE_DEFAULT_URL.to_string(),
+        (_, Some(u)) => {
+            let lower = u.to_ascii_lowercase();
+            if !(lower.starts_with("http://") || lower.starts_with("https://"))
+                || u.contains(['?', '#', '@'])
+                || u.chars().any(|c| c.is_whitespace() || c.is_control())
+                || u.split_once("://").is_none_or(|(_, rest)| rest.is_empty())
+            {
+                r.err(format!(
+                    "{}: \"{}\" is not a base URL; write http(s)://host[:port][/path], \
+                     without credentials, query or fragment",
+                    s.key("url"),
+                    crate::util::printable(&u)
+                ));
+            }
+            u.trim_end_matches('/').to_string()
+        }
+    };
+    match (provider, &api_key_env) {
+        (SearchProvider::Brave, None) => r.err(format!(
+            "{}: missing; provider = \"brave\" needs the name of the variable holding the key \
+             (e.g. \"BRAVE_API_KEY\")",
+            s.key("api_key_env")
+        )),
+        (SearchProvider::Searxng, Some(_)) => r.err(format!(
+            "{}: only provider = \"brave\" takes a key",
+            s.key("api_key_env")
+        )),
+        _ => {}
+    }
+    Some(WebSearch {
+        provider,
+        url,
+        api_key_env,
+    })
+}
+
+/// What the CLI offers: `tools_allow` (or the on-by-default tools), plus
+/// every tool whose section says `enabled = true` and `web_search` once a
+/// provider is set, less every `enabled = false` and an unconfigured
+/// `web_search`.
+fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolName> {
+    let add = |t: ToolName, allow: &mut Vec<ToolName>| {
+        if !allow.contains(&t) {
+            allow.push(t);
+        }
+    };
+    for (t, m) in &tools.middleware {
+        if m.enabled == Some(true) {
+            add(*t, &mut allow);
+        }
+    }
+    if tools.web_search.is_some() {
+        add(ToolName::WebSearch, &mut allow);
+    }
+    allow.retain(|t| {
+        tools.of(*t).enabled != Some(false)
+            && (*t != ToolName::WebSearch || tools.web_search.is_some())
+    });
+    allow
 }
 
 fn builtin_local(default_model: &str) -> ProviderConfig {
@@ -1897,6 +2149,107 @@ tools_allow = ["file_read", "teleport"]
             );
         }
         assert_eq!(e.len(), want.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn tool_sections_are_checked_in_one_pass() {
+        let e = errors(
+            r#"
+[tools.teleport]
+enabled = true
+[tools.shell]
+enabled = "no"
+timeout_secs = 0
+allowed_domains = ["x"]
+rate_limit = { per_minute = 0, per_hour = "many", burst = 3 }
+[tools.file_read]
+rate_limit = {}
+[tools.grep]
+timeout_secs = 9999
+[tools.web_search]
+url = "https://s.example"
+"#,
+        );
+        let want = [
+            "tools.teleport: unknown tool \"teleport\"; [tools.NAME] takes one of: time, ",
+            "tools.shell.enabled: expected true or false",
+            "tools.shell.timeout_secs: 0 is out of range; allowed: 1 to 3600",
+            "tools.shell.allowed_domains: unknown key",
+            "tools.shell.rate_limit.per_minute: 0 is out of range; allowed: 1 to 10000",
+            "tools.shell.rate_limit.per_hour: expected an integer",
+            "tools.shell.rate_limit.burst: unknown key",
+            "tools.file_read.rate_limit: empty; give per_minute, per_hour or both",
+            "tools.grep.timeout_secs: 9999 is out of range",
+            "tools.web_search.provider: missing; allowed values: searxng, brave",
+        ];
+        for w in want {
+            assert!(
+                e.iter().any(|x| x.starts_with(w)),
+                "missing {w:?} in {e:#?}"
+            );
+        }
+        assert_eq!(e.len(), want.len(), "{e:#?}");
+
+        let e = errors(
+            "[tools.web_search]\nprovider = \"bing\"\n\
+             [tools.time]\nenabled = true\n",
+        );
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].contains("\"bing\" is not allowed; allowed values: searxng, brave"));
+        for (text, want) in [
+            ("provider = \"searxng\"", "tools.web_search.url: missing"),
+            (
+                "provider = \"brave\"",
+                "tools.web_search.api_key_env: missing",
+            ),
+            (
+                "provider = \"searxng\"\nurl = \"http://s\"\napi_key_env = \"K\"",
+                "only provider = \"brave\" takes a key",
+            ),
+            (
+                "provider = \"brave\"\napi_key_env = \"1-KEY\"",
+                "not an environment variable name",
+            ),
+            (
+                "provider = \"searxng\"\nurl = \"ftp://s\"",
+                "is not a base URL",
+            ),
+            (
+                "provider = \"searxng\"\nurl = \"https://u:p@s/?q=\"",
+                "is not a base URL",
+            ),
+            ("enabled = true", "true, but no search provider is set"),
+        ] {
+            let e = errors(&format!("[tools.web_search]\n{text}\n"));
+            assert!(
+                e.len() == 1 && e[0].contains(want),
+                "{text}: wanted {want:?} in {e:#?}"
+            );
+        }
+    }
+
+    /// `enabled = true` turns a tool on, `false` off whatever
+    /// `tools_allow` says; web_search is on once a provider is set.
+    #[test]
+    fn enabled_and_the_search_provider_shape_the_offered_tools() {
+        let c = parse(
+            "[tools.http]\nenabled = true\n[tools.shell]\nenabled = false\n\
+             [tools.web_search]\nprovider = \"searxng\"\nurl = \"http://s/\"\n",
+        )
+        .unwrap();
+        let allow = &c.channels.cli.tools_allow;
+        assert!(allow.contains(&ToolName::Http) && allow.contains(&ToolName::WebSearch));
+        assert!(!allow.contains(&ToolName::Shell));
+        assert_eq!(c.tools.web_search.unwrap().url, "http://s");
+        let c = parse(
+            "[channels.cli]\ntools_allow = [\"time\", \"web_search\"]\n\
+             [tools.web_search]\nenabled = false\nprovider = \"brave\"\napi_key_env = \"K\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.channels.cli.tools_allow, [ToolName::Time]);
+        // Listed but with no provider: not offered.
+        let c = parse("[channels.cli]\ntools_allow = [\"web_search\", \"time\"]\n").unwrap();
+        assert_eq!(c.channels.cli.tools_allow, [ToolName::Time]);
     }
 
     #[test]

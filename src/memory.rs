@@ -115,6 +115,15 @@ CREATE TRIGGER notes_fts_delete AFTER DELETE ON notes BEGIN
     INSERT INTO notes_fts(notes_fts, rowid, text, tags) VALUES ('delete', old.id, old.text, old.tags);
 END;
 "#,
+    // The calls of rate-limited tools (`rate_limit.per_hour`), kept an
+    // hour: what every run counts against.
+    r#"
+CREATE TABLE tool_calls (
+    tool  TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE INDEX tool_calls_by_tool ON tool_calls(tool, at_ms);
+"#,
 ];
 
 pub struct Memory {
@@ -1450,6 +1459,42 @@ impl Memory {
             .optional()?)
     }
 
+    /// In one write transaction, so two runs cannot both take the last
+    /// call of an allowance: `decide` gets the calls of `tool` recorded in
+    /// the last `window_ms`, and one call is recorded now when it returns
+    /// true. Rows older than the window go. Returns what `decide` said.
+    pub fn admit_tool_call(
+        &self,
+        tool: &str,
+        window_ms: i64,
+        decide: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<bool> {
+        let (secs, nanos) = util::now_unix();
+        let now = secs * 1000 + i64::from(nanos / 1_000_000);
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
+        tx.execute(
+            "DELETE FROM tool_calls WHERE at_ms <= ?1",
+            [now - window_ms],
+        )?;
+        let n: u32 = tx.query_row(
+            "SELECT count(*) FROM tool_calls WHERE tool = ?1",
+            [tool],
+            |r| r.get(0),
+        )?;
+        let admitted = decide(n);
+        if admitted {
+            tx.execute(
+                "INSERT INTO tool_calls (tool, at_ms) VALUES (?1, ?2)",
+                params![tool, now],
+            )?;
+        }
+        tx.commit()?;
+        Ok(admitted)
+    }
+
     /// Starts a run record; it is written with the run's first turn, or by
     /// `run_finished` if there is none.
     pub fn run_started(&self, command: &str, lock_name: Option<&str>) -> Result<String> {
@@ -2018,7 +2063,7 @@ mod tests {
             .unwrap();
         }
         let m = Memory::open(&path, 1000).unwrap();
-        assert_eq!(m.version().unwrap(), 6);
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
         assert_eq!(m.search("kestrel", 5).unwrap().len(), 1);
         let n = m
             .add_note(&NewNote {
@@ -2069,5 +2114,55 @@ mod tests {
         let err = Memory::open(&dir.join("m.sqlite"), 1000).err().unwrap();
         assert!(err.msg.contains("newer"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Two connections (two runs) count against one allowance; refused
+    /// calls are not recorded; rows older than the window are pruned.
+    #[test]
+    fn tool_calls_are_counted_across_connections() {
+        let dir = std::env::temp_dir().join(format!("lc-mem-calls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        let a = Memory::open(&path, 1000).unwrap();
+        let b = Memory::open(&path, 1000).unwrap();
+        let under = |limit: u32| move |n: u32| n < limit;
+        assert!(
+            a.admit_tool_call("shell", 3_600_000, &mut under(2))
+                .unwrap()
+        );
+        assert!(
+            b.admit_tool_call("shell", 3_600_000, &mut under(2))
+                .unwrap()
+        );
+        assert!(
+            !a.admit_tool_call("shell", 3_600_000, &mut under(2))
+                .unwrap()
+        );
+        assert!(
+            !b.admit_tool_call("shell", 3_600_000, &mut under(2))
+                .unwrap()
+        );
+        assert!(b.admit_tool_call("http", 3_600_000, &mut under(2)).unwrap());
+        let mut seen = 0;
+        b.admit_tool_call("shell", 3_600_000, &mut |n| {
+            seen = n;
+            false
+        })
+        .unwrap();
+        assert_eq!(seen, 2, "refused calls are not counted");
+        a.conn
+            .execute("UPDATE tool_calls SET at_ms = at_ms - 3600001", [])
+            .unwrap();
+        assert!(
+            a.admit_tool_call("shell", 3_600_000, &mut under(1))
+                .unwrap()
+        );
+        let rows: i64 = a
+            .conn
+            .query_row("SELECT count(*) FROM tool_calls", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1, "the old rows were pruned");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

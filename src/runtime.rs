@@ -138,6 +138,56 @@ pub struct Runtime<'a> {
     /// The tool round being run: stored whole when it ends, however it
     /// ends, each call without a result given one saying so.
     pub round: RefCell<Option<Round>>,
+    /// When this run's calls of rate-limited tools were admitted
+    /// (`rate_limit.per_minute` counts these).
+    calls_in_run: RefCell<Vec<(tools::ToolName, Instant)>>,
+}
+
+/// The counter the gate's rate limits read: this run's calls in the
+/// process, every run's in the memory database.
+struct CallLog<'a> {
+    memory: &'a Memory,
+    in_run: &'a RefCell<Vec<(tools::ToolName, Instant)>>,
+}
+
+impl crate::security::rate::CallCounter for CallLog<'_> {
+    fn admit(
+        &self,
+        tool: tools::ToolName,
+        hourly: bool,
+        record: bool,
+        decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
+    ) -> Result<Option<String>> {
+        let now = Instant::now();
+        let minute = std::time::Duration::from_millis(crate::security::rate::MINUTE_MS as u64);
+        let minute_in_run = self
+            .in_run
+            .borrow()
+            .iter()
+            .filter(|(t, at)| *t == tool && now.duration_since(*at) < minute)
+            .count() as u32;
+        let mut verdict = None;
+        let mut judge = |hour_all_runs| {
+            verdict = decide(crate::security::rate::Counts {
+                minute_in_run,
+                hour_all_runs,
+            });
+            verdict.is_none() && record
+        };
+        if hourly {
+            self.memory.admit_tool_call(
+                tool.as_str(),
+                crate::security::rate::HOUR_MS,
+                &mut judge,
+            )?;
+        } else {
+            judge(0);
+        }
+        if verdict.is_none() && record {
+            self.in_run.borrow_mut().push((tool, now));
+        }
+        Ok(verdict)
+    }
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -264,6 +314,7 @@ impl<'a> Runtime<'a> {
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
             round: Default::default(),
+            calls_in_run: Default::default(),
         })
     }
 
@@ -382,6 +433,24 @@ impl<'a> Runtime<'a> {
         // still an estop denial); one that would run does not run without it.
         let lock = RefCell::new(Some(tool_lock(self.cfg, &self.control)));
         let d = self.gate.decide(tool_name, args);
+        let calls = CallLog {
+            memory: &self.memory,
+            in_run: &self.calls_in_run,
+        };
+        // A call over its rate limit is refused before the operator is
+        // asked about it; it is counted only when it runs (in `run`).
+        let d = match d.verdict {
+            Verdict::Ask => match self.gate.rate_limited(tool_name, &calls, false)? {
+                Some(why) => Decision {
+                    verdict: Verdict::Deny,
+                    reason: why,
+                    ..d
+                },
+                None => d,
+            },
+            _ => d,
+        };
+        let rate_refusal = RefCell::new(None);
         let mut reason = d.reason.clone();
         let mut pending = None;
         let mut started_id = None;
@@ -411,6 +480,11 @@ impl<'a> Runtime<'a> {
             } else {
                 &d
             };
+            if let Some(why) = self.gate.rate_limited(tool_name, &calls, true)? {
+                let result = ToolResult::err(format!("denied by policy: {why}"));
+                *rate_refusal.borrow_mut() = Some(why);
+                return Ok((Status::Denied, result));
+            }
             // The started receipt is on disk before the tool can take effect,
             // so a call cut off by a kill or a crash still has a receipt; a
             // tool whose receipt cannot be written does not run. A tool that
@@ -429,9 +503,16 @@ impl<'a> Runtime<'a> {
             } else if let Some(log) = &self.receipts {
                 log.check_appendable()?;
             }
-            // `tool_timeout_secs` bounds every call; a tool's own timeout
-            // (shell, http) and the run's `--timeout` can only cut it shorter.
-            let limit = std::time::Duration::from_secs(self.cfg.tool_timeout_secs);
+            // `tool_timeout_secs` (or the tool's own `timeout_secs`) bounds
+            // every call; a tool's own timeout (shell, http) and the run's
+            // `--timeout` can only cut it shorter.
+            let limit = std::time::Duration::from_secs(
+                self.cfg
+                    .tools
+                    .of(tool_name)
+                    .timeout_secs
+                    .unwrap_or(self.cfg.tool_timeout_secs),
+            );
             let ctx = ToolCtx {
                 cfg: self.cfg,
                 gate: &self.gate,
@@ -539,6 +620,9 @@ impl<'a> Runtime<'a> {
                 ToolResult::err(format!("denied by policy: {reason}")),
             ),
         };
+        if let Some(why) = rate_refusal.take() {
+            reason = why;
+        }
         // A call that ran and failed is reported by its error: the gate's
         // reason ("low risk under supervised") says why it was let run, not
         // what went wrong. The started receipt keeps the gate's reason.

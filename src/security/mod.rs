@@ -13,6 +13,7 @@ pub mod net;
 pub mod options;
 pub mod parse;
 pub mod plan;
+pub mod rate;
 pub mod redact;
 pub mod secret_files;
 pub mod shell;
@@ -156,6 +157,11 @@ pub struct Gate {
     secret_allow: secret_files::Allow,
     /// `memory.categories`, for `memory_store` and `memory_recall`.
     memory_categories: Vec<String>,
+    /// `[tools.NAME] enabled = false`.
+    disabled: Vec<ToolName>,
+    web_search: Option<crate::config::WebSearch>,
+    /// The tools with a `rate_limit`.
+    rate_limits: Vec<(ToolName, crate::config::RateLimit)>,
 }
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
@@ -222,6 +228,12 @@ impl Gate {
                 .providers
                 .values()
                 .filter_map(|p| p.api_key_env().map(String::from))
+                .chain(
+                    cfg.tools
+                        .web_search
+                        .as_ref()
+                        .and_then(|w| w.api_key_env.clone()),
+                )
                 .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
             confinement: cfg.security.confinement,
@@ -231,7 +243,52 @@ impl Gate {
             },
             secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
             memory_categories: cfg.memory.categories.clone(),
+            disabled: cfg
+                .tools
+                .middleware
+                .iter()
+                .filter(|(_, m)| m.enabled == Some(false))
+                .map(|(t, _)| *t)
+                .collect(),
+            web_search: cfg.tools.web_search.clone(),
+            rate_limits: cfg
+                .tools
+                .middleware
+                .iter()
+                .filter(|(_, m)| m.rate_limit.is_set())
+                .map(|(t, m)| (*t, m.rate_limit))
+                .collect(),
         }
+    }
+
+    /// Whether one more call of `tool` is within its `rate_limit`: `None`
+    /// admits it (and, with `record`, counts it), `Some` is the refusal.
+    /// A tool without a limit is admitted without counting.
+    pub fn rate_limited(
+        &self,
+        tool: ToolName,
+        counter: &dyn rate::CallCounter,
+        record: bool,
+    ) -> crate::error::Result<Option<String>> {
+        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| *t == tool) else {
+            return Ok(None);
+        };
+        counter.admit(tool, limit.per_hour.is_some(), record, &mut |c| {
+            rate::over_limit(tool, limit, c)
+        })
+    }
+
+    /// Why `tool` cannot be called at all, whatever the channel offers.
+    fn unavailable(&self, tool: ToolName) -> Option<String> {
+        if self.disabled.contains(&tool) {
+            return Some(format!(
+                "tool \"{tool}\" is disabled (tools.{tool}.enabled = false)"
+            ));
+        }
+        if tool == ToolName::WebSearch && self.web_search.is_none() {
+            return Some(crate::tools::web_search::NOT_CONFIGURED.to_string());
+        }
+        None
     }
 
     pub fn net_policy(&self) -> &net::NetPolicy {
@@ -285,6 +342,9 @@ impl Gate {
                 estop: true,
                 ..Decision::deny(base, reason)
             };
+        }
+        if let Some(why) = self.unavailable(tool) {
+            return Decision::deny(base, why);
         }
         if !self.tools_allow.contains(&tool) {
             return Decision::deny(
@@ -360,6 +420,31 @@ impl Gate {
                 match self.check_http(url) {
                     Ok(()) => (Risk::Low, None, "GET on an allowed domain".to_string()),
                     Err(reason) => return Decision::deny(Risk::High, reason),
+                }
+            }
+            // Judged as `http` judges a GET of the request URL: the query
+            // leaves the machine only for a host the operator allowed.
+            ToolName::WebSearch => {
+                let (query, limit) = match crate::tools::web_search::read_args(args) {
+                    Ok(a) => a,
+                    Err(reason) => return Decision::deny(base, reason),
+                };
+                let Some(ws) = &self.web_search else {
+                    return Decision::deny(base, crate::tools::web_search::NOT_CONFIGURED);
+                };
+                let url = crate::tools::web_search::request_url(ws, query, limit);
+                match self.check_http(&url) {
+                    Ok(()) => (
+                        Risk::Low,
+                        None,
+                        format!("{} search on an allowed domain", ws.provider.as_str()),
+                    ),
+                    Err(reason) => {
+                        return Decision::deny(
+                            Risk::High,
+                            format!("web_search ({}): {reason}", ws.url),
+                        );
+                    }
                 }
             }
             ToolName::Git => {
@@ -439,6 +524,7 @@ impl Gate {
             | ToolName::FileList
             | ToolName::FileRead
             | ToolName::Http
+            | ToolName::WebSearch
             | ToolName::Git
             | ToolName::Grep
             | ToolName::MemoryRecall
@@ -799,7 +885,7 @@ impl Gate {
 pub fn risk_summary(tool: ToolName) -> &'static str {
     match tool {
         ToolName::Shell => "low / medium (allowlisted) / high",
-        ToolName::Http => "low (allowed domain), else denied",
+        ToolName::Http | ToolName::WebSearch => "low (allowed domain), else denied",
         _ => base_risk(tool).as_str(),
     }
 }
@@ -816,7 +902,7 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::MemoryRecall
         | ToolName::AskUser => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
-        ToolName::Shell | ToolName::Http => Risk::High,
+        ToolName::Shell | ToolName::Http | ToolName::WebSearch => Risk::High,
     }
 }
 

@@ -5,8 +5,9 @@
 //! shown or cut short.
 //!
 //! Two kinds of secret:
-//! - **known values**: the value of every provider's `api_key_env` variable
-//!   and of every variable named in `[security] secret_env`, matched
+//! - **known values**: the value of every provider's `api_key_env` variable,
+//!   of `[tools.web_search] api_key_env` and of every variable named in
+//!   `[security] secret_env`, matched
 //!   exactly wherever they appear. A value shorter than
 //!   [`MIN_SECRET_BYTES`] is not matched (it would match ordinary text);
 //!   at a cut (the start or end of the text, a `…[truncated` marker) a
@@ -151,8 +152,9 @@ impl Redactor {
         r
     }
 
-    /// Every secret the config names: each provider's `api_key_env` and
-    /// each `security.secret_env` variable, read from the environment now.
+    /// Every secret the config names: each provider's `api_key_env`,
+    /// web_search's, and each `security.secret_env` variable, read from the
+    /// environment now.
     pub fn from_config(cfg: &Config) -> Redactor {
         Redactor::from_config_with(cfg, |name| std::env::var(name).ok())
     }
@@ -164,6 +166,12 @@ impl Redactor {
             .providers
             .values()
             .filter_map(|p| p.api_key_env())
+            .chain(
+                cfg.tools
+                    .web_search
+                    .as_ref()
+                    .and_then(|w| w.api_key_env.as_deref()),
+            )
             .chain(cfg.security.secret_env.iter().map(String::as_str));
         for name in names {
             let Some(value) = lookup(name) else {

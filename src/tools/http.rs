@@ -61,6 +61,26 @@ impl Resolver for CheckedResolver {
     }
 }
 
+/// An agent that connects only where `policy` allows (checked at connect
+/// time), through no proxy, following no redirect by itself.
+pub(super) fn checked_agent(policy: &NetPolicy, timeout: Duration) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .proxy(None)
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
+        .tls_config(crate::transport::tls_config())
+        .build();
+    ureq::Agent::with_parts(
+        config,
+        crate::transport::connector(),
+        CheckedResolver {
+            policy: policy.clone(),
+        },
+    )
+}
+
 fn absolute_location(base: &str, location: &str) -> String {
     if location.starts_with("http://")
         || location.starts_with("https://")
@@ -117,25 +137,12 @@ impl Tool for Http {
             return ToolResult::err("\"url\" (a string) is required");
         };
         let policy = ctx.gate.net_policy().clone();
-        let timeout = Duration::from_secs(ctx.cfg.http_timeout_secs).min(
+        let own = ctx.cfg.tools.of(super::ToolName::Http).timeout_secs;
+        let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.http_timeout_secs)).min(
             ctx.deadline
                 .saturating_duration_since(std::time::Instant::now()),
         );
-        let config = ureq::Agent::config_builder()
-            .proxy(None)
-            .max_redirects(0)
-            .http_status_as_error(false)
-            .timeout_global(Some(timeout))
-            .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
-            .tls_config(crate::transport::tls_config())
-            .build();
-        let agent = ureq::Agent::with_parts(
-            config,
-            crate::transport::connector(),
-            CheckedResolver {
-                policy: policy.clone(),
-            },
-        );
+        let agent = checked_agent(&policy, timeout);
         let limit = ctx.cfg.max_response_bytes;
         let mut current = url.to_string();
         let mut hops = 0;

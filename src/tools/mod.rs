@@ -11,6 +11,7 @@ mod grep;
 mod http;
 pub mod memory;
 pub mod shell;
+pub mod web_search;
 
 use crate::config::Config;
 use crate::memory::Memory;
@@ -120,11 +121,12 @@ pub enum ToolName {
     MemoryForget,
     Grep,
     AskUser,
+    WebSearch,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 13] = [
+    pub const ALL: [ToolName; 14] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -138,6 +140,7 @@ impl ToolName {
         ToolName::MemoryForget,
         ToolName::Grep,
         ToolName::AskUser,
+        ToolName::WebSearch,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -156,6 +159,7 @@ impl ToolName {
             ToolName::MemoryForget => "memory_forget",
             ToolName::Grep => "grep",
             ToolName::AskUser => "ask_user",
+            ToolName::WebSearch => "web_search",
         }
     }
 
@@ -166,7 +170,8 @@ impl ToolName {
     /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
     /// tools that write files or reach the network are opt-in, and so are
     /// the note tools (each schema sent costs every request bytes) and
-    /// `ask_user` (a run the operator left alone should not stop to ask).
+    /// `ask_user` (a run the operator left alone should not stop to ask);
+    /// `web_search` is offered once a provider is configured.
     pub const fn on_by_default(self) -> bool {
         !matches!(
             self,
@@ -176,6 +181,7 @@ impl ToolName {
                 | ToolName::MemoryRecall
                 | ToolName::MemoryForget
                 | ToolName::AskUser
+                | ToolName::WebSearch
         )
     }
 
@@ -194,6 +200,7 @@ impl ToolName {
             ToolName::MemoryForget => &memory::MemoryForget,
             ToolName::Grep => &grep::Grep,
             ToolName::AskUser => &ask_user::AskUser,
+            ToolName::WebSearch => &web_search::WebSearch,
         }
     }
 

@@ -545,7 +545,8 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
     let err_reader =
         std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
-    let timeout = Duration::from_secs(ctx.cfg.shell_timeout_secs)
+    let own = ctx.cfg.tools.of(super::ToolName::Shell).timeout_secs;
+    let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.shell_timeout_secs))
         .min(ctx.deadline.saturating_duration_since(Instant::now()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
@@ -611,7 +612,8 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     });
     let error = match (stopped, code) {
         (Some("timeout"), _) => Some(format!(
-            "timed out after {} s (shell_timeout_secs, tool_timeout_secs or the run's --timeout); \
+            "timed out after {} s (tools.shell.timeout_secs or shell_timeout_secs, tool_timeout_secs \
+                 or the run's --timeout); \
                  every process it started was killed",
             timeout.as_secs()
         )),

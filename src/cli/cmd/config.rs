@@ -180,12 +180,52 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "enabled": cfg.skills.enabled,
             "workspace": cfg.skills.workspace,
         },
-        "tools": {"http": {
+        "tools": tools_value(cfg),
+    })
+}
+
+/// `[tools]`: http's policy, web_search's service, and every tool's
+/// middleware keys that are set.
+fn tools_value(cfg: &Config) -> Value {
+    let mut tools = serde_json::Map::new();
+    tools.insert(
+        "http".into(),
+        json!({
             "allowed_domains": cfg.tools.http.allowed_domains,
             "allow_private": cfg.tools.http.allow_private,
             "max_redirects": cfg.tools.http.max_redirects,
-        }},
-    })
+        }),
+    );
+    if let Some(w) = &cfg.tools.web_search {
+        let mut m = serde_json::Map::new();
+        m.insert("provider".into(), w.provider.as_str().into());
+        m.insert("url".into(), w.url.clone().into());
+        if let Some(k) = &w.api_key_env {
+            m.insert("api_key_env".into(), k.clone().into());
+        }
+        tools.insert("web_search".into(), m.into());
+    }
+    for (tool, m) in &cfg.tools.middleware {
+        let entry = tools
+            .entry(tool.as_str())
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(e) = entry.as_object_mut() else {
+            continue;
+        };
+        if let Some(on) = m.enabled {
+            e.insert("enabled".into(), on.into());
+        }
+        if let Some(t) = m.timeout_secs {
+            e.insert("timeout_secs".into(), t.into());
+        }
+        if m.rate_limit.is_set() {
+            e.insert(
+                "rate_limit".into(),
+                json!({"per_minute": m.rate_limit.per_minute, "per_hour": m.rate_limit.per_hour}),
+            );
+        }
+    }
+    tools.into()
 }
 
 /// TOML has no null: unset keys are left out of the TOML view.
@@ -263,7 +303,14 @@ mod tests {
              [prompt]\nuser_file = \"/p/$$u.md\"\n\
              [memory]\npath = \"/m/$$$$.db\"\n\
              [receipts]\nanchor_file = \"/a/$$x anchor\"\n\
-             [skills]\nenabled = [\"b\", \"a-1\"]\nworkspace = true\n";
+             [skills]\nenabled = [\"b\", \"a-1\"]\nworkspace = true\n\
+             [channels.cli]\ntools_allow = [\"time\", \"shell\", \"file_read\"]\n\
+             [tools.shell]\ntimeout_secs = 7\nrate_limit = { per_minute = 3 }\n\
+             [tools.file_read]\nenabled = false\n\
+             [tools.http]\nenabled = true\nallowed_domains = [\"example.org\"]\n\
+             [tools.http.rate_limit]\nper_minute = 2\nper_hour = 20\n\
+             [tools.web_search]\nprovider = \"brave\"\napi_key_env = \"LC_BRAVE\"\n\
+             rate_limit = { per_hour = 50 }\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
@@ -278,6 +325,25 @@ mod tests {
         );
         assert_eq!(cfg.security.secret_env, ["LC_SECRET_A", "LC_SECRET_B"]);
         assert_eq!(cfg.skills.enabled, ["b", "a-1"]);
+        use crate::tools::ToolName;
+        assert_eq!(
+            cfg.channels.cli.tools_allow,
+            [
+                ToolName::Time,
+                ToolName::Shell,
+                ToolName::Http,
+                ToolName::WebSearch
+            ]
+        );
+        assert_eq!(cfg.tools.of(ToolName::Shell).timeout_secs, Some(7));
+        assert_eq!(
+            cfg.tools.of(ToolName::WebSearch).rate_limit.per_hour,
+            Some(50)
+        );
+        assert_eq!(
+            cfg.tools.web_search.as_ref().map(|w| w.url.as_str()),
+            Some(crate::config::BRAVE_DEFAULT_URL)
+        );
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),

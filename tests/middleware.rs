@@ -1,0 +1,270 @@
+//! Per-tool middleware on the real binary: `[tools.NAME] enabled`,
+//! `timeout_secs` and `rate_limit` (per minute in one run, per hour across
+//! runs), the denial receipts they leave, and bad values refused.
+
+mod common;
+
+use common::Env;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn offered(env: &Env) -> Vec<String> {
+    let reqs = env.requests();
+    reqs[0]["request"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn shell_env(tables: &str) -> Env {
+    let env = Env::new();
+    env.mock(
+        "rate_limit.toml",
+        "",
+        &format!("[security]\nautonomy = \"full\"\n{tables}"),
+    );
+    env
+}
+
+#[test]
+fn a_disabled_tool_is_not_offered_and_refused_everywhere() {
+    let env = shell_env("[tools.shell]\nenabled = false\n[tools.file_write]\nenabled = true\n");
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "the model's calls were refused: {r:?}");
+    let tools = offered(&env);
+    assert!(!tools.iter().any(|t| t == "shell"), "{tools:?}");
+    // `enabled = true` turns on a tool that is off by default.
+    assert!(tools.iter().any(|t| t == "file_write"), "{tools:?}");
+    assert!(tools.iter().any(|t| t == "file_read"), "{tools:?}");
+    let receipts = env.receipts();
+    assert_eq!(receipts.len(), 3, "{receipts:?}");
+    for rc in &receipts {
+        assert_eq!(rc["status"], "denied");
+        assert_eq!(
+            rc["reason"],
+            "tool \"shell\" is disabled (tools.shell.enabled = false)"
+        );
+    }
+    // What the model read: a failed call saying why.
+    assert!(
+        env.requests()[1]
+            .to_string()
+            .contains("tools.shell.enabled = false")
+    );
+
+    let (r, v) = env.shell("echo hi");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(v["status"], "denied");
+    assert!(v["error"].as_str().unwrap().contains("disabled"), "{v}");
+    let (_, list) = env.json(&["tool", "list", "--json"]);
+    let row = |name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["enabled"]
+            .clone()
+    };
+    assert_eq!(
+        (row("shell"), row("file_write")),
+        (json!(false), json!(true))
+    );
+    let (_, policy) = env.json(&[
+        "policy",
+        "check",
+        "shell",
+        "--json",
+        r#"{"command": "echo"}"#,
+    ]);
+    assert_eq!(policy["decision"], "deny", "{policy}");
+    // `enabled = false` wins over an explicit tools_allow too.
+    let env = shell_env(
+        "[channels.cli]\ntools_allow = [\"time\", \"shell\"]\n[tools.shell]\nenabled = false\n",
+    );
+    let (r, v) = env.shell("echo hi");
+    assert_eq!((r.code, &v["status"]), (4, &json!("denied")), "{r:?}");
+}
+
+#[test]
+fn the_per_minute_limit_refuses_the_third_call_of_a_turn_with_a_receipt() {
+    let env = shell_env("[tools.shell]\nrate_limit = { per_minute = 2 }\n");
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "one call was refused: {r:?}");
+    let receipts = env.receipts();
+    let statuses: Vec<&str> = receipts
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["allowed", "allowed", "denied"], "{receipts:?}");
+    assert_eq!(
+        receipts[2]["reason"],
+        "rate limit: shell 2/minute in this run (tools.shell.rate_limit.per_minute)"
+    );
+    // The refused call never ran: no started receipt for it.
+    let started = env
+        .receipt_lines()
+        .iter()
+        .filter(|r| r["status"] == "started")
+        .count();
+    assert_eq!(started, 2);
+    // The model read it as a failed call, and the other two results.
+    let second = env.requests()[1].to_string();
+    assert!(
+        second.contains("denied by policy: rate limit: shell 2/minute"),
+        "{second}"
+    );
+    assert!(second.contains("one") && second.contains("two"), "{second}");
+
+    let list = env.run(&["receipt", "list"]);
+    assert!(
+        list.stdout
+            .contains("rate limit: shell 2/minute in this run"),
+        "{list:?}"
+    );
+    let verify = env.run(&["receipt", "verify"]);
+    assert_eq!(verify.code, 0, "{verify:?}");
+    assert!(verify.stdout.starts_with("ok: 5 receipts"), "{verify:?}");
+
+    // The minute is this run's: the next run starts afresh.
+    let r = env.run(&["agent", "-m", "again"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let statuses: Vec<String> = env.receipts()[3..]
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["allowed", "allowed", "denied"]);
+}
+
+#[test]
+fn the_per_hour_limit_counts_across_runs_and_not_the_refused_calls() {
+    let env = shell_env(
+        "[tools.shell]\nrate_limit = { per_hour = 2 }\n[tools.time]\nrate_limit = { per_hour = 1 }\n",
+    );
+    let (r, _) = env.shell("echo a");
+    assert_eq!(r.code, 0, "{r:?}");
+    let (r, _) = env.shell("echo b");
+    assert_eq!(r.code, 0, "{r:?}");
+    for _ in 0..2 {
+        let (r, v) = env.shell("echo c");
+        assert_eq!(r.code, 4, "{r:?}");
+        assert_eq!(v["status"], "denied");
+        assert_eq!(
+            v["reason"],
+            "rate limit: shell 2/hour across runs (tools.shell.rate_limit.per_hour)"
+        );
+        assert_eq!(v["output"], "", "it did not run");
+    }
+    // Another tool has its own allowance.
+    let (r, v) = env.json(&["tool", "run", "time"]);
+    assert_eq!((r.code, &v["status"]), (0, &json!("allowed")), "{r:?}");
+    // An agent run is one more run against the same hour: all three refused.
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let last: Vec<Value> = env.receipts().into_iter().rev().take(3).collect();
+    assert!(last.iter().all(|r| r["status"] == "denied"), "{last:?}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+    // Refused calls were not counted: exactly the two that ran are stored.
+    let db = rusqlite_count(&env);
+    assert_eq!(db, 3, "two shell calls and one time call");
+}
+
+/// The rows of the rate-limit call table (no command shows them).
+fn rusqlite_count(env: &Env) -> i64 {
+    let c = rusqlite::Connection::open(env.state.join("memory.sqlite")).unwrap();
+    c.query_row("SELECT count(*) FROM tool_calls", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn runs_at_once_share_one_hourly_allowance() {
+    let env = shell_env("[tools.time]\nrate_limit = { per_hour = 3 }\n");
+    // The database exists before the race, as after any first run.
+    let (r, _) = env.json(&["tool", "run", "time"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            env.command(&["tool", "run", "time"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    let ran = codes.iter().filter(|c| **c == 0).count();
+    let refused = codes.iter().filter(|c| **c == 4).count();
+    assert_eq!((ran, refused), (2, 4), "{codes:?}");
+    assert_eq!(rusqlite_count(&env), 3);
+}
+
+#[test]
+fn timeout_secs_cuts_a_slow_shell_call_short() {
+    let env = Env::new();
+    env.config(
+        "shell_timeout_secs = 30\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n\
+         [tools.shell]\ntimeout_secs = 1\n",
+    );
+    let started = Instant::now();
+    let (r, v) = env.shell("sleep 30.7171");
+    let took = started.elapsed();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("tools.shell.timeout_secs"),
+        "{v}"
+    );
+    // A longer per-tool timeout lifts tool_timeout_secs for that tool.
+    let env = Env::new();
+    env.config(
+        "tool_timeout_secs = 1\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n\
+         [tools.shell]\ntimeout_secs = 10\n",
+    );
+    let (r, v) = env.shell("sleep 1.5");
+    assert_eq!(r.code, 0, "{r:?} {v}");
+}
+
+#[test]
+fn bad_middleware_values_are_refused_with_what_is_allowed() {
+    let env = Env::new();
+    env.config(
+        "[tools.shel]\nenabled = false\n[tools.shell]\ntimeout_secs = 0\n\
+         rate_limit = { per_minute = -1, per_day = 3 }\n[tools.http]\nenabled = \"yes\"\n",
+    );
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for want in [
+        "5 errors",
+        "tools.shel: unknown tool \"shel\"; [tools.NAME] takes one of: time, file_list",
+        "tools.shell.timeout_secs: 0 is out of range; allowed: 1 to 3600",
+        "tools.shell.rate_limit.per_minute: -1 is out of range; allowed: 1 to 10000",
+        "tools.shell.rate_limit.per_day: unknown key",
+        "tools.http.enabled: expected true or false, found string",
+    ] {
+        assert!(r.stderr.contains(want), "missing {want:?}: {r:?}");
+    }
+    // `config show` writes the keys back in a form that validates.
+    let env = Env::new();
+    env.config(
+        "[tools.shell]\ntimeout_secs = 4\nrate_limit = { per_minute = 3, per_hour = 9 }\n\
+         [tools.grep]\nenabled = false\n",
+    );
+    let shown = env.run(&["config", "show"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    std::fs::write(env.state.join("config.toml"), &shown.stdout).unwrap();
+    let again = env.run(&["config", "show"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(
+        shown.stdout.lines().skip(1).collect::<Vec<_>>(),
+        again.stdout.lines().skip(1).collect::<Vec<_>>()
+    );
+    assert!(shown.stdout.contains("per_hour = 9"), "{shown:?}");
+}
