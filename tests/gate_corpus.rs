@@ -192,7 +192,7 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
     env.config(&format!(
         "file_write_max_bytes = 65536\n[security]\nforbidden_paths = [\"/etc\", \"/sys\", \"/boot\", \"/proc\", \"/dev\", \"/root\", \"~/.ssh\", {}, {}]\n\
          [memory]\npath = {}\n[receipts]\npath = {}\n\
-         [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\", \"grep\"]\n",
+         [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\", \"grep\", \"pdf_extract\"]\n",
         lit(&ws.join("private")),
         lit(&ws.join(".ssh")),
         lit(&ws.join("data/memory.sqlite")),

@@ -306,7 +306,7 @@ impl Gate {
         let mut plan = None;
         let (risk, path, why) = match tool {
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
-            ToolName::FileList | ToolName::FileRead | ToolName::Grep => {
+            ToolName::FileList | ToolName::FileRead | ToolName::Grep | ToolName::PdfExtract => {
                 let raw = match (tool, obj.get("path")) {
                     (ToolName::FileList | ToolName::Grep, None) => ".",
                     _ => match string_arg("path") {
@@ -436,6 +436,7 @@ impl Gate {
             | ToolName::Http
             | ToolName::Git
             | ToolName::Grep
+            | ToolName::PdfExtract
             | ToolName::MemoryRecall => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
@@ -806,6 +807,7 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::FileRead
         | ToolName::Git
         | ToolName::Grep
+        | ToolName::PdfExtract
         | ToolName::MemoryStore
         | ToolName::MemoryRecall => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,

@@ -9,6 +9,7 @@ mod glob;
 mod grep;
 mod http;
 pub mod memory;
+mod pdf;
 pub mod shell;
 
 use crate::config::Config;
@@ -116,11 +117,12 @@ pub enum ToolName {
     MemoryRecall,
     MemoryForget,
     Grep,
+    PdfExtract,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 12] = [
+    pub const ALL: [ToolName; 13] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -133,6 +135,7 @@ impl ToolName {
         ToolName::MemoryRecall,
         ToolName::MemoryForget,
         ToolName::Grep,
+        ToolName::PdfExtract,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -150,6 +153,7 @@ impl ToolName {
             ToolName::MemoryRecall => "memory_recall",
             ToolName::MemoryForget => "memory_forget",
             ToolName::Grep => "grep",
+            ToolName::PdfExtract => "pdf_extract",
         }
     }
 
@@ -168,6 +172,7 @@ impl ToolName {
                 | ToolName::MemoryStore
                 | ToolName::MemoryRecall
                 | ToolName::MemoryForget
+                | ToolName::PdfExtract
         )
     }
 
@@ -185,6 +190,7 @@ impl ToolName {
             ToolName::MemoryRecall => &memory::MemoryRecall,
             ToolName::MemoryForget => &memory::MemoryForget,
             ToolName::Grep => &grep::Grep,
+            ToolName::PdfExtract => &pdf::PdfExtract,
         }
     }
 
