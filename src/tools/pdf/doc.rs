@@ -15,7 +15,7 @@ pub type R<T> = Result<T, String>;
 pub struct Limits<'a> {
     /// Bytes one stream may inflate to.
     pub max_stream: usize,
-    /// Bytes all streams of the call may inflate to together.
+    /// Bytes all streams of the call may decode to together.
     pub max_inflated: usize,
     /// Entries in the cross-reference data.
     pub max_objects: usize,
@@ -943,6 +943,13 @@ impl<'a> Doc<'a> {
                 }
             };
         }
+        // Every stream decoded counts, compressed or not: a page can name
+        // one large stream many times.
+        let used = self.inflated.get() + data.len();
+        if used > self.lim.max_inflated {
+            return Err(self.over_total());
+        }
+        self.inflated.set(used);
         Ok(data)
     }
 
@@ -963,10 +970,7 @@ impl<'a> Doc<'a> {
             Ok(v) => v,
             Err(e) if e.status == TINFLStatus::HasMoreOutput => {
                 return Err(if room < self.lim.max_stream {
-                    self.stop(format!(
-                        "the streams inflate to more than {} MiB in all; stopped",
-                        self.lim.max_inflated >> 20
-                    ))
+                    self.over_total()
                 } else {
                     format!(
                         "a stream inflates to more than {} MiB; refused",
@@ -979,8 +983,14 @@ impl<'a> Doc<'a> {
             Err(e) if !e.output.is_empty() => e.output,
             Err(e) => return Err(format!("a compressed stream is corrupt ({e})")),
         };
-        self.inflated.set(used + out.len());
         Ok(out)
+    }
+
+    fn over_total(&self) -> String {
+        self.stop(format!(
+            "the streams decode to more than {} MiB in all; stopped",
+            self.lim.max_inflated >> 20
+        ))
     }
 }
 

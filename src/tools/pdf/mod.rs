@@ -72,6 +72,7 @@ pub fn extract(data: &[u8], want: &Want) -> Result<(String, Value), String> {
     }
     let last = want.last.unwrap_or(total).min(total);
     let mut ex = text::Extractor::new(&d);
+    ex.cap = want.max_bytes.min(want.max_chars.saturating_mul(4));
     let mut out = String::new();
     let mut chars = 0usize;
     let mut shown = 0usize;
@@ -83,11 +84,13 @@ pub fn extract(data: &[u8], want: &Want) -> Result<(String, Value), String> {
             stopped = Some((n, e));
             break;
         }
+        let mark = out.len();
         out.push_str(&format!("--- page {n} ---\n"));
         let text = match ex.page(&pages[n - 1]) {
             Ok(t) => t,
             Err(e) => {
                 if d.stopped.borrow().is_some() {
+                    out.truncate(mark);
                     stopped = Some((n, e));
                     break;
                 }
@@ -122,6 +125,11 @@ pub fn extract(data: &[u8], want: &Want) -> Result<(String, Value), String> {
             break;
         }
     }
+    if let Some((n, e)) = &stopped
+        && *n == want.first
+    {
+        return Err(format!("stopped at page {n}: {e}"));
+    }
     if !failed.is_empty() && failed.len() == last + 1 - want.first {
         let (n, e) = &failed[0];
         return Err(format!("page {n} is unreadable: {e}"));
@@ -138,7 +146,10 @@ pub fn extract(data: &[u8], want: &Want) -> Result<(String, Value), String> {
             n + 1
         ));
     } else if let Some((n, e)) = &stopped {
-        out.push_str(&format!("…[stopped before page {n}: {e}]\n"));
+        out.push_str(&format!(
+            "…[stopped at page {n}: {e}; pages {}–{shown} are shown]\n",
+            want.first
+        ));
     } else if shown < total {
         out.push_str(&format!(
             "…[pages {}–{shown} of {total} shown; {} more; ask with first_page={}]\n",

@@ -455,7 +455,8 @@ fn many_streams_stop_at_the_total_cap() {
     let (t, meta) = extract(&pdf(&objs), &want(1, None)).unwrap();
     assert!(
         t.ends_with(
-            "…[stopped before page 7: the streams inflate to more than 64 MiB in all; stopped]\n"
+            "--- page 6 ---\n[no text on this page]\n…[stopped at page 7: the streams decode to \
+             more than 64 MiB in all; stopped; pages 1–6 are shown]\n"
         ),
         "{t}"
     );
@@ -544,4 +545,107 @@ fn the_deadline_stops_the_call() {
     };
     let e = extract(&p, &w).unwrap_err();
     assert_eq!(e, "the call's time limit was reached (tool_timeout_secs)");
+}
+
+#[test]
+fn one_stream_named_many_times_counts_each_time() {
+    // 5 MiB uncompressed, listed 20 times: 100 MiB decoded, over the total.
+    let big = vec![b' '; 5 << 20];
+    let refs = vec!["5 0 R"; 20].join(" ");
+    let mut objs = one_page(st("", &big), HELV);
+    objs[2] = b(&format!("<< /Type /Page /Contents [{refs}] >>"));
+    let e = err(&pdf(&objs));
+    assert_eq!(
+        e,
+        "stopped at page 1: the streams decode to more than 64 MiB in all; stopped"
+    );
+}
+
+#[test]
+fn a_form_that_draws_itself_stops_at_the_nesting_cap() {
+    let objs = vec![
+        b("<< /Type /Catalog /Pages 2 0 R >>"),
+        b("<< /Type /Pages /Kids [3 0 R] /Count 1 >>"),
+        b(
+            "<< /Type /Page /Resources << /Font << /F1 4 0 R >> /XObject << /X1 5 0 R >> >> \
+           /Contents 6 0 R >>",
+        ),
+        b(HELV),
+        st(
+            "/Type /XObject /Subtype /Form",
+            b"BT /F1 10 Tf 0 0 Td (x) Tj ET /X1 Do /X1 Do",
+        ),
+        st("", b"/X1 Do"),
+    ];
+    let started = Instant::now();
+    let t = text(&pdf(&objs));
+    // Each of the 8 levels draws "x", then itself twice below: 2^8 - 1.
+    let xs = t.matches('x').count();
+    assert_eq!(xs, 255, "{t}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_cmap_of_many_ranges_and_a_long_string_stay_fast() {
+    let mut cmap = String::from("1 begincodespacerange <0000> <FFFF> endcodespacerange\n");
+    for chunk in 0..64 {
+        cmap.push_str("100 beginbfrange\n");
+        for i in 0..100 {
+            let lo = (chunk * 100 + i) * 8;
+            cmap.push_str(&format!("<{lo:04X}> <{:04X}> <0041>\n", lo + 7));
+        }
+        cmap.push_str("endbfrange\n");
+    }
+    let font = "<< /Type /Font /Subtype /Type0 /Encoding /Identity-H \
+                /DescendantFonts [] /ToUnicode 6 0 R >>";
+    let glyphs = "0008".repeat(500_000);
+    let content = format!("BT /F1 10 Tf <{glyphs}> Tj ET");
+    let mut objs = one_page(st("", content.as_bytes()), font);
+    objs.push(st("", cmap.as_bytes()));
+    let started = Instant::now();
+    let (t, meta) = extract(&pdf(&objs), &want(1, None)).unwrap();
+    assert!(t.starts_with("--- page 1 ---\nAAAA"), "{}", &t[..40]);
+    assert_eq!(meta["chars"], 20_000);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn random_byte_flips_never_panic() {
+    let cmap = b"1 begincodespacerange <0000> <FFFF> endcodespacerange \
+        1 beginbfrange <0020> <0039> <0061> endbfrange 1 beginbfchar <0003> <0020> endbfchar";
+    let font = "<< /Type /Font /Subtype /Type0 /Encoding /Identity-H \
+                /DescendantFonts [<< /W [32 [500 600] 40 50 300] >>] /ToUnicode 6 0 R >>";
+    let mut objs = one_page(
+        st(
+            "/Filter /FlateDecode",
+            &z(b"BT /F1 10 Tf 50 500 Td <00220020> Tj [<0025> -300 <0026>] TJ 0 -12 Td <0030> Tj ET"),
+        ),
+        font,
+    );
+    objs.push(st("/Filter /FlateDecode", &z(cmap)));
+    let packed: Vec<(Vec<u8>, bool)> = objs
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (o, i != 4 && i != 5))
+        .collect();
+    let p = pdf_xref_stream(&packed);
+    assert_eq!(text(&p), "--- page 1 ---\ncaf g\nq\n");
+    let classic = multi_page();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for file in [&p, &classic] {
+        for _ in 0..3000 {
+            let mut f = file.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % f.len() as u64) as usize;
+                f[at] = next() as u8;
+            }
+            let _ = extract(&f, &want(1, None));
+        }
+    }
 }

@@ -133,6 +133,8 @@ impl CMap {
                 }
             }
         }
+        m.ranges.sort_by_key(|r| r.0);
+        m.lists.sort_by_key(|r| r.0);
         Ok(m)
     }
 
@@ -144,25 +146,26 @@ impl CMap {
         Ok(())
     }
 
+    /// The range holding `code` among ranges sorted by their start: a
+    /// binary search, so a map of many ranges costs no more per glyph.
+    fn find<T>(v: &[(u32, u32, T)], code: u32) -> Option<&(u32, u32, T)> {
+        let i = v.partition_point(|r| r.0 <= code);
+        v.get(i.checked_sub(1)?).filter(|r| code <= r.1)
+    }
+
     fn lookup(&self, code: u32) -> Option<String> {
         if let Some(s) = self.single.get(&code) {
             return Some(s.clone());
         }
-        for (lo, hi, base) in &self.ranges {
-            if (*lo..=*hi).contains(&code) {
-                let mut units = base.clone();
-                if let Some(last) = units.last_mut() {
-                    *last = last.wrapping_add((code - lo) as u16);
-                }
-                return Some(String::from_utf16_lossy(&units));
+        if let Some((lo, _, base)) = Self::find(&self.ranges, code) {
+            let mut units = base.clone();
+            if let Some(last) = units.last_mut() {
+                *last = last.wrapping_add((code - lo) as u16);
             }
+            return Some(String::from_utf16_lossy(&units));
         }
-        for (lo, hi, list) in &self.lists {
-            if (*lo..=*hi).contains(&code) {
-                return list.get((code - lo) as usize).cloned();
-            }
-        }
-        None
+        let (lo, _, list) = Self::find(&self.lists, code)?;
+        list.get((code - lo) as usize).cloned()
     }
 }
 
@@ -792,6 +795,8 @@ pub struct Extractor<'d, 'a> {
     last: Option<(f64, f64, f64)>,
     /// Glyphs with no Unicode mapping.
     pub unmapped: usize,
+    /// Bytes of a page's text kept at most (more could not be shown).
+    pub cap: usize,
     ops: u32,
 }
 
@@ -803,6 +808,7 @@ impl<'d, 'a> Extractor<'d, 'a> {
             out: String::new(),
             last: None,
             unmapped: 0,
+            cap: usize::MAX,
             ops: 0,
         }
     }
@@ -999,6 +1005,9 @@ impl<'d, 'a> Extractor<'d, 'a> {
     /// moved past its glyphs.
     fn show(&mut self, s: &[u8], gs: &GState, tm: &mut M) {
         let Some(font) = gs.font.clone() else { return };
+        if self.out.len() > self.cap {
+            return;
+        }
         let trm = mul(&[1.0, 0.0, 0.0, 1.0, 0.0, gs.rise], &mul(tm, &gs.ctm));
         let size = (gs.size * (trm[2] * trm[2] + trm[3] * trm[3]).sqrt())
             .abs()
