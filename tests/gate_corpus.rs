@@ -192,7 +192,7 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
     env.config(&format!(
         "file_write_max_bytes = 65536\n[security]\nforbidden_paths = [\"/etc\", \"/sys\", \"/boot\", \"/proc\", \"/dev\", \"/root\", \"~/.ssh\", {}, {}]\n\
          [memory]\npath = {}\n[receipts]\npath = {}\n\
-         [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\", \"grep\", \"git\", \"memory_store\", \"memory_recall\", \"memory_forget\", \"ask_user\"]\n\
+         [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\", \"grep\", \"git\", \"memory_store\", \"memory_recall\", \"memory_forget\", \"ask_user\", \"pdf_extract\"]\n\
          [tools.http]\nallowed_domains = [\"127.0.0.1\"]\nallow_private = [\"127.0.0.1\"]\n\
          [tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:9/searx\"\n",
         lit(&ws.join("private")),

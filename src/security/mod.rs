@@ -371,7 +371,7 @@ impl Gate {
                 Ok(_) => (Risk::Low, None, String::new()),
                 Err(reason) => return Decision::deny(base, reason),
             },
-            ToolName::FileList | ToolName::FileRead | ToolName::Grep => {
+            ToolName::FileList | ToolName::FileRead | ToolName::Grep | ToolName::PdfExtract => {
                 let raw = match (tool, obj.get("path")) {
                     (ToolName::FileList | ToolName::Grep, None) => ".",
                     _ => match string_arg("path") {
@@ -528,7 +528,8 @@ impl Gate {
             | ToolName::Git
             | ToolName::Grep
             | ToolName::MemoryRecall
-            | ToolName::AskUser => true,
+            | ToolName::AskUser
+            | ToolName::PdfExtract => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -898,6 +899,7 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::FileRead
         | ToolName::Git
         | ToolName::Grep
+        | ToolName::PdfExtract
         | ToolName::MemoryStore
         | ToolName::MemoryRecall
         | ToolName::AskUser => Risk::Low,

@@ -10,6 +10,7 @@ mod glob;
 mod grep;
 mod http;
 pub mod memory;
+mod pdf;
 pub mod shell;
 pub mod web_search;
 
@@ -122,11 +123,12 @@ pub enum ToolName {
     Grep,
     AskUser,
     WebSearch,
+    PdfExtract,
 }
 
 impl ToolName {
     /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 14] = [
+    pub const ALL: [ToolName; 15] = [
         ToolName::Time,
         ToolName::FileList,
         ToolName::FileRead,
@@ -141,6 +143,7 @@ impl ToolName {
         ToolName::Grep,
         ToolName::AskUser,
         ToolName::WebSearch,
+        ToolName::PdfExtract,
     ];
 
     /// The name models, configs, receipts and the command line use.
@@ -160,6 +163,7 @@ impl ToolName {
             ToolName::Grep => "grep",
             ToolName::AskUser => "ask_user",
             ToolName::WebSearch => "web_search",
+            ToolName::PdfExtract => "pdf_extract",
         }
     }
 
@@ -182,6 +186,7 @@ impl ToolName {
                 | ToolName::MemoryForget
                 | ToolName::AskUser
                 | ToolName::WebSearch
+                | ToolName::PdfExtract
         )
     }
 
@@ -201,6 +206,7 @@ impl ToolName {
             ToolName::Grep => &grep::Grep,
             ToolName::AskUser => &ask_user::AskUser,
             ToolName::WebSearch => &web_search::WebSearch,
+            ToolName::PdfExtract => &pdf::PdfExtract,
         }
     }
 
