@@ -11,6 +11,7 @@ mod help;
 mod lock;
 mod onboard;
 pub mod parse;
+pub(crate) mod toml_text;
 
 use crate::config::Config;
 use crate::error::{Result, exit};

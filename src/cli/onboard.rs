@@ -2,6 +2,7 @@
 //! the questions `onboard` asks, and writing it all out.
 
 use super::parse::Onboard;
+use super::toml_text;
 use crate::config::{self, Autonomy, CliChannel, Config, Security};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
@@ -11,14 +12,14 @@ use std::path::{Path, PathBuf};
 /// A TOML string literal that survives config loading (`$` is expanded there).
 fn toml_path_literal(p: &Path) -> String {
     let s = p.display().to_string().replace('$', "$$");
-    toml::Value::String(s).to_string()
+    toml_text::string(&s)
 }
 
 /// A TOML list of strings on one line.
 fn toml_list<S: AsRef<str>>(v: impl IntoIterator<Item = S>) -> String {
     let items: Vec<String> = v
         .into_iter()
-        .map(|s| toml::Value::String(s.as_ref().into()).to_string())
+        .map(|s| toml_text::string(s.as_ref()))
         .collect();
     format!("[{}]", items.join(", "))
 }
@@ -41,7 +42,7 @@ impl Setup {
         let workspace_arg = workspace;
         let workspace = match workspace {
             Some(w) => workspace_literal(&w.display().to_string())?,
-            None => toml::Value::String(config::DEFAULT_WORKSPACE_DIR.into()).to_string(),
+            None => toml_text::string(config::DEFAULT_WORKSPACE_DIR),
         };
         Ok(Setup {
             workspace,
@@ -59,7 +60,7 @@ impl Setup {
         let key = match &self.api_key_env {
             Some(k) => format!(
                 "api_key_env = {}     # the variable's name; the key itself stays in the environment",
-                toml::Value::String(k.clone())
+                toml_text::string(k)
             ),
             None => "# api_key_env = \"OPENAI_API_KEY\"   # for servers that need a key".into(),
         };
@@ -85,21 +86,15 @@ impl Setup {
             .replace("{workspace}", &self.workspace)
             .replace("{default_provider}", self.default_provider)
             .replace("{autonomy}", &self.autonomy)
-            .replace(
-                "{base_url}",
-                &toml::Value::String(self.base_url.clone()).to_string(),
-            )
-            .replace(
-                "{model}",
-                &toml::Value::String(self.model.clone()).to_string(),
-            )
+            .replace("{base_url}", &toml_text::string(&self.base_url))
+            .replace("{model}", &toml_text::string(&self.model))
             .replace("{api_key_env}", &key)
     }
 }
 
 fn workspace_literal(raw: &str) -> Result<String> {
     if raw.starts_with('~') {
-        return Ok(toml::Value::String(raw.replace('$', "$$")).to_string());
+        return Ok(toml_text::string(&raw.replace('$', "$$")));
     }
     let abs =
         std::path::absolute(raw).map_err(|e| Error::usage(format!("workspace {raw}: {e}")))?;

@@ -274,8 +274,8 @@ fn config_toml(cfg: &Config) -> Result<String> {
             }
         }
     }
-    let t: toml::Table = serde_json::from_value(v)
-        .map_err(|e| Error::new(crate::error::Kind::Internal, e.to_string()))?;
+    let t = crate::cli::toml_text::document(&v)
+        .map_err(|e| Error::new(crate::error::Kind::Internal, e))?;
     Ok(format!("{keys}{t}"))
 }
 
