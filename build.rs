@@ -5,6 +5,12 @@
 //! but drops a 119 KB relocation table, and the loader has less to apply at
 //! every start. Older glibc cannot load such a binary, so the flag is only
 //! used when the glibc this build links against supports it.
+//!
+//! A release build aborts on panic, so nothing ever unwinds: its unwind
+//! tables (`.eh_frame`, 330 KB, and its index `.eh_frame_hdr`, 46 KB) are
+//! only read to print a backtrace. The linker drops them from the release
+//! executable; a panic still prints its message and location, then aborts,
+//! with an empty backtrace. Debug and test builds unwind and keep them.
 
 use std::process::Command;
 
@@ -15,6 +21,16 @@ fn main() {
     let gnu_linux = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     if native && gnu_linux && glibc_version().is_some_and(|v| v >= (2, 36)) {
         println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+    if var("PROFILE") == "release" && var("CARGO_CFG_TARGET_OS") == "linux" {
+        let script = std::path::Path::new(&var("OUT_DIR")).join("no-unwind-tables.ld");
+        std::fs::write(
+            &script,
+            "SECTIONS { /DISCARD/ : { *(.eh_frame) *(.eh_frame.*) } }\nINSERT AFTER .text;\n",
+        )
+        .expect("OUT_DIR is writable");
+        println!("cargo::rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+        println!("cargo::rustc-link-arg-bins=-Wl,-T,{}", script.display());
     }
 }
 
