@@ -105,8 +105,9 @@ WorkingDirectory={workdir}
 Environment={env}
 Restart=on-failure
 RestartSec=2
-# A user manager sets up the namespaces below only inside a user
-# namespace (implied from systemd 253 on; said here for older ones).
+# A user manager makes the mount namespace below only inside a user
+# namespace: said here so systemd < 253 applies it too, and so the unit
+# fails (217/USER) rather than runs without it where none can be made.
 PrivateUsers=yes
 NoNewPrivileges=yes
 PrivateTmp=yes

@@ -655,7 +655,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             bind: o
                 .value("bind")
                 .map(|v| match v.parse::<std::net::SocketAddr>() {
-                    Ok(a) => Ok(a.to_string()),
+                    Ok(_) => Ok(v),
                     Err(_) => Err(Error::usage(format!(
                         "--bind: \"{v}\" is not ADDR:PORT (an IP address and a port, e.g. 127.0.0.1:8080 or [::1]:8080)"
                     ))),
