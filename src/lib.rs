@@ -15,6 +15,7 @@ pub(crate) mod providers;
 pub mod receipts;
 pub(crate) mod runtime;
 pub mod security;
+pub mod service;
 pub mod skills;
 pub mod tools;
 pub(crate) mod transport;

@@ -181,6 +181,22 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
             "`latchclaw skill show` needs a skill name",
         ),
         (
+            &["service"],
+            "`latchclaw service` needs a subcommand: install, start, stop, status, uninstall",
+        ),
+        (
+            &["service", "install", "--bind", "localhost"],
+            "--bind: \"localhost\" is not ADDR:PORT",
+        ),
+        (
+            &["service", "start", "--force"],
+            "`latchclaw service start` does not take --force; its options: none",
+        ),
+        (
+            &["service", "status", "--print"],
+            "`latchclaw service status` does not take --print",
+        ),
+        (
             &["skill", "show", "Bad/Name"],
             "\"Bad/Name\" is not a skill name: only a-z, 0-9, _ and - are allowed",
         ),
@@ -283,6 +299,7 @@ fn help_command_subcommand_help_and_the_exit_table_once() {
         &["receipt", "repair"],
         &["receipt", "verify"],
         &["receipt", "head"],
+        &["service", "install"],
         &["completions"],
     ] {
         let via_help: Vec<&str> = ["help"].into_iter().chain(cmd.iter().copied()).collect();
@@ -359,6 +376,7 @@ const COMMAND_WORDS: &[&str] = &[
     "deny",
     "runs",
     "prompt",
+    "service",
     "completions",
     "help",
 ];
@@ -435,6 +453,14 @@ fn completions_are_generated_for_every_command_and_flag() {
     assert_eq!(
         bash_complete(&bash, &["memory", "notes", "--c"]),
         ["--config", "--category"]
+    );
+    assert_eq!(
+        bash_complete(&bash, &["service", "s"]),
+        ["start", "stop", "status"]
+    );
+    assert_eq!(
+        bash_complete(&bash, &["service", "install", "--p"]),
+        ["--print"]
     );
     assert_eq!(bash_complete(&bash, &["receipt", "r"]), ["repair"]);
     assert_eq!(bash_complete(&bash, &["receipt", "h"]), ["head"]);

@@ -336,8 +336,22 @@ pub const FLAGS: &[Flag] = &[
         long: "force",
         short: None,
         value: None,
-        commands: &["init", "onboard"],
-        help: "overwrite an existing config file",
+        commands: &["init", "onboard", "service install"],
+        help: "overwrite an existing config file (service install: a unit file that differs)",
+    },
+    Flag {
+        long: "bind",
+        short: None,
+        value: Some("ADDR:PORT"),
+        commands: &["service install"],
+        help: "the address the service's gateway listens on (gateway --bind), e.g. 127.0.0.1:8080",
+    },
+    Flag {
+        long: "print",
+        short: None,
+        value: None,
+        commands: &["service install"],
+        help: "print the unit and an equivalent crontab @reboot line; write and run nothing",
     },
 ];
 
@@ -634,6 +648,53 @@ or why it cannot be used.",
         about: "Prints one skill: its name, description, the tools it needs, where it
 comes from, whether it is enabled, then the body that joins the system
 prompt when it is.",
+        bare: false,
+    },
+    CommandDef {
+        path: "service install",
+        args: &[],
+        summary: "run the gateway as a systemd user service (or --print a crontab line)",
+        about: "Writes the systemd user unit latchclaw-gateway.service into
+$XDG_CONFIG_HOME/systemd/user (default ~/.config/systemd/user), 0644, by an
+atomic rename, then runs `systemctl --user daemon-reload` and `enable`. The
+unit runs `latchclaw gateway` (with this --config and --bind) hardened:
+the file system read-only but for the state directory and the workspace,
+a private /tmp, no new privileges, IPv4/IPv6/UNIX sockets only. A unit
+that differs from the one this would write is kept unless --force.
+Where systemd is not running for the user (containers), says so (exit 3)
+and writes nothing; --print prints the unit and an equivalent crontab
+@reboot line and touches nothing.",
+        bare: false,
+    },
+    CommandDef {
+        path: "service start",
+        args: &[],
+        summary: "start the installed gateway service now",
+        about: "Runs `systemctl --user start latchclaw-gateway.service`.",
+        bare: false,
+    },
+    CommandDef {
+        path: "service stop",
+        args: &[],
+        summary: "stop the gateway service",
+        about: "Runs `systemctl --user stop latchclaw-gateway.service`.",
+        bare: false,
+    },
+    CommandDef {
+        path: "service status",
+        args: &[],
+        summary: "whether the gateway service is installed, enabled and running",
+        about: "Prints the unit file's path, whether it is enabled, its state, main pid,
+start time and restarts, from `systemctl --user show`. Exit 0 when it is
+running, 3 when it is not.",
+        bare: false,
+    },
+    CommandDef {
+        path: "service uninstall",
+        args: &[],
+        summary: "stop and disable the gateway service and remove its unit",
+        about: "Runs `systemctl --user disable --now latchclaw-gateway.service`, removes
+the unit file and runs `systemctl --user daemon-reload`.",
         bare: false,
     },
     CommandDef {

@@ -139,6 +139,13 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
         Command::SkillList { json } => cmd::skill::list(&ctx, json),
         Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
+        Command::ServiceInstall { bind, print, force } => {
+            cmd::service::install(&ctx, bind, print, force)
+        }
+        Command::ServiceStart => cmd::service::start(&ctx),
+        Command::ServiceStop => cmd::service::stop(&ctx),
+        Command::ServiceStatus => cmd::service::status(&ctx),
+        Command::ServiceUninstall => cmd::service::uninstall(&ctx),
     }
 }
 

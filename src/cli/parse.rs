@@ -118,6 +118,15 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    ServiceInstall {
+        bind: Option<String>,
+        print: bool,
+        force: bool,
+    },
+    ServiceStart,
+    ServiceStop,
+    ServiceStatus,
+    ServiceUninstall,
 }
 
 #[derive(Debug, PartialEq, Clone, Copy)]
@@ -642,6 +651,23 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "skill list" => Command::SkillList { json },
         "skill show" => Command::SkillShow { name: arg(0), json },
+        "service install" => Command::ServiceInstall {
+            bind: o
+                .value("bind")
+                .map(|v| match v.parse::<std::net::SocketAddr>() {
+                    Ok(_) => Ok(v),
+                    Err(_) => Err(Error::usage(format!(
+                        "--bind: \"{v}\" is not ADDR:PORT (an IP address and a port, e.g. 127.0.0.1:8080 or [::1]:8080)"
+                    ))),
+                })
+                .transpose()?,
+            print: o.on("print"),
+            force: o.on("force"),
+        },
+        "service start" => Command::ServiceStart,
+        "service stop" => Command::ServiceStop,
+        "service status" => Command::ServiceStatus,
+        "service uninstall" => Command::ServiceUninstall,
         "completions" => Command::Completions(match arg(0).as_str() {
             "bash" => Shell::Bash,
             "zsh" => Shell::Zsh,

@@ -11,5 +11,6 @@ pub mod memory;
 pub mod prompt;
 pub mod provider;
 pub mod receipt;
+pub mod service;
 pub mod skill;
 pub mod tool;
