@@ -1434,11 +1434,7 @@ impl ReceiptLog {
     /// Receipts `since + 1 ..= since + limit` (1-based positions), parsed
     /// where possible (`Err` holds the raw text), read without keeping the
     /// rest of the log; and how many receipts the log holds.
-    pub fn page(
-        &self,
-        since: u64,
-        limit: usize,
-    ) -> Result<(Vec<(u64, Line)>, u64)> {
+    pub fn page(&self, since: u64, limit: usize) -> Result<(Vec<(u64, Line)>, u64)> {
         let Some(file) = self.open_for_read()? else {
             return Ok((Vec::new(), 0));
         };
@@ -2154,6 +2150,48 @@ mod tests {
             outcome(&log, "shell", "allowed", &a);
         }
         (log, dir)
+    }
+
+    #[test]
+    fn appended_receipts_are_verified_from_a_checkpoint_alone() {
+        let (log, dir) = keyed_log(2);
+        let at = log.checkpoint().unwrap().unwrap();
+        let len = std::fs::metadata(log.path()).unwrap().len();
+        assert_eq!((at.offset, at.count, at.keyed), (len, 5, true));
+        // Nothing new: the same place.
+        assert_eq!(log.verify_appended(&at).unwrap().unwrap(), at);
+        let a = started(&log, "shell");
+        outcome(&log, "shell", "allowed", &a);
+        let next = log.verify_appended(&at).unwrap().unwrap();
+        assert_eq!(next.count, 7);
+        assert_eq!(
+            next,
+            log.checkpoint().unwrap().unwrap(),
+            "the same as a whole verify"
+        );
+        // An appended line with a broken link is caught.
+        let mut l = lines(&log);
+        let last: Value = serde_json::from_str(&l[6]).unwrap();
+        l[6] = l[6].replace(last["previous_hash"].as_str().unwrap(), &"0".repeat(64));
+        write_lines(&log, &l, true);
+        let why = log.verify_appended(&next).unwrap().unwrap_err();
+        assert!(why.contains("no longer has the hash"), "{why}");
+        let why = log.verify_appended(&at).unwrap().unwrap_err();
+        assert!(why.starts_with("receipt 7:"), "{why}");
+        // A stripped hmac after keyed receipts.
+        let mut l = lines(&log);
+        let mut v: Value = serde_json::from_str(&l[5]).unwrap();
+        v.as_object_mut().unwrap().remove("hmac");
+        l[5] = v.to_string();
+        write_lines(&log, &l[..6], true);
+        assert!(log.verify_appended(&at).unwrap().is_err());
+        // A log cut shorter than what was verified.
+        write_lines(&log, &l[..3], true);
+        let why = log.verify_appended(&at).unwrap().unwrap_err();
+        assert!(why.contains("shorter"), "{why}");
+        let (page, total) = log.page(1, 1).unwrap();
+        assert_eq!((page.len(), page[0].0, total), (1, 2, 3));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
