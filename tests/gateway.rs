@@ -490,34 +490,34 @@ fn metrics_are_prometheus_text() {
                 "histogram" => assert!(["_bucket", "_sum", "_count"].contains(&suffix), "{line}"),
                 _ => assert_eq!(suffix, "", "{line}"),
             }
-            if let Some(labels) = series.strip_prefix(name) {
-                if !labels.is_empty() {
-                    assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
-                    // name="value" pairs, quotes escaped inside.
-                    let inner = &labels[1..labels.len() - 1];
-                    let mut rest = inner;
-                    while !rest.is_empty() {
-                        let (k, v) = rest.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
-                        assert!(
-                            k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
-                            "{line}"
-                        );
-                        let mut end = None;
-                        let mut escaped = false;
-                        for (i, c) in v.char_indices() {
-                            match (escaped, c) {
-                                (true, _) => escaped = false,
-                                (false, '\\') => escaped = true,
-                                (false, '"') => {
-                                    end = Some(i);
-                                    break;
-                                }
-                                _ => {}
+            if let Some(labels) = series.strip_prefix(name)
+                && !labels.is_empty()
+            {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                // name="value" pairs, quotes escaped inside.
+                let inner = &labels[1..labels.len() - 1];
+                let mut rest = inner;
+                while !rest.is_empty() {
+                    let (k, v) = rest.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
+                    assert!(
+                        k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                        "{line}"
+                    );
+                    let mut end = None;
+                    let mut escaped = false;
+                    for (i, c) in v.char_indices() {
+                        match (escaped, c) {
+                            (true, _) => escaped = false,
+                            (false, '\\') => escaped = true,
+                            (false, '"') => {
+                                end = Some(i);
+                                break;
                             }
+                            _ => {}
                         }
-                        let end = end.unwrap_or_else(|| panic!("unterminated label: {line}"));
-                        rest = v[end + 1..].strip_prefix(',').unwrap_or(&v[end + 1..]);
                     }
+                    let end = end.unwrap_or_else(|| panic!("unterminated label: {line}"));
+                    rest = v[end + 1..].strip_prefix(',').unwrap_or(&v[end + 1..]);
                 }
             }
         }
