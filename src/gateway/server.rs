@@ -544,8 +544,11 @@ fn drain(stream: &mut TcpStream) {
 /// waiting for a worker (an idle client must not hold one).
 fn wait_for_request(shared: &Shared, limits: &Limits, stream: &TcpStream) -> bool {
     let until = Instant::now() + limits.idle_timeout;
+    let fd = stream.as_raw_fd();
     loop {
-        if readable(stream.as_raw_fd(), SLICE_MS) {
+        // What is already there first: a client sending its next request
+        // at once keeps its connection even under load.
+        if readable(fd, 0) {
             return true;
         }
         if Instant::now() >= until
@@ -553,6 +556,9 @@ fn wait_for_request(shared: &Shared, limits: &Limits, stream: &TcpStream) -> boo
             || shared.stopping.load(Ordering::SeqCst)
         {
             return false;
+        }
+        if readable(fd, SLICE_MS) {
+            return true;
         }
     }
 }
