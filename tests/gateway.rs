@@ -406,6 +406,19 @@ fn chat_runs_turns_through_the_gate_and_receipts_and_counts_them() {
     assert_eq!(get(&g, &t, "/receipts?limit=0").status, 400);
     assert_eq!(get(&g, &t, "/receipts?since=x").status, 400);
 
+    // A message carrying the token: read-outs never show it.
+    let v = post(
+        &g,
+        &t,
+        "/chat",
+        &json!({"message": format!("remember {t} please")}),
+    )
+    .json();
+    assert!(!v.to_string().contains(&t[5..]), "{v}");
+    let hits = get(&g, &t, "/memory/search?q=remember").json();
+    assert!(!hits.as_array().unwrap().is_empty(), "{hits}");
+    assert!(!hits.to_string().contains(&t[5..]), "{hits}");
+
     let hits = get(&g, &t, "/memory/search?q=shadow&limit=5").json();
     assert!(
         hits.as_array()
@@ -420,7 +433,7 @@ fn chat_runs_turns_through_the_gate_and_receipts_and_counts_them() {
 
     let m = get(&g, &t, "/metrics").body;
     for line in [
-        "latchclaw_conversations_total 2",
+        "latchclaw_conversations_total 3",
         "latchclaw_tool_calls_total{tool=\"time\",status=\"allowed\"} 1",
         "latchclaw_tool_calls_total{tool=\"file_read\",status=\"denied\"} 1",
         "latchclaw_tool_calls_total{tool=\"shell\",status=\"denied\"} 1",
@@ -428,7 +441,7 @@ fn chat_runs_turns_through_the_gate_and_receipts_and_counts_them() {
         "latchclaw_tool_denials_total{tool=\"shell\"} 1",
         "latchclaw_provider_errors_total 0",
         "latchclaw_receipt_chain_valid 1",
-        "latchclaw_http_requests_total{path=\"/chat\",code=\"200\"} 3",
+        "latchclaw_http_requests_total{path=\"/chat\",code=\"200\"} 4",
     ] {
         assert!(m.lines().any(|l| l == line), "{line} missing:\n{m}");
     }

@@ -81,6 +81,8 @@ type Stamp = (u64, i64, i64, u64);
 pub struct TokenFile {
     path: PathBuf,
     cached: Mutex<Option<(Stamp, [u8; 32])>>,
+    /// The hash of the token last given to the redactor.
+    redacted: Mutex<Option<[u8; 32]>>,
 }
 
 impl TokenFile {
@@ -88,6 +90,7 @@ impl TokenFile {
         TokenFile {
             path: state_dir.join(TOKEN_FILE),
             cached: Mutex::new(None),
+            redacted: Mutex::new(None),
         }
     }
 
@@ -155,7 +158,17 @@ impl TokenFile {
             return false;
         };
         let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
-        constant_time_eq(&presented, &stored)
+        if !constant_time_eq(&presented, &stored) {
+            return false;
+        }
+        // From now on the process's redactor knows it: out of logs, tool
+        // results and memory read-outs, should a message carry it.
+        let mut redacted = self.redacted.lock().unwrap_or_else(|e| e.into_inner());
+        if *redacted != Some(stored) {
+            crate::security::redact::add_process_secret("gateway_token", token.trim());
+            *redacted = Some(stored);
+        }
+        true
     }
 }
 

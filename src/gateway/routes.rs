@@ -410,7 +410,7 @@ impl Gateway {
             .iter()
             .filter_map(|c| c.pending_approval.as_deref())
             .collect();
-        Ok(json!({
+        let mut v = json!({
             "conversation_id": o.conversation_id,
             "answer": o.answer,
             "tool_calls": o.tool_calls,
@@ -418,7 +418,12 @@ impl Gateway {
             "exit_reason": o.outcome().reason(),
             "turn_reason": o.exit_reason.reason(),
             "receipts_head": o.receipts_head,
-        }))
+        });
+        // A model may repeat a secret it was sent (the token, a key): the
+        // answer leaves as memory read-outs do.
+        crate::security::redact::global()
+            .redact_json(&mut v, &mut crate::security::redact::Counts::default());
+        Ok(v)
     }
 }
 
