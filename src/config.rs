@@ -541,6 +541,41 @@ impl Default for ReceiptsConfig {
     }
 }
 
+/// `[gateway]` (`latchclaw gateway`): the local HTTP server's bind and limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayConfig {
+    /// `ADDR:PORT`; a non-loopback address needs `allow_public_bind`.
+    pub bind: std::net::SocketAddr,
+    pub allow_public_bind: bool,
+    pub workers: u32,
+    /// Connections held at once (served and waiting); beyond it, 503.
+    pub max_connections: u32,
+    /// The whole request head must arrive within this (slowloris).
+    pub header_timeout_ms: u64,
+    /// A kept-alive connection with no request is closed after this.
+    pub idle_timeout_ms: u64,
+    pub max_body_bytes: u64,
+    pub rate_limit_per_minute: u32,
+    /// Origins answered with CORS headers; none by default.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> GatewayConfig {
+        GatewayConfig {
+            bind: std::net::SocketAddr::from(([127, 0, 0, 1], 7878)),
+            allow_public_bind: false,
+            workers: 8,
+            max_connections: 64,
+            header_timeout_ms: 5000,
+            idle_timeout_ms: 15_000,
+            max_body_bytes: 1 << 20,
+            rate_limit_per_minute: 600,
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
 /// The whole file: the top-level keys here, each `[section]` its own struct.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -569,6 +604,7 @@ pub struct Config {
     pub prompt: PromptConfig,
     pub receipts: ReceiptsConfig,
     pub skills: SkillsConfig,
+    pub gateway: GatewayConfig,
 }
 
 /// Every problem found in one pass, each prefixed with its key path.
@@ -987,6 +1023,7 @@ impl Config {
                 ..receipts
             },
             skills: SkillsConfig::default(),
+            gateway: GatewayConfig::default(),
             state_dir,
         }
     }
@@ -1173,6 +1210,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let prompt = read_prompt(r, &mut top, d.prompt);
     let tools = read_tools(r, &mut top, d.tools);
     let skills = read_skills(r, &mut top, d.skills);
+    let gateway = read_gateway(r, &mut top, d.gateway);
     r.finish(top);
     let mut channels = channels;
     channels.cli.tools_allow = effective_tools_allow(channels.cli.tools_allow, &tools);
@@ -1200,6 +1238,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         prompt,
         receipts,
         skills,
+        gateway,
     }
 }
 
@@ -1382,6 +1421,80 @@ fn lexical(p: &Path) -> PathBuf {
             other => out.push(other),
         }
     }
+    out
+}
+
+fn read_gateway(r: &mut Reader, top: &mut Section, d: GatewayConfig) -> GatewayConfig {
+    let mut g = r.section(top, "gateway");
+    let bind = match r.string(&mut g, "bind") {
+        Some(text) => match text.parse::<std::net::SocketAddr>() {
+            Ok(a) => a,
+            Err(_) => {
+                r.err(format!(
+                    "{}: \"{}\" is not ADDR:PORT (e.g. \"127.0.0.1:7878\", \"[::1]:7878\")",
+                    g.key("bind"),
+                    crate::util::printable(&text)
+                ));
+                d.bind
+            }
+        },
+        None => d.bind,
+    };
+    let out = GatewayConfig {
+        bind,
+        allow_public_bind: r.boolean(&mut g, "allow_public_bind", d.allow_public_bind),
+        workers: r.int(&mut g, "workers", d.workers.into(), 1, 256) as u32,
+        max_connections: r.int(
+            &mut g,
+            "max_connections",
+            d.max_connections.into(),
+            1,
+            65_536,
+        ) as u32,
+        header_timeout_ms: r.int(
+            &mut g,
+            "header_timeout_ms",
+            d.header_timeout_ms,
+            100,
+            600_000,
+        ),
+        idle_timeout_ms: r.int(&mut g, "idle_timeout_ms", d.idle_timeout_ms, 100, 3_600_000),
+        max_body_bytes: r.int(&mut g, "max_body_bytes", d.max_body_bytes, 1, 1 << 30),
+        rate_limit_per_minute: r.int(
+            &mut g,
+            "rate_limit_per_minute",
+            d.rate_limit_per_minute.into(),
+            1,
+            1_000_000,
+        ) as u32,
+        cors_origins: r.list(&mut g, "cors_origins").unwrap_or(d.cors_origins),
+    };
+    if out.max_connections < out.workers {
+        r.err(format!(
+            "gateway.max_connections: {} is fewer than gateway.workers ({}); allowed: at least \
+             as many connections as workers",
+            out.max_connections, out.workers
+        ));
+    }
+    for (i, o) in out.cors_origins.iter().enumerate() {
+        // An origin is scheme://host[:port], nothing else: no `*`, no path.
+        let ok = (o.starts_with("http://") || o.starts_with("https://"))
+            && !o.contains('*')
+            && o.split_once("://").is_some_and(|(_, rest)| {
+                !rest.is_empty()
+                    && !rest.contains('/')
+                    && rest.bytes().all(|b| b.is_ascii_graphic())
+            });
+        if !ok {
+            r.err(format!(
+                "{}[{i}]: \"{}\" is not an origin; allowed: scheme://host[:port] \
+                 (e.g. \"http://localhost:3000\"), never \"*\"",
+                g.key("cors_origins"),
+                crate::util::printable(o)
+            ));
+        }
+    }
+    r.finish(g);
     out
 }
 

@@ -48,6 +48,15 @@ impl RunControl {
         }
     }
 
+    /// A run with its own deadline that is cancelled with this one (the
+    /// gateway's turns, stopped by the signal that stops the gateway).
+    pub fn child(&self, timeout: Option<Duration>) -> RunControl {
+        RunControl {
+            limit: timeout.map(|t| (t, Instant::now() + t)),
+            flags: Arc::clone(&self.flags),
+        }
+    }
+
     pub fn deadline(&self) -> Option<Instant> {
         self.limit.map(|(_, d)| d)
     }

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod error;
+pub(crate) mod gateway;
 pub mod logging;
 pub mod memory;
 pub(crate) mod prompt;

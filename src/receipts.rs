@@ -232,8 +232,8 @@ impl Keying {
 }
 
 /// 32 bytes from the kernel's random source (getrandom(2), /dev/urandom
-/// where it is missing).
-fn random_key() -> Result<[u8; KEY_LEN]> {
+/// where it is missing): the receipt key, the gateway's token.
+pub(crate) fn random_key() -> Result<[u8; KEY_LEN]> {
     let mut buf = [0u8; KEY_LEN];
     let mut got = 0;
     while got < KEY_LEN {
@@ -400,6 +400,30 @@ pub struct Auth {
     /// Their hmacs were checked under the key (false: there was no key to
     /// check them with, so they are not authenticated).
     pub checked: bool,
+}
+
+/// One line of the log: parsed, or its raw text.
+pub type Line = std::result::Result<Value, String>;
+
+/// Where a verified log ended: its length in bytes, its receipts, the
+/// last one's hash and whether it carries an hmac.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub offset: u64,
+    pub count: u64,
+    pub head: String,
+    pub keyed: bool,
+}
+
+impl Default for Checkpoint {
+    fn default() -> Checkpoint {
+        Checkpoint {
+            offset: 0,
+            count: 0,
+            head: GENESIS.into(),
+            keyed: false,
+        }
+    }
 }
 
 /// A head recorded earlier (`receipt head`, an anchor) that the chain must
@@ -1309,6 +1333,136 @@ impl ReceiptLog {
         )))
     }
 
+    /// Verifies the whole log once (as `verify`) and says where it ends,
+    /// for `verify_appended` to go on from; `Err(why)` when it is broken.
+    pub fn checkpoint(&self) -> Result<std::result::Result<Checkpoint, String>> {
+        let Some(mut file) = self.open_for_read()? else {
+            return Ok(Ok(Checkpoint::default()));
+        };
+        // The shared lock holds appends off: the length is what is read.
+        let len = file
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.path.display()))?
+            .len();
+        Ok(match self.verify_from(&mut file, VERIFY_BLOCK, &[])? {
+            Verify::Ok {
+                count, head, auth, ..
+            } => Ok(Checkpoint {
+                offset: len,
+                count,
+                head,
+                keyed: auth.keyed > 0,
+            }),
+            Verify::Broken { position, why, .. } => Err(format!("receipt {position}: {why}")),
+        })
+    }
+
+    /// Checks only what was appended after `from` (a `checkpoint` or an
+    /// earlier return of this): each new receipt's own hash and hmac, its
+    /// link to the one before, no hmac stripped after keyed ones; and that
+    /// the receipt `from` ended on is still there with its hash. Earlier
+    /// receipts are not read again (`checkpoint` does that), and calls are
+    /// not paired with their outcomes here.
+    pub fn verify_appended(
+        &self,
+        from: &Checkpoint,
+    ) -> Result<std::result::Result<Checkpoint, String>> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok(if from.count == 0 {
+                Ok(Checkpoint::default())
+            } else {
+                Err(format!("the log is gone (it had {} receipts)", from.count))
+            });
+        };
+        let read_err = || format!("cannot read receipts log {}", self.path.display());
+        let len = file.metadata().ctx(read_err)?.len();
+        if len < from.offset {
+            return Ok(Err(format!(
+                "the log is {len} bytes, shorter than the {} already verified: cut or rewritten",
+                from.offset
+            )));
+        }
+        let key = self.keying.key();
+        if from.offset > 0 {
+            // The last verified receipt must still end there, unchanged.
+            let start = from.offset.saturating_sub(64 * 1024);
+            let mut buf = vec![0u8; (from.offset - start) as usize];
+            file.read_exact_at(&mut buf, start).ctx(read_err)?;
+            let body = &buf[..buf.len().saturating_sub(1)];
+            let line_start = memchr::memrchr(b'\n', body).map_or(0, |i| i + 1);
+            match check_self(&buf[line_start..], key) {
+                Ok(c) if c.hash == from.head => {}
+                _ => {
+                    return Ok(Err(format!(
+                        "receipt {} no longer has the hash {} it had: the log was rewritten",
+                        from.count, from.head
+                    )));
+                }
+            }
+        }
+        let mut at = from.clone();
+        let mut reader = BufReader::new(&file);
+        std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(from.offset)).ctx(read_err)?;
+        let mut line = Vec::with_capacity(1024);
+        while at.offset < len {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).ctx(read_err)?;
+            if n == 0 {
+                break;
+            }
+            let position = at.count + 1;
+            let checked = check_self(&line, key).and_then(|c| {
+                link(&c.previous_hash, &at.head)?;
+                if at.keyed && !c.keyed {
+                    return Err("no hmac after keyed receipts: it was stripped".into());
+                }
+                Ok(c)
+            });
+            match checked {
+                Ok(c) => {
+                    at.head = c.hash;
+                    at.keyed = c.keyed;
+                    at.count = position;
+                    at.offset += n as u64;
+                }
+                Err(why) => return Ok(Err(format!("receipt {position}: {why}"))),
+            }
+        }
+        Ok(Ok(at))
+    }
+
+    /// Receipts `since + 1 ..= since + limit` (1-based positions), parsed
+    /// where possible (`Err` holds the raw text), read without keeping the
+    /// rest of the log; and how many receipts the log holds.
+    pub fn page(&self, since: u64, limit: usize) -> Result<(Vec<(u64, Line)>, u64)> {
+        let Some(file) = self.open_for_read()? else {
+            return Ok((Vec::new(), 0));
+        };
+        let mut reader = BufReader::new(file);
+        let mut out = Vec::new();
+        let mut line = Vec::new();
+        let mut position = 0u64;
+        loop {
+            line.clear();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
+            if n == 0 {
+                break;
+            }
+            position += 1;
+            if position > since && out.len() < limit {
+                let text = line.strip_suffix(b"\n").unwrap_or(&line);
+                out.push((
+                    position,
+                    serde_json::from_slice::<Value>(text)
+                        .map_err(|_| String::from_utf8_lossy(text).into_owned()),
+                ));
+            }
+        }
+        Ok((out, position))
+    }
+
     /// Every line, parsed where possible (`Err` holds the raw text).
     pub fn list(&self) -> Result<Vec<std::result::Result<Value, String>>> {
         let Some(file) = self.open_for_read()? else {
@@ -1996,6 +2150,48 @@ mod tests {
             outcome(&log, "shell", "allowed", &a);
         }
         (log, dir)
+    }
+
+    #[test]
+    fn appended_receipts_are_verified_from_a_checkpoint_alone() {
+        let (log, dir) = keyed_log(2);
+        let at = log.checkpoint().unwrap().unwrap();
+        let len = std::fs::metadata(log.path()).unwrap().len();
+        assert_eq!((at.offset, at.count, at.keyed), (len, 5, true));
+        // Nothing new: the same place.
+        assert_eq!(log.verify_appended(&at).unwrap().unwrap(), at);
+        let a = started(&log, "shell");
+        outcome(&log, "shell", "allowed", &a);
+        let next = log.verify_appended(&at).unwrap().unwrap();
+        assert_eq!(next.count, 7);
+        assert_eq!(
+            next,
+            log.checkpoint().unwrap().unwrap(),
+            "the same as a whole verify"
+        );
+        // An appended line with a broken link is caught.
+        let mut l = lines(&log);
+        let last: Value = serde_json::from_str(&l[6]).unwrap();
+        l[6] = l[6].replace(last["previous_hash"].as_str().unwrap(), &"0".repeat(64));
+        write_lines(&log, &l, true);
+        let why = log.verify_appended(&next).unwrap().unwrap_err();
+        assert!(why.contains("no longer has the hash"), "{why}");
+        let why = log.verify_appended(&at).unwrap().unwrap_err();
+        assert!(why.starts_with("receipt 7:"), "{why}");
+        // A stripped hmac after keyed receipts.
+        let mut l = lines(&log);
+        let mut v: Value = serde_json::from_str(&l[5]).unwrap();
+        v.as_object_mut().unwrap().remove("hmac");
+        l[5] = v.to_string();
+        write_lines(&log, &l[..6], true);
+        assert!(log.verify_appended(&at).unwrap().is_err());
+        // A log cut shorter than what was verified.
+        write_lines(&log, &l[..3], true);
+        let why = log.verify_appended(&at).unwrap().unwrap_err();
+        assert!(why.contains("shorter"), "{why}");
+        let (page, total) = log.page(1, 1).unwrap();
+        assert_eq!((page.len(), page[0].0, total), (1, 2, 3));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

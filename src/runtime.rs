@@ -18,6 +18,13 @@ use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::time::Instant;
 
+/// Provider calls that failed in this process (the gateway's metrics).
+static PROVIDER_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn provider_errors() -> u64 {
+    PROVIDER_ERRORS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub enum Approval {
     Approved,
     Denied(String),
@@ -867,6 +874,7 @@ impl<'a> Runtime<'a> {
                 (calls, usage, round, started),
             );
         }
+        PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         log::error!(target: "event::provider_error", "{e}");
         self.memory.add_turn(&NewTurn {
             conversation_id: &conv,
@@ -1016,6 +1024,7 @@ impl<'a> Runtime<'a> {
                 Err(e) => {
                     // The error itself is returned and printed once by main;
                     // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
+                    PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     log::info!(target: "event::provider_error", "{e}");
                     return Err(Error::new(Kind::Runtime, e.to_string()));
                 }

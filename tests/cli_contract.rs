@@ -155,6 +155,22 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
         ),
         (&["memory", "forgot"], "unknown command `memory forgot`"),
         (
+            &["gateway", "--rotate"],
+            "`latchclaw gateway` does not take --rotate; its options: --bind ADDR:PORT",
+        ),
+        (
+            &["gateway", "token", "--bind", "127.0.0.1:1"],
+            "`latchclaw gateway token` does not take --bind; its options: --rotate",
+        ),
+        (
+            &["gateway", "tokn"],
+            "`latchclaw gateway` takes no arguments",
+        ),
+        (
+            &["gateway", "--bind", "7878"],
+            "--bind: \"7878\" is not ADDR:PORT",
+        ),
+        (
             &["memory", "forget"],
             "`latchclaw memory forget` needs a note id (from memory notes)",
         ),

@@ -333,6 +333,20 @@ pub const FLAGS: &[Flag] = &[
         help: "remove the emergency stop",
     },
     Flag {
+        long: "bind",
+        short: None,
+        value: Some("ADDR:PORT"),
+        commands: &["gateway"],
+        help: "listen here instead of gateway.bind (port 0: any free port)",
+    },
+    Flag {
+        long: "rotate",
+        short: None,
+        value: None,
+        commands: &["gateway token"],
+        help: "replace the existing token (the old one stops working)",
+    },
+    Flag {
         long: "force",
         short: None,
         value: None,
@@ -576,6 +590,29 @@ written: a repair never rewrites or removes a receipt.",
         summary: "emergency stop: refuse every tool call until cleared",
         about: "Creates the ESTOP file: every tool call is refused (with a receipt) until
 `latchclaw estop --clear` removes it. The agent can still answer in text.",
+        bare: false,
+    },
+    CommandDef {
+        path: "gateway",
+        args: &[],
+        summary: "a local HTTP server: chat, status, tools, memory, receipts, estop, metrics",
+        about: "Serves the HTTP API on gateway.bind (127.0.0.1:7878 by default) until SIGTERM
+or Ctrl-C, and prints `listening on ADDR:PORT` on stdout once it is. Every
+endpoint but /health needs `Authorization: Bearer TOKEN` (`latchclaw gateway
+token` makes it; the gateway does not start without one). A non-loopback
+address needs gateway.allow_public_bind = true and a token. POST /chat runs a
+turn through the same gate and receipts as `agent`; a call that needs
+approval waits as a pending approval (`latchclaw approve ID`).",
+        bare: false,
+    },
+    CommandDef {
+        path: "gateway token",
+        args: &[],
+        summary: "create the gateway's bearer token (printed once; only its hash is kept)",
+        about: "Makes a 32-byte random token, prints it once on stdout and keeps only its
+SHA-256 in <state>/gateway.token (0600). Refused when a token exists:
+--rotate replaces it, and the old one stops working at once, in a running
+gateway too.",
         bare: false,
     },
     CommandDef {

@@ -91,6 +91,12 @@ pub enum Command {
     Estop {
         clear: bool,
     },
+    Gateway {
+        bind: Option<std::net::SocketAddr>,
+    },
+    GatewayToken {
+        rotate: bool,
+    },
     ApprovalsList {
         all: bool,
         json: bool,
@@ -630,6 +636,20 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "receipt repair" => Command::ReceiptRepair { json },
         "estop" => Command::Estop {
             clear: o.on("clear"),
+        },
+        "gateway" => Command::Gateway {
+            bind: match o.value("bind") {
+                None => None,
+                Some(v) => Some(v.parse().map_err(|_| {
+                    Error::usage(format!(
+                        "--bind: \"{}\" is not ADDR:PORT (e.g. 127.0.0.1:7878, [::1]:0)",
+                        crate::util::printable(&v)
+                    ))
+                })?),
+            },
+        },
+        "gateway token" => Command::GatewayToken {
+            rotate: o.on("rotate"),
         },
         "approvals list" => Command::ApprovalsList {
             all: o.on("all"),

@@ -180,6 +180,34 @@ pub fn estop_engaged(path: &Path) -> Option<String> {
     }
 }
 
+/// Turns the emergency stop on: the ESTOP file, saying when and `why`.
+pub fn engage_estop(cfg: &crate::config::Config, why: &str) -> crate::error::Result<()> {
+    let path = cfg.estop_path();
+    crate::util::private_dir(&cfg.state_dir)?;
+    let line = format!("engaged {} {why}", crate::util::now_rfc3339());
+    std::fs::write(&path, format!("{}\n", line.trim_end())).map_err(|e| {
+        crate::error::Error::runtime(format!("cannot write {}: {e}", path.display()))
+    })?;
+    log::warn!(target: "event::estop_triggered", "path={} {why}", path.display());
+    Ok(())
+}
+
+/// Turns the emergency stop off; whether it was on.
+pub fn clear_estop(cfg: &crate::config::Config) -> crate::error::Result<bool> {
+    let path = cfg.estop_path();
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            log::warn!(target: "event::estop_cleared", "path={}", path.display());
+            Ok(true)
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(crate::error::Error::runtime(format!(
+            "cannot remove {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// Both spellings of a path: as given, and with symlinks resolved.
 fn both_forms(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
     let mut out = Vec::new();

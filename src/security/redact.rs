@@ -382,9 +382,35 @@ pub fn global() -> Arc<Redactor> {
     installed.unwrap_or_default()
 }
 
-/// [`Redactor::from_config`], installed for the process.
+/// Secrets of this process that no config names (the gateway's token),
+/// known to every redactor installed after them.
+static PROCESS_SECRETS: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
+
+/// Adds a known value to the process's redactor, now and in every one
+/// `for_config` installs later.
+pub fn add_process_secret(name: &str, value: &str) {
+    {
+        let mut extra = PROCESS_SECRETS.write().unwrap_or_else(|e| e.into_inner());
+        if extra.iter().any(|(_, v)| v == value) {
+            return;
+        }
+        extra.push((name.to_string(), value.to_string()));
+    }
+    install(global().with_secret(name, value));
+}
+
+/// [`Redactor::from_config`] and the process's own secrets, installed for
+/// the process.
 pub fn for_config(cfg: &Config) -> Arc<Redactor> {
-    install(Redactor::from_config(cfg))
+    let mut r = Redactor::from_config(cfg);
+    for (name, value) in PROCESS_SECRETS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        r.add_secret(name, value);
+    }
+    install(r)
 }
 
 /// `text` through the process's redactor.

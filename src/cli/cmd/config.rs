@@ -181,6 +181,17 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "workspace": cfg.skills.workspace,
         },
         "tools": tools_value(cfg),
+        "gateway": {
+            "bind": cfg.gateway.bind.to_string(),
+            "allow_public_bind": cfg.gateway.allow_public_bind,
+            "workers": cfg.gateway.workers,
+            "max_connections": cfg.gateway.max_connections,
+            "header_timeout_ms": cfg.gateway.header_timeout_ms,
+            "idle_timeout_ms": cfg.gateway.idle_timeout_ms,
+            "max_body_bytes": cfg.gateway.max_body_bytes,
+            "rate_limit_per_minute": cfg.gateway.rate_limit_per_minute,
+            "cors_origins": cfg.gateway.cors_origins,
+        },
     })
 }
 
@@ -304,6 +315,8 @@ mod tests {
              [memory]\npath = \"/m/$$$$.db\"\n\
              [receipts]\nanchor_file = \"/a/$$x anchor\"\n\
              [skills]\nenabled = [\"b\", \"a-1\"]\nworkspace = true\n\
+             [gateway]\nbind = \"[::1]:9000\"\nworkers = 3\nmax_connections = 9\n\
+             cors_origins = [\"http://localhost:3000\"]\nrate_limit_per_minute = 5\n\
              [channels.cli]\ntools_allow = [\"time\", \"shell\", \"file_read\"]\n\
              [tools.shell]\ntimeout_secs = 7\nrate_limit = { per_minute = 3 }\n\
              [tools.file_read]\nenabled = false\n\
@@ -325,6 +338,11 @@ mod tests {
         );
         assert_eq!(cfg.security.secret_env, ["LC_SECRET_A", "LC_SECRET_B"]);
         assert_eq!(cfg.skills.enabled, ["b", "a-1"]);
+        assert_eq!(cfg.gateway.bind.to_string(), "[::1]:9000");
+        assert_eq!(
+            (cfg.gateway.workers, cfg.gateway.rate_limit_per_minute),
+            (3, 5)
+        );
         use crate::tools::ToolName;
         assert_eq!(
             cfg.channels.cli.tools_allow,

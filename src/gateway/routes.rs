@@ -1,0 +1,442 @@
+//! The endpoints. Everything but `/health` needs the bearer token and
+//! counts against the rate limit; a turn (`POST /chat`) is built in the
+//! worker that serves it (a `Runtime` is not `Send`) and takes the same
+//! gate, receipts and memory as `latchclaw agent`; a call that needs an
+//! approval waits as a pending approval, decided at the CLI.
+
+use super::Gateway;
+use super::server::{Handler, Request, Response};
+use crate::error::Kind;
+use crate::runtime::{Approval, Approver, NoProgress, Runtime};
+use crate::security::Decision;
+use crate::tools::ask_user::{Reply, User};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Nobody at the gateway answers for the operator: every approval waits
+/// (`latchclaw approve ID`), every question gets "no user present".
+struct NoOperator;
+
+impl Approver for NoOperator {
+    fn ask(&self, _: &str, _: &Decision, _: &Value, _: &crate::control::RunControl) -> Approval {
+        Approval::Unavailable(
+            "asked through the gateway, where no operator answers; approving is a local \
+             CLI act"
+                .into(),
+        )
+    }
+}
+
+impl User for NoOperator {
+    fn ask_user(&self, _: &str, _: &crate::control::RunControl, _: Instant) -> Reply {
+        Reply::NoUser
+    }
+}
+
+const MAX_LIMIT: u64 = 1000;
+
+impl Handler for Gateway {
+    fn handle(&self, req: &Request) -> Response {
+        let r = self.route(req);
+        self.cors(req, r)
+    }
+
+    fn served(&self, path: Option<&str>, status: u16, took: Duration) {
+        self.metrics.request(path, status, took);
+        log::info!(
+            target: "event::gateway_request",
+            "path={} status={status} ms={}",
+            super::metrics::path_label(path),
+            took.as_millis()
+        );
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response {
+    Response::error(
+        405,
+        "method_not_allowed",
+        &format!("this endpoint takes {allow}"),
+    )
+    .with("Allow", allow)
+}
+
+/// A query parameter as a number in `1..=max` (or `0..` for `since`).
+fn number(req: &Request, name: &str, default: u64, min: u64, max: u64) -> Result<u64, Response> {
+    match req.param(name) {
+        None => Ok(default),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(Response::error(
+                400,
+                "bad_request",
+                &format!(
+                    "{name}: \"{}\" is not a number from {min} to {max}",
+                    crate::util::printable(&v)
+                ),
+            )),
+        },
+    }
+}
+
+impl Gateway {
+    fn route(&self, req: &Request) -> Response {
+        let path = req.path.as_str();
+        if path == "/health" {
+            return match req.method.as_str() {
+                "GET" => Response::json(200, &json!({"status": "ok"})),
+                _ => method_not_allowed("GET"),
+            };
+        }
+        if req.method == "OPTIONS" && self.allowed_origin(req).is_some() {
+            // A browser's preflight carries no credentials.
+            return Response {
+                status: 204,
+                content_type: "text/plain",
+                headers: vec![
+                    ("Access-Control-Allow-Methods", "GET, POST, DELETE".into()),
+                    (
+                        "Access-Control-Allow-Headers",
+                        "Authorization, Content-Type".into(),
+                    ),
+                    ("Access-Control-Max-Age", "600".into()),
+                ],
+                body: Vec::new(),
+            };
+        }
+        if !self.token.check(req.header("authorization")) {
+            return Response::error(
+                401,
+                "unauthorized",
+                "a valid `Authorization: Bearer TOKEN` header is required (`latchclaw gateway token`)",
+            )
+            .with("WWW-Authenticate", "Bearer");
+        }
+        if let Err(secs) = self.limit.take() {
+            return Response::error(
+                429,
+                "rate_limited",
+                &format!(
+                    "over gateway.rate_limit_per_minute ({}); retry in {secs} s",
+                    self.cfg.gateway.rate_limit_per_minute
+                ),
+            )
+            .with("Retry-After", secs.to_string());
+        }
+        let m = req.method.as_str();
+        match path {
+            "/status" if m == "GET" => self.status(),
+            "/status" => method_not_allowed("GET"),
+            "/tools" if m == "GET" => self.tools(),
+            "/tools" => method_not_allowed("GET"),
+            "/chat" if m == "POST" => self.chat(req),
+            "/chat" => method_not_allowed("POST"),
+            "/memory/search" if m == "GET" => self.memory_search(req),
+            "/memory/search" => method_not_allowed("GET"),
+            "/receipts" if m == "GET" => self.receipts(req),
+            "/receipts" => method_not_allowed("GET"),
+            "/estop" if m == "POST" => self.estop_engage(req),
+            "/estop" if m == "DELETE" => self.estop_clear(),
+            "/estop" => method_not_allowed("POST, DELETE"),
+            "/metrics" if m == "GET" => Response {
+                status: 200,
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                headers: Vec::new(),
+                body: self.metrics.render(&self.cfg).into_bytes(),
+            },
+            "/metrics" => method_not_allowed("GET"),
+            _ => Response::error(
+                404,
+                "not_found",
+                "no such endpoint; see README: gateway (/health, /status, /tools, /chat, \
+                 /memory/search, /receipts, /estop, /metrics)",
+            ),
+        }
+    }
+
+    /// The request's `Origin` when `gateway.cors_origins` lists it.
+    fn allowed_origin<'r>(&self, req: &'r Request) -> Option<&'r str> {
+        let origin = req.header("origin")?;
+        self.cfg
+            .gateway
+            .cors_origins
+            .iter()
+            .any(|o| o == origin)
+            .then_some(origin)
+    }
+
+    fn cors(&self, req: &Request, r: Response) -> Response {
+        match self.allowed_origin(req) {
+            Some(origin) => r
+                .with("Access-Control-Allow-Origin", origin)
+                .with("Vary", "Origin"),
+            None => r,
+        }
+    }
+
+    fn internal(e: crate::error::Error) -> Response {
+        let msg = crate::security::redact::scrub(&e.msg);
+        match e.kind {
+            Kind::Usage => Response::error(400, "bad_request", &msg),
+            Kind::Integrity => Response::error(500, "integrity", &msg),
+            _ => Response::error(500, "internal", &msg),
+        }
+    }
+
+    fn status(&self) -> Response {
+        let cfg = &self.cfg;
+        let provider = cfg.provider(&cfg.default_provider).ok();
+        let estop_path = cfg.estop_path();
+        let engaged = crate::security::estop_engaged(&estop_path).is_some();
+        let reason = engaged.then(|| estop_reason(&estop_path));
+        let receipts = match self.metrics.chain(cfg) {
+            None => json!({"enabled": false}),
+            Some(Ok(at)) => {
+                json!({"enabled": true, "chain_valid": true, "count": at.count, "head": at.head})
+            }
+            Some(Err(why)) => json!({"enabled": true, "chain_valid": false, "error": why}),
+        };
+        Response::json(
+            200,
+            &json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "provider": {
+                    "name": cfg.default_provider,
+                    "kind": provider.map(|p| p.kind().as_str()),
+                    "model": provider.map(|p| p.model.clone()),
+                },
+                "autonomy": cfg.security.autonomy.as_str(),
+                "estop": {"engaged": engaged, "reason": reason},
+                "confinement": {"mode": cfg.security.confinement.as_str(), "description": self.confinement},
+                "receipts": receipts,
+            }),
+        )
+    }
+
+    fn tools(&self) -> Response {
+        let rows: Vec<Value> = crate::tools::ToolName::ALL
+            .into_iter()
+            .map(|name| {
+                json!({
+                    "name": name,
+                    "enabled": self.cfg.channels.cli.tools_allow.contains(&name),
+                    "risk": crate::security::risk_summary(name),
+                    "description": name.tool().description(),
+                })
+            })
+            .collect();
+        Response::json(200, &Value::Array(rows))
+    }
+
+    fn memory_search(&self, req: &Request) -> Response {
+        let Some(q) = req.param("q").filter(|q| !q.trim().is_empty()) else {
+            return Response::error(400, "bad_request", "q: a search query is required (?q=...)");
+        };
+        let limit = match number(req, "limit", 20, 1, MAX_LIMIT) {
+            Ok(n) => n as u32,
+            Err(r) => return r,
+        };
+        let hits = match crate::memory::Memory::open_existing(
+            &self.cfg.memory.path,
+            self.cfg.memory.busy_timeout_ms,
+        ) {
+            Ok(Some(m)) => m.search(&q, limit),
+            Ok(None) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+        match hits {
+            Ok(h) => Response::json(200, &json!(h)),
+            Err(e) => Gateway::internal(e),
+        }
+    }
+
+    fn receipts(&self, req: &Request) -> Response {
+        let (since, limit) = match (
+            number(req, "since", 0, 0, u64::MAX >> 1),
+            number(req, "limit", 100, 1, MAX_LIMIT),
+        ) {
+            (Ok(s), Ok(l)) => (s, l as usize),
+            (Err(r), _) | (_, Err(r)) => return r,
+        };
+        let log = crate::receipts::ReceiptLog::new(&self.cfg.receipts.path);
+        match log.page(since, limit) {
+            Ok((rows, total)) => {
+                let next = rows.last().map_or(since, |(p, _)| *p);
+                let receipts: Vec<Value> = rows
+                    .into_iter()
+                    .map(|(position, r)| {
+                        let mut v = r.unwrap_or_else(|raw| json!({"unparsable": raw}));
+                        if let Some(o) = v.as_object_mut() {
+                            o.insert("position".into(), position.into());
+                        }
+                        v
+                    })
+                    .collect();
+                Response::json(
+                    200,
+                    &json!({"receipts": receipts, "total": total, "next_since": next}),
+                )
+            }
+            Err(e) => Gateway::internal(e),
+        }
+    }
+
+    fn estop_engage(&self, req: &Request) -> Response {
+        let reason = if req.body.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            match serde_json::from_slice::<Value>(&req.body) {
+                Ok(v) => match v.get("reason") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Response::error(400, "bad_request", "reason: expected a string");
+                    }
+                },
+                Err(e) => {
+                    return Response::error(
+                        400,
+                        "bad_request",
+                        &format!("the body is not JSON: {e}"),
+                    );
+                }
+            }
+        };
+        let reason = crate::cli::one_line(
+            &crate::util::printable(reason.as_deref().unwrap_or("engaged through the gateway")),
+            200,
+        );
+        match crate::security::engage_estop(&self.cfg, &format!("via gateway: {reason}")) {
+            Ok(()) => Response::json(200, &json!({"estop": true, "reason": reason})),
+            Err(e) => Gateway::internal(e),
+        }
+    }
+
+    fn estop_clear(&self) -> Response {
+        match crate::security::clear_estop(&self.cfg) {
+            Ok(was) => Response::json(200, &json!({"estop": false, "was_engaged": was})),
+            Err(e) => Gateway::internal(e),
+        }
+    }
+
+    fn chat(&self, req: &Request) -> Response {
+        let body: Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => {
+                return Response::error(400, "bad_request", &format!("the body is not JSON: {e}"));
+            }
+        };
+        let message = match body.get("message") {
+            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            _ => {
+                return Response::error(
+                    400,
+                    "bad_request",
+                    "message: a non-empty string is required ({\"message\": \"...\"})",
+                );
+            }
+        };
+        if message.len() > self.cfg.max_input_bytes {
+            return Response::error(
+                413,
+                "message_too_large",
+                &format!(
+                    "message is {} bytes; the limit is {} (max_input_bytes)",
+                    message.len(),
+                    self.cfg.max_input_bytes
+                ),
+            );
+        }
+        let conversation = match body.get("conversation_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(_) => {
+                return Response::error(400, "bad_request", "conversation_id: expected a string");
+            }
+        };
+        match self.turn(&message, conversation.as_deref()) {
+            Ok(v) => Response::json(200, &v),
+            Err(r) => r,
+        }
+    }
+
+    /// One turn, as `latchclaw agent -m MESSAGE [--conversation ID]` runs it.
+    fn turn(&self, message: &str, conversation: Option<&str>) -> Result<Value, Response> {
+        let cfg = &self.cfg;
+        let provider =
+            crate::providers::build(cfg, &cfg.default_provider).map_err(Gateway::internal)?;
+        let approver = NoOperator;
+        let mut rt = Runtime::new(cfg, &approver).map_err(Gateway::internal)?;
+        rt.prepare_receipts();
+        let run_id = rt
+            .memory
+            .run_started("gateway POST /chat", None)
+            .map_err(Gateway::internal)?;
+        rt.control = self.control.child(None);
+        let errors_before = crate::runtime::provider_errors();
+        let result = rt.agent_turn_with(provider.as_ref(), conversation, message, &NoProgress);
+        if let Err(e) = rt.anchor_head() {
+            log::warn!(target: "event::gateway_anchor", "{e}");
+        }
+        let (code, reason) = match &result {
+            Ok(o) => (o.exit_code(), o.outcome().reason().to_string()),
+            Err(e) => (
+                crate::error::Outcome::Failed(e.kind).code(),
+                format!("error: {}", crate::security::redact::scrub(&e.msg)),
+            ),
+        };
+        let conv = rt.conversation.borrow().clone();
+        let usage = rt.run_usage.borrow().clone();
+        let _ = rt
+            .memory
+            .run_finished(&run_id, code, &reason, conv.as_deref(), Some(&usage));
+        let o = match result {
+            Ok(o) => o,
+            Err(e) if e.msg.starts_with("no conversation ") => {
+                return Err(Response::error(404, "not_found", &e.msg));
+            }
+            Err(e) if crate::runtime::provider_errors() > errors_before => {
+                return Err(Response::error(
+                    502,
+                    "provider",
+                    &crate::security::redact::scrub(&e.msg),
+                ));
+            }
+            Err(e) => return Err(Gateway::internal(e)),
+        };
+        self.metrics.turn(conversation.is_none(), &o.tool_calls);
+        let pending: Vec<&str> = o
+            .tool_calls
+            .iter()
+            .filter_map(|c| c.pending_approval.as_deref())
+            .collect();
+        let mut v = json!({
+            "conversation_id": o.conversation_id,
+            "answer": o.answer,
+            "tool_calls": o.tool_calls,
+            "pending_approvals": pending,
+            "exit_reason": o.outcome().reason(),
+            "turn_reason": o.exit_reason.reason(),
+            "receipts_head": o.receipts_head,
+        });
+        // A model may repeat a secret it was sent (the token, a key): the
+        // answer leaves as memory read-outs do.
+        crate::security::redact::global()
+            .redact_json(&mut v, &mut crate::security::redact::Counts::default());
+        Ok(v)
+    }
+}
+
+/// What the ESTOP file says about why (its first line), for `/status`.
+fn estop_reason(path: &std::path::Path) -> String {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(1024).read_to_end(&mut buf);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    crate::cli::one_line(
+        &crate::util::printable(text.lines().next().unwrap_or("")),
+        300,
+    )
+}
