@@ -336,8 +336,8 @@ pub const FLAGS: &[Flag] = &[
         long: "bind",
         short: None,
         value: Some("ADDR:PORT"),
-        commands: &["gateway"],
-        help: "listen here instead of gateway.bind (port 0: any free port)",
+        commands: &["gateway", "service install"],
+        help: "the gateway listens here instead of gateway.bind, e.g. 127.0.0.1:8080 (port 0: any free port)",
     },
     Flag {
         long: "rotate",
@@ -352,13 +352,6 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         commands: &["init", "onboard", "service install"],
         help: "overwrite an existing config file (service install: a unit file that differs)",
-    },
-    Flag {
-        long: "bind",
-        short: None,
-        value: Some("ADDR:PORT"),
-        commands: &["service install"],
-        help: "the address the service's gateway listens on (gateway --bind), e.g. 127.0.0.1:8080",
     },
     Flag {
         long: "print",
