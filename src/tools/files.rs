@@ -85,7 +85,7 @@ impl Tool for FileList {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "default": "."},
+                "path": {"type": "string"},
                 "glob": {"type": "string"},
                 "depth": {"type": "integer"},
                 "sort": {"type": "string"}

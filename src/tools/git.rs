@@ -37,24 +37,22 @@ impl Tool for Git {
         ToolName::Git
     }
     fn description(&self) -> &'static str {
-        "Read-only git in the workspace repository: status, log (n, path, since), diff (staged, \
-         refs, path), show (ref, path: the file as it was at ref), blame (path, start_line, \
-         end_line), branch (list)."
+        "Read-only git: status, log, diff, show (a file at ref), blame, branch."
     }
     fn parameters(&self) -> Value {
+        // Terse on purpose: every request carries it (README: request budget).
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "enum": ["status", "log", "diff", "show", "blame", "branch"],
-                            "description": "status, log, diff, show, blame or branch"},
-                "n": {"type": "integer", "description": "log: how many commits, 1 to 200 (default 10)"},
-                "path": {"type": "string", "description": "a file or directory relative to the workspace: log/diff limit to it, show prints it as it was at ref, blame annotates it (required)"},
-                "since": {"type": "string", "description": "log: commits after this date, e.g. \"2024-05-01\" or \"2 weeks ago\""},
-                "staged": {"type": "boolean", "description": "diff: the staged changes (against HEAD, or the one ref)"},
-                "refs": {"type": "array", "items": {"type": "string"}, "description": "diff: 0 to 2 commits, e.g. [\"HEAD~3\"] or [\"main\", \"feature\"]"},
-                "ref": {"type": "string", "description": "show: the commit, tag or branch (default HEAD)"},
-                "start_line": {"type": "integer", "description": "blame: first line (1-based)"},
-                "end_line": {"type": "integer", "description": "blame: last line"}
+                "command": {"type": "string", "enum": ["status", "log", "diff", "show", "blame", "branch"]},
+                "n": {"type": "integer", "description": "max 200"},
+                "path": {"type": "string"},
+                "since": {"type": "string", "description": "log: e.g. 2 weeks ago"},
+                "staged": {"type": "boolean"},
+                "refs": {"type": "array", "items": {"type": "string"}, "description": "diff: 0-2 commits"},
+                "ref": {"type": "string"},
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"}
             },
             "required": ["command"]
         })

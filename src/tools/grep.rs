@@ -169,13 +169,13 @@ impl Tool for Grep {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Rust regex"},
-                "path": {"type": "string", "description": "directory or file", "default": "."},
-                "glob": {"type": "string", "description": "only these file globs, comma-separated"},
-                "exclude": {"type": "string", "description": "skip these globs"},
+                "pattern": {"type": "string", "description": "regex"},
+                "path": {"type": "string"},
+                "glob": {"type": "string", "description": "e.g. *.rs,*.toml"},
+                "exclude": {"type": "string"},
                 "case_insensitive": {"type": "boolean"},
-                "context": {"type": "integer", "description": "lines around, 0-10"},
-                "max_matches": {"type": "integer", "description": "default 200"},
+                "context": {"type": "integer", "description": "0-10"},
+                "max_matches": {"type": "integer"},
                 "files_only": {"type": "boolean"}
             },
             "required": ["pattern"]

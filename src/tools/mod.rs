@@ -328,7 +328,7 @@ impl Tool for Time {
         ToolName::Time
     }
     fn description(&self) -> &'static str {
-        "Current local time, UTC time and the local time zone."
+        "Local time, UTC time and the time zone."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {}})
@@ -380,14 +380,14 @@ impl Tool for MemorySearch {
         ToolName::MemorySearch
     }
     fn description(&self) -> &'static str {
-        "Searches earlier conversations; returns matching snippets with their conversation and time."
+        "Searches earlier conversations; returns snippets with conversation and time."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "words to look for"},
-                "limit": {"type": "integer", "description": "1 to 50, default 5"}
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "description": "1-50, default 5"}
             },
             "required": ["query"]
         })
