@@ -90,7 +90,8 @@ fn timeout_bounds_a_running_tool() {
     let r = env.run(&["agent", "--timeout", "1", "-m", "run: nap", "--json"]);
     let took = t.elapsed();
     assert_eq!(r.code, 6, "{r:?}");
-    assert!(took < Duration::from_secs(4), "{took:?}");
+    // Far under the 60 s nap; loose enough for a loaded 2-core CI machine.
+    assert!(took < Duration::from_secs(10), "{took:?}");
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["exit_reason"], "timeout");
     assert!(!sleeping("30.6262"), "the process group is gone");
@@ -110,13 +111,9 @@ fn timeout_bounds_a_stuck_provider() {
     let t = Instant::now();
     let r = env.run(&["agent", "--timeout", "1", "-m", "hi"]);
     assert_eq!(r.code, 6, "{r:?}");
-    // The wait for the server is abandoned at the deadline itself, and the
-    // turn ends as a timeout does.
-    assert!(
-        t.elapsed() < Duration::from_millis(1800),
-        "{:?}",
-        t.elapsed()
-    );
+    // The wait for the server is abandoned at the deadline (not after the
+    // provider's 30 s), and the turn ends as a timeout does.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(r.stderr.contains("--timeout"), "{r:?}");
     assert_eq!(
         r.stdout,
