@@ -10,9 +10,11 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact).
+//! verify, append, gate, redact, grep, gateway).
 
 mod data;
+mod gateway;
+mod http;
 mod measure;
 mod server;
 
@@ -154,6 +156,9 @@ fn main() {
     }
     if run("grep") {
         grep_figures(&mut report, &root, &vocab);
+    }
+    if run("gateway") {
+        gateway::figures(&mut report, &root, &ws);
     }
 
     let header = format!(
