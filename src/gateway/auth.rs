@@ -285,7 +285,11 @@ mod tests {
         assert_eq!(mode, 0o600);
         let f = TokenFile::new(&dir);
         assert!(f.check(Some(&format!("Bearer {token}"))));
+        assert!(f.check(Some(&format!("Bearer\t {token}\t "))));
         for bad in [
+            format!("Bearer\u{a0}{token}"),
+            format!("Bearer {token}\u{85}"),
+            format!("Bearer{token}"),
             String::new(),
             token.clone(),
             format!("Bearer {}", &token[..token.len() - 1]),

@@ -217,7 +217,20 @@ struct Job {
 struct Back {
     conn: Conn,
     out: Vec<u8>,
-    keep: bool,
+    then: After,
+}
+
+/// What becomes of a connection once its answer is written.
+#[derive(Clone, Copy)]
+enum After {
+    /// Kept for the next request.
+    Keep,
+    /// Closed: the client sent nothing more.
+    Close,
+    /// Closed once the client stops sending (the rest of a refused
+    /// request), briefly: a close with unread bytes resets the connection,
+    /// and the client may lose the answer.
+    Linger,
 }
 
 enum Phase {
@@ -225,11 +238,10 @@ enum Phase {
     Idle,
     /// Reading a head.
     Head,
-    /// Writing the rest of a response, then kept (`true`) or closed.
-    Flush(Vec<u8>, bool),
+    /// Writing the rest of a response.
+    Flush(Vec<u8>, After),
     /// Answered and shut for writing: what the client still sends is read
-    /// and dropped, briefly, so the close does not reset the connection
-    /// before the client has read the answer.
+    /// and dropped (`After::Linger`).
     Closing,
 }
 
@@ -364,15 +376,15 @@ impl Poller {
         let back = std::mem::take(&mut *lock(&self.shared.back));
         let now = Instant::now();
         for b in back {
-            if let Some(p) = self.answered(b.conn, b.out, b.keep, now) {
+            if let Some(p) = self.answered(b.conn, b.out, b.then, now) {
                 self.conns.push(p);
             }
         }
     }
 
     /// After a response of which `out` is still to be written: flushed,
-    /// then ready for the next request (`keep`) or closing.
-    fn answered(&self, conn: Conn, out: Vec<u8>, keep: bool, now: Instant) -> Option<Polled> {
+    /// then as `then` says.
+    fn answered(&self, conn: Conn, out: Vec<u8>, then: After, now: Instant) -> Option<Polled> {
         let polled = |conn, phase, after| Polled {
             conn,
             phase,
@@ -380,11 +392,15 @@ impl Poller {
             since: now,
         };
         if !out.is_empty() {
-            return Some(polled(conn, Phase::Flush(out, keep), WRITE_TIMEOUT));
+            return Some(polled(conn, Phase::Flush(out, then), WRITE_TIMEOUT));
         }
-        if !keep {
-            let _ = conn.stream.shutdown(std::net::Shutdown::Write);
-            return Some(polled(conn, Phase::Closing, LINGER));
+        match then {
+            After::Keep => {}
+            After::Close => return None,
+            After::Linger => {
+                let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+                return Some(polled(conn, Phase::Closing, LINGER));
+            }
         }
         if conn.buf.is_empty() {
             return Some(polled(conn, Phase::Idle, self.limits.idle_timeout));
@@ -438,7 +454,7 @@ impl Poller {
                     )
                 }
             }
-            Phase::Flush(mut out, keep) => {
+            Phase::Flush(mut out, then) => {
                 if ready {
                     match (&p.conn.stream).write(&out) {
                         Ok(n) => drop(out.drain(..n)),
@@ -447,10 +463,10 @@ impl Poller {
                         Err(_) => return None,
                     }
                     if out.is_empty() {
-                        return self.answered(p.conn, out, keep, now);
+                        return self.answered(p.conn, out, then, now);
                     }
                 }
-                p.phase = Phase::Flush(out, keep);
+                p.phase = Phase::Flush(out, then);
                 (now < p.deadline).then_some(p)
             }
             Phase::Closing => {
@@ -494,7 +510,7 @@ impl Poller {
     fn refuse(&self, mut conn: Conn, r: Response, now: Instant) -> Option<Polled> {
         let out = send(&mut conn.stream, &r, false)?;
         self.handler.served(None, r.status, Duration::ZERO);
-        self.answered(conn, out, false, now)
+        self.answered(conn, out, After::Linger, now)
     }
 
     fn accept(&mut self, listener: &TcpListener) {
@@ -517,13 +533,15 @@ impl Poller {
             }
             let _ = stream.set_nodelay(true);
             let max = self.limits.max_connections;
-            let taken = self
-                .held
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            let held = Arc::clone(&self.held);
+            let take = || {
+                held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                     (n < max).then_some(n + 1)
                 })
-                .is_ok();
-            if !taken && !self.evict() {
+                .is_ok()
+            };
+            // Connections given back meanwhile may be done with.
+            if !take() && !(self.take_back(), take()).1 && !self.evict() {
                 let mut stream = stream;
                 let r = Response::error(
                     503,
@@ -538,7 +556,7 @@ impl Poller {
                 return;
             }
             let now = Instant::now();
-            self.conns.push(Polled {
+            let p = Polled {
                 conn: Conn {
                     stream,
                     buf: Vec::new(),
@@ -548,7 +566,11 @@ impl Poller {
                 phase: Phase::Head,
                 deadline: now + self.limits.header_timeout,
                 since: now,
-            });
+            };
+            // The request often came with the connection: one poll less.
+            if let Some(p) = self.advance(p, true, now) {
+                self.conns.push(p);
+            }
         }
     }
 
@@ -647,6 +669,9 @@ fn worker(shared: &Shared, handler: &dyn Handler, limits: &Limits) {
             }
         };
         if let Some(b) = request(shared, handler, limits, job) {
+            if b.out.is_empty() && matches!(b.then, After::Close) {
+                continue; // closed here, its slot free at once
+            }
             lock(&shared.back).push(b);
             // Full means a wake-up is pending already.
             let _ = (&shared.wake).write(&[1]);
@@ -713,7 +738,7 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
         Some(Back {
             conn,
             out,
-            keep: false,
+            then: After::Linger,
         })
     };
     let len = match framing(&req) {
@@ -754,7 +779,12 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
     let keep = asked && conn.served < MAX_REQUESTS && !shared.stopping.load(Ordering::SeqCst);
     let out = send(&mut conn.stream, &r, keep)?;
     handler.served(Some(&req.path), r.status, at.elapsed());
-    Some(Back { conn, out, keep })
+    let then = match (keep, conn.buf.is_empty()) {
+        (true, _) => After::Keep,
+        (false, true) => After::Close,
+        (false, false) => After::Linger,
+    };
+    Some(Back { conn, out, then })
 }
 
 /// Exactly `len` body bytes (the first of them maybe in `conn.buf`) by
