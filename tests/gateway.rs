@@ -1128,6 +1128,24 @@ fn a_stranger_is_refused_before_its_body_and_a_slow_body_gets_408() {
         assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
     }
     assert!(!env.state.join("ESTOP").exists());
+    // What needs no token reads no body: answered at once, the body unsent.
+    for (head, status) in [
+        ("POST /health", 405),
+        ("GET /health", 400),
+        ("PUT /health", 405),
+    ] {
+        let at = Instant::now();
+        let r = raw(
+            &g.addr,
+            format!("{head} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(r.status, status, "{head}: {}", r.body);
+        assert!(
+            at.elapsed() < Duration::from_millis(500),
+            "{head}: {:?}",
+            at.elapsed()
+        );
+    }
     // With the token, the client is told to go on.
     let mut s = TcpStream::connect(&g.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

@@ -103,7 +103,19 @@ impl Gateway {
             ));
         }
         if req.path == "/health" || self.preflight(req) {
-            return None;
+            // Open to strangers, so no body is read: a worker would wait for it.
+            let body = req
+                .header("content-length")
+                .is_some_and(|v| v.trim_matches([' ', '\t']) != "0");
+            return match (body, req.method.as_str()) {
+                (false, _) => None,
+                (true, "GET" | "OPTIONS") => Some(Response::error(
+                    400,
+                    "bad_request",
+                    "this endpoint takes no request body",
+                )),
+                (true, _) => Some(method_not_allowed("GET")),
+            };
         }
         if !self.token.check(req.header("authorization")) {
             return Some(
