@@ -548,9 +548,11 @@ pub struct GatewayConfig {
     pub bind: std::net::SocketAddr,
     pub allow_public_bind: bool,
     pub workers: u32,
-    /// Connections held at once (served and waiting); beyond it, 503.
+    /// Connections held at once (reading, queued, served, idle); beyond
+    /// it the longest-idle one is closed for a newcomer, or 503.
     pub max_connections: u32,
-    /// The whole request head must arrive within this (slowloris).
+    /// The whole request head must arrive within this (slowloris); an
+    /// admitted body within as long again.
     pub header_timeout_ms: u64,
     /// A kept-alive connection with no request is closed after this.
     pub idle_timeout_ms: u64,

@@ -5,7 +5,7 @@ mod common;
 
 use common::Env;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -965,4 +965,435 @@ fn sigterm_stops_the_gateway() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(TcpStream::connect(&g.addr).is_err());
+}
+
+/// Runs a gateway with its log (at `info`) in a file.
+fn start_logged(env: &Env) -> (Gateway, std::path::PathBuf) {
+    let log = env.root.join("gateway.log");
+    let mut child = env
+        .command(&["gateway"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    (Gateway { child, addr }, log)
+}
+
+/// A fresh client's `/health`, timed.
+fn fresh_health(addr: &str) -> Duration {
+    let at = Instant::now();
+    let r = request(addr, "GET", "/health", None, None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    at.elapsed()
+}
+
+#[test]
+fn stalled_heads_and_pipeliners_hold_no_worker() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let env = Env::new();
+    setup(&env, "workers = 4\nheader_timeout_ms = 20000", "");
+    token(&env);
+    let g = start(&env);
+    // Twice as many heads that never end as there are workers.
+    let stalled: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(&g.addr).unwrap();
+            s.write_all(b"GET /health HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    // As many pipeliners as workers, sending nonstop; half read what they
+    // get, half never do.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for i in 0..8 {
+        let s = TcpStream::connect(&g.addr).unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut w = s.try_clone().unwrap();
+        let stop_w = Arc::clone(&stop);
+        threads.push(std::thread::spawn(move || {
+            let batch = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n".repeat(50);
+            while !stop_w.load(Ordering::SeqCst) {
+                if w.write_all(&batch).is_err() && i % 2 == 0 {
+                    // The reading half: only a failure ends it.
+                    return;
+                }
+            }
+        }));
+        if i % 2 == 0 {
+            let (stop_r, answered) = (Arc::clone(&stop), Arc::clone(&answered));
+            threads.push(std::thread::spawn(move || {
+                let mut r = BufReader::new(s);
+                r.get_mut()
+                    .set_read_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let mut line = String::new();
+                while !stop_r.load(Ordering::SeqCst) {
+                    line.clear();
+                    match r.read_line(&mut line) {
+                        Ok(0) => return,
+                        // A body has no newline: it starts the next line.
+                        Ok(_) => {
+                            answered
+                                .fetch_add(line.matches("HTTP/1.1 200").count(), Ordering::SeqCst);
+                        }
+                        _ => {}
+                    }
+                }
+            }));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut worst = Duration::ZERO;
+    for _ in 0..10 {
+        worst = worst.max(fresh_health(&g.addr));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let piped = answered.load(Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        worst < Duration::from_millis(500),
+        "a fresh /health took {worst:?}"
+    );
+    // The load was real: the pipeliners were being answered meanwhile.
+    assert!(piped > 200, "the pipeliners got {piped} answers");
+    drop(stalled);
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+#[test]
+fn a_connection_is_closed_after_a_thousand_requests() {
+    let env = Env::new();
+    setup(&env, "", "");
+    token(&env);
+    let g = start(&env);
+    let mut s = TcpStream::connect(&g.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut w = w;
+        let _ = w.write_all(&b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n".repeat(1005));
+    });
+    let mut r = BufReader::new(&mut s);
+    for n in 1..=1000 {
+        let reply = read_reply(&mut r);
+        assert_eq!(reply.status, 200);
+        let conn = reply.header("Connection").unwrap();
+        assert_eq!(conn, if n == 1000 { "close" } else { "keep-alive" }, "{n}");
+    }
+    let mut rest = Vec::new();
+    let _ = r.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    let _ = writer.join();
+}
+
+#[test]
+fn a_stranger_is_refused_before_its_body_and_a_slow_body_gets_408() {
+    let env = Env::new();
+    setup(&env, "header_timeout_ms = 1000", "");
+    let t = token(&env);
+    let g = start(&env);
+    for auth in [String::new(), "Authorization: Bearer lcgw_nope\r\n".into()] {
+        let mut s = TcpStream::connect(&g.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(
+            format!(
+                "POST /estop HTTP/1.1\r\nHost: x\r\n{auth}Expect: 100-continue\r\n\
+                 Content-Length: 20\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut r = BufReader::new(s);
+        let reply = read_reply(&mut r);
+        assert_eq!(reply.status, 401, "{auth}: {}", reply.body);
+        assert_eq!(reply.header("Connection"), Some("close"));
+        // Nothing more: no `100 Continue`, before or after.
+        let mut rest = Vec::new();
+        let _ = r.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    }
+    assert!(!env.state.join("ESTOP").exists());
+    // What needs no token reads no body: answered at once, the body unsent.
+    for (head, status) in [
+        ("POST /health", 405),
+        ("GET /health", 400),
+        ("PUT /health", 405),
+    ] {
+        let at = Instant::now();
+        let r = raw(
+            &g.addr,
+            format!("{head} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(r.status, status, "{head}: {}", r.body);
+        assert!(
+            at.elapsed() < Duration::from_millis(500),
+            "{head}: {:?}",
+            at.elapsed()
+        );
+    }
+    // With the token, the client is told to go on.
+    let mut s = TcpStream::connect(&g.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let body = "{\"reason\": \"test\"}";
+    s.write_all(
+        format!(
+            "POST /estop HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {t}\r\n\
+             Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "HTTP/1.1 100 Continue\r\n");
+    r.read_line(&mut line).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    assert_eq!(read_reply(&mut r).status, 200);
+    assert!(env.state.join("ESTOP").exists());
+    // An admitted body that stops coming: 408 at its deadline.
+    let at = Instant::now();
+    let mut s = TcpStream::connect(&g.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        format!(
+            "POST /chat HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {t}\r\n\
+             Content-Length: 100\r\n\r\n{{\"mess"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let reply = read_reply(&mut BufReader::new(s));
+    let took = at.elapsed();
+    assert_eq!(
+        (reply.status, reply.json()["code"].clone()),
+        (408, json!("timeout"))
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(3000),
+        "{took:?}"
+    );
+    assert!(fresh_health(&g.addr) < Duration::from_secs(1));
+}
+
+#[test]
+fn authorization_and_content_length_are_read_strictly() {
+    let env = Env::new();
+    setup(&env, "", "");
+    let t = token(&env);
+    let g = start(&env);
+    let with = |auth: &str| {
+        raw(
+            &g.addr,
+            format!("GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\r\n")
+                .as_bytes(),
+        )
+    };
+    for ok in [
+        format!("Authorization: Bearer {t}\r\n"),
+        format!("Authorization: Bearer\t{t}\r\n"),
+        format!("Authorization: Bearer  \t {t} \t\r\n"),
+    ] {
+        assert_eq!(with(&ok).status, 200, "{ok:?}");
+    }
+    // Unicode spaces are not optional whitespace; the scheme is as written.
+    for refused in [
+        format!("Authorization: Bearer\u{a0}{t}\r\n"),
+        format!("Authorization: Bearer {t}\u{3000}\r\n"),
+        format!("Authorization: Bearer\u{2003}{t}\r\n"),
+        format!("Authorization: Bearer{t}\r\n"),
+        format!("Authorization: BEARER {t}\r\n"),
+        format!("Authorization: Bearer {t} {t}\r\n"),
+    ] {
+        assert_eq!(with(&refused).status, 401, "{refused:?}");
+    }
+    // Two Authorization headers are ambiguous, also when both are right.
+    for twice in [
+        format!("Authorization: Bearer {t}\r\nAuthorization: Bearer {t}\r\n"),
+        format!("Authorization: Bearer {t}\r\nAuthorization: Bearer lcgw_x\r\n"),
+        format!("Authorization: Bearer lcgw_x\r\nAuthorization: Bearer {t}\r\n"),
+    ] {
+        let r = with(&twice);
+        assert_eq!(
+            (r.status, r.json()["code"].clone()),
+            (400, json!("bad_request")),
+            "{twice:?}"
+        );
+        assert!(r.body.contains("more than one Authorization"), "{}", r.body);
+    }
+    // Content-Length is 1*DIGIT, once.
+    let estop = |lengths: &str, body: &str| {
+        raw(
+            &g.addr,
+            format!(
+                "POST /estop HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Authorization: Bearer {t}\r\n{lengths}\r\n{body}"
+            )
+            .as_bytes(),
+        )
+    };
+    for lengths in [
+        "Content-Length: +0\r\n",
+        "Content-Length: -0\r\n",
+        "Content-Length: 0x2\r\n",
+        "Content-Length: 2 2\r\n",
+        "Content-Length: \r\n",
+        "Content-Length: 99999999999999999999999\r\n",
+        "Content-Length: 2\r\nContent-Length: 2\r\n",
+        "Content-Length: 2\r\nContent-Length: 3\r\n",
+    ] {
+        let r = estop(lengths, "{}");
+        assert_eq!(
+            (r.status, r.json()["code"].clone()),
+            (400, json!("bad_request")),
+            "{lengths:?}"
+        );
+    }
+    assert!(!env.state.join("ESTOP").exists());
+    assert_eq!(estop("Content-Length: 2\r\n", "{}").status, 200);
+    assert!(env.state.join("ESTOP").exists());
+}
+
+#[test]
+fn the_token_never_comes_back_nor_reaches_state_or_the_model() {
+    let env = Env::new();
+    setup(&env, "", "");
+    let t = token(&env);
+    let hex = t.strip_prefix("lcgw_").unwrap().to_string();
+    let upper = hex.to_ascii_uppercase();
+    let g = start(&env);
+    let leaks = |what: &str, text: &str| {
+        for v in [&t, &hex, &upper] {
+            assert!(!text.contains(v.as_str()), "{what} holds the token: {text}");
+        }
+    };
+    let mut bodies = Vec::new();
+    for value in [&t, &hex, &upper] {
+        for path in [
+            format!("/receipts?limit={value}"),
+            format!("/receipts?since={value}"),
+            format!("/memory/search?q=x&limit={value}"),
+        ] {
+            let r = get(&g, &t, &path);
+            assert_eq!(r.status, 400, "{path}: {}", r.body);
+            bodies.push(r.body);
+        }
+        let r = post(
+            &g,
+            &t,
+            "/chat",
+            &json!({"message": "hello", "conversation_id": value}),
+        );
+        assert_eq!(r.status, 404, "{}", r.body);
+        bodies.push(r.body);
+    }
+    let r = post(
+        &g,
+        &t,
+        "/estop",
+        &json!({"reason": format!("stop {t} / {hex} / {upper}")}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    bodies.push(r.body);
+    let estop_file = std::fs::read_to_string(env.state.join("ESTOP")).unwrap();
+    leaks("ESTOP", &estop_file);
+    assert!(estop_file.contains("[REDACTED"), "{estop_file}");
+    bodies.push(get(&g, &t, "/status").body);
+    assert_eq!(
+        request(&g.addr, "DELETE", "/estop", Some(&bearer(&t)), None).status,
+        200
+    );
+    let r = post(
+        &g,
+        &t,
+        "/chat",
+        &json!({"message": format!("remember {t} and {hex} and {upper}")}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.json()["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("echo: remember [REDACTED")
+    );
+    bodies.push(r.body);
+    bodies.push(get(&g, &t, "/memory/search?q=remember").body);
+    bodies.push(get(&g, &t, "/receipts").body);
+    for b in &bodies {
+        leaks("a response", b);
+    }
+    let requests = env.requests();
+    assert!(!requests.is_empty());
+    leaks(
+        "the provider's requests",
+        &serde_json::to_string(&requests).unwrap(),
+    );
+    drop(g);
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&env.state).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            leaks(
+                &path.display().to_string(),
+                &String::from_utf8_lossy(&bytes),
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        env.state.join("memory.sqlite").exists() && checked >= 3,
+        "{checked} files"
+    );
+}
+
+#[test]
+fn a_token_file_others_may_write_is_refused_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    setup(&env, "", "");
+    let t = token(&env);
+    let (g, log) = start_logged(&env);
+    let file = env.state.join("gateway.token");
+    assert_eq!(get(&g, &t, "/status").status, 200);
+    for mode in [0o666, 0o620, 0o602] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        for _ in 0..3 {
+            let r = get(&g, &t, "/status");
+            assert_eq!(r.status, 401, "mode {mode:o}: {}", r.body);
+        }
+        assert_eq!(request(&g.addr, "GET", "/health", None, None).status, 200);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(get(&g, &t, "/status").status, 200, "mode 600 again");
+    }
+    drop(g);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let refusals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("every request is refused"))
+        .collect();
+    // One line each time it became writable, saying why.
+    assert_eq!(refusals.len(), 3, "{text}");
+    assert!(
+        refusals[0].contains("may be written by others (mode 666"),
+        "{text}"
+    );
+    assert!(refusals[0].contains("chmod 600"), "{text}");
+    assert!(!text.contains(&t[5..]), "{text}");
 }

@@ -83,6 +83,8 @@ pub struct TokenFile {
     cached: Mutex<Option<(Stamp, [u8; 32])>>,
     /// The hash of the token last given to the redactor.
     redacted: Mutex<Option<[u8; 32]>>,
+    /// Why the file was last refused (logged once).
+    refused: Mutex<Option<String>>,
 }
 
 impl TokenFile {
@@ -91,6 +93,7 @@ impl TokenFile {
             path: state_dir.join(TOKEN_FILE),
             cached: Mutex::new(None),
             redacted: Mutex::new(None),
+            refused: Mutex::new(None),
         }
     }
 
@@ -114,23 +117,29 @@ impl TokenFile {
                 )));
             }
         };
+        // On every stat, not only when the file changed: chmod and chown
+        // leave the stamp as it was.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        if meta.mode() & 0o022 != 0 || meta.uid() != uid {
+            return Err(Error::new(
+                Kind::Integrity,
+                format!(
+                    "{} may be written by others (mode {:o}, owner uid {}; this user is {uid}): \
+                     anyone could put their own token in, so none is accepted; `chmod 600 {0}` \
+                     as its owner, or `latchclaw gateway token --rotate`",
+                    self.path.display(),
+                    meta.mode() & 0o777,
+                    meta.uid()
+                ),
+            ));
+        }
         let stamp = (meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.len());
         let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((s, h)) = *cached
             && s == stamp
         {
             return Ok(Some(h));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(Error::new(
-                Kind::Integrity,
-                format!(
-                    "{} may be written by others (mode {:o}): anyone could put their own token \
-                     in; `chmod 600 {0}`",
-                    self.path.display(),
-                    meta.mode() & 0o777
-                ),
-            ));
         }
         let text = std::fs::read_to_string(&self.path)
             .ctx(|| format!("cannot read {}", self.path.display()))?;
@@ -149,26 +158,58 @@ impl TokenFile {
     }
 
     /// Whether `authorization` (the header's value) is `Bearer TOKEN` with
-    /// the stored token. The scheme is matched as written, `Bearer`.
+    /// the stored token: the scheme as written, then spaces or tabs (ASCII
+    /// only), then the token and nothing else.
     pub fn check(&self, authorization: Option<&str>) -> bool {
-        let Some(token) = authorization.and_then(|v| v.strip_prefix("Bearer ")) else {
+        let Some(token) = authorization
+            .and_then(|v| v.strip_prefix("Bearer"))
+            .filter(|t| t.starts_with([' ', '\t']))
+            .map(|t| t.trim_matches([' ', '\t']))
+        else {
             return false;
         };
-        let Ok(Some(stored)) = self.load() else {
-            return false;
+        let stored = match self.load() {
+            Ok(Some(h)) => {
+                *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                h
+            }
+            Ok(None) => return false,
+            Err(e) => {
+                // Logged once per reason, not per request.
+                let mut last = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+                if last.as_deref() != Some(e.msg.as_str()) {
+                    log::error!(target: "event::gateway_token", "every request is refused: {}", e.msg);
+                    *last = Some(e.msg);
+                }
+                return false;
+            }
         };
-        let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if !constant_time_eq(&presented, &stored) {
             return false;
         }
-        // From now on the process's redactor knows it: out of logs, tool
-        // results and memory read-outs, should a message carry it.
+        // From now on the process's redactor knows it: out of responses,
+        // logs, tool results and memory read-outs, should a message carry it.
         let mut redacted = self.redacted.lock().unwrap_or_else(|e| e.into_inner());
         if *redacted != Some(stored) {
-            crate::security::redact::add_process_secret("gateway_token", token.trim());
+            redact_token(token);
             *redacted = Some(stored);
         }
         true
+    }
+}
+
+/// The token and the forms it is likely to be quoted in: without its
+/// prefix, and upper-cased (hex is case-insensitive to many readers).
+pub fn redact_token(token: &str) {
+    let hex = token.strip_prefix(PREFIX).unwrap_or(token);
+    for v in [
+        token,
+        hex,
+        &hex.to_ascii_uppercase(),
+        &token.to_ascii_uppercase(),
+    ] {
+        crate::security::redact::add_process_secret("gateway_token", v);
     }
 }
 
@@ -244,7 +285,11 @@ mod tests {
         assert_eq!(mode, 0o600);
         let f = TokenFile::new(&dir);
         assert!(f.check(Some(&format!("Bearer {token}"))));
+        assert!(f.check(Some(&format!("Bearer\t {token}\t "))));
         for bad in [
+            format!("Bearer\u{a0}{token}"),
+            format!("Bearer {token}\u{85}"),
+            format!("Bearer{token}"),
             String::new(),
             token.clone(),
             format!("Bearer {}", &token[..token.len() - 1]),

@@ -118,7 +118,7 @@ pub fn run(cfg: Config, bind: Option<SocketAddr>) -> Result<i32> {
 /// `latchclaw gateway token [--rotate]`: prints a new token once.
 pub fn token(cfg: &Config, rotate: bool) -> Result<i32> {
     let token = auth::create(&cfg.state_dir, rotate)?;
-    crate::security::redact::add_process_secret("gateway_token", &token);
+    auth::redact_token(&token);
     println!("{token}");
     eprintln!(
         "latchclaw: the gateway token above is shown once; only its SHA-256 is kept ({}).{} \

@@ -36,6 +36,11 @@ impl User for NoOperator {
 const MAX_LIMIT: u64 = 1000;
 
 impl Handler for Gateway {
+    fn admit(&self, req: &Request) -> Option<Response> {
+        let r = self.refusal(req)?;
+        Some(self.cors(req, r))
+    }
+
     fn handle(&self, req: &Request) -> Response {
         let r = self.route(req);
         self.cors(req, r)
@@ -80,6 +85,68 @@ fn number(req: &Request, name: &str, default: u64, min: u64, max: u64) -> Result
 }
 
 impl Gateway {
+    /// Why a request may not go on, from its head alone (the server asks
+    /// before it reads a body): 400 for an ambiguous `Authorization`, 401
+    /// without the token, 429 over the rate limit.
+    fn refusal(&self, req: &Request) -> Option<Response> {
+        if req
+            .headers
+            .iter()
+            .filter(|(n, _)| n == "authorization")
+            .count()
+            > 1
+        {
+            return Some(Response::error(
+                400,
+                "bad_request",
+                "more than one Authorization header; send one",
+            ));
+        }
+        if req.path == "/health" || self.preflight(req) {
+            // Open to strangers, so no body is read: a worker would wait for it.
+            let body = req
+                .header("content-length")
+                .is_some_and(|v| v.trim_matches([' ', '\t']) != "0");
+            return match (body, req.method.as_str()) {
+                (false, _) => None,
+                (true, "GET" | "OPTIONS") => Some(Response::error(
+                    400,
+                    "bad_request",
+                    "this endpoint takes no request body",
+                )),
+                (true, _) => Some(method_not_allowed("GET")),
+            };
+        }
+        if !self.token.check(req.header("authorization")) {
+            return Some(
+                Response::error(
+                    401,
+                    "unauthorized",
+                    "a valid `Authorization: Bearer TOKEN` header is required (`latchclaw gateway token`)",
+                )
+                .with("WWW-Authenticate", "Bearer"),
+            );
+        }
+        let secs = self.limit.take().err()?;
+        Some(
+            Response::error(
+                429,
+                "rate_limited",
+                &format!(
+                    "over gateway.rate_limit_per_minute ({}); retry in {secs} s",
+                    self.cfg.gateway.rate_limit_per_minute
+                ),
+            )
+            .with("Retry-After", secs.to_string()),
+        )
+    }
+
+    /// A browser's preflight (it carries no credentials) from a listed origin.
+    fn preflight(&self, req: &Request) -> bool {
+        req.method == "OPTIONS" && self.allowed_origin(req).is_some()
+    }
+
+    /// An admitted request.
     fn route(&self, req: &Request) -> Response {
         let path = req.path.as_str();
         if path == "/health" {
@@ -88,40 +155,14 @@ impl Gateway {
                 _ => method_not_allowed("GET"),
             };
         }
-        if req.method == "OPTIONS" && self.allowed_origin(req).is_some() {
-            // A browser's preflight carries no credentials.
-            return Response {
-                status: 204,
-                content_type: "text/plain",
-                headers: vec![
-                    ("Access-Control-Allow-Methods", "GET, POST, DELETE".into()),
-                    (
-                        "Access-Control-Allow-Headers",
-                        "Authorization, Content-Type".into(),
-                    ),
-                    ("Access-Control-Max-Age", "600".into()),
-                ],
-                body: Vec::new(),
-            };
-        }
-        if !self.token.check(req.header("authorization")) {
-            return Response::error(
-                401,
-                "unauthorized",
-                "a valid `Authorization: Bearer TOKEN` header is required (`latchclaw gateway token`)",
-            )
-            .with("WWW-Authenticate", "Bearer");
-        }
-        if let Err(secs) = self.limit.take() {
-            return Response::error(
-                429,
-                "rate_limited",
-                &format!(
-                    "over gateway.rate_limit_per_minute ({}); retry in {secs} s",
-                    self.cfg.gateway.rate_limit_per_minute
-                ),
-            )
-            .with("Retry-After", secs.to_string());
+        if self.preflight(req) {
+            return Response::text(204, "text/plain", String::new())
+                .with("Access-Control-Allow-Methods", "GET, POST, DELETE")
+                .with(
+                    "Access-Control-Allow-Headers",
+                    "Authorization, Content-Type",
+                )
+                .with("Access-Control-Max-Age", "600");
         }
         let m = req.method.as_str();
         match path {
@@ -138,12 +179,11 @@ impl Gateway {
             "/estop" if m == "POST" => self.estop_engage(req),
             "/estop" if m == "DELETE" => self.estop_clear(),
             "/estop" => method_not_allowed("POST, DELETE"),
-            "/metrics" if m == "GET" => Response {
-                status: 200,
-                content_type: "text/plain; version=0.0.4; charset=utf-8",
-                headers: Vec::new(),
-                body: self.metrics.render(&self.cfg).into_bytes(),
-            },
+            "/metrics" if m == "GET" => Response::text(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                self.metrics.render(&self.cfg),
+            ),
             "/metrics" => method_not_allowed("GET"),
             _ => Response::error(
                 404,
@@ -302,8 +342,11 @@ impl Gateway {
                 }
             }
         };
+        // Redacted before it is written: the ESTOP file and `/status` show it.
         let reason = crate::cli::one_line(
-            &crate::util::printable(reason.as_deref().unwrap_or("engaged through the gateway")),
+            &crate::util::printable(&crate::security::redact::scrub(
+                reason.as_deref().unwrap_or("engaged through the gateway"),
+            )),
             200,
         );
         match crate::security::engage_estop(&self.cfg, &format!("via gateway: {reason}")) {
@@ -354,6 +397,10 @@ impl Gateway {
                 return Response::error(400, "bad_request", "conversation_id: expected a string");
             }
         };
+        // The gateway's token (and any other known secret) never reaches
+        // the model, the memory or the receipts.
+        let message = crate::security::redact::scrub(&message);
+        let conversation = conversation.map(|c| crate::security::redact::scrub(&c));
         match self.turn(&message, conversation.as_deref()) {
             Ok(v) => Response::json(200, &v),
             Err(r) => r,
@@ -410,7 +457,7 @@ impl Gateway {
             .iter()
             .filter_map(|c| c.pending_approval.as_deref())
             .collect();
-        let mut v = json!({
+        let v = json!({
             "conversation_id": o.conversation_id,
             "answer": o.answer,
             "tool_calls": o.tool_calls,
@@ -419,10 +466,8 @@ impl Gateway {
             "turn_reason": o.exit_reason.reason(),
             "receipts_head": o.receipts_head,
         });
-        // A model may repeat a secret it was sent (the token, a key): the
-        // answer leaves as memory read-outs do.
-        crate::security::redact::global()
-            .redact_json(&mut v, &mut crate::security::redact::Counts::default());
+        // A model may repeat a secret it was sent (the token, a key):
+        // `Response::json` redacts the answer as memory read-outs are.
         Ok(v)
     }
 }
