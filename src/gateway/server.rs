@@ -508,8 +508,8 @@ impl Poller {
 
     /// Answers `r` itself and closes.
     fn refuse(&self, mut conn: Conn, r: Response, now: Instant) -> Option<Polled> {
-        let out = send(&mut conn.stream, &r, false)?;
         self.handler.served(None, r.status, Duration::ZERO);
+        let out = send(&mut conn.stream, &r, false)?;
         self.answered(conn, out, After::Linger, now)
     }
 
@@ -550,8 +550,8 @@ impl Poller {
                      retry shortly",
                 )
                 .with("Retry-After", "1");
-                let _ = send(&mut stream, &r, false);
                 self.handler.served(None, 503, Duration::ZERO);
+                let _ = send(&mut stream, &r, false);
                 // Closes that came in meanwhile are seen before the next.
                 return;
             }
@@ -733,8 +733,10 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
     };
     // Refused before the body is read: the connection cannot be reused.
     let refuse = |mut conn: Conn, r: Response, req: &Request| {
-        let out = send(&mut conn.stream, &r, false)?;
+        // Counted before it is written: a client that reads /metrics right
+        // after its answer sees its own request.
         handler.served(Some(&req.path), r.status, at.elapsed());
+        let out = send(&mut conn.stream, &r, false)?;
         Some(Back {
             conn,
             out,
@@ -777,8 +779,8 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
     }
     let r = handler.handle(&req);
     let keep = asked && conn.served < MAX_REQUESTS && !shared.stopping.load(Ordering::SeqCst);
-    let out = send(&mut conn.stream, &r, keep)?;
     handler.served(Some(&req.path), r.status, at.elapsed());
+    let out = send(&mut conn.stream, &r, keep)?;
     let then = match (keep, conn.buf.is_empty()) {
         (true, _) => After::Keep,
         (false, true) => After::Close,
