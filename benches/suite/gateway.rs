@@ -343,7 +343,7 @@ fn phase_rows(report: &mut Report, name: &str, p: &Phase, at_least: usize) {
         None,
     );
     report.row(
-        "  connections opened (idle ones close when others wait)",
+        "  connections opened (reopened when the gateway closes one)",
         p.connects.to_string(),
         "-",
         None,
