@@ -51,6 +51,45 @@ pub(super) fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), S
 
 /// An open error in the tool's words: ELOOP and EXDEV here mean the path
 /// changed after the gate checked it.
+/// Opens the file the gate resolved for reading, as the file tools must:
+/// beneath the workspace with no symlink followed, without blocking on a
+/// FIFO, and only a regular file with one link. `dir_hint` says what to do
+/// with a directory instead. Errors are whole messages for the model.
+pub(super) fn open_regular(
+    ctx: &ToolCtx,
+    path: &Path,
+    dir_hint: &str,
+) -> Result<(std::fs::File, std::fs::Metadata), String> {
+    let shown = display_rel(ctx, path);
+    // O_NONBLOCK keeps a FIFO from hanging the open.
+    let file = anchor(ctx, path)
+        .and_then(|(root, rel)| {
+            beneath::open_beneath(
+                root.as_fd(),
+                &rel,
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+                0,
+                Symlinks::Refuse,
+            )
+            .map(std::fs::File::from)
+            .map_err(|e| explain(&e))
+        })
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let md = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if md.is_dir() {
+        return Err(format!("{shown} is a directory; {dir_hint}"));
+    }
+    if !md.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    if md.nlink() > 1 {
+        return Err(format!("{shown} has more than one hard link; refused"));
+    }
+    Ok((file, md))
+}
+
 pub(super) fn explain(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::ELOOP) => {
@@ -375,35 +414,10 @@ impl Tool for FileRead {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let shown = display_rel(ctx, path);
-        // O_NONBLOCK keeps a FIFO from hanging the open.
-        let file = anchor(ctx, path).and_then(|(root, rel)| {
-            beneath::open_beneath(
-                root.as_fd(),
-                &rel,
-                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-                0,
-                Symlinks::Refuse,
-            )
-            .map(std::fs::File::from)
-            .map_err(|e| explain(&e))
-        });
-        let file = match file {
-            Ok(f) => f,
-            Err(e) => return ToolResult::err(format!("cannot read {shown}: {e}")),
+        let (file, md) = match open_regular(ctx, path, "use file_list") {
+            Ok(opened) => opened,
+            Err(e) => return ToolResult::err(e),
         };
-        let md = match file.metadata() {
-            Ok(md) => md,
-            Err(e) => return ToolResult::err(format!("cannot read {shown}: {e}")),
-        };
-        if md.is_dir() {
-            return ToolResult::err(format!("{shown} is a directory; use file_list"));
-        }
-        if !md.is_file() {
-            return ToolResult::err(format!("{shown} is not a regular file"));
-        }
-        if md.nlink() > 1 {
-            return ToolResult::err(format!("{shown} has more than one hard link; refused"));
-        }
         let cap = ctx.cfg.tool_output_max_bytes;
         let r = match read_lines(file, start.unwrap_or(1), end, numbers, cap) {
             Ok(r) => r,

@@ -10,13 +10,10 @@
 mod doc;
 mod text;
 
-use super::beneath::{self, Symlinks};
-use super::files::{anchor, display_rel, explain};
+use super::files::{display_rel, open_regular};
 use super::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
 pub struct PdfExtract;
@@ -227,35 +224,10 @@ impl Tool for PdfExtract {
             Err(e) => return ToolResult::err(e),
         };
         let shown = display_rel(ctx, path);
-        // O_NONBLOCK keeps a FIFO from hanging the open.
-        let file = anchor(ctx, path).and_then(|(root, rel)| {
-            beneath::open_beneath(
-                root.as_fd(),
-                &rel,
-                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-                0,
-                Symlinks::Refuse,
-            )
-            .map(std::fs::File::from)
-            .map_err(|e| explain(&e))
-        });
-        let file = match file {
-            Ok(f) => f,
-            Err(e) => return ToolResult::err(format!("cannot read {shown}: {e}")),
+        let (file, md) = match open_regular(ctx, path, "pdf_extract reads PDF files") {
+            Ok(opened) => opened,
+            Err(e) => return ToolResult::err(e),
         };
-        let md = match file.metadata() {
-            Ok(md) => md,
-            Err(e) => return ToolResult::err(format!("cannot read {shown}: {e}")),
-        };
-        if md.is_dir() {
-            return ToolResult::err(format!("{shown} is a directory, not a PDF file"));
-        }
-        if !md.is_file() {
-            return ToolResult::err(format!("{shown} is not a regular file"));
-        }
-        if md.nlink() > 1 {
-            return ToolResult::err(format!("{shown} has more than one hard link; refused"));
-        }
         if md.len() > MAX_FILE {
             return ToolResult::err(format!(
                 "{shown} is {:.1} MiB; pdf_extract reads PDFs of up to {} MiB",
