@@ -1464,20 +1464,9 @@ impl ReceiptLog {
     }
 
     /// Every line, parsed where possible (`Err` holds the raw text).
-    pub fn list(&self) -> Result<Vec<std::result::Result<Value, String>>> {
-        let Some(file) = self.open_for_read()? else {
-            return Ok(Vec::new());
-        };
-        let reader = BufReader::new(file);
-        let mut out = Vec::new();
-        for line in reader.split(b'\n') {
-            let line = line.ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-            out.push(
-                serde_json::from_slice::<Value>(&line)
-                    .map_err(|_| String::from_utf8_lossy(&line).into_owned()),
-            );
-        }
-        Ok(out)
+    pub fn list(&self) -> Result<Vec<Line>> {
+        let (lines, _) = self.page(0, usize::MAX)?;
+        Ok(lines.into_iter().map(|(_, line)| line).collect())
     }
 }
 
