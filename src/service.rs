@@ -215,34 +215,11 @@ pub fn unit_path() -> Result<PathBuf> {
 /// mode 0644 whatever the umask: a crash leaves the old unit or the new
 /// one, never half of one.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
-    let tmp = dir.join(format!(".{UNIT_NAME}.{}.tmp", std::process::id()));
-    let wrote = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = wrote {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::runtime(format!(
-            "cannot write {}: {e}",
-            path.display()
-        )));
-    }
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::util::write_file_atomic(path, text.as_bytes(), 0o644, true)
+        .map_err(|e| Error::runtime(format!("cannot write {}: {e}", path.display())))
 }
 
 /// What one `systemctl` call said.

@@ -57,6 +57,49 @@ pub fn private_dir(dir: &std::path::Path) -> crate::error::Result<()> {
         .map_err(|e| crate::error::Error::runtime(format!("cannot create {}: {e}", dir.display())))
 }
 
+/// Writes a whole file by way of a temporary beside it, synced, with
+/// exactly `mode` whatever the umask: a crash leaves the old file or the
+/// new one. With `replace` false it is put in place by link(2), which fails
+/// with `AlreadyExists` if the file appeared meanwhile.
+pub fn write_file_atomic(
+    path: &std::path::Path,
+    data: &[u8],
+    mode: u32,
+    replace: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            f.write_all(data)?;
+            f.sync_all()
+        })
+        .and_then(|()| {
+            if replace {
+                std::fs::rename(&tmp, path)
+            } else {
+                std::fs::hard_link(&tmp, path).and_then(|()| std::fs::remove_file(&tmp))
+            }
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 pub fn now_rfc3339() -> String {
     let (s, n) = now_unix();
     rfc3339(s, n, 0)

@@ -19,7 +19,6 @@ const PREFIX: &str = "lcgw_";
 /// written atomically (refused if a token exists, unless `rotate`).
 /// Returns the token, which is nowhere else.
 pub fn create(state_dir: &Path, rotate: bool) -> Result<String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = state_dir.join(TOKEN_FILE);
     if !rotate && std::fs::symlink_metadata(&path).is_ok() {
         return Err(Error::usage(format!(
@@ -33,32 +32,8 @@ pub fn create(state_dir: &Path, rotate: bool) -> Result<String> {
         crate::util::hex(&crate::receipts::random_key()?)
     );
     let text = format!("{}\n", crate::util::sha256_hex(token.as_bytes()));
-    let tmp = state_dir.join(format!(".{TOKEN_FILE}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| {
-            std::io::Write::write_all(&mut f, text.as_bytes())?;
-            f.sync_all()
-        });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::runtime(format!(
-            "cannot write {}: {e}",
-            tmp.display()
-        )));
-    }
     // Without --rotate, link(2) fails if another `gateway token` won the race.
-    let placed = if rotate {
-        std::fs::rename(&tmp, &path)
-    } else {
-        std::fs::hard_link(&tmp, &path).and_then(|_| std::fs::remove_file(&tmp))
-    };
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = crate::util::write_file_atomic(&path, text.as_bytes(), 0o600, rotate) {
         return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
             Error::usage(format!(
                 "a token exists ({}); --rotate replaces it (the old one stops working)",
@@ -67,9 +42,6 @@ pub fn create(state_dir: &Path, rotate: bool) -> Result<String> {
         } else {
             Error::runtime(format!("cannot write {}: {e}", path.display()))
         });
-    }
-    if let Ok(dir) = std::fs::File::open(state_dir) {
-        let _ = dir.sync_all();
     }
     Ok(token)
 }
