@@ -11,7 +11,7 @@
 //! kind's `ProviderSettings`, and a key of another kind is an error.
 
 use crate::error::{Error, Result};
-use crate::tools::ToolName;
+use crate::types::ToolName;
 use crate::util::home_dir;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -1099,7 +1099,7 @@ impl Config {
 
     /// The key receipts are HMAC'd with (README: keyed receipts).
     pub fn receipt_key_path(&self) -> PathBuf {
-        self.state_dir.join(crate::receipts::KEY_FILE)
+        self.state_dir.join(RECEIPT_KEY_FILE)
     }
 
     /// The runtime's own files: never reachable through a tool.
@@ -1282,7 +1282,7 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         Some(list) => {
             let key = sec.key("secret_files_allow");
             for (i, e) in list.iter().enumerate() {
-                if let Err(why) = crate::security::secret_files::check_allow_entry(e) {
+                if let Err(why) = check_secret_allow_entry(e) {
                     r.err(format!("{key}[{i}]: {why}"));
                 }
             }
@@ -1553,7 +1553,7 @@ fn read_skills(r: &mut Reader, top: &mut Section, d: SkillsConfig) -> SkillsConf
         Some(list) => {
             let key = sec.key("enabled");
             for (i, name) in list.iter().enumerate() {
-                if let Err(why) = crate::skills::check_name(name) {
+                if let Err(why) = check_skill_name(name) {
                     r.err(format!("{key}[{i}]: {why}"));
                 } else if list[..i].contains(name) {
                     r.err(format!("{key}[{i}]: \"{name}\" is listed twice"));
@@ -2042,6 +2042,66 @@ fn check_provider_links(r: &mut Reader, providers: &BTreeMap<String, ProviderCon
             ProviderSettings::Mock(_) | ProviderSettings::OpenAiCompatible(_) => {}
         }
     }
+}
+
+// Validation hooks: each checks one kind of value this file reads, and the
+// module that uses the value (skills, the secret-file rules) calls the same
+// function, so a config check and its use cannot disagree.
+
+/// The receipt key's file name in the state directory.
+pub const RECEIPT_KEY_FILE: &str = "receipt.key";
+
+pub const SKILL_NAME_MAX_CHARS: usize = 64;
+
+/// A skill name: `a-z`, `0-9`, `_` and `-`, 1 to 64 of them.
+pub fn check_skill_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.chars().count() > SKILL_NAME_MAX_CHARS {
+        return Err(format!(
+            "\"{}\" is not a skill name: 1 to {SKILL_NAME_MAX_CHARS} characters of a-z, 0-9, _ and -",
+            crate::util::printable(name)
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "\"{}\" is not a skill name: only a-z, 0-9, _ and - are allowed",
+            crate::util::printable(name)
+        ));
+    }
+    Ok(())
+}
+
+/// Why a `secret_files_allow` entry is unusable, or `Ok`.
+pub fn check_secret_allow_entry(e: &str) -> Result<(), String> {
+    let why = if e.is_empty() {
+        "is empty"
+    } else if e.contains('\0') {
+        "contains a NUL byte"
+    } else if e.starts_with('/') || e.starts_with('~') {
+        "is not relative to the workspace (entries are workspace paths such as \
+         \"config/.env.example\" or names such as \".env.example\"; secret files outside \
+         the workspace cannot be allowed)"
+    } else if e.ends_with('/') {
+        "ends with \"/\"; name files (\"fixtures/**\" for everything below a directory)"
+    } else if strip_dot(e)
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        "has an empty, \".\" or \"..\" component"
+    } else {
+        return Ok(());
+    };
+    Err(format!("\"{e}\" {why}"))
+}
+
+pub(crate) fn strip_dot(e: &str) -> &str {
+    let mut e = e;
+    while let Some(rest) = e.strip_prefix("./") {
+        e = rest;
+    }
+    e
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod service;
 pub mod skills;
 pub mod tools;
 pub(crate) mod transport;
+pub mod types;
 pub mod util;
 
 /// For the panic hook in `main.rs`: the REPL's line editor may hold the

@@ -13,10 +13,11 @@ use std::path::Path;
 use std::time::Duration;
 
 mod notes;
-pub use notes::{
-    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NewNote, Note, NoteFilter, check_category,
-    check_note, normalize_tags, parse_date,
+pub use crate::types::args::{
+    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, check_category, check_note,
+    normalize_tags, parse_date,
 };
+pub use notes::{NewNote, Note};
 
 /// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -1514,7 +1515,7 @@ impl Memory {
         exit_code: i32,
         reason: &str,
         conversation_id: Option<&str>,
-        usage: Option<&crate::providers::Usage>,
+        usage: Option<&crate::types::Usage>,
     ) -> Result<()> {
         if let Some(run) = self.pending_run.borrow_mut().take() {
             insert_run(&self.conn, &run)?;

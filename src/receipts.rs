@@ -115,7 +115,7 @@ pub struct ReceiptLog {
 }
 
 /// The receipt key's file name in the state directory.
-pub const KEY_FILE: &str = "receipt.key";
+pub const KEY_FILE: &str = crate::config::RECEIPT_KEY_FILE;
 /// Bytes of key: HMAC-SHA-256's block is 64, its output 32; 32 random
 /// bytes are as strong as the MAC.
 pub const KEY_LEN: usize = 32;

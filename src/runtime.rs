@@ -359,7 +359,7 @@ impl<'a> Runtime<'a> {
         tools::ToolName::ALL
             .into_iter()
             .filter(|t| self.cfg.channels.cli.tools_allow.contains(t))
-            .map(|name| name.tool())
+            .map(crate::tools::tool)
             .map(|t| ToolSpec {
                 name: t.name().as_str().into(),
                 description: t.description().into(),
@@ -423,7 +423,7 @@ impl<'a> Runtime<'a> {
             );
             return self.invalid_call(conversation_id, name, args, e);
         };
-        let tool = tool_name.tool();
+        let tool = crate::tools::tool(tool_name);
         if let Err(e) = tools::check_args(tool, args) {
             return self.invalid_call(
                 conversation_id,
@@ -537,7 +537,7 @@ impl<'a> Runtime<'a> {
             }
             let mut result = tool.invoke(args, &ctx);
             // Before the model, the receipts, memory or a log line sees it.
-            let redacted = self.redactor.redact_result(&mut result);
+            let redacted = result.redact(&self.redactor);
             if !redacted.is_empty() {
                 log::info!(
                     target: "event::tool_redacted",

@@ -18,8 +18,8 @@
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::tools::ToolName;
 use crate::tools::beneath::{self, Symlinks};
+use crate::types::ToolName;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ pub const MAX_FILE_BYTES: usize = 16 * 1024;
 pub const MAX_BODY_BYTES: usize = 8 * 1024;
 /// Every enabled skill together, as the system prompt carries them.
 pub const MAX_LAYER_BYTES: usize = 32 * 1024;
-pub const MAX_NAME_CHARS: usize = 64;
+pub use crate::config::{SKILL_NAME_MAX_CHARS as MAX_NAME_CHARS, check_skill_name as check_name};
 const MAX_DESCRIPTION_CHARS: usize = 300;
 const MAX_TOOLS: usize = 32;
 const FILE: &str = "SKILL.md";
@@ -62,26 +62,6 @@ pub struct Skill {
     pub source: Source,
     /// Its SKILL.md, for messages.
     pub path: PathBuf,
-}
-
-/// A skill name: `a-z`, `0-9`, `_` and `-`, 1 to 64 of them.
-pub fn check_name(name: &str) -> std::result::Result<(), String> {
-    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-        return Err(format!(
-            "\"{}\" is not a skill name: 1 to {MAX_NAME_CHARS} characters of a-z, 0-9, _ and -",
-            crate::util::printable(name)
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    {
-        return Err(format!(
-            "\"{}\" is not a skill name: only a-z, 0-9, _ and - are allowed",
-            crate::util::printable(name)
-        ));
-    }
-    Ok(())
 }
 
 /// The parts of a SKILL.md.

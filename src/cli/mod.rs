@@ -194,16 +194,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> S
     out
 }
 
-/// `s` on one line, cut to `max` chars.
-pub(crate) fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
-}
+pub(crate) use crate::util::one_line;
 
 /// `1 receipt`, `2 receipts`.
 pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {

@@ -261,7 +261,7 @@ impl Gateway {
                     "name": name,
                     "enabled": self.cfg.channels.cli.tools_allow.contains(&name),
                     "risk": crate::security::risk_summary(name),
-                    "description": name.tool().description(),
+                    "description": crate::tools::tool(name).description(),
                 })
             })
             .collect();
@@ -343,7 +343,7 @@ impl Gateway {
             }
         };
         // Redacted before it is written: the ESTOP file and `/status` show it.
-        let reason = crate::cli::one_line(
+        let reason = crate::util::one_line(
             &crate::util::printable(&crate::security::redact::scrub(
                 reason.as_deref().unwrap_or("engaged through the gateway"),
             )),
@@ -480,7 +480,7 @@ fn estop_reason(path: &std::path::Path) -> String {
         let _ = f.take(1024).read_to_end(&mut buf);
     }
     let text = String::from_utf8_lossy(&buf);
-    crate::cli::one_line(
+    crate::util::one_line(
         &crate::util::printable(text.lines().next().unwrap_or("")),
         300,
     )

@@ -100,21 +100,7 @@ pub struct ChatRequest {
     pub metadata: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Prompt tokens the server took from its prompt cache (when it says).
-    pub cached_tokens: u64,
-}
-
-impl Usage {
-    pub fn add(&mut self, other: &Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-    }
-}
+pub use crate::types::Usage;
 
 #[derive(Debug, Clone, Default)]
 pub struct ChatResponse {

@@ -8,6 +8,7 @@
 
 pub mod confine;
 pub mod git;
+pub mod git_args;
 mod git_secrets;
 pub mod net;
 pub mod options;
@@ -19,7 +20,7 @@ pub mod secret_files;
 pub mod shell;
 
 use crate::config::{Autonomy, Config};
-use crate::tools::ToolName;
+use crate::types::ToolName;
 use serde_json::Value;
 use std::cell::OnceCell;
 use std::collections::VecDeque;
@@ -326,7 +327,7 @@ impl Gate {
             ));
         }
         if tool == ToolName::WebSearch && self.web_search.is_none() {
-            return Some(crate::tools::web_search::NOT_CONFIGURED.to_string());
+            return Some(crate::types::args::NOT_CONFIGURED.to_string());
         }
         None
     }
@@ -407,7 +408,7 @@ impl Gate {
         let (risk, path, why) = match tool {
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
             // Asking changes nothing; the question's size is the one limit.
-            ToolName::AskUser => match crate::tools::ask_user::question(args) {
+            ToolName::AskUser => match crate::types::args::question(args) {
                 Ok(_) => (Risk::Low, None, String::new()),
                 Err(reason) => return Decision::deny(base, reason),
             },
@@ -465,14 +466,14 @@ impl Gate {
             // Judged as `http` judges a GET of the request URL: the query
             // leaves the machine only for a host the operator allowed.
             ToolName::WebSearch => {
-                let (query, limit) = match crate::tools::web_search::read_args(args) {
+                let (query, limit) = match crate::types::args::read_args(args) {
                     Ok(a) => a,
                     Err(reason) => return Decision::deny(base, reason),
                 };
                 let Some(ws) = &self.web_search else {
-                    return Decision::deny(base, crate::tools::web_search::NOT_CONFIGURED);
+                    return Decision::deny(base, crate::types::args::NOT_CONFIGURED);
                 };
-                let url = crate::tools::web_search::request_url(ws, query, limit);
+                let url = net::web_search_url(ws, query, limit);
                 match self.check_http(&url) {
                     Ok(()) => (
                         Risk::Low,
@@ -499,7 +500,7 @@ impl Gate {
                         ),
                     );
                 }
-                let argv = match crate::tools::git::argv(args, self) {
+                let argv = match git_args::argv(args, self) {
                     Ok(a) => a,
                     Err(reason) => return Decision::deny(base, reason),
                 };
@@ -519,18 +520,18 @@ impl Gate {
             // risk but a write (refused under readonly); forgetting one
             // destroys what the operator may want kept, so it is asked for.
             ToolName::MemoryStore => {
-                match crate::tools::memory::store_args(args, &self.memory_categories) {
+                match crate::types::args::store_args(args, &self.memory_categories) {
                     Ok(_) => (Risk::Low, None, String::new()),
                     Err(reason) => return Decision::deny(base, reason),
                 }
             }
             ToolName::MemoryRecall => {
-                match crate::tools::memory::recall_filter(args, &self.memory_categories) {
+                match crate::types::args::recall_filter(args, &self.memory_categories) {
                     Ok(_) => (Risk::Low, None, String::new()),
                     Err(reason) => return Decision::deny(base, reason),
                 }
             }
-            ToolName::MemoryForget => match crate::tools::memory::forget_id(args) {
+            ToolName::MemoryForget => match crate::types::args::forget_id(args) {
                 Ok(_) => (Risk::Medium, None, String::new()),
                 Err(reason) => return Decision::deny(base, reason),
             },

@@ -280,6 +280,31 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
     }
 }
 
+/// The GET a `web_search` call makes (the key travels in a header, never
+/// here): the gate judges this URL and the tool fetches it.
+pub fn web_search_url(s: &crate::config::WebSearch, query: &str, limit: u64) -> String {
+    let q = encode(query);
+    match s.provider {
+        crate::config::SearchProvider::Searxng => format!("{}/search?q={q}&format=json", s.url),
+        crate::config::SearchProvider::Brave => {
+            format!("{}/res/v1/web/search?q={q}&count={limit}", s.url)
+        }
+    }
+}
+
+/// Percent-encoding of everything but RFC 3986's unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! uses up the allowance.
 
 use crate::config::RateLimit;
-use crate::tools::ToolName;
+use crate::types::ToolName;
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;

@@ -24,7 +24,6 @@
 //! bytes is not tried again inside that run.
 
 use crate::config::Config;
-use crate::tools::ToolResult;
 use memchr::memmem;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -246,34 +245,6 @@ impl Redactor {
             Value::Object(m) => m.values_mut().for_each(|v| self.redact_json(v, counts)),
             _ => {}
         }
-    }
-
-    /// A tool's result, before anything else sees it: output, error and
-    /// metadata strings. What was replaced is counted into the metadata's
-    /// `redacted` (`{"kind": n}`), which the outcome receipt hashes.
-    pub fn redact_result(&self, r: &mut ToolResult) -> Counts {
-        let mut counts = Counts::default();
-        self.redact_string(&mut r.output, &mut counts);
-        if let Some(e) = &mut r.error {
-            self.redact_string(e, &mut counts);
-        }
-        if let Some(m) = &mut r.metadata {
-            self.redact_json(m, &mut counts);
-        }
-        if !counts.is_empty() {
-            let redacted = counts.to_json();
-            match &mut r.metadata {
-                Some(Value::Object(m)) => {
-                    m.insert("redacted".into(), redacted);
-                }
-                None => r.metadata = Some(serde_json::json!({"redacted": redacted})),
-                Some(other) => {
-                    let old = other.take();
-                    *other = serde_json::json!({"value": old, "redacted": redacted});
-                }
-            }
-        }
-        counts
     }
 
     /// For an error or a log line: redacted, made printable, and only then

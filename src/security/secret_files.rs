@@ -122,37 +122,6 @@ pub struct Allow {
     entries: Vec<Vec<String>>,
 }
 
-/// Why a `secret_files_allow` entry is unusable, or `Ok`.
-pub fn check_allow_entry(e: &str) -> Result<(), String> {
-    let why = if e.is_empty() {
-        "is empty"
-    } else if e.contains('\0') {
-        "contains a NUL byte"
-    } else if e.starts_with('/') || e.starts_with('~') {
-        "is not relative to the workspace (entries are workspace paths such as \
-         \"config/.env.example\" or names such as \".env.example\"; secret files outside \
-         the workspace cannot be allowed)"
-    } else if e.ends_with('/') {
-        "ends with \"/\"; name files (\"fixtures/**\" for everything below a directory)"
-    } else if strip_dot(e)
-        .split('/')
-        .any(|c| c.is_empty() || c == "." || c == "..")
-    {
-        "has an empty, \".\" or \"..\" component"
-    } else {
-        return Ok(());
-    };
-    Err(format!("\"{e}\" {why}"))
-}
-
-fn strip_dot(e: &str) -> &str {
-    let mut e = e;
-    while let Some(rest) = e.strip_prefix("./") {
-        e = rest;
-    }
-    e
-}
-
 impl Allow {
     /// Entries already checked by the config reader; an unusable one
     /// allows nothing.
@@ -160,8 +129,13 @@ impl Allow {
         Allow {
             entries: entries
                 .iter()
-                .filter(|e| check_allow_entry(e).is_ok())
-                .map(|e| strip_dot(e).split('/').map(String::from).collect())
+                .filter(|e| crate::config::check_secret_allow_entry(e).is_ok())
+                .map(|e| {
+                    crate::config::strip_dot(e)
+                        .split('/')
+                        .map(String::from)
+                        .collect()
+                })
                 .collect(),
         }
     }
@@ -570,11 +544,11 @@ mod tests {
             ("a/./b.pem", "\".\""),
             ("a\0b", "NUL"),
         ] {
-            let got = check_allow_entry(e).unwrap_err();
+            let got = crate::config::check_secret_allow_entry(e).unwrap_err();
             assert!(got.contains(why), "{e:?}: {got}");
         }
         for e in [".env.example", "./a.pem", "fixtures/**", "x/*.key"] {
-            assert!(check_allow_entry(e).is_ok(), "{e}");
+            assert!(crate::config::check_secret_allow_entry(e).is_ok(), "{e}");
         }
     }
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::time::Instant;
 
 /// Longest question a model may ask.
-pub const MAX_QUESTION_BYTES: usize = 1024;
+pub use crate::types::args::{MAX_QUESTION_BYTES, question};
 
 /// What came back from the terminal.
 #[derive(Debug, PartialEq)]
@@ -39,26 +39,6 @@ impl User for Nobody {
     fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
         Reply::NoUser
     }
-}
-
-/// The question a call asks, as the gate checks it: a non-empty string of
-/// at most `MAX_QUESTION_BYTES`.
-pub fn question(args: &Value) -> Result<&str, String> {
-    let q = match args.get("question") {
-        Some(Value::String(q)) => q.as_str(),
-        Some(_) => return Err("\"question\" must be a string".into()),
-        None => return Err("\"question\" is required".into()),
-    };
-    if q.trim().is_empty() {
-        return Err("\"question\" is empty".into());
-    }
-    if q.len() > MAX_QUESTION_BYTES {
-        return Err(format!(
-            "\"question\" is {} bytes; the limit is {MAX_QUESTION_BYTES}",
-            q.len()
-        ));
-    }
-    Ok(q)
 }
 
 pub struct AskUser;

@@ -16,6 +16,7 @@ pub mod web_search;
 
 use crate::config::Config;
 use crate::memory::Memory;
+use crate::security::redact::{Counts, Redactor};
 use crate::security::{Decision, Gate};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -60,6 +61,34 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A tool's result, before anything else sees it: output, error and
+    /// metadata strings. What was replaced is counted into the metadata's
+    /// `redacted` (`{"kind": n}`), which the outcome receipt hashes.
+    pub fn redact(&mut self, redactor: &Redactor) -> Counts {
+        let mut counts = Counts::default();
+        redactor.redact_string(&mut self.output, &mut counts);
+        if let Some(e) = &mut self.error {
+            redactor.redact_string(e, &mut counts);
+        }
+        if let Some(m) = &mut self.metadata {
+            redactor.redact_json(m, &mut counts);
+        }
+        if !counts.is_empty() {
+            let redacted = counts.to_json();
+            match &mut self.metadata {
+                Some(Value::Object(m)) => {
+                    m.insert("redacted".into(), redacted);
+                }
+                None => self.metadata = Some(serde_json::json!({"redacted": redacted})),
+                Some(other) => {
+                    let old = other.take();
+                    *other = serde_json::json!({"value": old, "redacted": redacted});
+                }
+            }
+        }
+        counts
+    }
+
     pub fn ok(output: String) -> ToolResult {
         ToolResult {
             success: true,
@@ -103,134 +132,31 @@ pub trait Tool: Sync {
     }
 }
 
-/// Every built-in tool. `tool list`, the schemas a model is offered, the
-/// config's `tools_allow` check and the gate's decision are all derived from
-/// this one list: adding a tool is a variant here, and the compiler then
-/// points at each `match` that has to say what the new tool means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ToolName {
-    Time,
-    FileList,
-    FileRead,
-    FileWrite,
-    Shell,
-    Http,
-    MemorySearch,
-    Git,
-    MemoryStore,
-    MemoryRecall,
-    MemoryForget,
-    Grep,
-    AskUser,
-    WebSearch,
-    PdfExtract,
-}
+pub use crate::types::ToolName;
 
-impl ToolName {
-    /// In the order `tool list` shows them.
-    pub const ALL: [ToolName; 15] = [
-        ToolName::Time,
-        ToolName::FileList,
-        ToolName::FileRead,
-        ToolName::FileWrite,
-        ToolName::Shell,
-        ToolName::Http,
-        ToolName::MemorySearch,
-        ToolName::Git,
-        ToolName::MemoryStore,
-        ToolName::MemoryRecall,
-        ToolName::MemoryForget,
-        ToolName::Grep,
-        ToolName::AskUser,
-        ToolName::WebSearch,
-        ToolName::PdfExtract,
-    ];
-
-    /// The name models, configs, receipts and the command line use.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ToolName::Time => "time",
-            ToolName::FileList => "file_list",
-            ToolName::FileRead => "file_read",
-            ToolName::FileWrite => "file_write",
-            ToolName::Shell => "shell",
-            ToolName::Http => "http",
-            ToolName::MemorySearch => "memory_search",
-            ToolName::Git => "git",
-            ToolName::MemoryStore => "memory_store",
-            ToolName::MemoryRecall => "memory_recall",
-            ToolName::MemoryForget => "memory_forget",
-            ToolName::Grep => "grep",
-            ToolName::AskUser => "ask_user",
-            ToolName::WebSearch => "web_search",
-            ToolName::PdfExtract => "pdf_extract",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<ToolName> {
-        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-
-    /// Offered on the CLI when `channels.cli.tools_allow` is absent: the
-    /// tools that write files or reach the network are opt-in, and so are
-    /// the note tools (each schema sent costs every request bytes) and
-    /// `ask_user` (a run the operator left alone should not stop to ask);
-    /// `web_search` is offered once a provider is configured.
-    pub const fn on_by_default(self) -> bool {
-        !matches!(
-            self,
-            ToolName::FileWrite
-                | ToolName::Http
-                | ToolName::MemoryStore
-                | ToolName::MemoryRecall
-                | ToolName::MemoryForget
-                | ToolName::AskUser
-                | ToolName::WebSearch
-                | ToolName::PdfExtract
-        )
-    }
-
-    pub fn tool(self) -> &'static dyn Tool {
-        match self {
-            ToolName::Time => &Time,
-            ToolName::FileList => &files::FileList,
-            ToolName::FileRead => &files::FileRead,
-            ToolName::FileWrite => &files::FileWrite,
-            ToolName::Shell => &shell::Shell,
-            ToolName::Http => &http::Http,
-            ToolName::MemorySearch => &MemorySearch,
-            ToolName::Git => &git::Git,
-            ToolName::MemoryStore => &memory::MemoryStore,
-            ToolName::MemoryRecall => &memory::MemoryRecall,
-            ToolName::MemoryForget => &memory::MemoryForget,
-            ToolName::Grep => &grep::Grep,
-            ToolName::AskUser => &ask_user::AskUser,
-            ToolName::WebSearch => &web_search::WebSearch,
-            ToolName::PdfExtract => &pdf::PdfExtract,
-        }
-    }
-
-    /// "time, file_list, …" for errors that say what is allowed.
-    pub fn list() -> String {
-        let names: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
-        names.join(", ")
-    }
-}
-
-impl std::fmt::Display for ToolName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for ToolName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+/// The `Tool` behind each row of the tool table (`types::ToolName`).
+pub fn tool(name: ToolName) -> &'static dyn Tool {
+    match name {
+        ToolName::Time => &Time,
+        ToolName::FileList => &files::FileList,
+        ToolName::FileRead => &files::FileRead,
+        ToolName::FileWrite => &files::FileWrite,
+        ToolName::Shell => &shell::Shell,
+        ToolName::Http => &http::Http,
+        ToolName::MemorySearch => &MemorySearch,
+        ToolName::Git => &git::Git,
+        ToolName::MemoryStore => &memory::MemoryStore,
+        ToolName::MemoryRecall => &memory::MemoryRecall,
+        ToolName::MemoryForget => &memory::MemoryForget,
+        ToolName::Grep => &grep::Grep,
+        ToolName::AskUser => &ask_user::AskUser,
+        ToolName::WebSearch => &web_search::WebSearch,
+        ToolName::PdfExtract => &pdf::PdfExtract,
     }
 }
 
 pub fn find(name: &str) -> Option<&'static dyn Tool> {
-    ToolName::parse(name).map(ToolName::tool)
+    ToolName::parse(name).map(tool)
 }
 
 /// Checks a call's arguments against the tool's parameter schema, before
@@ -429,6 +355,55 @@ impl Tool for MemorySearch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_count_what_went_and_say_nothing_else() {
+        let r =
+            crate::security::redact::Redactor::new().with_secret("LC_KEY", "Zq8vL2pX0wR5tY7uK3mN");
+        // Built at run time, so no scanner of this repository takes them for real secrets.
+        let sk = format!("sk-{}", "proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z");
+        let aws_id = format!("AKIA{}", "IOSFODNN7EXAMPLE");
+        let pem = format!(
+            "-----BEGIN RSA {}-----\nMIIEpAIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3tihPmljnnudb9G3HcTjJ\n\
+             BA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQC7+9z5Pad7OejecsQ0bu3aozN3t==\n\
+             -----END RSA PRIVATE KEY-----",
+            "PRIVATE KEY"
+        );
+        let mut res = ToolResult {
+            metadata: Some(json!({"exit_code": 0, "note": ["Zq8vL2pX0wR5tY7uK3mN"]})),
+            error: Some(format!("exit code 1: {aws_id}")),
+            ..ToolResult::ok(format!("{pem}\nline\n{sk}"))
+        };
+        let counts = res.redact(&r);
+        assert_eq!(counts.total(), 4);
+        assert_eq!(
+            (counts.get("private_key"), counts.get("openai_key")),
+            (1, 1)
+        );
+        assert_eq!(
+            counts.summary(),
+            "aws_access_key_id 1, env:LC_KEY 1, openai_key 1, private_key 1"
+        );
+        assert_eq!(
+            res.output,
+            "[REDACTED:private_key]\nline\n[REDACTED:openai_key]"
+        );
+        assert_eq!(
+            res.error.as_deref(),
+            Some("exit code 1: [REDACTED:aws_access_key_id]")
+        );
+        let m = res.metadata.unwrap();
+        assert_eq!(m["note"][0], "[REDACTED:env:LC_KEY]");
+        assert_eq!(m["exit_code"], 0);
+        assert_eq!(m["redacted"]["private_key"], 1);
+        // Nothing to redact: nothing added.
+        let mut clean = ToolResult::ok("fine".into());
+        assert!(clean.redact(&r).is_empty());
+        assert!(clean.metadata.is_none());
+        let mut bare = ToolResult::ok(sk);
+        bare.redact(&r);
+        assert_eq!(bare.metadata, Some(json!({"redacted": {"openai_key": 1}})));
+    }
 
     fn check(tool: &str, args: Value) -> Result<(), String> {
         check_args(find(tool).unwrap(), &args)

@@ -5,78 +5,21 @@
 //! the connection goes through the same checked resolver as `http`.
 
 use super::{Tool, ToolCtx, ToolName, ToolResult};
-use crate::config::{SearchProvider, WebSearch as Settings};
+use crate::config::SearchProvider;
 use serde_json::{Value, json};
 use std::io::Read;
 use std::time::Duration;
 
 pub struct WebSearch;
 
-pub const MAX_RESULTS: u64 = 10;
-const DEFAULT_RESULTS: u64 = 5;
-pub const MAX_QUERY_BYTES: usize = 400;
+pub use crate::types::args::{MAX_QUERY_BYTES, MAX_RESULTS, NOT_CONFIGURED, read_args};
 const TITLE_MAX_CHARS: usize = 200;
 const URL_MAX_CHARS: usize = 500;
 const SNIPPET_MAX_CHARS: usize = 400;
 /// A search reply is a page of results; more than this is not one.
 const BODY_MAX_BYTES: u64 = 2 << 20;
 
-/// What to do when no provider is configured, for refusals.
-pub const NOT_CONFIGURED: &str = "web_search is not configured: add [tools.web_search] with \
-     provider = \"searxng\" and url = \"https://your-instance\", or provider = \"brave\" and \
-     api_key_env = \"BRAVE_API_KEY\", and list the service's host in tools.http.allowed_domains";
-
-/// The call's query and result count, checked.
-pub fn read_args(args: &Value) -> Result<(&str, u64), String> {
-    let query = match args.get("query") {
-        Some(Value::String(q)) => q.trim(),
-        Some(_) => return Err("\"query\" must be a string".into()),
-        None => return Err("\"query\" is required".into()),
-    };
-    if query.is_empty() {
-        return Err("\"query\" is empty".into());
-    }
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(format!(
-            "\"query\" is {} bytes; the limit is {MAX_QUERY_BYTES}",
-            query.len()
-        ));
-    }
-    let limit = match args.get("limit") {
-        None => DEFAULT_RESULTS,
-        Some(v) => match v.as_u64() {
-            Some(n @ 1..=MAX_RESULTS) => n,
-            _ => {
-                return Err(format!(
-                    "\"limit\" must be an integer from 1 to {MAX_RESULTS}"
-                ));
-            }
-        },
-    };
-    Ok((query, limit))
-}
-
-/// The GET the call makes (the key travels in a header, never here).
-pub fn request_url(s: &Settings, query: &str, limit: u64) -> String {
-    let q = encode(query);
-    match s.provider {
-        SearchProvider::Searxng => format!("{}/search?q={q}&format=json", s.url),
-        SearchProvider::Brave => format!("{}/res/v1/web/search?q={q}&count={limit}", s.url),
-    }
-}
-
-/// Percent-encoding of everything but RFC 3986's unreserved characters.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub use crate::security::net::web_search_url as request_url;
 
 /// Text of a result field: tags dropped (Brave marks matches with
 /// `<strong>`), common entities decoded, whitespace folded, controls
@@ -257,8 +200,8 @@ impl Tool for WebSearch {
 mod tests {
     use super::*;
 
-    fn settings(provider: SearchProvider, url: &str) -> Settings {
-        Settings {
+    fn settings(provider: SearchProvider, url: &str) -> crate::config::WebSearch {
+        crate::config::WebSearch {
             provider,
             url: url.into(),
             api_key_env: None,

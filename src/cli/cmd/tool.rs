@@ -18,7 +18,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 "name": name,
                 "enabled": cfg.channels.cli.tools_allow.contains(&name),
                 "risk": crate::security::risk_summary(name),
-                "description": name.tool().description(),
+                "description": crate::tools::tool(name).description(),
             })
         })
         .collect();
@@ -54,7 +54,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let (tool, args) = parse_tool_args(name, raw)?;
     // `policy check` leaves this out: it shows what the gate alone decides.
-    crate::tools::check_args(tool.tool(), &args)
+    crate::tools::check_args(crate::tools::tool(tool), &args)
         .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;

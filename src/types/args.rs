@@ -1,0 +1,429 @@
+//! Each tool's arguments, read from a model's JSON and checked once: the
+//! gate judges a call with these readers and the tools act on what they
+//! return, so the two cannot read a call differently. Errors name the
+//! field and what is allowed; the model reads them and tries again.
+
+use serde_json::{Map, Value};
+
+// ask_user
+
+pub const MAX_QUESTION_BYTES: usize = 1024;
+
+/// The question a call asks, as the gate checks it: a non-empty string of
+/// at most `MAX_QUESTION_BYTES`.
+pub fn question(args: &Value) -> Result<&str, String> {
+    let q = match args.get("question") {
+        Some(Value::String(q)) => q.as_str(),
+        Some(_) => return Err("\"question\" must be a string".into()),
+        None => return Err("\"question\" is required".into()),
+    };
+    if q.trim().is_empty() {
+        return Err("\"question\" is empty".into());
+    }
+    if q.len() > MAX_QUESTION_BYTES {
+        return Err(format!(
+            "\"question\" is {} bytes; the limit is {MAX_QUESTION_BYTES}",
+            q.len()
+        ));
+    }
+    Ok(q)
+}
+
+// web_search
+
+pub const MAX_RESULTS: u64 = 10;
+const DEFAULT_RESULTS: u64 = 5;
+pub const MAX_QUERY_BYTES: usize = 400;
+/// What to do when no provider is configured, for refusals.
+pub const NOT_CONFIGURED: &str = "web_search is not configured: add [tools.web_search] with \
+     provider = \"searxng\" and url = \"https://your-instance\", or provider = \"brave\" and \
+     api_key_env = \"BRAVE_API_KEY\", and list the service's host in tools.http.allowed_domains";
+
+/// The call's query and result count, checked.
+pub fn read_args(args: &Value) -> Result<(&str, u64), String> {
+    let query = match args.get("query") {
+        Some(Value::String(q)) => q.trim(),
+        Some(_) => return Err("\"query\" must be a string".into()),
+        None => return Err("\"query\" is required".into()),
+    };
+    if query.is_empty() {
+        return Err("\"query\" is empty".into());
+    }
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(format!(
+            "\"query\" is {} bytes; the limit is {MAX_QUERY_BYTES}",
+            query.len()
+        ));
+    }
+    let limit = match args.get("limit") {
+        None => DEFAULT_RESULTS,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=MAX_RESULTS) => n,
+            _ => {
+                return Err(format!(
+                    "\"limit\" must be an integer from 1 to {MAX_RESULTS}"
+                ));
+            }
+        },
+    };
+    Ok((query, limit))
+}
+
+// memory_store, memory_recall, memory_forget; the note rules `memory`
+// applies again when it stores one
+
+/// The most notes one recall returns.
+pub const RECALL_MAX: u64 = 50;
+const RECALL_DEFAULT: u32 = 10;
+
+/// A `memory_store` call's arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreArgs {
+    pub text: String,
+    pub category: String,
+    /// As stored: trimmed, lower-cased, no repeats.
+    pub tags: Vec<String>,
+}
+
+fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+    }
+}
+
+fn tags(obj: &Map<String, Value>) -> Result<Vec<String>, String> {
+    match obj.get("tags") {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| format!("\"tags\"[{i}] must be a string"))
+            })
+            .collect(),
+        Some(_) => Err("\"tags\" must be an array of strings".into()),
+    }
+}
+
+fn object(args: &Value) -> Result<&Map<String, Value>, String> {
+    args.as_object()
+        .ok_or_else(|| "tool arguments must be a JSON object".to_string())
+}
+
+/// Reads and checks `memory_store` arguments: the text cap, a category
+/// from `categories`, the tag caps.
+pub fn store_args(args: &Value, categories: &[String]) -> Result<StoreArgs, String> {
+    let obj = object(args)?;
+    let text = string(obj, "text")?.ok_or("\"text\" is required")?;
+    let category = string(obj, "category")?.ok_or_else(|| {
+        format!(
+            "\"category\" is required; allowed: {} (memory.categories)",
+            categories.join(", ")
+        )
+    })?;
+    let tags = check_note(text, category, &tags(obj)?, categories)?;
+    Ok(StoreArgs {
+        text: text.to_string(),
+        category: category.to_string(),
+        tags,
+    })
+}
+
+/// Reads and checks `memory_recall` arguments into a filter.
+pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, String> {
+    let obj = object(args)?;
+    let category = string(obj, "category")?;
+    if let Some(c) = category {
+        check_category(c, categories)?;
+    }
+    let tags = normalize_tags(&tags(obj)?)?;
+    let date = |key: &str, end: bool| -> Result<Option<i64>, String> {
+        string(obj, key)?
+            .map(|s| parse_date(s, end).map_err(|e| format!("\"{key}\": {e}")))
+            .transpose()
+    };
+    let (since, until) = (date("since", false)?, date("until", true)?);
+    if let (Some(s), Some(u)) = (since, until)
+        && s > u
+    {
+        return Err("\"since\" is after \"until\"".into());
+    }
+    let limit = match obj.get("limit") {
+        None => RECALL_DEFAULT,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=RECALL_MAX) => n as u32,
+            _ => {
+                return Err(format!(
+                    "\"limit\" must be an integer from 1 to {RECALL_MAX}"
+                ));
+            }
+        },
+    };
+    Ok(NoteFilter {
+        query: string(obj, "query")?.map(String::from),
+        category: category.map(String::from),
+        tags,
+        since,
+        until,
+        limit,
+    })
+}
+
+/// Reads `memory_forget`'s note id.
+pub fn forget_id(args: &Value) -> Result<i64, String> {
+    match object(args)?.get("id") {
+        None => Err("\"id\" is required".into()),
+        Some(v) => v
+            .as_i64()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| "\"id\" must be a note id: an integer from 1".into()),
+    }
+}
+
+/// A note's text, in bytes.
+pub const NOTE_MAX_BYTES: usize = 4096;
+pub const NOTE_MAX_TAGS: usize = 10;
+pub const NOTE_TAG_MAX_CHARS: usize = 32;
+/// What `memory_recall` and `memory notes` ask for; every part narrows.
+#[derive(Debug, Clone, Default)]
+pub struct NoteFilter {
+    pub query: Option<String>,
+    pub category: Option<String>,
+    /// A note must carry all of them.
+    pub tags: Vec<String>,
+    /// Unix seconds, inclusive.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub limit: u32,
+}
+
+/// Checks a note against the caps and the configured categories; returns
+/// its tags as stored (trimmed, lower-cased, repeats dropped). Each error
+/// names the limit or what is allowed.
+pub fn check_note(
+    text: &str,
+    category: &str,
+    tags: &[String],
+    categories: &[String],
+) -> std::result::Result<Vec<String>, String> {
+    if text.trim().is_empty() {
+        return Err("\"text\" is empty; a note needs some text".into());
+    }
+    if text.len() > NOTE_MAX_BYTES {
+        return Err(format!(
+            "\"text\" is {} bytes; the limit is {NOTE_MAX_BYTES} bytes (4 KiB)",
+            text.len()
+        ));
+    }
+    check_category(category, categories)?;
+    if tags.len() > NOTE_MAX_TAGS {
+        return Err(format!("{} tags; the limit is {NOTE_MAX_TAGS}", tags.len()));
+    }
+    normalize_tags(tags)
+}
+
+/// A category must be one of `memory.categories`.
+pub fn check_category(category: &str, categories: &[String]) -> std::result::Result<(), String> {
+    if categories.iter().any(|c| c == category) {
+        return Ok(());
+    }
+    Err(format!(
+        "unknown category \"{}\"; allowed: {} (memory.categories)",
+        crate::util::printable(category),
+        categories.join(", ")
+    ))
+}
+
+/// Tags as stored and matched: trimmed, lower-cased, 1 to 32 characters
+/// with no control characters, repeats dropped.
+pub fn normalize_tags(tags: &[String]) -> std::result::Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        let tag = t.trim().to_lowercase();
+        let n = tag.chars().count();
+        // No quotes or backslashes: a tag is matched as `"tag"` inside the
+        // stored JSON array, which then cannot match across two tags.
+        if n == 0
+            || n > NOTE_TAG_MAX_CHARS
+            || tag.chars().any(|c| c.is_control() || c == '"' || c == '\\')
+        {
+            return Err(format!(
+                "tag \"{}\" is not allowed; a tag is 1 to {NOTE_TAG_MAX_CHARS} characters, no control characters, quotes or backslashes",
+                crate::util::printable(t)
+            ));
+        }
+        if !out.contains(&tag) {
+            out.push(tag);
+        }
+    }
+    Ok(out)
+}
+
+/// A date for `since`/`until`: RFC 3339 (`2026-11-23T10:00:00Z`, an
+/// offset, a fraction) or a day (`2026-11-23`, UTC), which for `until`
+/// means the end of that day. Unix seconds.
+pub fn parse_date(s: &str, end_of_day: bool) -> std::result::Result<i64, String> {
+    let bad = || {
+        format!(
+            "\"{}\" is not a date; allowed: YYYY-MM-DD or RFC 3339 such as 2026-11-23T10:00:00Z",
+            crate::util::printable(s)
+        )
+    };
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        (!part.is_empty() && part.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return Err(bad());
+    }
+    let (y, m, d) = (
+        num(0..4).ok_or_else(bad)?,
+        num(5..7).ok_or_else(bad)?,
+        num(8..10).ok_or_else(bad)?,
+    );
+    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return Err(bad());
+    }
+    let day = days_from_civil(y, m, d) * 86_400;
+    if b.len() == 10 {
+        return Ok(if end_of_day { day + 86_399 } else { day });
+    }
+    if b.len() < 20 || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let (hh, mm, ss) = (
+        num(11..13).ok_or_else(bad)?,
+        num(14..16).ok_or_else(bad)?,
+        num(17..19).ok_or_else(bad)?,
+    );
+    if hh > 23 || mm > 59 || ss > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let rb = rest.as_bytes();
+            if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
+                return Err(bad());
+            }
+            let (oh, om) = (
+                rest[1..3].parse::<i64>().map_err(|_| bad())?,
+                rest[4..6].parse::<i64>().map_err(|_| bad())?,
+            );
+            if oh > 23 || om > 59 {
+                return Err(bad());
+            }
+            let sign = if rb[0] == b'-' { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    Ok(day + hh * 3600 + mm * 60 + ss.min(59) - offset)
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cats() -> Vec<String> {
+        ["fact", "preference", "task", "note"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn caps_and_categories_name_what_is_allowed() {
+        let c = cats();
+        let e = check_note(&"x".repeat(4097), "fact", &[], &c).unwrap_err();
+        assert!(
+            e.contains("4097 bytes") && e.contains("limit is 4096"),
+            "{e}"
+        );
+        assert!(check_note(&"x".repeat(4096), "fact", &[], &c).is_ok());
+        let e = check_note("t", "secrets", &[], &c).unwrap_err();
+        assert_eq!(
+            e,
+            "unknown category \"secrets\"; allowed: fact, preference, task, note (memory.categories)"
+        );
+        let many: Vec<String> = (0..11).map(|i| format!("t{i}")).collect();
+        let e = check_note("t", "fact", &many, &c).unwrap_err();
+        assert!(e.contains("11 tags; the limit is 10"), "{e}");
+        assert!(check_note("t", "fact", &many[..10], &c).is_ok());
+        let e = check_note("t", "fact", &["x".repeat(33)], &c).unwrap_err();
+        assert!(e.contains("1 to 32 characters"), "{e}");
+        assert!(check_note("t", "fact", &["é".repeat(32)], &c).is_ok());
+        assert!(check_note("t", "fact", &[" ".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\u{1b}b".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\",\"b".into()], &c).is_err());
+        assert!(check_note("t", "fact", &["a\\b".into()], &c).is_err());
+        assert!(
+            check_note("  ", "fact", &[], &c)
+                .unwrap_err()
+                .contains("empty")
+        );
+    }
+
+    #[test]
+    fn dates_are_days_or_rfc3339() {
+        assert_eq!(parse_date("1970-01-01", false), Ok(0));
+        assert_eq!(parse_date("1970-01-01", true), Ok(86_399));
+        assert_eq!(parse_date("2026-11-23", false), Ok(1_795_392_000));
+        assert_eq!(parse_date("2026-11-23T10:00:00Z", false), Ok(1_795_428_000));
+        assert_eq!(
+            parse_date("2026-11-23T12:00:00+02:00", true),
+            Ok(1_795_428_000)
+        );
+        assert_eq!(
+            parse_date("2026-11-23T10:00:00.123Z", false),
+            Ok(1_795_428_000)
+        );
+        assert_eq!(parse_date("2024-02-29", false), Ok(1_709_164_800));
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2023-02-29",
+            "2026-11-23T10:00",
+            "2026-11-23T10:00:00",
+            "2026-11-23T25:00:00Z",
+            "2026-11-23 10:00:00Z",
+            "2026-1-1",
+            "+026-11-23",
+        ] {
+            let e = parse_date(bad, false).unwrap_err();
+            assert!(e.contains("YYYY-MM-DD or RFC 3339"), "{bad}: {e}");
+        }
+    }
+}

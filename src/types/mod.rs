@@ -1,0 +1,124 @@
+//! Types every layer shares, at the bottom of the crate (above `util`,
+//! below `config`): the tool table and a provider call's token counts.
+//! Nothing here imports a module above it.
+
+pub mod args;
+
+use serde::Serialize;
+
+/// One row per tool, the one table `ToolName` is derived from: its variant,
+/// the name models, configs, receipts and the command line use, and whether
+/// the CLI offers it when `channels.cli.tools_allow` is absent. `ALL`,
+/// `as_str`, `parse` and `on_by_default` all come from these rows, so a tool
+/// cannot be declared and left out of the list.
+macro_rules! tool_table {
+    ($($variant:ident => $name:literal, on_by_default: $on:literal;)+) => {
+        /// Every built-in tool. `tool list`, the schemas a model is offered,
+        /// the config's `tools_allow` check and the gate's decision are all
+        /// derived from this one table: adding a tool is a row in
+        /// `tool_table!`, and the compiler then points at each `match` that
+        /// has to say what the new tool means.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum ToolName {
+            $($variant,)+
+        }
+
+        impl ToolName {
+            /// In the order `tool list` shows them.
+            pub const ALL: [ToolName; [$(stringify!($variant)),+].len()] =
+                [$(ToolName::$variant,)+];
+
+            /// The name models, configs, receipts and the command line use.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ToolName::$variant => $name,)+
+                }
+            }
+
+            /// Offered on the CLI when `channels.cli.tools_allow` is absent.
+            pub const fn on_by_default(self) -> bool {
+                match self {
+                    $(ToolName::$variant => $on,)+
+                }
+            }
+        }
+    };
+}
+
+// Off by default: the tools that write files or reach the network, the note
+// tools (each schema sent costs every request bytes), `ask_user` (a run the
+// operator left alone should not stop to ask); `web_search` is offered once
+// a provider is configured.
+tool_table! {
+    Time => "time", on_by_default: true;
+    FileList => "file_list", on_by_default: true;
+    FileRead => "file_read", on_by_default: true;
+    FileWrite => "file_write", on_by_default: false;
+    Shell => "shell", on_by_default: true;
+    Http => "http", on_by_default: false;
+    MemorySearch => "memory_search", on_by_default: true;
+    Git => "git", on_by_default: true;
+    MemoryStore => "memory_store", on_by_default: false;
+    MemoryRecall => "memory_recall", on_by_default: false;
+    MemoryForget => "memory_forget", on_by_default: false;
+    Grep => "grep", on_by_default: true;
+    AskUser => "ask_user", on_by_default: false;
+    WebSearch => "web_search", on_by_default: false;
+    PdfExtract => "pdf_extract", on_by_default: false;
+}
+
+impl ToolName {
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// "time, file_list, …" for errors that say what is allowed.
+    pub fn list() -> String {
+        let names: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();
+        names.join(", ")
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Tokens one provider call used, as the server reported them; a run adds
+/// them up and its record keeps the sum.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens the server took from its prompt cache (when it says).
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ToolName;
+
+    #[test]
+    fn names_are_unique_and_parse_back() {
+        for (i, t) in ToolName::ALL.iter().enumerate() {
+            assert_eq!(ToolName::parse(t.as_str()), Some(*t));
+            assert!(!ToolName::ALL[..i].iter().any(|o| o.as_str() == t.as_str()));
+        }
+        assert_eq!(ToolName::parse("Time"), None);
+    }
+}
