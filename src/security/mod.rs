@@ -8,16 +8,14 @@
 
 pub mod confine;
 pub mod git;
-pub mod git_args;
-mod git_secrets;
+pub mod grammar;
+pub mod judge;
 pub mod net;
 pub mod options;
-pub mod parse;
 pub mod plan;
 pub mod rate;
 pub mod redact;
 pub mod secret_files;
-pub mod shell;
 
 use crate::config::{Autonomy, Config};
 use crate::types::ToolName;
@@ -500,18 +498,18 @@ impl Gate {
                         ),
                     );
                 }
-                let argv = match git_args::argv(args, self) {
+                let argv = match git::tool_args::argv(args, self) {
                     Ok(a) => a,
                     Err(reason) => return Decision::deny(base, reason),
                 };
                 // Judged as the shell judges `git …`; only the verdict's
                 // risk differs: the argv is one of the tool's read-only
                 // forms, and a reading the table calls a write is refused.
-                let a = shell::analyze_tool_argv(&argv, self);
+                let a = judge::analyze_tool_argv(&argv, self);
                 plan = a.plan;
                 match a.judgement {
-                    shell::Judgement::Deny(reason) => return Decision::deny(base, reason),
-                    shell::Judgement::Risk(..) => {
+                    judge::Judgement::Deny(reason) => return Decision::deny(base, reason),
+                    judge::Judgement::Risk(..) => {
                         (Risk::Low, None, format!("read-only `{}`", argv.join(" ")))
                     }
                 }
@@ -551,11 +549,11 @@ impl Gate {
                         ),
                     );
                 }
-                let a = shell::analyze(cmd, self);
+                let a = judge::analyze(cmd, self);
                 plan = a.plan;
                 match a.judgement {
-                    shell::Judgement::Deny(reason) => return Decision::deny(Risk::High, reason),
-                    shell::Judgement::Risk(r, why) => (r, None, why),
+                    judge::Judgement::Deny(reason) => return Decision::deny(Risk::High, reason),
+                    judge::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
         };
@@ -880,7 +878,7 @@ impl Gate {
             return p.clone();
         }
         use std::os::unix::fs::PermissionsExt;
-        let found = shell::SAFE_PATH
+        let found = judge::SAFE_PATH
             .split(':')
             .map(|dir| Path::new(dir).join(name))
             .find(|p| {
@@ -898,7 +896,7 @@ impl Gate {
     pub fn child_env(&self) -> &[(String, String)] {
         self.child_env.get_or_init(|| {
             let mut env = vec![
-                ("PATH".to_string(), shell::SAFE_PATH.to_string()),
+                ("PATH".to_string(), judge::SAFE_PATH.to_string()),
                 ("TERM".to_string(), "dumb".to_string()),
             ];
             const BASE: &[&str] = &[

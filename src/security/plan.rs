@@ -4,7 +4,7 @@
 //! so the gate judges final argv strings and the runner runs those same
 //! strings, with no shell in between to reinterpret them.
 
-use super::parse::{Connector, Piece, RawWord};
+use super::grammar::{Connector, Piece, RawWord};
 use std::path::{Path, PathBuf};
 
 /// Glob work limits: directory entries examined and matches returned.
@@ -376,7 +376,7 @@ fn glob(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::parse::parse;
+    use crate::security::grammar::parse;
 
     fn m(p: &str, n: &str) -> bool {
         let chars: Vec<(char, bool)> = p.chars().map(|c| (c, false)).collect();

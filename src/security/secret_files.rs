@@ -243,7 +243,7 @@ pub(crate) fn guard_walk(
     let mut roots = Vec::new();
     let mut files = Vec::new();
     for r in before.reads.iter().chain(&before.read_dirs_recursive) {
-        let p = gate.check_path(&super::shell::absolute(cwd, r))?;
+        let p = gate.check_path(&super::judge::absolute(cwd, r))?;
         if p.is_dir() || (lower != "diff" && before.read_dirs_recursive.contains(r)) {
             roots.push(p);
         } else {

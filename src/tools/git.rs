@@ -1,5 +1,5 @@
 //! `git`: read-only git for code questions. The gate builds a fixed argv
-//! from its arguments (`security::git_args`, never a command string) and
+//! from its arguments (`security::git::tool_args`, never a command string) and
 //! judges that argv exactly as it judges `git …` typed into the shell tool — the option
 //! table, the path and secret-file checks, the repository's config vetted
 //! and every program-starting setting pinned off — and the shell's runner

@@ -11,7 +11,7 @@
 
 use super::beneath;
 use super::{Tool, ToolCtx, ToolResult};
-use crate::security::parse::Connector;
+use crate::security::grammar::Connector;
 use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
 use crate::security::{confine, estop_engaged};
 use serde_json::{Value, json};

@@ -360,7 +360,9 @@ mod tests {
     use super::*;
 
     fn cats() -> Vec<String> {
-        ["fact", "preference", "task", "note"].map(String::from).to_vec()
+        ["fact", "preference", "task", "note"]
+            .map(String::from)
+            .to_vec()
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! GNU coreutils 9.1 (and debianutils `which`): the long and short option
 //! lists are those compiled into the binaries.
 
+use crate::security::Gate;
+use crate::security::judge::absolute;
+use std::path::{Path, PathBuf};
+
 use super::{
     Entry, FOLLOW, Item, N, O, Order, P, PARENTS, Parsed, R, REC, Spec, Style, TARGET, getopt, o,
     operands_read, push_read, push_tree, push_tree_named, walk,
@@ -918,4 +922,144 @@ fn base_name(s: &str) -> &str {
         Some(i) => &t[i + 1..],
         None => t,
     }
+}
+
+// cp's own checks, given the gate: what a copy would write and where the
+// links it copies would point.
+
+/// Judges what `cp` reaches on disk once its table has read the argv.
+pub(in crate::security) fn judge_cp(
+    parsed: &Parsed,
+    cwd: &Path,
+    gate: &Gate,
+) -> Result<(), String> {
+    // A recursive copy writes every file of its sources below the
+    // destination, following links already there (`x1/c -> .git/config`):
+    // each of those destination paths is judged like a write of its own.
+    // A relative link copied as a link points somewhere else from its new
+    // place (`cp -P sub/l .` turns `l -> private/key` into the forbidden
+    // file): judge where it will point from each place it may land.
+    {
+        for r in &parsed.reads {
+            let src = PathBuf::from(absolute(cwd, r));
+            if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_symlink()) {
+                continue;
+            }
+            for w in &parsed.writes {
+                let w = PathBuf::from(absolute(cwd, w));
+                for at in [w.clone(), w.join(src.file_name().unwrap_or_default())] {
+                    check_link_copy(&src, &at, gate)?;
+                }
+            }
+        }
+    }
+    if !parsed.write_dirs_recursive.is_empty() {
+        for dest in &parsed.write_dirs_recursive {
+            let dest = absolute(cwd, dest);
+            for src in &parsed.read_dirs_recursive {
+                copy_targets(&absolute(cwd, src), Path::new(&dest), gate)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Entries a recursive copy may look at in one source before it is refused.
+const COPY_WALK_LIMIT: usize = 20_000;
+/// Directory levels below a recursive copy's source.
+const COPY_DEPTH_LIMIT: usize = 256;
+
+/// Judges, as writes, the destination path of every entry below `src` for
+/// both ways `cp -r` may place it (`dest/rel`, and `dest/name/rel` when
+/// `dest` is a directory already).
+fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
+    let src = Path::new(src);
+    let name = src.file_name().map(PathBuf::from).unwrap_or_default();
+    // Both places the tree may land, resolved once. Below them the walk
+    // looks at each component as it descends (one lstat an entry), so a
+    // deep tree costs what a wide one does.
+    let mut bases = Vec::new();
+    for b in [dest.to_path_buf(), dest.join(&name)] {
+        bases.push(
+            gate.check_write_dir_ok(&b.to_string_lossy())
+                .map_err(|why| format!("`cp` would write {}: {why}", b.display()))?,
+        );
+    }
+    let mut stack = vec![(PathBuf::new(), 0usize)];
+    let mut seen = 0usize;
+    while let Some((rel, depth)) = stack.pop() {
+        if depth > COPY_DEPTH_LIMIT {
+            return Err(format!(
+                "`cp` would copy a tree deeper than {COPY_DEPTH_LIMIT} levels from {}",
+                src.display()
+            ));
+        }
+        let Ok(rd) = std::fs::read_dir(src.join(&rel)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > COPY_WALK_LIMIT {
+                return Err(format!(
+                    "`cp` would copy more than {COPY_WALK_LIMIT} entries from {}; copy a \
+                     smaller tree",
+                    src.display()
+                ));
+            }
+            let r = rel.join(e.file_name());
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            // The copy would be the secret under the same name or, below a
+            // directory that is no longer `.git`, under a plain one.
+            if !is_dir && let Some(rule) = gate.secret_rule(&src.join(&r)) {
+                return Err(format!(
+                    "`cp` would copy {}, a secret-named file (rule \"{rule}\"); \
+                     [security] secret_files_allow lists exceptions",
+                    gate.shown(&src.join(&r))
+                ));
+            }
+            for base in &bases {
+                let target = base.join(&r);
+                if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_symlink()) {
+                    return Err(format!(
+                        "`cp` would write {}, a link it would write through",
+                        target.display()
+                    ));
+                }
+                if let Some(why) = gate.refused_lexically(&target) {
+                    return Err(format!("`cp` would write {}: {why}", target.display()));
+                }
+                if is_link {
+                    check_link_copy(&src.join(&r), &target, gate)?;
+                }
+            }
+            if is_dir {
+                stack.push((r, depth + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A link at `link`, copied as a link to `at`: what it will point to
+/// from there must pass the read policy.
+fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Result<(), String> {
+    let Ok(target) = std::fs::read_link(link) else {
+        return Ok(());
+    };
+    let lands = if target.is_absolute() {
+        target
+    } else {
+        at.parent().unwrap_or(at).join(target)
+    };
+    gate.check_path(&lands.to_string_lossy())
+        .map(drop)
+        .map_err(|why| {
+            format!(
+                "`cp` would copy the link {} to {}, where it points to {}: {why}",
+                link.display(),
+                at.display(),
+                lands.display()
+            )
+        })
 }

@@ -216,3 +216,18 @@ fn find(args: &[String]) -> Result<Parsed, String> {
     p.follows_symlinks_recursively = follow;
     Ok(p)
 }
+
+/// How deep a `find` walk lists: `-maxdepth N` names entries down to N.
+/// find takes the last `-maxdepth`; a value that is not plain digits is
+/// taken as no limit.
+pub(in crate::security) fn walk_depth(args: &[String]) -> usize {
+    args.windows(2)
+        .rfind(|w| w[0] == "-maxdepth")
+        .and_then(|w| {
+            w[1].bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| w[1].parse::<usize>().ok())
+                .flatten()
+        })
+        .unwrap_or(usize::MAX)
+}

@@ -14,13 +14,15 @@
 //! the program is itself the hole: a word we take for an option's value may
 //! be a file to the program.
 //!
-//! Everything here is a pure function of the argv: no file system access, no
-//! recursion on input, linear in the argv's length, and no panics.
+//! The tables are pure functions of the argv: no file system access, no
+//! recursion on input, linear in the argv's length, and no panics. A
+//! program's checks of what its parsed argv reaches on disk (`judge_cp`,
+//! `judge_diff`, `walk_depth`; git's in `security::git`) sit in the same
+//! file as its table, so one program's rules are in one place.
 
-mod coreutils;
-mod find;
-mod git;
-mod search;
+pub(in crate::security) mod coreutils;
+pub(in crate::security) mod find;
+pub(in crate::security) mod search;
 mod sed;
 
 /// What an argv does, as far as the gate must judge it.
@@ -81,11 +83,11 @@ pub fn describe_program(program: &str) -> Option<String> {
     })
 }
 
-struct Entry {
-    name: &'static str,
-    parse: fn(&[String]) -> Result<Parsed, String>,
-    table: Option<&'static [O]>,
-    summary: &'static str,
+pub(in crate::security) struct Entry {
+    pub(in crate::security) name: &'static str,
+    pub(in crate::security) parse: fn(&[String]) -> Result<Parsed, String>,
+    pub(in crate::security) table: Option<&'static [O]>,
+    pub(in crate::security) summary: &'static str,
 }
 
 const PROGRAMS: &[Entry] = &[
@@ -121,7 +123,7 @@ const PROGRAMS: &[Entry] = &[
     coreutils::TOUCH,
     coreutils::CP,
     coreutils::MV,
-    git::GIT,
+    crate::security::git::options::GIT,
 ];
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 //! grep 3.8, ripgrep 15, diffutils 3.8 `diff`, file 5.44.
 
+use crate::security::Gate;
+use crate::security::judge::absolute;
+use std::path::{Path, PathBuf};
+
 use super::{
     COLON, DIRACT, Entry, FOLLOW, Item, N, NODEREF, NOPAT, O, Order, P, PAT, Parsed, R, REC, Spec,
     Style, o, push_read, push_tree, walk,
@@ -479,3 +483,26 @@ pub(super) const FILE: Entry = Entry {
     table: Some(FILE_OPTS),
     summary: "operands read; -m read; -z/-Z/-C/-p/-S/-f refused",
 };
+
+/// diff's own check, given the gate: it compares the files one level inside
+/// a directory operand (and `diff FILE DIR` reads DIR/FILE), so none of
+/// those may be forbidden. Links among them are not followed
+/// (`--no-dereference` is added to its argv).
+pub(in crate::security) fn judge_diff(
+    parsed: &Parsed,
+    cwd: &Path,
+    gate: &Gate,
+) -> Result<(), String> {
+    for r in &parsed.reads {
+        let p = PathBuf::from(absolute(cwd, r));
+        if p.is_dir()
+            && let Some(hit) = gate.forbidden_within(&gate.check_path(r)?, 2)
+        {
+            return Err(format!(
+                "`diff` would read the files in {}, among them the forbidden path {hit}",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! and paths checked for what the tool allows; `Gate::decide` then judges
 //! that argv as it judges `git …` typed into the shell tool.
 
-use super::Gate;
+use crate::security::Gate;
 use serde_json::{Map, Value};
 use std::path::{Component, Path};
 

@@ -9,7 +9,7 @@
 //! shell in between.
 
 use super::Risk;
-use super::parse::{self, Connector, RawCommand, RedirOp};
+use super::grammar::{self, Connector, RawCommand, RedirOp};
 use super::plan::{Cmd, Expander, OpenMode, Plan, Redir, Step};
 use super::{Gate, options};
 use std::path::{Path, PathBuf};
@@ -149,7 +149,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     if let Some(p) = destructive_text(command) {
         return Err(format!("matches the destructive pattern `{p}`"));
     }
-    let script = parse::parse(command)?;
+    let script = grammar::parse(command)?;
     let ws = gate.workspace()?.to_path_buf();
     let mut cwd = ws.clone();
     let mut items = script.items.as_slice();
@@ -257,8 +257,8 @@ fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
         assigns: Vec::new(),
         words: argv
             .iter()
-            .map(|a| parse::RawWord {
-                pieces: vec![parse::Piece::Lit {
+            .map(|a| grammar::RawWord {
+                pieces: vec![grammar::Piece::Lit {
                     text: a.clone(),
                     quoted: true,
                 }],
@@ -396,7 +396,7 @@ fn judge_command(
         argv.insert(1, "--no-dereference".to_string());
     }
     if lower == "git" || target == "git" {
-        super::git::harden(&mut argv, &mut env, cwd, gate)?;
+        super::git::repo::harden(&mut argv, &mut env, cwd, gate)?;
     }
     Ok((
         verdict,
@@ -483,7 +483,7 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
 }
 
 fn judge_redir(
-    r: &parse::RawRedir,
+    r: &grammar::RawRedir,
     x: &Expander,
     cwd: &Path,
     gate: &Gate,
@@ -708,26 +708,15 @@ fn judge_program(
         }
     }
     let mut trees = parsed.read_dirs_recursive.clone();
+    // Each program's own checks sit beside its option table.
     if lower == "git" {
-        git_reads(args, &parsed, &mut trees, cwd, gate)?;
-        super::git_secrets::judge(argv, &parsed, cwd, gate)?;
+        super::git::judge(argv, &parsed, &mut trees, cwd, gate)?;
     }
-    // How deep the walk lists: `find -maxdepth N` names entries down to N.
-    // find takes the last `-maxdepth`; a value that is not plain digits is
-    // taken as no limit.
-    let depth = (lower == "find")
-        .then(|| {
-            args.windows(2)
-                .rfind(|w| w[0] == "-maxdepth")
-                .and_then(|w| {
-                    w[1].bytes()
-                        .all(|b| b.is_ascii_digit())
-                        .then(|| w[1].parse::<usize>().ok())
-                        .flatten()
-                })
-        })
-        .flatten()
-        .unwrap_or(usize::MAX);
+    let depth = if lower == "find" {
+        options::find::walk_depth(args)
+    } else {
+        usize::MAX
+    };
     for d in &trees {
         let resolved = gate.check_path(&absolute(cwd, d))?;
         if let Some(hit) = gate.forbidden_within(&resolved, depth) {
@@ -746,49 +735,11 @@ fn judge_program(
             ));
         }
     }
-    // A recursive copy writes every file of its sources below the
-    // destination, following links already there (`x1/c -> .git/config`):
-    // each of those destination paths is judged like a write of its own.
-    // A relative link copied as a link points somewhere else from its new
-    // place (`cp -P sub/l .` turns `l -> private/key` into the forbidden
-    // file): judge where it will point from each place it may land.
     if lower == "cp" {
-        for r in &parsed.reads {
-            let src = PathBuf::from(absolute(cwd, r));
-            if !std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_symlink()) {
-                continue;
-            }
-            for w in &parsed.writes {
-                let w = PathBuf::from(absolute(cwd, w));
-                for at in [w.clone(), w.join(src.file_name().unwrap_or_default())] {
-                    check_link_copy(&src, &at, gate)?;
-                }
-            }
-        }
-    }
-    if lower == "cp" && !parsed.write_dirs_recursive.is_empty() {
-        for dest in &parsed.write_dirs_recursive {
-            let dest = absolute(cwd, dest);
-            for src in &parsed.read_dirs_recursive {
-                copy_targets(&absolute(cwd, src), Path::new(&dest), gate)?;
-            }
-        }
+        options::coreutils::judge_cp(&parsed, cwd, gate)?;
     }
     if lower == "diff" {
-        // diff compares the files one level inside a directory operand (and
-        // `diff FILE DIR` reads DIR/FILE): none of those may be forbidden.
-        // Links among them are not followed (`--no-dereference` is added).
-        for r in &parsed.reads {
-            let p = PathBuf::from(absolute(cwd, r));
-            if p.is_dir()
-                && let Some(hit) = gate.forbidden_within(&gate.check_path(r)?, 2)
-            {
-                return Err(format!(
-                    "`diff` would read the files in {}, among them the forbidden path {hit}",
-                    p.display()
-                ));
-            }
-        }
+        options::search::judge_diff(&parsed, cwd, gate)?;
     } else if parsed.follows_symlinks_recursively {
         return Err(format!(
             "`{name}` would follow symbolic links while walking a tree, which can lead out \
@@ -804,175 +755,6 @@ fn judge_program(
         Judgement::medium(format!("`{name}` is on the shell allowlist"))
     };
     Ok((j, writes))
-}
-
-/// Entries a recursive copy may look at in one source before it is refused.
-const COPY_WALK_LIMIT: usize = 20_000;
-/// Directory levels below a recursive copy's source.
-const COPY_DEPTH_LIMIT: usize = 256;
-
-/// Judges, as writes, the destination path of every entry below `src` for
-/// both ways `cp -r` may place it (`dest/rel`, and `dest/name/rel` when
-/// `dest` is a directory already).
-fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Judged<()> {
-    let src = Path::new(src);
-    let name = src.file_name().map(PathBuf::from).unwrap_or_default();
-    // Both places the tree may land, resolved once. Below them the walk
-    // looks at each component as it descends (one lstat an entry), so a
-    // deep tree costs what a wide one does.
-    let mut bases = Vec::new();
-    for b in [dest.to_path_buf(), dest.join(&name)] {
-        bases.push(
-            gate.check_write_dir_ok(&b.to_string_lossy())
-                .map_err(|why| format!("`cp` would write {}: {why}", b.display()))?,
-        );
-    }
-    let mut stack = vec![(PathBuf::new(), 0usize)];
-    let mut seen = 0usize;
-    while let Some((rel, depth)) = stack.pop() {
-        if depth > COPY_DEPTH_LIMIT {
-            return Err(format!(
-                "`cp` would copy a tree deeper than {COPY_DEPTH_LIMIT} levels from {}",
-                src.display()
-            ));
-        }
-        let Ok(rd) = std::fs::read_dir(src.join(&rel)) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            seen += 1;
-            if seen > COPY_WALK_LIMIT {
-                return Err(format!(
-                    "`cp` would copy more than {COPY_WALK_LIMIT} entries from {}; copy a \
-                     smaller tree",
-                    src.display()
-                ));
-            }
-            let r = rel.join(e.file_name());
-            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            // The copy would be the secret under the same name or, below a
-            // directory that is no longer `.git`, under a plain one.
-            if !is_dir && let Some(rule) = gate.secret_rule(&src.join(&r)) {
-                return Err(format!(
-                    "`cp` would copy {}, a secret-named file (rule \"{rule}\"); \
-                     [security] secret_files_allow lists exceptions",
-                    gate.shown(&src.join(&r))
-                ));
-            }
-            for base in &bases {
-                let target = base.join(&r);
-                if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_symlink()) {
-                    return Err(format!(
-                        "`cp` would write {}, a link it would write through",
-                        target.display()
-                    ));
-                }
-                if let Some(why) = gate.refused_lexically(&target) {
-                    return Err(format!("`cp` would write {}: {why}", target.display()));
-                }
-                if is_link {
-                    check_link_copy(&src.join(&r), &target, gate)?;
-                }
-            }
-            if is_dir {
-                stack.push((r, depth + 1));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A link at `link`, copied as a link to `at`: what it will point to
-/// from there must pass the read policy.
-fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Judged<()> {
-    let Ok(target) = std::fs::read_link(link) else {
-        return Ok(());
-    };
-    let lands = if target.is_absolute() {
-        target
-    } else {
-        at.parent().unwrap_or(at).join(target)
-    };
-    gate.check_path(&lands.to_string_lossy())
-        .map(drop)
-        .map_err(|why| {
-            format!(
-                "`cp` would copy the link {} to {}, where it points to {}: {why}",
-                link.display(),
-                at.display(),
-                lands.display()
-            )
-        })
-}
-
-/// What git subcommands read beyond their operands: `grep` and `add -A`
-/// walk the tree (untracked files too), and `REV:path` reads a file from the
-/// object store, which is judged by the path it names.
-fn git_reads(
-    args: &[String],
-    parsed: &options::Parsed,
-    trees: &mut Vec<String>,
-    cwd: &Path,
-    gate: &Gate,
-) -> Judged<()> {
-    let Some(sub) = parsed
-        .git_subcommand
-        .and_then(|i| args.get(i.wrapping_sub(1)))
-    else {
-        return Ok(());
-    };
-    let ws = gate.workspace()?;
-    for a in args {
-        // An option's value may be a revision too (`--blob=HEAD:x`,
-        // `-L1,5:x`), and a path may hold a colon: every place the path
-        // could start is judged.
-        let word = match a.strip_prefix("--") {
-            Some(long) => long.split_once('=').map_or("", |(_, v)| v),
-            None if a.starts_with('-') => a.get(2..).unwrap_or(""),
-            None => a.as_str(),
-        };
-        for (at, _) in word.match_indices(':') {
-            let (rev, path) = (&word[..at], &word[at + 1..]);
-            if rev.starts_with('-') || path.is_empty() {
-                continue;
-            }
-            // `HEAD:./x` is relative to the directory; `HEAD:x` to the top.
-            let p = if path.starts_with("./") || path.starts_with("../") {
-                super::lexical_normalize(&cwd.join(path))
-            } else {
-                super::lexical_normalize(&ws.join(path))
-            };
-            gate.check_path(&p.to_string_lossy())
-                .map_err(|e| format!("git `{a}` reads a file from the repository: {e}"))?;
-        }
-    }
-    let pathspecs: Vec<String> = parsed
-        .reads
-        .iter()
-        .chain(&parsed.writes)
-        .filter(|p| !p.contains(':'))
-        .cloned()
-        .collect();
-    let whole = args.iter().any(|a| {
-        matches!(
-            a.as_str(),
-            "-A" | "--all" | "-u" | "--update" | "--untracked"
-        )
-    });
-    match sub.as_str() {
-        // `git grep` reads tracked files only (already in the repository)
-        // unless told to read untracked ones too.
-        "grep" if !args.iter().any(|a| a == "--untracked") => {}
-        "grep" | "add" => {
-            if pathspecs.is_empty() || whole {
-                trees.push(".".into());
-            }
-            trees.extend(pathspecs);
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// Arguments of a program without a table: paths it may touch get the

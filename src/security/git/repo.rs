@@ -7,7 +7,7 @@
 //! repository whose files or work tree lie outside the workspace, or whose
 //! config includes files, is refused.
 
-use super::Gate;
+use crate::security::Gate;
 use std::path::{Path, PathBuf};
 
 /// Repository settings that make git start a program. Command-line `-c`
@@ -234,8 +234,9 @@ pub(super) fn find_repo_top(start: &Path, ws: &Path) -> Result<Option<(PathBuf, 
                     return Err(format!("{} is not a usable git link", dot.display()));
                 };
                 let target = dir.join(target.trim());
-                let resolved = super::resolve(&super::lexical_normalize(&target))
-                    .map_err(|e| format!("{}: {e}", dot.display()))?;
+                let resolved =
+                    crate::security::resolve(&crate::security::lexical_normalize(&target))
+                        .map_err(|e| format!("{}: {e}", dot.display()))?;
                 if !resolved.starts_with(ws) {
                     return Err(format!(
                         "{} points git at {}, outside the workspace; latchclaw does not run git \
@@ -310,7 +311,9 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
     let mut files = vec![gitdir.join("config"), gitdir.join("config.worktree")];
     // A linked work tree shares its main repository's config.
     if let Some(common) = read_small(&gitdir.join("commondir"))? {
-        let c = super::resolve(&super::lexical_normalize(&gitdir.join(common.trim())))?;
+        let c = crate::security::resolve(&crate::security::lexical_normalize(
+            &gitdir.join(common.trim()),
+        ))?;
         if !c.starts_with(ws) {
             return Err(format!(
                 "{} points git at {}, outside the workspace",
@@ -352,7 +355,7 @@ fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
                 // The work tree decides what git walks and rewrites; the gate
                 // judges the repository's own directory.
                 ("core", "worktree") => {
-                    let wt = super::lexical_normalize(&gitdir.join(&value));
+                    let wt = crate::security::lexical_normalize(&gitdir.join(&value));
                     return Err(format!(
                         "the repository's work tree is set to {} ({}); latchclaw runs git \
                          only where the work tree is the repository's own directory",

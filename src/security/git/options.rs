@@ -9,7 +9,7 @@
 //! from files (`--pathspec-from-file`), copy hooks (`--template` for init),
 //! open an editor or need a terminal (`-e`, `-p`/`--patch`, `-i`).
 
-use super::{A, Entry, N, O, P, Parsed, R, V, o};
+use crate::security::options::{A, Entry, N, O, P, Parsed, R, V, o};
 
 // Bits for git.
 const PAT: u32 = 1;
@@ -592,7 +592,7 @@ impl Scan<'_> {
     }
 }
 
-pub(super) const GIT: Entry = Entry {
+pub(in crate::security) const GIT: Entry = Entry {
     name: "git",
     parse: git,
     table: None,

@@ -7,8 +7,8 @@
 //! pathspecs after `--` that leave every such file out, and no raw object
 //! id (which could name one of their blobs).
 
-use super::options::Parsed;
-use super::{Gate, lexical_normalize};
+use crate::security::options::Parsed;
+use crate::security::{Gate, lexical_normalize};
 use std::path::{Path, PathBuf};
 
 /// Largest index file the gate reads.
@@ -42,19 +42,19 @@ pub(crate) fn judge(
     cwd: &Path,
     gate: &Gate,
 ) -> Result<(), String> {
-    let (start, sub) = super::git::start_dir_and_subcommand(argv, cwd, gate)?;
+    let (start, sub) = super::repo::start_dir_and_subcommand(argv, cwd, gate)?;
     let Some(i) = sub else {
         return Ok(());
     };
     let sub = argv[i].as_str();
     let rest = &argv[i + 1..];
     let ws = gate.workspace()?.to_path_buf();
-    let repo = super::git::find_repo_top(&start, &ws)?;
+    let repo = super::repo::find_repo_top(&start, &ws)?;
     // `git diff A B` outside a repository, or with a path outside its work
     // tree, compares the files themselves, directories like `diff -r`.
     if sub == "diff" {
         for r in &parsed.reads {
-            let p = gate.check_path(&super::shell::absolute(cwd, r))?;
+            let p = gate.check_path(&crate::security::judge::absolute(cwd, r))?;
             if repo.as_ref().is_some_and(|(_, top)| p.starts_with(top)) {
                 continue;
             }
@@ -131,7 +131,7 @@ pub(crate) fn judge(
     let specs: Vec<PathBuf> = parsed
         .git_pathspecs
         .iter()
-        .map(|s| lexical_normalize(&PathBuf::from(super::shell::absolute(cwd, s))))
+        .map(|s| lexical_normalize(&PathBuf::from(crate::security::judge::absolute(cwd, s))))
         .collect();
     let lower = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
     let exposed = tracked.iter().find(|(f, _)| {
@@ -161,7 +161,7 @@ fn secret_in_tree(what: &str, gate: &Gate, dir: &Path, f: &Path, rule: &str) -> 
 /// main repository's).
 fn config_files(gitdir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files = vec![gitdir.join("config")];
-    if let Some(common) = super::git::read_small(&gitdir.join("commondir"))? {
+    if let Some(common) = super::repo::read_small(&gitdir.join("commondir"))? {
         files.push(lexical_normalize(&gitdir.join(common.trim())).join("config"));
     }
     Ok(files)
@@ -334,16 +334,16 @@ fn tracked_secrets(
 }
 
 fn read_index(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    super::git::read_bounded(path, MAX_INDEX_BYTES)
+    super::repo::read_bounded(path, MAX_INDEX_BYTES)
         .map_err(|e| format!("{e}; latchclaw cannot tell which files git tracks"))
 }
 
 fn object_format_sha256(gitdir: &Path) -> Result<bool, String> {
     for f in config_files(gitdir)? {
-        let Some(text) = super::git::read_small(&f)? else {
+        let Some(text) = super::repo::read_small(&f)? else {
             continue;
         };
-        let sha256 = super::git::entries(&text).iter().any(|(s, sub, k, v)| {
+        let sha256 = super::repo::entries(&text).iter().any(|(s, sub, k, v)| {
             s == "extensions"
                 && sub.is_none()
                 && k == "objectformat"
