@@ -546,13 +546,7 @@ fn one_receipt_is_singular() {
     let env = Env::new();
     env.config("");
     // A denied call leaves exactly one receipt.
-    let r = env.run(&[
-        "tool",
-        "run",
-        "file_read",
-        "--json",
-        r#"{"path": "/etc/passwd"}"#,
-    ]);
+    let (r, _) = env.tool("file_read", serde_json::json!({"path": "/etc/passwd"}));
     assert_eq!(r.code, 4, "{r:?}");
     let r = env.run(&["receipt", "verify"]);
     assert!(r.stdout.starts_with("ok: 1 receipt, head "), "{r:?}");

@@ -4,6 +4,8 @@
 //! unconfined control run, so a test cannot pass because the program fails
 //! anyway.
 
+mod common;
+
 use latchclaw::security::confine::{self, Mode, Prepared, Spec};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -11,10 +13,7 @@ use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A temporary "home" with a secret, a state dir and a workspace inside.
 struct Fx {
@@ -32,12 +31,7 @@ impl Drop for Fx {
 }
 
 fn fx() -> Fx {
-    let root = std::env::temp_dir().join(format!(
-        "latchclaw-confine-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = common::temp_root("latchclaw-confine");
     let home = root.join("home");
     let ws = home.join("ws");
     let state = home.join(".latchclaw");
@@ -48,12 +42,11 @@ fn fx() -> Fx {
     std::fs::write(home.join("secret.txt"), "top secret\n").unwrap();
     std::fs::write(state.join("config.toml"), "api_key = \"sk-test\"\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "pear\napple\nfig\n").unwrap();
-    let root = std::fs::canonicalize(&root).unwrap();
     Fx {
-        home: root.join("home"),
-        ws: root.join("home/ws"),
-        state: root.join("home/.latchclaw"),
-        tmp: root.join("call-tmp"),
+        home,
+        ws,
+        state,
+        tmp,
         root,
     }
 }
@@ -642,17 +635,13 @@ fn the_runtime_is_not_dumpable() {
         Err(e) => panic!("{e}"),
     };
     let environ = format!("/proc/{}/environ", rt.id());
-    let deadline = Instant::now() + Duration::from_secs(5);
     let mut owner = None;
-    while Instant::now() < deadline {
+    // Set by main() first thing; poll until the process got there.
+    common::eventually(Duration::from_secs(5), || {
         use std::os::unix::fs::MetadataExt;
-        // Set by main() first thing; poll until the process got there.
         owner = std::fs::metadata(&environ).ok().map(|m| m.uid());
-        if owner == Some(0) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        owner == Some(0)
+    });
     assert_eq!(owner, Some(0), "latchclaw's /proc entries stayed its own");
     let o = read_as_nobody(rt.id());
     assert!(!o.status.success(), "{o:?}");

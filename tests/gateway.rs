@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::Env;
+use common::{Env, processes_with, wait_for_process, wait_until};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -47,10 +47,15 @@ fn setup(env: &Env, gateway: &str, security: &str) {
 }
 
 fn start(env: &Env) -> Gateway {
+    start_with_stderr(env, Stdio::null())
+}
+
+/// `start`, the gateway's stderr (its log) going to `stderr`.
+fn start_with_stderr(env: &Env, stderr: Stdio) -> Gateway {
     let mut child = env
         .command(&["gateway"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -799,19 +804,6 @@ fn the_rate_limit_answers_429_with_retry_after() {
     );
 }
 
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) && !text.contains("cargo") {
-                found.push(text);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn estop_over_http_stops_a_running_shell_call() {
     let env = Env::new();
@@ -834,14 +826,7 @@ fn estop_over_http_stops_a_running_shell_call() {
         );
         (r, at.elapsed())
     });
-    let t0 = Instant::now();
-    while processes_with("30.7373").is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sleep never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process("30.7373", Duration::from_secs(10));
     let stop = Instant::now();
     let r = post(&g, &t, "/estop", &json!({"reason": "runaway"}));
     assert_eq!(r.status, 200, "{}", r.body);
@@ -956,36 +941,17 @@ fn sigterm_stops_the_gateway() {
     read_reply(&mut BufReader::new(idle.try_clone().unwrap()));
     // SAFETY: signals the child this test started.
     unsafe { libc::kill(g.child.id() as i32, libc::SIGTERM) };
-    let t0 = Instant::now();
-    loop {
-        if g.child.try_wait().unwrap().is_some() {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(4), "still running");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(4), "still running", || {
+        g.child.try_wait().unwrap().is_some()
+    });
     assert!(TcpStream::connect(&g.addr).is_err());
 }
 
 /// Runs a gateway with its log (at `info`) in a file.
 fn start_logged(env: &Env) -> (Gateway, std::path::PathBuf) {
     let log = env.root.join("gateway.log");
-    let mut child = env
-        .command(&["gateway"])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    (Gateway { child, addr }, log)
+    let g = start_with_stderr(env, std::fs::File::create(&log).unwrap().into());
+    (g, log)
 }
 
 /// A fresh client's `/health`, timed.

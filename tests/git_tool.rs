@@ -67,7 +67,7 @@ fn repo(confinement: &str) -> Env {
 }
 
 fn run(env: &Env, args: Value) -> (common::Run, Value) {
-    env.json(&["tool", "run", "git", "--json", &args.to_string()])
+    env.tool("git", args)
 }
 
 fn ok(env: &Env, args: Value) -> String {
