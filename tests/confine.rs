@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::skip;
 use latchclaw::security::confine::{self, Mode, Prepared, Spec};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -112,20 +113,20 @@ impl Out {
     }
 }
 
-/// The ABI, or `None` after saying why the test does not run.
+/// The ABI, or `None` after `skip` said why the test does not run.
 fn abi_at_least(min: u32) -> Option<u32> {
     let st = confine::status();
     match st.abi {
         Some(abi) if abi >= min => Some(abi),
         Some(abi) => {
-            eprintln!("SKIPPED: needs Landlock ABI {min}, this kernel has {abi}");
+            skip(format!("needs Landlock ABI {min}, this kernel has {abi}"));
             None
         }
         None => {
-            eprintln!(
-                "SKIPPED: this kernel has no Landlock ({})",
+            skip(format!(
+                "this kernel has no Landlock ({})",
                 st.unavailable.unwrap_or("?")
-            );
+            ));
             None
         }
     }
@@ -304,13 +305,13 @@ fn the_parents_environ_stays_closed_while_ordinary_programs_run() {
 }
 
 /// A system python3 (the sandbox cannot run one from a home directory), or
-/// `None` after saying why the test does not run.
+/// `None` after `skip` said why the test does not run.
 fn python() -> Option<&'static str> {
     let found = ["/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
     if found.is_none() {
-        eprintln!("SKIPPED: no python3 in /usr/bin, /bin or /usr/local/bin");
+        skip("no python3 in /usr/bin, /bin or /usr/local/bin");
     }
     found
 }
@@ -589,8 +590,7 @@ fn allowlisted_programs_work_under_the_socket_filter() {
 fn the_runtime_is_not_dumpable() {
     // SAFETY: geteuid only returns an integer.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run both processes as another user");
-        return;
+        return skip("needs root to run both processes as another user");
     }
     let f = fx();
     const NOBODY: u32 = 65534;
@@ -629,8 +629,9 @@ fn the_runtime_is_not_dumpable() {
     let mut rt = match spawn_as_nobody(Command::new(env!("CARGO_BIN_EXE_latchclaw")).arg("agent")) {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("SKIPPED: user {NOBODY} cannot execute the built binary here ({e})");
-            return;
+            return skip(format!(
+                "user {NOBODY} cannot execute the built binary here ({e})"
+            ));
         }
         Err(e) => panic!("{e}"),
     };

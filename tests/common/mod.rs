@@ -1,6 +1,6 @@
 //! Test harness: runs the real `latchclaw` binary in a throwaway home, and
-//! the helpers the test files share (processes by marker, waiting, git,
-//! files).
+//! the helpers the test files share (processes by marker, waiting, skips,
+//! git, files).
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -331,4 +331,26 @@ pub fn eventually(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
 /// `eventually`, failing the test with `what` when `ready` never says true.
 pub fn wait_until(within: Duration, what: &str, ready: impl FnMut() -> bool) {
     assert!(eventually(within, ready), "{what} within {within:?}");
+}
+
+// ---- skips ----
+
+/// Says that the running test cannot do its work on this machine, and why:
+/// one line `SKIPPED: <test>: <reason>` on stderr, written past the test
+/// harness's capture so that a skip never passes silently
+/// (`cargo test 2>&1 | grep -c '^SKIPPED: '` counts them). The caller
+/// returns after it: `return common::skip("no Landlock");`. With
+/// `LATCHCLAW_TESTS_NO_SKIP` set (a machine that must run everything) the
+/// skip fails the test instead.
+pub fn skip(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("<unnamed test>");
+    let line = format!("SKIPPED: {test}: {reason}");
+    assert!(
+        std::env::var_os("LATCHCLAW_TESTS_NO_SKIP").is_none(),
+        "{line} (LATCHCLAW_TESTS_NO_SKIP is set)"
+    );
+    // Not eprintln!, which the harness holds back for a passing test.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
