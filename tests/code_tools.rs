@@ -192,8 +192,11 @@ fn grep_refuses_paths_the_gate_refuses() {
             "grep",
             serde_json::json!({"pattern": "needle", "path": path}),
         );
-        assert_ne!(code, 0, "{path}: {v}");
-        assert_eq!(v["status"], "denied", "{path}: {v}");
+        assert_eq!(
+            (code, v["status"].as_str()),
+            (4, Some("denied")),
+            "{path}: {v}"
+        );
         let all = v.to_string();
         assert!(all.contains(why), "{path}: {all}");
         assert!(!all.contains(SECRET) && !all.contains(OUTSIDE), "{all}");
@@ -244,26 +247,35 @@ fn file_read_ranges_and_numbers() {
         output(&v),
         "line 126\n…[874 more lines after line 126; ask with start_line=127]"
     );
-    for (args, want) in [
+    // Bad line numbers fail in the tool (exit 3); a secret is the gate's (4).
+    for (args, code_status, want) in [
         (
             serde_json::json!({"path": "long.txt", "start_line": 2000}),
+            (3, "failed"),
             "past the end of long.txt (1000 lines)",
         ),
         (
             serde_json::json!({"path": "long.txt", "start_line": 0}),
+            (3, "failed"),
             "of 1 or more",
         ),
         (
             serde_json::json!({"path": "long.txt", "start_line": 5, "end_line": 4}),
+            (3, "failed"),
             "before",
         ),
         (
             serde_json::json!({"path": ".env", "start_line": 1}),
+            (4, "denied"),
             "secret-named",
         ),
     ] {
         let (code, v) = run(&env, "file_read", args.clone());
-        assert_ne!(code, 0, "{args}: {v}");
+        assert_eq!(
+            (code, v["status"].as_str().unwrap()),
+            code_status,
+            "{args}: {v}"
+        );
         assert!(v.to_string().contains(want), "{args}: {v}");
         assert!(!v.to_string().contains(SECRET));
     }

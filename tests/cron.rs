@@ -63,11 +63,8 @@ fn a_held_lock_refuses_a_second_run() {
             .unwrap()
             .starts_with("conv-")
     );
-    assert!(
-        env.run(&["agent", "--lock", "../x", "-m", "hi"])
-            .stderr
-            .contains("not a lock name")
-    );
+    let r = env.run(&["agent", "--lock", "../x", "-m", "hi"]);
+    assert!(r.code == 2 && r.stderr.contains("not a lock name"), "{r:?}");
 }
 
 #[test]

@@ -329,7 +329,7 @@ fn caps_and_categories_name_what_is_allowed() {
     let bad = env_with("supervised", "categories = [\"Fact\"]");
     let r = bad.run(&["config", "validate"]);
     assert!(
-        r.code != 0
+        r.code == 2
             && r.stderr.contains(
                 "memory.categories[0]: \"Fact\" is not allowed; a category is made of a-z and _"
             ),

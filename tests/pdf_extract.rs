@@ -196,8 +196,11 @@ fn pdf_extract_refuses_paths_the_gate_refuses() {
             ("/etc/passwd", "outside the workspace"),
         ] {
             let (code, v) = run(&env, json!({"path": path}));
-            assert_ne!(code, 0, "{path}: {v}");
-            assert_eq!(v["status"], "denied", "{path}: {v}");
+            assert_eq!(
+                (code, v["status"].as_str()),
+                (4, Some("denied")),
+                "{path}: {v}"
+            );
             let all = v.to_string();
             assert!(all.contains(why), "{path}: {all}");
             assert!(!all.contains(SECRET) && !all.contains(OUTSIDE), "{all}");
@@ -209,8 +212,7 @@ fn pdf_extract_refuses_paths_the_gate_refuses() {
 fn pdf_extract_is_off_unless_allowed() {
     let env = env_with("full", "", false);
     let (code, v) = run(&env, json!({"path": "docs/report.pdf"}));
-    assert_ne!(code, 0, "{v}");
-    assert_eq!(v["status"], "denied", "{v}");
+    assert_eq!((code, v["status"].as_str()), (4, Some("denied")), "{v}");
     assert!(v.to_string().contains("not enabled on this channel"), "{v}");
     let r = env.run(&["tool", "list"]);
     assert!(r.stdout.contains("pdf_extract"), "{r:?}");

@@ -393,7 +393,7 @@ fn bad_secret_files_allow_entries_name_the_key_and_what_is_allowed() {
         lit(&env.ws.join("private"))
     ));
     let r = env.run(&["config", "validate"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
     for want in [
         "security.secret_files_allow[1]: \"/etc/x.pem\" is not relative to the workspace",
         "security.secret_files_allow[2]: \"../up.key\" has an empty, \".\" or \"..\" component",
