@@ -127,6 +127,18 @@ impl Env {
             .env_remove("LATCHCLAW_LOG")
             .env_remove("LATCHCLAW_LOG_LEVEL")
             .env_remove("RUST_LOG");
+        // The stop signals as a terminal gives them: latchclaw keeps one it
+        // finds ignored (nohup), and a test run started in the background
+        // or under nohup would pass that on to every test's Ctrl-C.
+        // SAFETY: signal(2) is async-signal-safe and touches no Rust state.
+        unsafe {
+            c.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
         c
     }
 
