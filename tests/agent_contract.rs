@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, fixture, lit};
+use common::{Env, fixture, lit, wait_until};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
@@ -146,11 +146,10 @@ fn ctrl_c_prints_the_object_and_records_the_run_as_cancelled() {
         .spawn()
         .unwrap();
     // The request is recorded just before the provider call starts.
-    let t = Instant::now();
-    while !env.root.join("requests.jsonl").exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "never called");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let requests = env.root.join("requests.jsonl");
+    wait_until(Duration::from_secs(10), "never called", || {
+        requests.exists()
+    });
     // SAFETY: signals a child this test spawned and has not reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -10,7 +10,7 @@ mod pty;
 
 use common::{Env, Run};
 use serde_json::{Value, json};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "Quokka-Saffron-4242-planted";
@@ -26,15 +26,11 @@ fn env_with(extra: &str) -> Env {
     env
 }
 
-fn ask(env: &Env, args: Value) -> (Run, Value) {
-    env.json(&["tool", "run", "ask_user", "--json", &args.to_string()])
-}
-
 #[test]
 fn with_no_terminal_it_says_no_user_present_at_once() {
     let env = env_with("");
     let t = Instant::now();
-    let (r, v) = ask(&env, json!({"question": "Which branch?"}));
+    let (r, v) = env.tool("ask_user", json!({"question": "Which branch?"}));
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(v["status"], "allowed");
@@ -64,7 +60,7 @@ fn with_no_terminal_it_says_no_user_present_at_once() {
 fn off_by_default_allowed_under_readonly_and_its_arguments_checked() {
     let env = Env::new();
     env.config("");
-    let (r, v) = ask(&env, json!({"question": "hi?"}));
+    let (r, v) = env.tool("ask_user", json!({"question": "hi?"}));
     assert_eq!(r.code, 4, "{r:?}");
     assert!(
         v["reason"]
@@ -126,12 +122,12 @@ fn off_by_default_allowed_under_readonly_and_its_arguments_checked() {
         ),
         ("  \n ".to_string(), "\"question\" is empty"),
     ] {
-        let (r, v) = ask(&env, json!({ "question": q }));
+        let (r, v) = env.tool("ask_user", json!({ "question": q }));
         assert_eq!(r.code, 4, "{r:?}");
         assert_eq!(v["status"], "denied");
         assert!(v["reason"].as_str().unwrap().contains(want), "{v}");
     }
-    let (r, _) = ask(&env, json!({"question": "é".repeat(512)}));
+    let (r, _) = env.tool("ask_user", json!({"question": "é".repeat(512)}));
     assert_eq!(r.code, 0, "exactly 1024 bytes is allowed: {r:?}");
 }
 
@@ -141,12 +137,8 @@ fn off_by_default_allowed_under_readonly_and_its_arguments_checked() {
 /// how long the run took after the keys (or from the start).
 fn on_pty(env: &Env, args: &[&str], keys: Option<&str>) -> (Run, String, Duration) {
     let (master, slave) = pty::open_pty();
-    let mut cmd = Command::new(common::BIN);
-    cmd.args(args)
-        .env("LATCHCLAW_HOME", &env.state)
-        .env("HOME", &env.home)
-        .env("LC_ASK_SECRET", SECRET)
-        .env_remove("LATCHCLAW_LOG")
+    let mut cmd = env.base_command(args);
+    cmd.env("LC_ASK_SECRET", SECRET)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

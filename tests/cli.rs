@@ -438,13 +438,7 @@ fn eight_processes_fifty_receipts_each_keep_one_chain() {
     env.config("");
     let handles: Vec<_> = (0..8)
         .map(|_| {
-            let mut cmd = env.command(&[
-                "tool",
-                "run",
-                "shell",
-                "--json",
-                r#"{"command": "echo hi"}"#,
-            ]);
+            let mut cmd = env.shell_command("echo hi");
             std::thread::spawn(move || {
                 for _ in 0..50 {
                     let out = cmd.output().unwrap();

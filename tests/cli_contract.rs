@@ -546,14 +546,8 @@ fn one_receipt_is_singular() {
     let env = Env::new();
     env.config("");
     // A denied call leaves exactly one receipt.
-    let r = env.run(&[
-        "tool",
-        "run",
-        "file_read",
-        "--json",
-        r#"{"path": "/etc/passwd"}"#,
-    ]);
-    assert_eq!(r.code, 4, "{r:?}");
+    let (r, v) = env.tool("file_read", serde_json::json!({"path": "/etc/passwd"}));
+    assert_eq!((r.code, v["status"].as_str()), (4, Some("denied")), "{r:?}");
     let r = env.run(&["receipt", "verify"]);
     assert!(r.stdout.starts_with("ok: 1 receipt, head "), "{r:?}");
     // `time` changes nothing: one outcome receipt, no `started` one.

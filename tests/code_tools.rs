@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, lit};
+use common::{Env, lit, output};
 use serde_json::Value;
 use std::os::unix::fs::symlink;
 
@@ -47,12 +47,8 @@ fn env_with(autonomy: &str, top: &str) -> Env {
 }
 
 fn run(env: &Env, tool: &str, args: Value) -> (i32, Value) {
-    let (r, v) = env.json(&["tool", "run", tool, "--json", &args.to_string()]);
+    let (r, v) = env.tool(tool, args);
     (r.code, v)
-}
-
-fn out(v: &Value) -> String {
-    v["output"].as_str().unwrap_or("").to_string()
 }
 
 #[test]
@@ -62,7 +58,7 @@ fn grep_finds_lines_and_skips_what_it_must() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["status"], "allowed", "readonly allows grep: {v}");
     assert_eq!(v["risk"], "low");
-    let o = out(&v);
+    let o = output(&v);
     let lines: Vec<&str> = o.lines().collect();
     assert_eq!(
         lines,
@@ -100,7 +96,7 @@ fn grep_finds_lines_and_skips_what_it_must() {
         serde_json::json!({"pattern": "^// needle", "case_insensitive": true, "path": "src"}),
     );
     assert!(
-        out(&v).starts_with("src/main.rs:5:// Needle in caps\n"),
+        output(&v).starts_with("src/main.rs:5:// Needle in caps\n"),
         "{v}"
     );
     let (_, v) = run(
@@ -109,7 +105,7 @@ fn grep_finds_lines_and_skips_what_it_must() {
         serde_json::json!({"pattern": "let", "context": 1, "path": "src/main.rs"}),
     );
     assert!(
-        out(&v).starts_with(
+        output(&v).starts_with(
             "src/main.rs-1-fn main() {\nsrc/main.rs:2:    let needle = 1;\nsrc/main.rs-3-    println"
         ),
         "{v}"
@@ -119,7 +115,10 @@ fn grep_finds_lines_and_skips_what_it_must() {
         "grep",
         serde_json::json!({"pattern": "needle", "files_only": true, "glob": "*.rs,*.txt", "exclude": "src/sub/**"}),
     );
-    assert!(out(&v).starts_with("src/main.rs\n1 matching files"), "{v}");
+    assert!(
+        output(&v).starts_with("src/main.rs\n1 matching files"),
+        "{v}"
+    );
     // A bad pattern is the model's to fix.
     let (code, v) = run(&env, "grep", serde_json::json!({"pattern": "(unclosed"}));
     assert_eq!(code, 3, "{v}");
@@ -142,7 +141,7 @@ fn grep_limits_say_they_cut() {
         "grep",
         serde_json::json!({"pattern": "needle \\d+", "path": "many.txt", "max_matches": 3}),
     );
-    let o = out(&v);
+    let o = output(&v);
     assert!(
         o.starts_with("many.txt:1:needle 0\nmany.txt:2:needle 1\nmany.txt:3:needle 2\n3 matching"),
         "{o}"
@@ -154,7 +153,7 @@ fn grep_limits_say_they_cut() {
         "grep",
         serde_json::json!({"pattern": "needle \\d+", "max_matches": 10000}),
     );
-    let o = out(&v);
+    let o = output(&v);
     assert!(o.len() <= 2048, "{}", o.len());
     assert!(
         o.contains("…[truncated: the output reached tool_output_max_bytes = 2048"),
@@ -193,8 +192,11 @@ fn grep_refuses_paths_the_gate_refuses() {
             "grep",
             serde_json::json!({"pattern": "needle", "path": path}),
         );
-        assert_ne!(code, 0, "{path}: {v}");
-        assert_eq!(v["status"], "denied", "{path}: {v}");
+        assert_eq!(
+            (code, v["status"].as_str()),
+            (4, Some("denied")),
+            "{path}: {v}"
+        );
         let all = v.to_string();
         assert!(all.contains(why), "{path}: {all}");
         assert!(!all.contains(SECRET) && !all.contains(OUTSIDE), "{all}");
@@ -219,7 +221,7 @@ fn file_read_ranges_and_numbers() {
         serde_json::json!({"path": "long.txt", "start_line": 3, "end_line": 4, "line_numbers": true}),
     );
     assert_eq!(
-        out(&v),
+        output(&v),
         "     3\tline 3\n     4\tline 4\n…[996 more lines after line 4; ask with start_line=5]"
     );
     let (_, v) = run(
@@ -227,10 +229,10 @@ fn file_read_ranges_and_numbers() {
         "file_read",
         serde_json::json!({"path": "long.txt", "start_line": 999}),
     );
-    assert_eq!(out(&v), "line 999\nline 1000\n");
+    assert_eq!(output(&v), "line 999\nline 1000\n");
     // Whole, cut by the output limit at a line end, saying what is left.
     let (_, v) = run(&env, "file_read", serde_json::json!({"path": "long.txt"}));
-    let o = out(&v);
+    let o = output(&v);
     assert!(o.starts_with("line 1\nline 2\n"), "{o}");
     assert!(
         o.contains("…[truncated: showing the first 1017 of 8893 bytes (lines 1–125); 875 more lines; ask with start_line=126]"),
@@ -242,29 +244,38 @@ fn file_read_ranges_and_numbers() {
         serde_json::json!({"path": "long.txt", "start_line": 126, "end_line": 126}),
     );
     assert_eq!(
-        out(&v),
+        output(&v),
         "line 126\n…[874 more lines after line 126; ask with start_line=127]"
     );
-    for (args, want) in [
+    // Bad line numbers fail in the tool (exit 3); a secret is the gate's (4).
+    for (args, code_status, want) in [
         (
             serde_json::json!({"path": "long.txt", "start_line": 2000}),
+            (3, "failed"),
             "past the end of long.txt (1000 lines)",
         ),
         (
             serde_json::json!({"path": "long.txt", "start_line": 0}),
+            (3, "failed"),
             "of 1 or more",
         ),
         (
             serde_json::json!({"path": "long.txt", "start_line": 5, "end_line": 4}),
+            (3, "failed"),
             "before",
         ),
         (
             serde_json::json!({"path": ".env", "start_line": 1}),
+            (4, "denied"),
             "secret-named",
         ),
     ] {
         let (code, v) = run(&env, "file_read", args.clone());
-        assert_ne!(code, 0, "{args}: {v}");
+        assert_eq!(
+            (code, v["status"].as_str().unwrap()),
+            code_status,
+            "{args}: {v}"
+        );
         assert!(v.to_string().contains(want), "{args}: {v}");
         assert!(!v.to_string().contains(SECRET));
     }
@@ -279,7 +290,7 @@ fn file_list_depth_glob_sort_and_cap() {
         "file_list",
         serde_json::json!({"path": "src", "depth": 2, "glob": "*.rs,*.txt", "sort": "size"}),
     );
-    let o = out(&v);
+    let o = output(&v);
     let lines: Vec<&str> = o.lines().collect();
     assert!(lines[1].starts_with("file  big.rs  (4.9 KiB)"), "{o}");
     assert!(
@@ -294,7 +305,7 @@ fn file_list_depth_glob_sort_and_cap() {
     assert!(!o.contains(OUTSIDE) && !o.contains("leak.txt  ("), "{o}");
     // Depth 1 is today's listing; .git and forbidden directories are named, not entered.
     let (_, v) = run(&env, "file_list", serde_json::json!({"depth": 5}));
-    let o = out(&v);
+    let o = output(&v);
     assert!(o.contains("dir   .git/") && !o.contains(".git/HEAD"), "{o}");
     assert!(o.contains("dir   private/") && !o.contains("p.txt"), "{o}");
     assert!(
@@ -304,7 +315,7 @@ fn file_list_depth_glob_sort_and_cap() {
     assert!(!o.contains(SECRET));
     assert!(o.contains("file  logs/keep/b.log"), "{o}");
     let (_, v) = run(&env, "file_list", serde_json::json!({}));
-    assert!(!out(&v).contains("src/main.rs"), "{v}");
+    assert!(!output(&v).contains("src/main.rs"), "{v}");
     for (args, want) in [
         (serde_json::json!({"depth": 6}), "from 1 to 5"),
         (
@@ -330,7 +341,7 @@ fn file_list_depth_glob_sort_and_cap() {
         "file_list",
         serde_json::json!({"path": "wide", "depth": 2}),
     );
-    let o = out(&v);
+    let o = output(&v);
     assert!(
         o.contains("…[truncated: stopped after 20000 entries"),
         "{}",

@@ -4,6 +4,9 @@
 //! unconfined control run, so a test cannot pass because the program fails
 //! anyway.
 
+mod common;
+
+use common::skip;
 use latchclaw::security::confine::{self, Mode, Prepared, Spec};
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
@@ -11,10 +14,7 @@ use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A temporary "home" with a secret, a state dir and a workspace inside.
 struct Fx {
@@ -32,12 +32,7 @@ impl Drop for Fx {
 }
 
 fn fx() -> Fx {
-    let root = std::env::temp_dir().join(format!(
-        "latchclaw-confine-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = common::temp_root("latchclaw-confine");
     let home = root.join("home");
     let ws = home.join("ws");
     let state = home.join(".latchclaw");
@@ -48,12 +43,11 @@ fn fx() -> Fx {
     std::fs::write(home.join("secret.txt"), "top secret\n").unwrap();
     std::fs::write(state.join("config.toml"), "api_key = \"sk-test\"\n").unwrap();
     std::fs::write(ws.join("notes.txt"), "pear\napple\nfig\n").unwrap();
-    let root = std::fs::canonicalize(&root).unwrap();
     Fx {
-        home: root.join("home"),
-        ws: root.join("home/ws"),
-        state: root.join("home/.latchclaw"),
-        tmp: root.join("call-tmp"),
+        home,
+        ws,
+        state,
+        tmp,
         root,
     }
 }
@@ -119,20 +113,20 @@ impl Out {
     }
 }
 
-/// The ABI, or `None` after saying why the test does not run.
+/// The ABI, or `None` after `skip` said why the test does not run.
 fn abi_at_least(min: u32) -> Option<u32> {
     let st = confine::status();
     match st.abi {
         Some(abi) if abi >= min => Some(abi),
         Some(abi) => {
-            eprintln!("SKIPPED: needs Landlock ABI {min}, this kernel has {abi}");
+            skip(format!("needs Landlock ABI {min}, this kernel has {abi}"));
             None
         }
         None => {
-            eprintln!(
-                "SKIPPED: this kernel has no Landlock ({})",
+            skip(format!(
+                "this kernel has no Landlock ({})",
                 st.unavailable.unwrap_or("?")
-            );
+            ));
             None
         }
     }
@@ -311,13 +305,13 @@ fn the_parents_environ_stays_closed_while_ordinary_programs_run() {
 }
 
 /// A system python3 (the sandbox cannot run one from a home directory), or
-/// `None` after saying why the test does not run.
+/// `None` after `skip` said why the test does not run.
 fn python() -> Option<&'static str> {
     let found = ["/usr/bin/python3", "/bin/python3", "/usr/local/bin/python3"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
     if found.is_none() {
-        eprintln!("SKIPPED: no python3 in /usr/bin, /bin or /usr/local/bin");
+        skip("no python3 in /usr/bin, /bin or /usr/local/bin");
     }
     found
 }
@@ -596,8 +590,7 @@ fn allowlisted_programs_work_under_the_socket_filter() {
 fn the_runtime_is_not_dumpable() {
     // SAFETY: geteuid only returns an integer.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run both processes as another user");
-        return;
+        return skip("needs root to run both processes as another user");
     }
     let f = fx();
     const NOBODY: u32 = 65534;
@@ -636,23 +629,20 @@ fn the_runtime_is_not_dumpable() {
     let mut rt = match spawn_as_nobody(Command::new(env!("CARGO_BIN_EXE_latchclaw")).arg("agent")) {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("SKIPPED: user {NOBODY} cannot execute the built binary here ({e})");
-            return;
+            return skip(format!(
+                "user {NOBODY} cannot execute the built binary here ({e})"
+            ));
         }
         Err(e) => panic!("{e}"),
     };
     let environ = format!("/proc/{}/environ", rt.id());
-    let deadline = Instant::now() + Duration::from_secs(5);
     let mut owner = None;
-    while Instant::now() < deadline {
+    // Set by main() first thing; poll until the process got there.
+    common::eventually(Duration::from_secs(5), || {
         use std::os::unix::fs::MetadataExt;
-        // Set by main() first thing; poll until the process got there.
         owner = std::fs::metadata(&environ).ok().map(|m| m.uid());
-        if owner == Some(0) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        owner == Some(0)
+    });
     assert_eq!(owner, Some(0), "latchclaw's /proc entries stayed its own");
     let o = read_as_nobody(rt.id());
     assert!(!o.status.success(), "{o:?}");

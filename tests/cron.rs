@@ -4,7 +4,7 @@ mod common;
 #[path = "common/fake_server.rs"]
 mod fake_server;
 
-use common::Env;
+use common::{Env, processes_with, wait_for_process};
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -20,15 +20,6 @@ fn sleeper(shell_timeout: u64) -> Env {
     env
 }
 
-/// A `sleep` with this unusual duration is running (each test has its own).
-fn sleeping(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(marker))
-            .unwrap_or(false)
-    })
-}
-
 #[test]
 fn a_held_lock_refuses_a_second_run() {
     let env = sleeper(3);
@@ -37,11 +28,7 @@ fn a_held_lock_refuses_a_second_run() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while !sleeping("30.5151") {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process("30.5151", Duration::from_secs(10));
     let r = env.run(&["agent", "--lock", "nightly", "-m", "hi"]);
     assert_eq!(r.code, 8, "{r:?}");
     assert!(
@@ -76,11 +63,8 @@ fn a_held_lock_refuses_a_second_run() {
             .unwrap()
             .starts_with("conv-")
     );
-    assert!(
-        env.run(&["agent", "--lock", "../x", "-m", "hi"])
-            .stderr
-            .contains("not a lock name")
-    );
+    let r = env.run(&["agent", "--lock", "../x", "-m", "hi"]);
+    assert!(r.code == 2 && r.stderr.contains("not a lock name"), "{r:?}");
 }
 
 #[test]
@@ -94,7 +78,8 @@ fn timeout_bounds_a_running_tool() {
     assert!(took < Duration::from_secs(10), "{took:?}");
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["exit_reason"], "timeout");
-    assert!(!sleeping("30.6262"), "the process group is gone");
+    let left = processes_with("30.6262");
+    assert!(left.is_empty(), "the process group is gone: {left:?}");
     let (_, runs) = env.json(&["runs", "list", "--json"]);
     assert_eq!(runs[0]["exit_code"], 6);
 }

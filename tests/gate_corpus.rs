@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Env, lit};
+use common::{Env, commit_all, lit, write_files};
 use serde_json::Value;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -20,99 +20,98 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
     std::fs::write(out.join("secret.txt"), "TOP-SECRET").unwrap();
     std::fs::create_dir_all(env.home.join(".ssh")).unwrap();
     std::fs::write(env.home.join(".ssh/id_rsa"), "KEY").unwrap();
-    for (f, text) in [
-        ("a.txt", "alpha\nfoo\n"),
-        ("README.md", "# readme\n"),
-        ("notes.txt", "notes sudo\n"),
-        ("rm-notes.txt", "rm notes\n"),
-        ("src/main.rs", "fn main() {}\n"),
-        ("private/key", "k"),
-        ("script.sh", "ls\n"),
-        (".git/hooks/README", ""),
-        // A key inside the workspace, under a forbidden path of its own.
-        (".ssh/id_rsa", "WS-KEY"),
-        // Files named like options, waiting for a glob to expand them into
-        // an argv (`cd plant-sort && sort *`).
-        ("plant-sort/--compress-program=sh", ""),
-        ("plant-sort/a.txt", "b\na\n"),
-        ("plant-ls/-LR", ""),
-        ("plant-grep/-R", ""),
-        ("plant-find/-delete", ""),
-        ("plant-git/--ext-diff", ""),
-        ("plant-git/--output=x", ""),
-        ("plant-git/a.txt", ""),
-        ("plant-sed/--expression=1e sh", ""),
-        ("plant-sed/a.txt", "a\n"),
-        // Names full of shell syntax: with no shell re-reading the argv
-        // they are just names.
-        ("plant-meta/$(id)", ""),
-        ("plant-meta/a;rm a.txt", ""),
-        ("plant-meta/`id`", ""),
-        ("plant-meta/x y", ""),
-        // A bare repository whose config would start a program if git
-        // discovered it, and a template that plants a hook.
-        ("plant-bare/HEAD", "ref: refs/heads/main\n"),
-        (
-            "plant-bare/config",
-            "[core]\n\tbare = true\n\tfsmonitor = touch pwned\n[alias]\n\tst = !touch pwned\n",
-        ),
-        ("plant-bare/objects/info/.keep", ""),
-        ("plant-bare/refs/heads/.keep", ""),
-        ("plant-tmpl/hooks/post-checkout", "#!/bin/sh\ntouch pwned\n"),
-        // A patch that creates `up` as a symlink to the workspace's parent.
-        (
-            "evil.patch",
-            "diff --git a/up b/up\nnew file mode 120000\nindex 0000000..a96aa0e\n\
-             --- /dev/null\n+++ b/up\n@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n",
-        ),
-        // NUL-separated names for `--files0-from`: the names are read at run time.
-        ("names0", "/etc/passwd\0"),
-        // `swap.patch` turns the regular file `victim.txt` into a link out.
-        ("victim.txt", "hello\n"),
-        (
-            "swap.patch",
-            "diff --git a/victim.txt b/victim.txt\ndeleted file mode 100644\n\
-             index ce01362..0000000\n--- a/victim.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n\
-             diff --git a/victim.txt b/victim.txt\nnew file mode 120000\nindex 0000000..76958f2\n\
-             --- /dev/null\n+++ b/victim.txt\n@@ -0,0 +1 @@\n+../outside/secret.txt\n\
-             \\ No newline at end of file\n",
-        ),
-        // latchclaw's own state, configured inside the workspace below.
-        ("data/memory.sqlite", "SQLite format 3\0"),
-        ("logs/tool_receipts.log", "{}\n"),
-        // Secret-named files and their innocent neighbours.
-        (".env", "KEY=1\n"),
-        (".envrc", "export KEY=1\n"),
-        ("deploy/.env.local", "KEY=2\n"),
-        ("id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n"),
-        ("id_rsa.pub", "ssh-rsa AAAA\n"),
-        ("tls/server.key", "k\n"),
-        ("tls/cert.pem", "c\n"),
-        ("credentials.json", "{}\n"),
-        (".aws/credentials", "[default]\n"),
-        (".npmrc", "//r/:_authToken=t\n"),
-        (".netrc", "machine h login u password p\n"),
-        ("secrets.yaml", "k: v\n"),
-        ("cert.p12", "p\n"),
-        ("env.txt", "KEY notes\n"),
-        ("keys.md", "KEY list\n"),
-        (".envs/readme.txt", "a directory named like a secret\n"),
-        (
-            ".git/config",
-            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
-             [remote \"origin\"]\n\turl = https://u:t@example.invalid/r.git\n",
-        ),
-        ("app/.env", "KEY=3\n"),
-        ("app/server.key", "k\n"),
-        ("app/main.rs", "// KEY\n"),
-        ("app/.git/config", "[core]\n\tbare = false\n"),
-        ("plant-tracked/.npmrc", "//r/:_authToken=t\n"),
-        ("plant-tracked/src/a.rs", "fn a() {}\n"),
-    ] {
-        let p = ws.join(f);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    write_files(
+        ws,
+        &[
+            ("a.txt", "alpha\nfoo\n"),
+            ("README.md", "# readme\n"),
+            ("notes.txt", "notes sudo\n"),
+            ("rm-notes.txt", "rm notes\n"),
+            ("src/main.rs", "fn main() {}\n"),
+            ("private/key", "k"),
+            ("script.sh", "ls\n"),
+            (".git/hooks/README", ""),
+            // A key inside the workspace, under a forbidden path of its own.
+            (".ssh/id_rsa", "WS-KEY"),
+            // Files named like options, waiting for a glob to expand them into
+            // an argv (`cd plant-sort && sort *`).
+            ("plant-sort/--compress-program=sh", ""),
+            ("plant-sort/a.txt", "b\na\n"),
+            ("plant-ls/-LR", ""),
+            ("plant-grep/-R", ""),
+            ("plant-find/-delete", ""),
+            ("plant-git/--ext-diff", ""),
+            ("plant-git/--output=x", ""),
+            ("plant-git/a.txt", ""),
+            ("plant-sed/--expression=1e sh", ""),
+            ("plant-sed/a.txt", "a\n"),
+            // Names full of shell syntax: with no shell re-reading the argv
+            // they are just names.
+            ("plant-meta/$(id)", ""),
+            ("plant-meta/a;rm a.txt", ""),
+            ("plant-meta/`id`", ""),
+            ("plant-meta/x y", ""),
+            // A bare repository whose config would start a program if git
+            // discovered it, and a template that plants a hook.
+            ("plant-bare/HEAD", "ref: refs/heads/main\n"),
+            (
+                "plant-bare/config",
+                "[core]\n\tbare = true\n\tfsmonitor = touch pwned\n[alias]\n\tst = !touch pwned\n",
+            ),
+            ("plant-bare/objects/info/.keep", ""),
+            ("plant-bare/refs/heads/.keep", ""),
+            ("plant-tmpl/hooks/post-checkout", "#!/bin/sh\ntouch pwned\n"),
+            // A patch that creates `up` as a symlink to the workspace's parent.
+            (
+                "evil.patch",
+                "diff --git a/up b/up\nnew file mode 120000\nindex 0000000..a96aa0e\n\
+                 --- /dev/null\n+++ b/up\n@@ -0,0 +1 @@\n+..\n\\ No newline at end of file\n",
+            ),
+            // NUL-separated names for `--files0-from`: the names are read at run time.
+            ("names0", "/etc/passwd\0"),
+            // `swap.patch` turns the regular file `victim.txt` into a link out.
+            ("victim.txt", "hello\n"),
+            (
+                "swap.patch",
+                "diff --git a/victim.txt b/victim.txt\ndeleted file mode 100644\n\
+                 index ce01362..0000000\n--- a/victim.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-hello\n\
+                 diff --git a/victim.txt b/victim.txt\nnew file mode 120000\nindex 0000000..76958f2\n\
+                 --- /dev/null\n+++ b/victim.txt\n@@ -0,0 +1 @@\n+../outside/secret.txt\n\
+                 \\ No newline at end of file\n",
+            ),
+            // latchclaw's own state, configured inside the workspace below.
+            ("data/memory.sqlite", "SQLite format 3\0"),
+            ("logs/tool_receipts.log", "{}\n"),
+            // Secret-named files and their innocent neighbours.
+            (".env", "KEY=1\n"),
+            (".envrc", "export KEY=1\n"),
+            ("deploy/.env.local", "KEY=2\n"),
+            ("id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n"),
+            ("id_rsa.pub", "ssh-rsa AAAA\n"),
+            ("tls/server.key", "k\n"),
+            ("tls/cert.pem", "c\n"),
+            ("credentials.json", "{}\n"),
+            (".aws/credentials", "[default]\n"),
+            (".npmrc", "//r/:_authToken=t\n"),
+            (".netrc", "machine h login u password p\n"),
+            ("secrets.yaml", "k: v\n"),
+            ("cert.p12", "p\n"),
+            ("env.txt", "KEY notes\n"),
+            ("keys.md", "KEY list\n"),
+            (".envs/readme.txt", "a directory named like a secret\n"),
+            (
+                ".git/config",
+                "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+                 [remote \"origin\"]\n\turl = https://u:t@example.invalid/r.git\n",
+            ),
+            ("app/.env", "KEY=3\n"),
+            ("app/server.key", "k\n"),
+            ("app/main.rs", "// KEY\n"),
+            ("app/.git/config", "[core]\n\tbare = false\n"),
+            ("plant-tracked/.npmrc", "//r/:_authToken=t\n"),
+            ("plant-tracked/src/a.rs", "fn a() {}\n"),
+        ],
+    );
     // Repositories planted in the workspace whose git data or work tree
     // is outside it.
     for d in ["plant-wt/.git/objects/info", "plant-wt/.git/refs/heads"] {
@@ -156,28 +155,7 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
     .unwrap();
     // A repository that tracks a secret-named file.
     let tracked = ws.join("plant-tracked");
-    for args in [
-        &["init", "-q"][..],
-        &["add", "."],
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=b@c",
-            "commit",
-            "-qm",
-            "one",
-        ],
-    ] {
-        let st = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&tracked)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .unwrap();
-        assert!(st.status.success(), "git {args:?}: {st:?}");
-    }
+    commit_all(&tracked);
     symlink(out.join("secret.txt"), ws.join("link-out")).unwrap();
     for d in ["plant-ls/sub", "plant-grep/sub"] {
         std::fs::create_dir_all(ws.join(d)).unwrap();

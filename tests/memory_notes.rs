@@ -21,18 +21,14 @@ fn env_with(autonomy: &str, memory: &str) -> Env {
     env
 }
 
-fn tool(env: &Env, name: &str, args: Value) -> (common::Run, Value) {
-    env.json(&["tool", "run", name, "--json", &args.to_string()])
-}
-
 fn store(env: &Env, args: Value) -> i64 {
-    let (r, v) = tool(env, "memory_store", args);
+    let (r, v) = env.tool("memory_store", args);
     assert_eq!(r.code, 0, "{r:?}");
     v["metadata"]["id"].as_i64().unwrap()
 }
 
 fn recall(env: &Env, args: Value) -> Vec<i64> {
-    let (r, v) = tool(env, "memory_recall", args);
+    let (r, v) = env.tool("memory_recall", args);
     assert_eq!(r.code, 0, "{r:?}");
     v["metadata"]["ids"]
         .as_array()
@@ -86,23 +82,19 @@ fn stored_notes_are_recalled_by_query_category_tags_and_date() {
         Vec::<i64>::new()
     );
     // What the model reads: id, day, category, tags, text.
-    let (_, v) = tool(&env, "memory_recall", json!({"query": "vim"}));
+    let (_, v) = env.tool("memory_recall", json!({"query": "vim"}));
     assert_eq!(
         v["output"],
         format!("note {vim} ({today}, preference) [editor]: The user prefers vim")
     );
     // Recall only reads: allowed under readonly, one receipt, no `started`.
-    let (r, v) = tool(
-        env_share(&env, "readonly"),
-        "memory_recall",
-        json!({"query": "zzz"}),
-    );
+    let (r, v) = env_share(&env, "readonly").tool("memory_recall", json!({"query": "zzz"}));
     assert_eq!(
         (r.code, v["output"].as_str()),
         (0, Some("no notes match")),
         "{r:?}"
     );
-    let (r, v) = tool(&env, "memory_recall", json!({"query": "kestrel"}));
+    let (r, v) = env.tool("memory_recall", json!({"query": "kestrel"}));
     assert_eq!(
         (r.code, v["status"].as_str()),
         (0, Some("allowed")),
@@ -171,7 +163,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
     let id = store(&env, json!({"text": "keep me", "category": "note"}));
     let args = json!({"id": id});
     // No terminal: a pending approval, nothing deleted.
-    let (r, v) = tool(&env, "memory_forget", args.clone());
+    let (r, v) = env.tool("memory_forget", args.clone());
     assert_eq!(r.code, 4, "{r:?}");
     assert_eq!(
         (v["status"].as_str(), v["risk"].as_str()),
@@ -186,7 +178,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
     let approval = pending[0]["id"].as_str().unwrap().to_string();
     assert_eq!(pending[0]["tool"], "memory_forget");
     assert_eq!(env.run(&["approve", &approval, "--yes"]).code, 0);
-    let (r, v) = tool(&env, "memory_forget", args.clone());
+    let (r, v) = env.tool("memory_forget", args.clone());
     assert_eq!(
         (r.code, v["status"].as_str()),
         (0, Some("approved")),
@@ -194,7 +186,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
     );
     assert!(notes(&env).is_empty());
     // Forgetting it again: a failure naming the id.
-    let (r, v) = tool(env_share(&env, "full"), "memory_forget", args);
+    let (r, v) = env_share(&env, "full").tool("memory_forget", args);
     assert_eq!((r.code, v["status"].as_str()), (3, Some("failed")), "{r:?}");
     assert!(
         v["error"]
@@ -214,7 +206,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
         ("memory_store", json!({"text": "no", "category": "note"})),
         ("memory_forget", json!({"id": id})),
     ] {
-        let (r, v) = tool(ro, name, args);
+        let (r, v) = ro.tool(name, args);
         assert_eq!(
             (r.code, v["status"].as_str()),
             (4, Some("denied")),
@@ -230,7 +222,7 @@ fn forget_asks_under_supervised_and_store_and_forget_are_refused_under_readonly(
     }
     assert_eq!(notes(&env).len(), 1);
     // Full: forgetting runs without asking.
-    let (r, _) = tool(env_share(&env, "full"), "memory_forget", json!({"id": id}));
+    let (r, _) = env_share(&env, "full").tool("memory_forget", json!({"id": id}));
     assert_eq!(r.code, 0, "{r:?}");
     assert!(notes(&env).is_empty());
 }
@@ -255,7 +247,7 @@ fn env_share<'a>(env: &'a Env, autonomy: &str) -> &'a Env {
 fn caps_and_categories_name_what_is_allowed() {
     let env = env_with("supervised", "categories = [\"fact\", \"to_do\"]");
     let denied = |args: Value, want: &str| {
-        let (r, v) = tool(&env, "memory_store", args.clone());
+        let (r, v) = env.tool("memory_store", args.clone());
         assert_eq!(
             (r.code, v["status"].as_str()),
             (4, Some("denied")),
@@ -329,7 +321,7 @@ fn caps_and_categories_name_what_is_allowed() {
         ),
         (json!({"category": "task"}), "allowed: fact, to_do"),
     ] {
-        let (r, v) = tool(&env, "memory_recall", args.clone());
+        let (r, v) = env.tool("memory_recall", args.clone());
         assert_eq!(r.code, 4, "{args}: {r:?}");
         assert!(v["reason"].as_str().unwrap().contains(want), "{args}: {v}");
     }
@@ -337,7 +329,7 @@ fn caps_and_categories_name_what_is_allowed() {
     let bad = env_with("supervised", "categories = [\"Fact\"]");
     let r = bad.run(&["config", "validate"]);
     assert!(
-        r.code != 0
+        r.code == 2
             && r.stderr.contains(
                 "memory.categories[0]: \"Fact\" is not allowed; a category is made of a-z and _"
             ),

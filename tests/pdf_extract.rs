@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Env, lit};
+use common::{Env, lit, output};
 use serde_json::{Value, json};
 use std::os::unix::fs::symlink;
 
@@ -88,12 +88,8 @@ fn env_with(autonomy: &str, top: &str, allow: bool) -> Env {
 }
 
 fn run(env: &Env, args: Value) -> (i32, Value) {
-    let (r, v) = env.json(&["tool", "run", "pdf_extract", "--json", &args.to_string()]);
+    let (r, v) = env.tool("pdf_extract", args);
     (r.code, v)
-}
-
-fn out(v: &Value) -> String {
-    v["output"].as_str().unwrap_or("").to_string()
 }
 
 #[test]
@@ -104,7 +100,7 @@ fn pdf_extract_reads_pages_and_page_ranges() {
     assert_eq!(v["status"], "allowed", "readonly allows pdf_extract: {v}");
     assert_eq!(v["risk"], "low");
     assert_eq!(
-        out(&v),
+        output(&v),
         "--- page 1 ---\nQuarterly report\n--- page 2 ---\nRevenue grew\n\
          --- page 3 ---\nCosts fell\n--- page 4 ---\nOutlook\n"
     );
@@ -116,13 +112,13 @@ fn pdf_extract_reads_pages_and_page_ranges() {
     );
     assert_eq!(code, 0, "{v}");
     assert_eq!(
-        out(&v),
+        output(&v),
         "--- page 2 ---\nRevenue grew\n--- page 3 ---\nCosts fell\n\
          …[pages 2–3 of 4 shown; 1 more; ask with first_page=4]\n"
     );
     let (_, v) = run(&env, json!({"path": "docs/report.pdf", "max_chars": 20}));
     assert_eq!(
-        out(&v),
+        output(&v),
         "--- page 1 ---\nQuarterly report\n--- page 2 ---\nReve\n\
          …[truncated in page 2 at max_chars=20; 2 pages after it; ask with first_page=3]\n"
     );
@@ -200,8 +196,11 @@ fn pdf_extract_refuses_paths_the_gate_refuses() {
             ("/etc/passwd", "outside the workspace"),
         ] {
             let (code, v) = run(&env, json!({"path": path}));
-            assert_ne!(code, 0, "{path}: {v}");
-            assert_eq!(v["status"], "denied", "{path}: {v}");
+            assert_eq!(
+                (code, v["status"].as_str()),
+                (4, Some("denied")),
+                "{path}: {v}"
+            );
             let all = v.to_string();
             assert!(all.contains(why), "{path}: {all}");
             assert!(!all.contains(SECRET) && !all.contains(OUTSIDE), "{all}");
@@ -213,8 +212,7 @@ fn pdf_extract_refuses_paths_the_gate_refuses() {
 fn pdf_extract_is_off_unless_allowed() {
     let env = env_with("full", "", false);
     let (code, v) = run(&env, json!({"path": "docs/report.pdf"}));
-    assert_ne!(code, 0, "{v}");
-    assert_eq!(v["status"], "denied", "{v}");
+    assert_eq!((code, v["status"].as_str()), (4, Some("denied")), "{v}");
     assert!(v.to_string().contains("not enabled on this channel"), "{v}");
     let r = env.run(&["tool", "list"]);
     assert!(r.stdout.contains("pdf_extract"), "{r:?}");

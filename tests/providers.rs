@@ -428,26 +428,49 @@ fn server_error_then_success_and_exhausted_retries() {
 
 #[test]
 fn bad_responses_are_typed_errors() {
-    let cases: Vec<(Reply, &str, &str)> = vec![
-        (Reply::fixture(200, "malformed.json"), "", "not JSON"),
+    // (reply, config, the error's kind, what its message names)
+    let cases: Vec<(Reply, &str, &str, &str)> = vec![
+        (
+            Reply::fixture(200, "malformed.json"),
+            "",
+            "bad_response",
+            "not JSON",
+        ),
         (
             Reply::json(200, vec![b' '; 2 * 1024 * 1024]),
             "",
+            "bad_response",
             "larger than max_response_bytes",
         ),
-        (Reply::fixture(401, "unauthorized.json"), "", "(auth)"),
+        (
+            Reply::fixture(401, "unauthorized.json"),
+            "",
+            "auth",
+            "HTTP 401",
+        ),
         (
             Reply::json(404, "{\"error\": {\"message\": \"model not found\"}}"),
             "",
-            "(bad_request)",
+            "bad_request",
+            "model not found",
         ),
-        (Reply::json(200, "{\"object\": \"list\"}"), "", "no choices"),
+        (
+            Reply::json(200, "{\"object\": \"list\"}"),
+            "",
+            "bad_response",
+            "no choices",
+        ),
     ];
-    for (reply, extra, want) in cases {
+    for (reply, extra, kind, want) in cases {
         let server = FakeServer::start(vec![reply]);
         let env = env_for(&server, extra);
         let r = agent(&env, "hi");
         assert_eq!(r.code, 3, "{want}: {r:?}");
+        assert!(
+            r.stderr
+                .contains(&format!("provider \"cloud\" failed ({kind}): ")),
+            "{kind}: {r:?}"
+        );
         assert!(r.stderr.contains(want), "{want}: {r:?}");
         assert!(!r.stderr.contains("panicked"));
         assert_no_key(&env, &r);

@@ -4,24 +4,18 @@
 
 mod common;
 
-use common::{Env, Run};
+use common::{BASIC_TOOLS, Env, Run, processes_with, wait_until};
 use serde_json::{Value, json};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-const TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
+use std::time::Duration;
 
 /// Autonomy full, `sleep` allowed: `tool run shell` runs it without asking.
 fn shell_env() -> Env {
     let env = Env::new();
     env.config(&format!(
-        "shell_timeout_secs = 60\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\", \"echo\"]\n[channels.cli]\n{TOOLS}\n"
+        "shell_timeout_secs = 60\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\", \"echo\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     env
-}
-
-fn tool_run(env: &Env, tool: &str, args: Value) -> (Run, Value) {
-    env.json(&["tool", "run", tool, "--json", &args.to_string()])
 }
 
 /// `tool run` refused before it prints a result.
@@ -38,61 +32,30 @@ fn statuses(env: &Env) -> Vec<String> {
         .collect()
 }
 
-/// Pids of live processes whose command line contains `marker`.
-fn pids_with(marker: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            // latchclaw's own command line holds the marker in its --json.
-            if text.contains(marker) && !text.contains("latchclaw") {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
 /// Runs `tool run shell` with `sleep SECS` and SIGKILLs latchclaw while the
 /// sleep runs; then kills the orphaned sleep (this test started it).
 fn kill_mid_call(env: &Env, secs: &str) {
     let mut child = env
-        .command(&[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            &json!({ "command": format!("sleep {secs}") }).to_string(),
-        ])
+        .shell_command(&format!("sleep {secs}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    let sleeping = loop {
-        let pids = pids_with(secs);
-        if !pids.is_empty() {
-            break pids;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sleep never started"
-        );
+    let mut sleeping = Vec::new();
+    wait_until(Duration::from_secs(10), "sleep never started", || {
         assert!(child.try_wait().unwrap().is_none(), "latchclaw ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        sleeping = processes_with(secs);
+        !sleeping.is_empty()
+    });
     child.kill().unwrap();
     let status = child.wait().unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
     );
-    for pid in sleeping {
+    for p in sleeping {
         // SAFETY: signalling a process this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        unsafe { libc::kill(p.pid, libc::SIGKILL) };
     }
 }
 
@@ -100,7 +63,7 @@ fn kill_mid_call(env: &Env, secs: &str) {
 fn a_call_that_runs_leaves_started_then_outcome() {
     let env = Env::new();
     env.mock("file_list.toml", "", "");
-    let (r, out) = tool_run(&env, "shell", json!({"command": "echo hi"}));
+    let (r, out) = env.tool("shell", json!({"command": "echo hi"}));
     assert_eq!(r.code, 0, "{r:?}");
     let lines = env.receipt_lines();
     assert_eq!(statuses(&env), ["started", "allowed"]);
@@ -183,7 +146,7 @@ fn a_call_killed_mid_run_keeps_its_started_receipt() {
     );
 
     // The next call chains on top; the cut-off call stays reported.
-    let (r, _) = tool_run(&env, "shell", json!({"command": "echo hi"}));
+    let (r, _) = env.tool("shell", json!({"command": "echo hi"}));
     assert_eq!(r.code, 0, "{r:?}");
     let lines = env.receipt_lines();
     assert_eq!(statuses(&env), ["started", "started", "allowed"]);
@@ -230,9 +193,9 @@ fn a_call_killed_mid_run_keeps_its_started_receipt() {
 #[test]
 fn a_denied_call_leaves_exactly_one_receipt() {
     let env = shell_env();
-    let (r, out) = tool_run(&env, "shell", json!({"command": "rm -rf /"}));
+    let (r, out) = env.tool("shell", json!({"command": "rm -rf /"}));
     assert_eq!(r.code, 4, "{r:?}");
-    let (r2, _) = tool_run(&env, "file_read", json!({"path": "/etc/passwd"}));
+    let (r2, _) = env.tool("file_read", json!({"path": "/etc/passwd"}));
     assert_eq!(r2.code, 4, "{r2:?}");
     let lines = env.receipt_lines();
     assert_eq!(statuses(&env), ["denied", "denied"]);
@@ -242,7 +205,7 @@ fn a_denied_call_leaves_exactly_one_receipt() {
     assert_eq!(out["started_receipt_id"], Value::Null);
     // Under the emergency stop too.
     assert_eq!(env.run(&["estop"]).code, 0);
-    let (r, _) = tool_run(&env, "shell", json!({"command": "echo hi"}));
+    let (r, _) = env.tool("shell", json!({"command": "echo hi"}));
     assert_eq!(r.code, 5, "{r:?}");
     assert_eq!(statuses(&env), ["denied", "denied", "denied"]);
     let r = env.run(&["receipt", "verify"]);
@@ -255,7 +218,7 @@ fn no_started_receipt_no_run() {
     // A torn last line: verify reports it as before, and the next call
     // writes no started receipt, so the tool does not run.
     let env = shell_env();
-    let (r, _) = tool_run(&env, "shell", json!({"command": "echo hi"}));
+    let (r, _) = env.tool("shell", json!({"command": "echo hi"}));
     assert_eq!(r.code, 0, "{r:?}");
     kill_mid_call(&env, "7.3333");
     let log = env.state.join("tool_receipts.log");
@@ -290,7 +253,7 @@ fn no_started_receipt_no_run() {
 #[test]
 fn a_failed_call_pairs_like_any_other() {
     let env = shell_env();
-    let (r, out) = tool_run(&env, "shell", json!({"command": "sleep x"}));
+    let (r, out) = env.tool("shell", json!({"command": "sleep x"}));
     assert_eq!(r.code, 3, "{r:?}");
     let lines = env.receipt_lines();
     assert_eq!(statuses(&env), ["started", "failed"]);
@@ -322,21 +285,18 @@ fn backups(env: &Env) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// Two calls, three receipts: `echo hi` (started, allowed), then a denied
+/// read.
+fn echo_then_a_denial(env: &Env) {
+    assert_eq!(env.shell("echo hi").0.code, 0);
+    let (r, v) = env.tool("file_read", json!({"path": "/etc/passwd"}));
+    assert_eq!((r.code, &v["status"]), (4, &json!("denied")), "{r:?}");
+}
+
 /// A log of three receipts: `echo` (started, allowed) and a denial.
 fn three_receipts() -> Env {
     let env = shell_env();
-    assert_eq!(
-        tool_run(&env, "shell", json!({"command": "echo hi"}))
-            .0
-            .code,
-        0
-    );
-    assert_eq!(
-        tool_run(&env, "file_read", json!({"path": "/etc/passwd"}))
-            .0
-            .code,
-        4
-    );
+    echo_then_a_denial(&env);
     assert_eq!(statuses(&env), ["started", "allowed", "denied"]);
     env
 }
@@ -349,7 +309,7 @@ fn repair_drops_a_torn_tail_and_ends_the_exit_7_loop() {
     let log = env.state.join("tool_receipts.log");
     // A crash mid-append: a call's started receipt, cut off part-way.
     let whole = log_bytes(&env);
-    let (r, _) = tool_run(&env, "shell", json!({"command": "echo again"}));
+    let (r, _) = env.tool("shell", json!({"command": "echo again"}));
     assert_eq!(r.code, 0, "{r:?}");
     let next = log_bytes(&env)[whole.len()..].to_vec();
     let fragment = &next[..next.iter().position(|&b| b == b'\n').unwrap() / 2];
@@ -427,7 +387,7 @@ fn repair_drops_a_torn_tail_and_ends_the_exit_7_loop() {
     let r = env.run(&["receipt", "verify"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("ok: 4 receipts"), "{r:?}");
-    let (r, out) = tool_run(&env, "shell", json!({"command": "echo back"}));
+    let (r, out) = env.tool("shell", json!({"command": "echo back"}));
     assert_eq!(
         (r.code, out["output"].as_str()),
         (0, Some("back\n")),
@@ -647,7 +607,7 @@ fn log_with_denials() -> Env {
         ("file_read", json!({"path": "/etc/shadow"}), 4),
         ("time", json!({}), 0),
     ] {
-        assert_eq!(tool_run(&env, tool, args).0.code, code);
+        assert_eq!(env.tool(tool, args).0.code, code);
     }
     assert_eq!(
         statuses(&env),
@@ -854,7 +814,7 @@ fn a_log_from_before_the_key_verifies_then_goes_on_keyed() {
     // Two receipts as latchclaw wrote them before receipts were keyed.
     let old = shell_env();
     for _ in 0..2 {
-        assert_eq!(tool_run(&old, "time", json!({})).0.code, 0);
+        assert_eq!(old.tool("time", json!({})).0.code, 0);
     }
     let env = shell_env();
     rechain(&env, &old.receipt_lines(), |_| Mac::Strip);
@@ -869,7 +829,7 @@ fn a_log_from_before_the_key_verifies_then_goes_on_keyed() {
     );
     // The next run makes the key, records where keyed receipts begin, and
     // keys its own.
-    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
     let mode = std::fs::metadata(env.state.join("receipt.key")).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
@@ -971,9 +931,9 @@ fn the_receipt_key_is_private_and_no_tool_reaches_it() {
 
     // No tool reads it, even with the workspace rule off and `cat` allowed.
     env.config(&format!(
-        "[security]\nautonomy = \"full\"\nworkspace_only = false\nshell_allowlist = [\"cat\"]\n[channels.cli]\n{TOOLS}\n"
+        "[security]\nautonomy = \"full\"\nworkspace_only = false\nshell_allowlist = [\"cat\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
-    let (r, out) = tool_run(&env, "file_read", json!({"path": key.to_str().unwrap()}));
+    let (r, out) = env.tool("file_read", json!({"path": key.to_str().unwrap()}));
     assert_eq!(r.code, 4, "{r:?}");
     assert_eq!(out["status"], "denied", "{out}");
     let (r, out) = env.shell(&format!("cat {}", key.display()));
@@ -1021,23 +981,12 @@ fn the_anchor_file_gets_the_head_after_every_run_that_wrote_receipts() {
         "file_list.toml",
         "",
         &format!(
-            "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\"]\n[channels.cli]\n{TOOLS}\n[receipts]\nanchor_file = {}\n",
+            "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\"]\n[channels.cli]\n{BASIC_TOOLS}\n[receipts]\nanchor_file = {}\n",
             common::lit(&anchor)
         ),
     );
-    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
-    assert_eq!(
-        tool_run(&env, "shell", json!({"command": "echo hi"}))
-            .0
-            .code,
-        0
-    );
-    assert_eq!(
-        tool_run(&env, "file_read", json!({"path": "/etc/passwd"}))
-            .0
-            .code,
-        4
-    );
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+    echo_then_a_denial(&env);
     // Refused before any receipt: no head to record.
     assert_eq!(
         env.run(&["tool", "run", "file_read", "--json", "{}"]).code,
@@ -1077,7 +1026,7 @@ fn the_anchor_file_gets_the_head_after_every_run_that_wrote_receipts() {
         0o600
     );
     // No tool reaches it.
-    let (r, out) = tool_run(&env, "file_read", json!({"path": anchor.to_str().unwrap()}));
+    let (r, out) = env.tool("file_read", json!({"path": anchor.to_str().unwrap()}));
     assert_eq!(
         (r.code, out["status"].as_str()),
         (4, Some("denied")),
@@ -1088,7 +1037,7 @@ fn the_anchor_file_gets_the_head_after_every_run_that_wrote_receipts() {
     // An anchor the run cannot write to is a warning, not a failed run.
     std::fs::remove_file(&anchor).unwrap();
     std::fs::remove_dir(anchor.parent().unwrap()).unwrap();
-    let (r, _) = tool_run(&env, "time", json!({}));
+    let (r, _) = env.tool("time", json!({}));
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr
@@ -1158,7 +1107,7 @@ fn a_key_made_for_a_torn_log_waits_for_the_repair() {
     // A pre-key log whose last append was torn.
     let old = shell_env();
     for _ in 0..2 {
-        assert_eq!(tool_run(&old, "time", json!({})).0.code, 0);
+        assert_eq!(old.tool("time", json!({})).0.code, 0);
     }
     let env = shell_env();
     rechain(&env, &old.receipt_lines(), |_| Mac::Strip);
@@ -1180,7 +1129,7 @@ fn a_key_made_for_a_torn_log_waits_for_the_repair() {
     assert!(!key.exists());
     // The repair (unkeyed, as the log is) ends it; the next run keys.
     assert_eq!(env.run(&["receipt", "repair"]).code, 0);
-    assert_eq!(tool_run(&env, "time", json!({})).0.code, 0);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
     assert!(key.exists());
     assert_eq!(
         statuses(&env),

@@ -339,11 +339,16 @@ fn provider_errors_are_scrubbed_before_they_are_cut() {
         let server = FakeServer::start(vec![reply]);
         let env = env_for(&server, "");
         let r = env.run_env(&["agent", "-m", "hi", "--json"], &SECRETS_ENV);
-        assert_ne!(r.code, 0, "{what}: {r:?}");
         assert!(r.stderr.contains("[REDACTED:"), "{what}: {r:?}");
         assert_no_key_piece(&format!("{what}: stderr"), &r.stderr);
         assert_no_key_piece(&format!("{what}: stdout"), &r.stdout);
         let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        // A provider error: exit 3, `error` in --json.
+        assert_eq!(
+            (r.code, v["exit_reason"].as_str()),
+            (3, Some("error")),
+            "{what}: {r:?}"
+        );
         assert!(
             v["error"].as_str().unwrap().contains("[REDACTED:"),
             "{what}: {v}"

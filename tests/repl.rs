@@ -5,7 +5,7 @@ mod common;
 #[path = "common/pty.rs"]
 mod pty;
 
-use common::Env;
+use common::{BASIC_TOOLS, Env, processes_with};
 use pty::Pty;
 
 #[test]
@@ -15,7 +15,7 @@ fn repl_session() {
     env.config(&format!(
         "default_provider = \"m\"\n[providers.models.m]\nkind = \"mock\"\nfixture = {}\n\
          [security]\nshell_allowlist = [\"sleep\"]\n\
-         [channels.cli]\ntools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]\n",
+         [channels.cli]\n{BASIC_TOOLS}\n",
         common::lit(&env.root.join("repl.toml"))
     ));
     std::fs::write(
@@ -77,14 +77,9 @@ text = "echo: {{user_message}}"
     let mut p = Pty::spawn(&env, &["agent"]);
     p.expect("latchclaw> ");
     p.send("take a nap\n");
-    let t = std::time::Instant::now();
-    while !sleeping() {
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(10),
-            "{}",
-            p.transcript()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let sleeping = || !processes_with("40.7171").is_empty();
+    if !common::eventually(std::time::Duration::from_secs(10), sleeping) {
+        panic!("the sleep never started:\n{}", p.transcript());
     }
     p.send("\x03");
     p.expect("cancelled by the operator");
@@ -113,14 +108,6 @@ text = "echo: {{user_message}}"
         (0, &serde_json::json!([])),
         "{r:?}"
     );
-}
-
-fn sleeping() -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains("40.7171"))
-            .unwrap_or(false)
-    })
 }
 
 // ---- the line editor ----

@@ -11,7 +11,7 @@ mod fake_server;
 #[path = "common/pty.rs"]
 mod pty;
 
-use common::{Env, Run};
+use common::{Env, Run, processes_with, wait_for_process, wait_until};
 use fake_server::{FakeServer, Recorded, Reply, pairing_error, strict_openai};
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -127,23 +127,6 @@ fn results_sent(server: &FakeServer) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Pids of live processes (not latchclaw) whose command line holds `marker`.
-fn pids_with(marker: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) && !text.contains("latchclaw") {
-                found.push(pid);
-            }
-        }
-    }
-    found
-}
-
 #[test]
 fn killed_during_a_slow_tool_then_resumed() {
     let server = strict_openai(|req, _| match last(req) {
@@ -161,24 +144,17 @@ fn killed_during_a_slow_tool_then_resumed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    let sleeping = loop {
-        let pids = pids_with("7.4646");
-        if !pids.is_empty() {
-            break pids;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "sleep never started"
-        );
+    let mut sleeping = Vec::new();
+    wait_until(Duration::from_secs(15), "sleep never started", || {
         assert!(child.try_wait().unwrap().is_none(), "latchclaw ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        sleeping = processes_with("7.4646");
+        !sleeping.is_empty()
+    });
     child.kill().unwrap();
     child.wait().unwrap();
-    for pid in sleeping {
+    for p in sleeping {
         // SAFETY: signalling a process this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        unsafe { libc::kill(p.pid, libc::SIGKILL) };
     }
     let conv = conversation(&env);
     resume(&env, &server, &conv, RESUMED);
@@ -214,7 +190,8 @@ fn stopped_by_timeout_mid_tool_then_resumed() {
         "{r:?}"
     );
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    assert!(pids_with("30.4747").is_empty(), "the sleep was killed");
+    let left = processes_with("30.4747");
+    assert!(left.is_empty(), "the sleep was killed: {left:?}");
     let conv = conversation(&env);
     resume(&env, &server, &conv, RESUMED);
     let results = results_sent(&server);
@@ -542,17 +519,11 @@ fn stopped_mid_nap(env: &Env, marker: &str, stop: impl FnOnce(u32)) -> std::proc
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while pids_with(marker).is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "sleep never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process(marker, Duration::from_secs(15));
     stop(child.id());
     let out = child.wait_with_output().unwrap();
-    assert!(pids_with(marker).is_empty(), "the sleep was killed");
+    let left = processes_with(marker);
+    assert!(left.is_empty(), "the sleep was killed: {left:?}");
     out
 }
 

@@ -7,40 +7,17 @@ mod common;
 #[path = "common/fake_server.rs"]
 mod fake_server;
 
-use common::{Env, Run};
+use common::{BASIC_TOOLS, Env, Run, git, output, processes_with, wait_for_process};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
 
 fn env_with(security_extra: &str) -> Env {
     let env = Env::new();
     env.config(&format!(
-        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\n{security_extra}\n[channels.cli]\n{ALL_TOOLS}\n"
+        "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\n{security_extra}\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     env
-}
-
-fn shell(env: &Env, command: &str) -> (Run, Value) {
-    env.shell(command)
-}
-
-fn out(v: &Value) -> &str {
-    v["output"].as_str().unwrap_or("")
-}
-
-fn git(ws: &std::path::Path, args: &[&str]) {
-    let st = Command::new("git")
-        .args(args)
-        .current_dir(ws)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", ws)
-        .output()
-        .unwrap();
-    assert!(st.status.success(), "git {args:?}: {st:?}");
 }
 
 fn repo(env: &Env) {
@@ -72,27 +49,29 @@ fn everyday_command_lines_run_without_a_shell() {
         ("! ls nope 2>/dev/null && echo negated", "negated\n"),
         ("TZ=UTC date -d @0 +%Y", "1970\n"),
     ] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
-        assert_eq!(out(&v), want, "{command}");
+        assert_eq!(output(&v), want, "{command}");
     }
-    let (r, v) = shell(&env, "git log --oneline -5");
-    assert!(r.code == 0 && out(&v).contains("first commit"), "{r:?}");
-    let (r, v) = shell(&env, "grep -rn TODO src");
+    let (r, v) = env.shell("git log --oneline -5");
+    assert!(r.code == 0 && output(&v).contains("first commit"), "{r:?}");
+    let (r, v) = env.shell("grep -rn TODO src");
     assert!(
-        r.code == 0 && out(&v).contains("src/main.rs:1:") && out(&v).contains("src/lib.rs:1:"),
+        r.code == 0
+            && output(&v).contains("src/main.rs:1:")
+            && output(&v).contains("src/lib.rs:1:"),
         "{r:?}"
     );
-    let (r, v) = shell(&env, "ls -la | head -3");
-    assert!(r.code == 0 && out(&v).lines().count() == 3, "{r:?}");
+    let (r, v) = env.shell("ls -la | head -3");
+    assert!(r.code == 0 && output(&v).lines().count() == 3, "{r:?}");
     // A redirection the gate judged is opened by the runner itself.
-    let (r, _) = shell(&env, "sort notes.txt > sorted.txt 2>&1");
+    let (r, _) = env.shell("sort notes.txt > sorted.txt 2>&1");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         std::fs::read_to_string(env.ws.join("sorted.txt")).unwrap(),
         "apple\nfig\npear\n"
     );
-    let (r, _) = shell(&env, "echo more >> sorted.txt");
+    let (r, _) = env.shell("echo more >> sorted.txt");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         std::fs::read_to_string(env.ws.join("sorted.txt"))
@@ -100,9 +79,9 @@ fn everyday_command_lines_run_without_a_shell() {
             .ends_with("pear\nmore\n")
     );
     // Exit status of a pipeline is its last command's.
-    let (r, v) = shell(&env, "ls nope | cat");
+    let (r, v) = env.shell("ls nope | cat");
     assert_eq!((r.code, v["metadata"]["exit_code"].as_i64()), (0, Some(0)));
-    let (r, v) = shell(&env, "cat nope");
+    let (r, v) = env.shell("cat nope");
     assert_eq!((r.code, v["metadata"]["exit_code"].as_i64()), (3, Some(1)));
 }
 
@@ -140,7 +119,7 @@ fn git_ignores_planted_config_that_would_run_programs() {
         "git add notes.txt",
         "git commit -qm second",
     ] {
-        let (r, _) = shell(&env, command);
+        let (r, _) = env.shell(command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
         assert!(!canary.exists(), "{command} ran the planted program");
     }
@@ -155,8 +134,8 @@ fn git_ignores_planted_config_that_would_run_programs() {
         format!("[core]\n\tbare = true\n\tfsmonitor = {}\n", hook.display()),
     )
     .unwrap();
-    let _ = shell(&env, "cd planted && git status");
-    let _ = shell(&env, "git -C planted status");
+    let _ = env.shell("cd planted && git status");
+    let _ = env.shell("git -C planted status");
     assert!(!canary.exists(), "a planted bare repository ran a program");
     // A repository whose config reaches outside the workspace is refused.
     let linked = env.ws.join("linked");
@@ -179,7 +158,7 @@ fn git_ignores_planted_config_that_would_run_programs() {
         "cd inc && git status",
         "git apply x.patch && cat notes.txt",
     ] {
-        let (r, _) = shell(&env, command);
+        let (r, _) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
     }
 }
@@ -189,26 +168,13 @@ fn repo_with_private() -> Env {
     let env = Env::new();
     env.config(&format!(
         "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nforbidden_paths = [\"/etc\", {}]\n\
-         [channels.cli]\n{ALL_TOOLS}\n",
+         [channels.cli]\n{BASIC_TOOLS}\n",
         common::lit(&env.ws.join("private"))
     ));
     repo(&env);
     std::fs::create_dir_all(env.ws.join("private")).unwrap();
     std::fs::write(env.ws.join("private/key"), "CANARY-PRIVATE\n").unwrap();
     env
-}
-
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) && !text.contains("cargo") && !text.contains("runner-") {
-                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
 }
 
 /// A script the operator trusts (on the allowlist by path): the gate lets it
@@ -228,9 +194,9 @@ fn no_process_outlives_a_call_that_daemonised() {
         "setsid sleep 61.7171 </dev/null >/dev/null 2>&1 &\n( ( sleep 61.7272 </dev/null >/dev/null 2>&1 & ) & )\nnohup sleep 61.7373 >/dev/null 2>&1 &\necho started",
     );
     let t = Instant::now();
-    let (r, v) = shell(&env, "./daemon.sh");
+    let (r, v) = env.shell("./daemon.sh");
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(out(&v), "started\n");
+    assert_eq!(output(&v), "started\n");
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     std::thread::sleep(Duration::from_millis(100));
     for marker in ["61.7171", "61.7272", "61.7373"] {
@@ -248,21 +214,12 @@ fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
         "setsid sleep 62.8181 </dev/null >/dev/null 2>&1 &\nsleep 62.8282",
     );
     let child = env
-        .command(&[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "./linger.sh"}"#,
-        ])
+        .shell_command("./linger.sh")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while processes_with("62.8282").is_empty() || processes_with("62.8181").is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process("62.8282", Duration::from_secs(10));
+    wait_for_process("62.8181", Duration::from_secs(10));
     // SAFETY: signalling the child this test spawned.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);
@@ -295,7 +252,7 @@ fn probe(env: &Env, confinement: &str, net: &Targets, kill_parent: bool) -> (Run
     std::fs::write(outside.join("secret.txt"), "TOP-SECRET").unwrap();
     env.config(&format!(
         "shell_timeout_secs = 5\n[security]\nautonomy = \"full\"\nconfinement = \"{confinement}\"\n\
-         shell_allowlist = [\"./probe.sh\"]\n[channels.cli]\n{ALL_TOOLS}\n\
+         shell_allowlist = [\"./probe.sh\"]\n[channels.cli]\n{BASIC_TOOLS}\n\
          [providers.models.cloud]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"LC_PROVIDER_KEY\"\n"
     ));
     let _ = std::fs::remove_file(env.home.join("escape.txt"));
@@ -337,7 +294,7 @@ fn probe(env: &Env, confinement: &str, net: &Targets, kill_parent: bool) -> (Run
         &[("LC_PROVIDER_KEY", "sk-canary-4242")],
     );
     let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-    (r, out(&v).to_string())
+    (r, output(&v).to_string())
 }
 
 #[test]
@@ -446,7 +403,7 @@ fn a_shell_child_inherits_no_socket_from_latchclaw() {
              [providers.models.local]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\n\
              model = \"m\"\ntimeout_secs = 10\nretries = 0\n\
              [security]\nautonomy = \"full\"\nconfinement = \"{confinement}\"\n\
-             shell_allowlist = [\"./fds.sh\"]\n[channels.cli]\n{ALL_TOOLS}\n",
+             shell_allowlist = [\"./fds.sh\"]\n[channels.cli]\n{BASIC_TOOLS}\n",
             server.url()
         ));
         trusted_script(
@@ -557,7 +514,7 @@ fn policy_show_names_programs_without_a_table_and_the_sandbox() {
         r.stdout
     );
     // A program without a table is still judged by its path arguments.
-    let (r, _) = shell(&env, "jq . /etc/passwd");
+    let (r, _) = env.shell("jq . /etc/passwd");
     assert_eq!(r.code, 4, "{r:?}");
 }
 
@@ -573,8 +530,8 @@ fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
         "git status --short",
         "git diff --cached",
     ] {
-        let (_, v) = shell(&env, command);
-        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+        let (_, v) = env.shell(command);
+        assert!(!output(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
     }
     for command in [
         "git add -N -f private",
@@ -585,9 +542,9 @@ fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
         // read argv the GNU way, so the variable is never set.
         "POSIXLY_CORRECT=1 grep -h '' notes.txt -e private/key",
     ] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
-        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+        assert!(!output(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
     }
     // A commit takes the user's identity from their own git config (the
     // rest of that file is never read by git here).
@@ -599,14 +556,14 @@ fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
     let fresh = env.ws.join("fresh");
     git(&env.ws, &["init", "-q", "fresh"]);
     std::fs::write(fresh.join("f.txt"), "x\n").unwrap();
-    let (r, _) = shell(&env, "cd fresh && git add f.txt");
+    let (r, _) = env.shell("cd fresh && git add f.txt");
     assert_eq!(r.code, 0, "{r:?}");
-    let (r, _) = shell(&env, "cd fresh && git commit -qm one");
+    let (r, _) = env.shell("cd fresh && git commit -qm one");
     assert_eq!(r.code, 0, "{r:?}");
-    let (r, v) = shell(&env, "cd fresh && git log --format=%an");
-    assert_eq!((r.code, out(&v)), (0, "Home Person\n"), "{r:?}");
+    let (r, v) = env.shell("cd fresh && git log --format=%an");
+    assert_eq!((r.code, output(&v)), (0, "Home Person\n"), "{r:?}");
     // Writing into a directory is fine; `cp f dir/` is everyday work.
-    let (r, _) = shell(&env, "cp notes.txt src/");
+    let (r, _) = env.shell("cp notes.txt src/");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("src/notes.txt").exists());
 }
@@ -623,7 +580,7 @@ fn a_recursive_copy_never_writes_through_a_link_in_its_destination() {
     std::fs::create_dir_all(env.ws.join("src2")).unwrap();
     std::fs::write(env.ws.join("src2/c"), "[core]\n\tfsmonitor = evil\n").unwrap();
     for command in ["cp -rT src2 dst", "cp -r src2/. dst", "cp -a src2/. dst"] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {v}");
     }
     assert_eq!(
@@ -632,7 +589,7 @@ fn a_recursive_copy_never_writes_through_a_link_in_its_destination() {
     );
     // Without the link the same copy is ordinary work.
     std::fs::remove_file(env.ws.join("dst/c")).unwrap();
-    let (r, _) = shell(&env, "cp -rT src2 dst");
+    let (r, _) = env.shell("cp -rT src2 dst");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("dst/c").is_file());
 }
@@ -641,32 +598,17 @@ fn a_recursive_copy_never_writes_through_a_link_in_its_destination() {
 fn tool_calls_of_processes_sharing_a_state_dir_do_not_overlap() {
     let env = env_with("shell_allowlist = [\"sleep\", \"echo\"]");
     let slow = env
-        .command(&[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "sleep 1.2424"}"#,
-        ])
+        .shell_command("sleep 1.2424")
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     // The sleep itself (not latchclaw, whose arguments name it too): the
     // first call holds the lock by then.
-    let sleeping = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x001.2424"))
-        })
-    };
-    let t0 = Instant::now();
-    while !sleeping() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_process("sleep 1.2424", Duration::from_secs(10));
     let started = Instant::now();
-    let (r, v) = shell(&env, "echo after");
+    let (r, v) = env.shell("echo after");
     let waited = started.elapsed();
-    assert_eq!((r.code, out(&v)), (0, "after\n"), "{r:?}");
+    assert_eq!((r.code, output(&v)), (0, "after\n"), "{r:?}");
     assert!(
         waited > Duration::from_millis(700),
         "the second call ran while the first was running ({waited:?})"
@@ -684,10 +626,10 @@ fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
     std::os::unix::fs::symlink("../private/key", env.ws.join("r1/k")).unwrap();
     std::fs::write(env.ws.join("r1d/k"), "").unwrap();
     for command in ["diff r1d r1", "diff r1d/k r1", "diff -r r1d r1"] {
-        let (_, v) = shell(&env, command);
-        assert!(!out(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
+        let (_, v) = env.shell(command);
+        assert!(!output(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
     }
-    let (r, _) = shell(&env, "diff . r1");
+    let (r, _) = env.shell("diff . r1");
     assert_eq!(r.code, 4, "{r:?}");
     // Driver names are read the way git reads them (`e\e` is `ee`).
     let hook = env.ws.join("evil.sh");
@@ -707,7 +649,7 @@ fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
     .unwrap();
     std::fs::write(env.ws.join("f.t"), "x\n").unwrap();
     std::fs::write(env.ws.join("f.u"), "x\n").unwrap();
-    let (r, _) = shell(&env, "git add f.t f.u");
+    let (r, _) = env.shell("git add f.t f.u");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!env.ws.join("pwned").exists(), "an escaped driver name ran");
     // A nested repository with a driver of its own: git in the outer one
@@ -724,18 +666,18 @@ fn round_three_diff_links_escaped_driver_names_and_nested_repositories() {
     t.push_str(&format!("[filter \"zz\"]\n\tclean = {}\n", hook.display()));
     std::fs::write(sm.join(".git/config"), t).unwrap();
     std::fs::write(sm.join("f.t"), "y\n").unwrap();
-    let _ = shell(&env, "git add sm");
+    let _ = env.shell("git add sm");
     for command in ["git status", "git diff", "git status --short"] {
-        let _ = shell(&env, command);
+        let _ = env.shell(command);
         assert!(
             !env.ws.join("pwned").exists(),
             "{command} ran a nested repository's driver"
         );
     }
-    let (r, _) = shell(&env, "git diff --submodule=diff");
+    let (r, _) = env.shell("git diff --submodule=diff");
     assert_eq!(r.code, 4, "{r:?}");
     // A plain copy is not a link-making write: it may share a line.
-    let (r, _) = shell(&env, "mkdir -p build && cp notes.txt build/");
+    let (r, _) = env.shell("mkdir -p build && cp notes.txt build/");
     assert_eq!(r.code, 0, "{r:?}");
 }
 
@@ -748,13 +690,13 @@ fn round_four_config_named_files_work_trees_and_copied_links() {
         &["config", "blame.ignoreRevsFile", ".git-blame-ignore-revs"],
     );
     std::os::unix::fs::symlink("private/key", env.ws.join(".git-blame-ignore-revs")).unwrap();
-    let (_, v) = shell(&env, "git blame notes.txt");
-    assert!(!out(&v).contains("CANARY-PRIVATE"), "{v}");
+    let (_, v) = env.shell("git blame notes.txt");
+    assert!(!output(&v).contains("CANARY-PRIVATE"), "{v}");
     std::fs::remove_file(env.ws.join(".git-blame-ignore-revs")).unwrap();
     // A relative link copied as a link would point at the forbidden file.
     std::fs::create_dir_all(env.ws.join("sub")).unwrap();
     std::os::unix::fs::symlink("private/key", env.ws.join("sub/l")).unwrap();
-    let (r, _) = shell(&env, "cp -P sub/l copied");
+    let (r, _) = env.shell("cp -P sub/l copied");
     assert_eq!(r.code, 4, "{r:?}");
     assert!(std::fs::symlink_metadata(env.ws.join("copied")).is_err());
     // A nested repository whose work tree is elsewhere is not run.
@@ -765,12 +707,12 @@ fn round_four_config_named_files_work_trees_and_copied_links() {
         "cd nc && git reset --hard",
         "git -C nc status",
     ] {
-        let (r, _) = shell(&env, command);
+        let (r, _) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
     }
     assert!(env.ws.join("private/key").exists());
     // find obeys its last -maxdepth.
-    let (r, v) = shell(&env, "find . -maxdepth 1 -maxdepth 5 -name key");
+    let (r, v) = env.shell("find . -maxdepth 1 -maxdepth 5 -name key");
     assert_eq!(r.code, 4, "{v}");
     // A repository file the gate reads is never followed through a link
     // or read without bound (`config -> /dev/zero` answers at once).
@@ -778,7 +720,7 @@ fn round_four_config_named_files_work_trees_and_copied_links() {
     std::fs::remove_file(env.ws.join("nl/.git/config")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", env.ws.join("nl/.git/config")).unwrap();
     let t = Instant::now();
-    let (r, _) = shell(&env, "cd nl && git status");
+    let (r, _) = env.shell("cd nl && git status");
     assert_eq!(r.code, 4, "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
@@ -798,7 +740,7 @@ fn a_deep_tree_is_judged_quickly() {
         )
         .unwrap();
         let t = Instant::now();
-        let (r, v) = shell(&env, &format!("cp -rT {top}/s {top}/d"));
+        let (r, v) = env.shell(&format!("cp -rT {top}/s {top}/d"));
         assert_eq!(r.code, 4, "{v}");
         assert!(
             t.elapsed() < Duration::from_secs(3),
@@ -815,9 +757,9 @@ fn a_command_runs_in_the_directory_the_gate_judged_even_outside_the_workspace() 
     std::fs::create_dir_all(&outside).unwrap();
     env.config(&format!(
         "[security]\nautonomy = \"full\"\nworkspace_only = false\nconfinement = \"off\"\n\
-         [channels.cli]\n{ALL_TOOLS}\n"
+         [channels.cli]\n{BASIC_TOOLS}\n"
     ));
-    let (r, v) = shell(&env, &format!("cd {} && pwd", outside.display()));
+    let (r, v) = env.shell(&format!("cd {} && pwd", outside.display()));
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(out(&v), format!("{}\n", outside.display()));
+    assert_eq!(output(&v), format!("{}\n", outside.display()));
 }

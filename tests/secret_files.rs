@@ -6,12 +6,9 @@
 
 mod common;
 
-use common::{Env, Run, lit};
+use common::{BASIC_TOOLS, Env, Run, commit_all, git, lit, write_files};
 use serde_json::Value;
 use std::os::unix::fs::symlink;
-use std::process::Command;
-
-const TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
 
 /// Secret-named files, each with its own canary.
 const SECRETS: &[&str] = &[
@@ -35,18 +32,6 @@ const SECRETS: &[&str] = &[
     "secrets.yaml",
 ];
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
 fn canary(path: &str) -> String {
     format!("CANARY-{}", path.replace(['/', '.'], "_"))
 }
@@ -57,7 +42,7 @@ fn canary(path: &str) -> String {
 fn env_with(security: &str) -> Env {
     let env = Env::new();
     env.config(&format!(
-        "shell_timeout_secs = 10\n[security]\nautonomy = \"full\"\n{security}\n[channels.cli]\n{TOOLS}\n"
+        "shell_timeout_secs = 10\n[security]\nautonomy = \"full\"\n{security}\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     let ws = &env.ws;
     for s in SECRETS {
@@ -65,19 +50,18 @@ fn env_with(security: &str) -> Env {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, format!("KEY {}\n", canary(s))).unwrap();
     }
-    for (f, text) in [
-        ("env.txt", "KEY=plain env notes\n"),
-        ("keys.md", "KEY list: none here\n"),
-        ("id_rsa.pub", "ssh-rsa AAAAB3Nza public KEY\n"),
-        ("notes.txt", "KEY: the notes\n"),
-        ("src/main.rs", "// KEY in code\n"),
-        (".env.example", "example only: CANARY-example\n"),
-        (".envs/readme.txt", "a directory named like a secret\n"),
-    ] {
-        let p = ws.join(f);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    write_files(
+        ws,
+        &[
+            ("env.txt", "KEY=plain env notes\n"),
+            ("keys.md", "KEY list: none here\n"),
+            ("id_rsa.pub", "ssh-rsa AAAAB3Nza public KEY\n"),
+            ("notes.txt", "KEY: the notes\n"),
+            ("src/main.rs", "// KEY in code\n"),
+            (".env.example", "example only: CANARY-example\n"),
+            (".envs/readme.txt", "a directory named like a secret\n"),
+        ],
+    );
     symlink(".env", ws.join("link.txt")).unwrap();
     git(ws, &["init", "-q"]);
     git(ws, &["config", "user.name", "Test Person"]);
@@ -95,31 +79,10 @@ fn env_with(security: &str) -> Env {
     std::fs::create_dir_all(proj.join("src")).unwrap();
     std::fs::write(proj.join(".npmrc"), "registry note CANARY-tracked-one\n").unwrap();
     std::fs::write(proj.join("src/a.rs"), "fn a() {}\n").unwrap();
-    git(&proj, &["init", "-q"]);
-    git(&proj, &["add", "."]);
-    git(
-        &proj,
-        &[
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=b@c",
-            "commit",
-            "-qm",
-            "one",
-        ],
-    );
+    commit_all(&proj);
     std::fs::write(proj.join(".npmrc"), "registry note CANARY-tracked-two\n").unwrap();
     std::fs::write(proj.join("src/a.rs"), "fn a() { b() }\n").unwrap();
     env
-}
-
-fn shell(env: &Env, command: &str) -> (Run, Value) {
-    env.shell(command)
-}
-
-fn tool(env: &Env, name: &str, args: Value) -> (Run, Value) {
-    env.json(&["tool", "run", name, "--json", &args.to_string()])
 }
 
 fn assert_no_canary(what: &str, r: &Run) {
@@ -172,11 +135,11 @@ fn secret_files_are_refused_by_every_tool_with_the_rule_named() {
         ("proj/.git/config", ".git/config"),
         (".env.example", ".env*"),
     ] {
-        let (r, v) = tool(&env, "file_read", serde_json::json!({ "path": path }));
+        let (r, v) = env.tool("file_read", serde_json::json!({ "path": path }));
         assert_refused(&format!("file_read {path}"), &r, &v, rule);
-        let (r, v) = tool(&env, "file_list", serde_json::json!({ "path": path }));
+        let (r, v) = env.tool("file_list", serde_json::json!({ "path": path }));
         assert_refused(&format!("file_list {path}"), &r, &v, rule);
-        let (r, v) = shell(&env, &format!("cat {path}"));
+        let (r, v) = env.shell(&format!("cat {path}"));
         assert_refused(&format!("cat {path}"), &r, &v, rule);
     }
     // A write to a secret name is refused too, and changes nothing.
@@ -213,7 +176,7 @@ fn secret_files_are_refused_by_every_tool_with_the_rule_named() {
             ".npmrc",
         ),
     ] {
-        let (r, v) = tool(&env, name, args.clone());
+        let (r, v) = env.tool(name, args.clone());
         assert_refused(&format!("{name} {args}"), &r, &v, rule);
     }
     assert_eq!(
@@ -269,7 +232,7 @@ fn shell_spellings_of_a_secret_are_refused() {
         "cd proj && git status -v",
         "git -C proj diff",
     ] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
         assert!(
             v["reason"].as_str().unwrap_or("").contains("secret-named"),
@@ -280,7 +243,7 @@ fn shell_spellings_of_a_secret_are_refused() {
     assert!(!env.ws.join("x.txt").exists() && !env.ws.join("copy").exists());
     assert!(env.ws.join(".env").exists());
     // An object id from `git ls-files -s` names the tracked secret's blob.
-    let (r, v) = shell(&env, "cd proj && git ls-files -s");
+    let (r, v) = env.shell("cd proj && git ls-files -s");
     assert_eq!(r.code, 0, "{r:?}");
     let line = v["output"]
         .as_str()
@@ -296,7 +259,7 @@ fn shell_spellings_of_a_secret_are_refused() {
         format!("cd proj && git diff {id} HEAD:src/a.rs"),
         format!("cd proj && git tag t {id}"),
     ] {
-        let (r, v) = shell(&env, &command);
+        let (r, v) = env.shell(&command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
         assert!(
             v["reason"].as_str().unwrap_or("").contains("object id"),
@@ -348,14 +311,14 @@ fn recursive_reads_skip_secret_files_and_find_the_rest() {
         ("cat .envs/readme.txt", "a directory named like a secret"),
         ("cat .git/HEAD", "ref:"),
     ] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
         let out = v["output"].as_str().unwrap_or("");
         assert!(out.contains(want), "{command}: {out}");
         assert_no_canary(command, &r);
     }
     // The listing names secret files and marks them; it never opens them.
-    let (r, v) = tool(&env, "file_list", serde_json::json!({"path": "."}));
+    let (r, v) = env.tool("file_list", serde_json::json!({"path": "."}));
     assert_eq!(r.code, 0, "{r:?}");
     let out = v["output"].as_str().unwrap();
     assert!(
@@ -370,7 +333,7 @@ fn recursive_reads_skip_secret_files_and_find_the_rest() {
     );
     assert_no_canary("file_list", &r);
     for path in ["env.txt", "keys.md", "id_rsa.pub", ".envs/readme.txt"] {
-        let (r, _) = tool(&env, "file_read", serde_json::json!({ "path": path }));
+        let (r, _) = env.tool("file_read", serde_json::json!({ "path": path }));
         assert_eq!(r.code, 0, "{path}: {r:?}");
     }
     // Nothing of it reached the receipts either.
@@ -389,7 +352,7 @@ fn secret_files_allow_lets_listed_files_through_and_nothing_else() {
         ("git remote -v", "example.invalid/r.git"),
         ("cd proj && git diff", "CANARY-tracked-two"),
     ] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
         assert!(
             v["output"].as_str().unwrap().contains(want),
@@ -397,7 +360,7 @@ fn secret_files_allow_lets_listed_files_through_and_nothing_else() {
         );
     }
     for command in ["cat tls/server.key", "cat .env", "cat sub/tls/cert.pem"] {
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         assert_eq!(r.code, 4, "{command}: {r:?}");
         assert_no_canary(command, &r);
         let _ = v;
@@ -430,7 +393,7 @@ fn bad_secret_files_allow_entries_name_the_key_and_what_is_allowed() {
         lit(&env.ws.join("private"))
     ));
     let r = env.run(&["config", "validate"]);
-    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
     for want in [
         "security.secret_files_allow[1]: \"/etc/x.pem\" is not relative to the workspace",
         "security.secret_files_allow[2]: \"../up.key\" has an empty, \".\" or \"..\" component",

@@ -6,13 +6,11 @@ mod common;
 #[path = "common/pty.rs"]
 mod pty;
 
-use common::{Env, Run, lit};
+use common::{BASIC_TOOLS, Env, Run, lit, processes_with, wait_for_process};
 use serde_json::{Value, json};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-const ALL_TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
 
 /// Runs latchclaw with a fresh pseudo-terminal as its controlling terminal.
 /// When the terminal shows `Approve? [y/N]`, `answer` is typed. Stdin is a
@@ -24,12 +22,8 @@ fn run_on_pty(env: &Env, args: &[&str], answer: &str, stdin_data: &str) -> (Run,
 /// `run_on_pty`, where `None` never answers.
 fn pty_run(env: &Env, args: &[&str], answer: Option<&str>, stdin_data: &str) -> (Run, String) {
     let (master, slave) = pty::open_pty();
-    let mut cmd = Command::new(common::BIN);
-    cmd.args(args)
-        .env("LATCHCLAW_HOME", &env.state)
-        .env("HOME", &env.home)
-        .env_remove("LATCHCLAW_LOG")
-        .stdin(Stdio::piped())
+    let mut cmd = env.base_command(args);
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     pty::attach(&mut cmd, slave, false);
@@ -72,7 +66,7 @@ fn write_env(autonomy: &str) -> Env {
     env.mock(
         "write_report.toml",
         "",
-        &format!("[security]\nautonomy = \"{autonomy}\"\n[channels.cli]\n{ALL_TOOLS}\n"),
+        &format!("[security]\nautonomy = \"{autonomy}\"\n[channels.cli]\n{BASIC_TOOLS}\n"),
     );
     env
 }
@@ -255,7 +249,7 @@ fn autonomy_by_rule_matrix() {
     std::fs::write(env.ws.join("a.txt"), "a").unwrap();
     std::fs::create_dir(env.ws.join("private")).unwrap();
     env.config(&format!(
-        "[security]\nforbidden_paths = [\"/etc\", {}]\n[channels.cli]\n{ALL_TOOLS}\n",
+        "[security]\nforbidden_paths = [\"/etc\", {}]\n[channels.cli]\n{BASIC_TOOLS}\n",
         lit(&env.ws.join("private/x"))
     ));
     let state = env.state.join("config.toml").display().to_string();
@@ -417,30 +411,12 @@ fn autonomy_by_rule_matrix() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
-/// Live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(marker) && !text.contains("cargo") && !text.contains("security-") {
-                found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
-}
-
 fn shell_env(extra: &str) -> Env {
     let env = Env::new();
     env.config(&format!(
-        "shell_timeout_secs = 1\n{extra}\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\", \"echo\", \"cat\", \"printenv\", \"ls\"]\n[channels.cli]\n{ALL_TOOLS}\n"
+        "shell_timeout_secs = 1\n{extra}\n[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\", \"echo\", \"cat\", \"printenv\", \"ls\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     env
-}
-
-fn shell(env: &Env, command: &str) -> (Run, Value) {
-    env.shell(command)
 }
 
 #[test]
@@ -452,7 +428,7 @@ fn timeout_kills_the_whole_process_group() {
         "echo start && sleep 60.4444 | cat",
     ] {
         let started = Instant::now();
-        let (r, v) = shell(&env, command);
+        let (r, v) = env.shell(command);
         let took = started.elapsed();
         assert_eq!(r.code, 3, "{command}: {r:?}");
         assert!(took < Duration::from_secs(4), "{command}: took {took:?}");
@@ -472,21 +448,14 @@ fn estop_during_a_run_kills_it_within_a_second() {
     env.mock(
         "shell_cmd.toml",
         "shell_timeout_secs = 60",
-        &format!("[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n[channels.cli]\n{ALL_TOOLS}\n"),
+        &format!("[security]\nautonomy = \"full\"\nshell_allowlist = [\"sleep\"]\n[channels.cli]\n{BASIC_TOOLS}\n"),
     );
     let child = env
         .command(&["agent", "-m", "run: sleep"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while processes_with("30.5151").is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sleep never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process("30.5151", Duration::from_secs(10));
     let stop = Instant::now();
     assert_eq!(env.run(&["estop"]).code, 0);
     let out = child.wait_with_output().unwrap();
@@ -541,21 +510,21 @@ fn shell_children_get_a_minimal_environment() {
 #[test]
 fn runner_expansion_exit_codes_and_output_cap() {
     let env = shell_env("tool_output_max_bytes = 1024");
-    let (r, v) = shell(&env, "echo 'a;b' \"$HOME\"");
+    let (r, v) = env.shell("echo 'a;b' \"$HOME\"");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         v["output"].as_str().unwrap(),
         format!("a;b {}\n", env.home.display())
     );
-    let (_, v) = shell(&env, "echo 'a;b|c'");
+    let (_, v) = env.shell("echo 'a;b|c'");
     assert_eq!(v["output"].as_str(), Some("a;b|c\n"));
     assert_eq!(v["metadata"]["exit_code"], 0);
-    let (r, v) = shell(&env, "ls does-not-exist");
+    let (r, v) = env.shell("ls does-not-exist");
     assert_eq!(r.code, 3, "{r:?}");
     assert_eq!(v["metadata"]["exit_code"], 2);
     assert!(v["output"].as_str().unwrap().contains("[stderr]"));
     std::fs::write(env.ws.join("big.txt"), "x".repeat(3000) + "THE-END").unwrap();
-    let (_, v) = shell(&env, "cat big.txt");
+    let (_, v) = env.shell("cat big.txt");
     let out = v["output"].as_str().unwrap();
     assert!(
         out.contains("truncated") && out.ends_with("THE-END"),
@@ -563,7 +532,7 @@ fn runner_expansion_exit_codes_and_output_cap() {
     );
     assert!(out.len() < 1200);
     // stdin is empty, not inherited.
-    let (_, v) = shell(&env, "cat");
+    let (_, v) = env.shell("cat");
     assert_eq!(v["output"], "");
 }
 
@@ -571,7 +540,7 @@ fn runner_expansion_exit_codes_and_output_cap() {
 fn file_write_is_atomic_capped_and_contained() {
     let env = Env::new();
     env.config(&format!(
-        "file_write_max_bytes = 10\n[security]\nautonomy = \"full\"\n[channels.cli]\n{ALL_TOOLS}\n"
+        "file_write_max_bytes = 10\n[security]\nautonomy = \"full\"\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     let w = |path: &str, content: &str| {
         env.run(&[
@@ -642,7 +611,7 @@ fn tool_timeout_secs_bounds_every_call_even_a_longer_shell_timeout() {
     let env = Env::new();
     env.config(&format!(
         "tool_timeout_secs = 1\nshell_timeout_secs = 30\n[security]\nautonomy = \"full\"\n\
-         shell_allowlist = [\"sleep\"]\n[channels.cli]\n{ALL_TOOLS}\n"
+         shell_allowlist = [\"sleep\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     let started = Instant::now();
     let (r, v) = env.shell("sleep 60.4545");

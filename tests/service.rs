@@ -234,8 +234,7 @@ fn the_printed_unit_passes_systemd_analyze_verify_and_a_typo_fails_it() {
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
-        eprintln!("systemd-analyze is not installed: skipped");
-        return;
+        return common::skip("systemd-analyze is not installed");
     };
     let env = Env::new();
     env.config("");
@@ -309,8 +308,9 @@ fn install_without_systemd_says_so_and_writes_nothing() {
 #[test]
 fn install_on_a_machine_not_booted_with_systemd_says_so() {
     if Path::new("/run/systemd/system").exists() {
-        eprintln!("this machine runs systemd: the probe's refusal is not reachable here");
-        return;
+        return common::skip(
+            "this machine runs systemd: the probe's refusal is not reachable here",
+        );
     }
     let env = Env::new();
     env.config("");

@@ -288,6 +288,7 @@ fn validate_refuses_missing_malformed_and_unsatisfiable_skills() {
         "",
     );
     let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("skills.enabled: 3 problems:"), "{r:?}");
     setup(
         &env,

@@ -7,6 +7,7 @@ mod common;
 use common::{Env, fixture};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -98,7 +99,9 @@ fn the_http_tool_trusts_the_ca_bundle_it_is_given_and_nothing_else() {
         &["tool", "run", "http", "--json", &args],
         &[("SSL_CERT_FILE", leaf.to_str().unwrap())],
     );
-    assert_ne!(r.code, 0, "{r:?}");
+    // The call ran and failed (exit 3), the certificate named.
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!((r.code, v["status"].as_str()), (3, Some("failed")), "{r:?}");
     assert!(!r.stdout.contains("over tls"), "{r:?}");
     assert!(r.stdout.to_lowercase().contains("certificate"), "{r:?}");
 
@@ -107,7 +110,8 @@ fn the_http_tool_trusts_the_ca_bundle_it_is_given_and_nothing_else() {
         &["tool", "run", "http", "--json", &args],
         &[("SSL_CERT_FILE", "/nonexistent/bundle.pem")],
     );
-    assert_ne!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!((r.code, v["status"].as_str()), (3, Some("failed")), "{r:?}");
     assert!(!r.stdout.contains("over tls"), "{r:?}");
     assert!(
         r.stderr.contains("no CA certificates found") && r.stderr.contains("SSL_CERT_FILE"),
@@ -139,6 +143,8 @@ fn an_https_provider_is_verified_against_the_bundle() {
         &["agent", "-m", "hi"],
         &[("SSL_CERT_FILE", leaf.to_str().unwrap())],
     );
-    assert_ne!(r.code, 0, "{r:?}");
+    // A provider error of the network kind (exit 3), not an answer.
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("(network)"), "{r:?}");
     assert!(!r.stdout.contains("answer over tls"), "{r:?}");
 }

@@ -3,59 +3,29 @@
 
 mod common;
 
-use common::Env;
+use common::{BASIC_TOOLS, Env, processes_with, wait_for_process};
 use serde_json::{Value, json};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-const TOOLS: &str = "tools_allow = [\"time\", \"file_list\", \"file_read\", \"file_write\", \"shell\", \"memory_search\"]";
+use std::time::Duration;
 
 fn env_with(autonomy: &str, top: &str) -> Env {
     let env = Env::new();
     env.config(&format!(
-        "{top}\n[security]\nautonomy = \"{autonomy}\"\nshell_allowlist = [\"sleep\", \"touch\"]\n[channels.cli]\n{TOOLS}\n"
+        "{top}\n[security]\nautonomy = \"{autonomy}\"\nshell_allowlist = [\"sleep\", \"touch\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
     ));
     env
-}
-
-/// Live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            // The command itself, not the latchclaw that names it.
-            if text.contains(marker) && !text.contains("latchclaw") && !text.contains("tool_run-") {
-                found.push(text);
-            }
-        }
-    }
-    found
 }
 
 #[test]
 fn estop_killing_a_tool_run_command_exits_5() {
     let env = env_with("full", "shell_timeout_secs = 60");
     let child = env
-        .command(&[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "sleep 31.7373"}"#,
-        ])
+        .shell_command("sleep 31.7373")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while processes_with("31.7373").is_empty() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sleep never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_process("31.7373", Duration::from_secs(10));
     assert_eq!(env.run(&["estop"]).code, 0);
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -70,24 +40,12 @@ fn estop_killing_a_tool_run_command_exits_5() {
 fn a_call_that_ends_on_its_own_is_not_an_estop() {
     // Same command shape, no stop: the exit is not 5.
     let env = env_with("full", "");
-    let (r, v) = env.json(&[
-        "tool",
-        "run",
-        "shell",
-        "--json",
-        r#"{"command": "sleep 0.01"}"#,
-    ]);
+    let (r, v) = env.shell("sleep 0.01");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(v["status"], "allowed");
     // An engaged stop refuses the next call, also with 5.
     assert_eq!(env.run(&["estop"]).code, 0);
-    let (r, v) = env.json(&[
-        "tool",
-        "run",
-        "shell",
-        "--json",
-        r#"{"command": "sleep 0.01"}"#,
-    ]);
+    let (r, v) = env.shell("sleep 0.01");
     assert_eq!(r.code, 5, "{r:?}");
     assert_eq!(v["status"], "denied");
 }
@@ -218,7 +176,7 @@ fn the_agent_returns_schema_errors_to_the_model() {
     env.mock(
         "bad_args.toml",
         "",
-        &format!("[security]\nautonomy = \"full\"\n[channels.cli]\n{TOOLS}\n"),
+        &format!("[security]\nautonomy = \"full\"\n[channels.cli]\n{BASIC_TOOLS}\n"),
     );
     std::fs::write(env.ws.join("secret-b2.txt"), "MARKER-B2-SECRET").unwrap();
     let cases = [

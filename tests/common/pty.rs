@@ -2,7 +2,7 @@
 //! controlling terminal), like a person at a terminal would.
 #![allow(dead_code)]
 
-use crate::common::{BIN, Env};
+use crate::common::Env;
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -94,13 +94,9 @@ impl Pty {
     /// `spawn` with these environment variables set.
     pub fn spawn_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Pty {
         let (master, slave) = open_pty();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = env.base_command(args);
         cmd.envs(vars.iter().copied());
-        cmd.args(args)
-            .env("LATCHCLAW_HOME", &env.state)
-            .env("HOME", &env.home)
-            .env_remove("LATCHCLAW_LOG")
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         attach(&mut cmd, slave.clone(), true);
