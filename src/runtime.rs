@@ -450,6 +450,7 @@ impl<'a> Runtime<'a> {
             Verdict::Ask => match self.gate.rate_limited(tool_name, &calls, false)? {
                 Some(why) => Decision {
                     verdict: Verdict::Deny,
+                    refusal: Some(crate::security::Refusal::RateLimit),
                     reason: why,
                     ..d
                 },

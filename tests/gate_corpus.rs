@@ -263,12 +263,22 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
                         autonomy,
                     ]);
                     let got: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
-                    if r.code != 0 || got["decision"] != c["expect"] {
+                    // A denial says its kind; nothing else carries one.
+                    let kinds = [
+                        "estop", "unavailable", "not_on_channel", "arguments", "path",
+                        "network", "command", "confinement", "autonomy",
+                    ];
+                    let typed = match got["decision"].as_str() {
+                        Some("deny") => got["refusal"].as_str().is_some_and(|k| kinds.contains(&k)),
+                        _ => got.get("refusal").is_none(),
+                    };
+                    if r.code != 0 || got["decision"] != c["expect"] || !typed {
                         failures.lock().unwrap().push(format!(
-                            "[{}] {tool} {args} under {autonomy}: expected {}, got {} ({})",
+                            "[{}] {tool} {args} under {autonomy}: expected {}, got {} (refusal {}) ({})",
                             c["category"].as_str().unwrap_or(""),
                             c["expect"],
                             got["decision"],
+                            got["refusal"],
                             got["reason"].as_str().unwrap_or(&r.stderr)
                         ));
                     }

@@ -65,11 +65,58 @@ impl Verdict {
     }
 }
 
+/// Why the gate refused a call, by kind (the reason says it in words):
+/// what `policy check --json`, tests and scripts match on instead of prose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The emergency stop is engaged.
+    Estop,
+    /// The tool is disabled or not configured (`tools.NAME.enabled`,
+    /// `[tools.web_search]`).
+    Unavailable,
+    /// The channel does not offer the tool (`channels.cli.tools_allow`).
+    NotOnChannel,
+    /// The arguments are malformed or over a limit.
+    Arguments,
+    /// A path the policy refuses: outside the workspace, forbidden,
+    /// protected, secret-named, a link out.
+    Path,
+    /// A URL or address the network policy refuses.
+    Network,
+    /// A shell command (or the git tool's argv) the judge refuses.
+    Command,
+    /// `confinement = "required"` and the kernel wall is not there.
+    Confinement,
+    /// The autonomy level does not run a call of this risk.
+    Autonomy,
+    /// Over the tool's `rate_limit`.
+    RateLimit,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Estop => "estop",
+            Refusal::Unavailable => "unavailable",
+            Refusal::NotOnChannel => "not_on_channel",
+            Refusal::Arguments => "arguments",
+            Refusal::Path => "path",
+            Refusal::Network => "network",
+            Refusal::Command => "command",
+            Refusal::Confinement => "confinement",
+            Refusal::Autonomy => "autonomy",
+            Refusal::RateLimit => "rate_limit",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Decision {
     pub risk: Risk,
     pub verdict: Verdict,
     pub reason: String,
+    /// What kind of refusal a `Deny` is (`None` for allow and ask).
+    pub refusal: Option<Refusal>,
     /// True when the emergency stop caused the denial.
     pub estop: bool,
     /// The resolved path the tool must use (tools that take a path).
@@ -97,15 +144,18 @@ impl Decision {
     pub fn ask(risk: Risk, reason: impl Into<String>) -> Decision {
         Decision {
             verdict: Verdict::Ask,
-            ..Decision::deny(risk, reason)
+            refusal: None,
+            ..Decision::deny(risk, Refusal::Arguments, reason)
         }
     }
 
-    fn deny(risk: Risk, reason: impl Into<String>) -> Decision {
+    /// A refusal of `kind`.
+    pub fn deny(risk: Risk, kind: Refusal, reason: impl Into<String>) -> Decision {
         Decision {
             risk,
             verdict: Verdict::Deny,
             reason: reason.into(),
+            refusal: Some(kind),
             estop: false,
             path: None,
             plan: None,
@@ -379,15 +429,16 @@ impl Gate {
         if let Some(reason) = estop_engaged(&self.estop_path) {
             return Decision {
                 estop: true,
-                ..Decision::deny(base, reason)
+                ..Decision::deny(base, Refusal::Estop, reason)
             };
         }
         if let Some(why) = self.unavailable(tool) {
-            return Decision::deny(base, why);
+            return Decision::deny(base, Refusal::Unavailable, why);
         }
         if !self.tools_allow.contains(&tool) {
             return Decision::deny(
                 base,
+                Refusal::NotOnChannel,
                 format!(
                     "tool \"{tool}\" is not enabled on this channel (channels.cli.tools_allow: {})",
                     self.tools_enabled()
@@ -395,12 +446,24 @@ impl Gate {
             );
         }
         let Some(obj) = args.as_object() else {
-            return Decision::deny(base, "tool arguments must be a JSON object");
+            return Decision::deny(
+                base,
+                Refusal::Arguments,
+                "tool arguments must be a JSON object",
+            );
         };
         let string_arg = |key: &str| match obj.get(key) {
             Some(Value::String(s)) => Ok(s.as_str()),
-            Some(_) => Err(Decision::deny(base, format!("\"{key}\" must be a string"))),
-            None => Err(Decision::deny(base, format!("\"{key}\" is required"))),
+            Some(_) => Err(Decision::deny(
+                base,
+                Refusal::Arguments,
+                format!("\"{key}\" must be a string"),
+            )),
+            None => Err(Decision::deny(
+                base,
+                Refusal::Arguments,
+                format!("\"{key}\" is required"),
+            )),
         };
         let mut plan = None;
         let (risk, path, why) = match tool {
@@ -408,7 +471,7 @@ impl Gate {
             // Asking changes nothing; the question's size is the one limit.
             ToolName::AskUser => match crate::types::args::question(args) {
                 Ok(_) => (Risk::Low, None, String::new()),
-                Err(reason) => return Decision::deny(base, reason),
+                Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
             ToolName::FileList | ToolName::FileRead | ToolName::Grep | ToolName::PdfExtract => {
                 let raw = match (tool, obj.get("path")) {
@@ -420,7 +483,7 @@ impl Gate {
                 };
                 match self.check_path(raw) {
                     Ok(p) => (Risk::Low, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
                 }
             }
             ToolName::FileWrite => {
@@ -431,6 +494,7 @@ impl Gate {
                 if content.len() > self.file_write_max_bytes {
                     return Decision::deny(
                         base,
+                        Refusal::Arguments,
                         format!(
                             "content is {} bytes; the limit is {} (file_write_max_bytes)",
                             content.len(),
@@ -440,7 +504,7 @@ impl Gate {
                 }
                 match self.check_write_path(raw) {
                     Ok(p) => (Risk::Medium, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
                 }
             }
             ToolName::Http => {
@@ -453,12 +517,13 @@ impl Gate {
                 {
                     return Decision::deny(
                         Risk::High,
+                        Refusal::Arguments,
                         format!("method {m} is not supported; only GET"),
                     );
                 }
                 match self.check_http(url) {
                     Ok(()) => (Risk::Low, None, "GET on an allowed domain".to_string()),
-                    Err(reason) => return Decision::deny(Risk::High, reason),
+                    Err(reason) => return Decision::deny(Risk::High, Refusal::Network, reason),
                 }
             }
             // Judged as `http` judges a GET of the request URL: the query
@@ -466,10 +531,14 @@ impl Gate {
             ToolName::WebSearch => {
                 let (query, limit) = match crate::types::args::read_args(args) {
                     Ok(a) => a,
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
                 };
                 let Some(ws) = &self.web_search else {
-                    return Decision::deny(base, crate::types::args::NOT_CONFIGURED);
+                    return Decision::deny(
+                        base,
+                        Refusal::Unavailable,
+                        crate::types::args::NOT_CONFIGURED,
+                    );
                 };
                 let url = net::web_search_url(ws, query, limit);
                 match self.check_http(&url) {
@@ -481,6 +550,7 @@ impl Gate {
                     Err(reason) => {
                         return Decision::deny(
                             Risk::High,
+                            Refusal::Network,
                             format!("web_search ({}): {reason}", ws.url),
                         );
                     }
@@ -492,6 +562,7 @@ impl Gate {
                 {
                     return Decision::deny(
                         base,
+                        Refusal::Confinement,
                         format!(
                             "confinement = \"required\" but this kernel has no Landlock ({why}); \
                              git calls are refused"
@@ -500,7 +571,7 @@ impl Gate {
                 }
                 let argv = match git::tool_args::argv(args, self) {
                     Ok(a) => a,
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
                 };
                 // Judged as the shell judges `git …`; only the verdict's
                 // risk differs: the argv is one of the tool's read-only
@@ -508,7 +579,9 @@ impl Gate {
                 let a = judge::analyze_tool_argv(&argv, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => return Decision::deny(base, reason),
+                    judge::Judgement::Deny(reason) => {
+                        return Decision::deny(base, Refusal::Command, reason);
+                    }
                     judge::Judgement::Risk(..) => {
                         (Risk::Low, None, format!("read-only `{}`", argv.join(" ")))
                     }
@@ -520,18 +593,18 @@ impl Gate {
             ToolName::MemoryStore => {
                 match crate::types::args::store_args(args, &self.memory_categories) {
                     Ok(_) => (Risk::Low, None, String::new()),
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
                 }
             }
             ToolName::MemoryRecall => {
                 match crate::types::args::recall_filter(args, &self.memory_categories) {
                     Ok(_) => (Risk::Low, None, String::new()),
-                    Err(reason) => return Decision::deny(base, reason),
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
                 }
             }
             ToolName::MemoryForget => match crate::types::args::forget_id(args) {
                 Ok(_) => (Risk::Medium, None, String::new()),
-                Err(reason) => return Decision::deny(base, reason),
+                Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
             ToolName::Shell => {
                 let cmd = match string_arg("command") {
@@ -543,6 +616,7 @@ impl Gate {
                 {
                     return Decision::deny(
                         Risk::High,
+                        Refusal::Confinement,
                         format!(
                             "confinement = \"required\" but this kernel has no Landlock ({why}); \
                              shell calls are refused"
@@ -552,7 +626,9 @@ impl Gate {
                 let a = judge::analyze(cmd, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => return Decision::deny(Risk::High, reason),
+                    judge::Judgement::Deny(reason) => {
+                        return Decision::deny(Risk::High, Refusal::Command, reason);
+                    }
                     judge::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
@@ -580,6 +656,7 @@ impl Gate {
             risk,
             verdict,
             reason,
+            refusal: (verdict == Verdict::Deny).then_some(Refusal::Autonomy),
             estop: false,
             path,
             plan,
@@ -1287,5 +1364,68 @@ mod tests {
         std::fs::write(fx.root.join("state/ESTOP"), "").unwrap();
         let d = fx.gate.decide(ToolName::Time, &serde_json::json!({}));
         assert!(d.estop && d.verdict == Verdict::Deny, "{d}");
+    }
+
+    #[test]
+    fn each_refusal_says_its_kind() {
+        use serde_json::json;
+        let fx = fixture(
+            "[channels.cli]\ntools_allow = [\"time\", \"file_read\", \"file_write\", \"shell\", \"http\"]\n",
+        );
+        let kind = |gate: &Gate, tool, args| {
+            let d = gate.decide(tool, &args);
+            assert_eq!(d.refusal.is_some(), d.verdict == Verdict::Deny, "{d}");
+            d.refusal
+        };
+        let g = &fx.gate;
+        assert_eq!(kind(g, ToolName::Time, json!({})), None);
+        assert_eq!(
+            kind(g, ToolName::FileRead, json!({"path": "/etc/passwd"})),
+            Some(Refusal::Path)
+        );
+        assert_eq!(
+            kind(g, ToolName::FileRead, json!({"path": "private/k"})),
+            Some(Refusal::Path)
+        );
+        assert_eq!(
+            kind(g, ToolName::FileRead, json!({"path": 3})),
+            Some(Refusal::Arguments)
+        );
+        assert_eq!(
+            kind(g, ToolName::FileRead, json!("a.txt")),
+            Some(Refusal::Arguments)
+        );
+        assert_eq!(
+            kind(g, ToolName::Shell, json!({"command": "rm -rf /"})),
+            Some(Refusal::Command)
+        );
+        assert_eq!(
+            kind(g, ToolName::Shell, json!({"command": "bash -c id"})),
+            Some(Refusal::Command)
+        );
+        assert_eq!(
+            kind(g, ToolName::Http, json!({"url": "http://127.0.0.1/"})),
+            Some(Refusal::Network)
+        );
+        assert_eq!(
+            kind(g, ToolName::WebSearch, json!({"query": "q"})),
+            Some(Refusal::Unavailable)
+        );
+        let ro = fx.gate.clone().with_autonomy(Autonomy::ReadOnly);
+        assert_eq!(
+            kind(
+                &ro,
+                ToolName::FileWrite,
+                json!({"path": "b.txt", "content": "x"})
+            ),
+            Some(Refusal::Autonomy)
+        );
+        let narrow = fixture("[channels.cli]\ntools_allow = [\"time\"]\n");
+        assert_eq!(
+            kind(&narrow.gate, ToolName::FileRead, json!({"path": "a.txt"})),
+            Some(Refusal::NotOnChannel)
+        );
+        std::fs::write(fx.root.join("state/ESTOP"), "").unwrap();
+        assert_eq!(kind(g, ToolName::Time, json!({})), Some(Refusal::Estop));
     }
 }
