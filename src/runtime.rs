@@ -302,12 +302,21 @@ impl TurnOutcome {
 }
 
 impl<'a> Runtime<'a> {
-    pub fn new(cfg: &'a Config, approver: &'a dyn Approver) -> Result<Runtime<'a>> {
-        let memory = Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
+    /// `redactor`: the process's, which knows the secrets `cfg` names.
+    pub fn new(
+        cfg: &'a Config,
+        approver: &'a dyn Approver,
+        redactor: std::sync::Arc<Redactor>,
+    ) -> Result<Runtime<'a>> {
+        let memory = Memory::open(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&redactor),
+        )?;
         Ok(Runtime {
             cfg,
             gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
-            redactor: crate::security::redact::for_config(cfg),
+            redactor,
             memory,
             receipts: cfg
                 .receipts

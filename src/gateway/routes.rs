@@ -214,12 +214,12 @@ impl Gateway {
         }
     }
 
+    /// The error's text goes out redacted, as every body does (server.rs).
     fn internal(e: crate::error::Error) -> Response {
-        let msg = crate::security::redact::scrub(&e.msg);
         match e.kind {
-            Kind::Usage => Response::error(400, "bad_request", &msg),
-            Kind::Integrity => Response::error(500, "integrity", &msg),
-            _ => Response::error(500, "internal", &msg),
+            Kind::Usage => Response::error(400, "bad_request", &e.msg),
+            Kind::Integrity => Response::error(500, "integrity", &e.msg),
+            _ => Response::error(500, "internal", &e.msg),
         }
     }
 
@@ -279,6 +279,7 @@ impl Gateway {
         let hits = match crate::memory::Memory::open_existing(
             &self.cfg.memory.path,
             self.cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&self.redactor),
         ) {
             Ok(Some(m)) => m.search(&q, limit),
             Ok(None) => Ok(Vec::new()),
@@ -344,9 +345,11 @@ impl Gateway {
         };
         // Redacted before it is written: the ESTOP file and `/status` show it.
         let reason = crate::util::one_line(
-            &crate::util::printable(&crate::security::redact::scrub(
-                reason.as_deref().unwrap_or("engaged through the gateway"),
-            )),
+            &crate::util::printable(
+                &self
+                    .redactor
+                    .redact(reason.as_deref().unwrap_or("engaged through the gateway")),
+            ),
             200,
         );
         match crate::security::engage_estop(&self.cfg, &format!("via gateway: {reason}")) {
@@ -399,8 +402,8 @@ impl Gateway {
         };
         // The gateway's token (and any other known secret) never reaches
         // the model, the memory or the receipts.
-        let message = crate::security::redact::scrub(&message);
-        let conversation = conversation.map(|c| crate::security::redact::scrub(&c));
+        let message = self.redactor.redact(&message).into_owned();
+        let conversation = conversation.map(|c| self.redactor.redact(&c).into_owned());
         match self.turn(&message, conversation.as_deref()) {
             Ok(v) => Response::json(200, &v),
             Err(r) => r,
@@ -410,10 +413,11 @@ impl Gateway {
     /// One turn, as `latchclaw agent -m MESSAGE [--conversation ID]` runs it.
     fn turn(&self, message: &str, conversation: Option<&str>) -> Result<Value, Response> {
         let cfg = &self.cfg;
-        let provider =
-            crate::providers::build(cfg, &cfg.default_provider).map_err(Gateway::internal)?;
+        let provider = crate::providers::build(cfg, &cfg.default_provider, &self.redactor)
+            .map_err(Gateway::internal)?;
         let approver = NoOperator;
-        let mut rt = Runtime::new(cfg, &approver).map_err(Gateway::internal)?;
+        let mut rt = Runtime::new(cfg, &approver, std::sync::Arc::clone(&self.redactor))
+            .map_err(Gateway::internal)?;
         rt.prepare_receipts();
         let run_id = rt
             .memory
@@ -429,7 +433,7 @@ impl Gateway {
             Ok(o) => (o.exit_code(), o.outcome().reason().to_string()),
             Err(e) => (
                 crate::error::Outcome::Failed(e.kind).code(),
-                format!("error: {}", crate::security::redact::scrub(&e.msg)),
+                format!("error: {}", self.redactor.redact(&e.msg)),
             ),
         };
         let conv = rt.conversation.borrow().clone();
@@ -443,11 +447,7 @@ impl Gateway {
                 return Err(Response::error(404, "not_found", &e.msg));
             }
             Err(e) if crate::runtime::provider_errors() > errors_before => {
-                return Err(Response::error(
-                    502,
-                    "provider",
-                    &crate::security::redact::scrub(&e.msg),
-                ));
+                return Err(Response::error(502, "provider", &e.msg));
             }
             Err(e) => return Err(Gateway::internal(e)),
         };
