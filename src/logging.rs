@@ -1,12 +1,16 @@
 //! Logs go to stderr only, so stdout stays the answer. `LATCHCLAW_LOG=json`
 //! gives one JSON object per line. Events are log records whose
-//! target is `event::NAME`. Every line passes through the process's
-//! redactor (`security::redact`) before it is written.
+//! target is `event::NAME`. Every line passes through the redactor the
+//! logger is given (`security::redact`) before it is written.
 
-use crate::security::redact;
+use crate::security::redact::Redactor;
 use std::io::Write;
+use std::sync::Arc;
 
-pub fn init() {
+/// The process's logger (`log` has one per process), owning `redactor`:
+/// the process's shared one, so a secret it learns later (the config's,
+/// the gateway's token) is out of every line written after.
+pub fn init(redactor: Arc<Redactor>) {
     let spec = std::env::var("LATCHCLAW_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "warn".into());
@@ -14,13 +18,13 @@ pub fn init() {
     let mut b = env_logger::Builder::new();
     b.parse_filters(&spec).target(env_logger::Target::Stderr);
     if json {
-        b.format(|buf, r| {
+        b.format(move |buf, r| {
             let target = r.target();
             let mut obj = serde_json::json!({
                 "ts": crate::util::now_rfc3339(),
                 "level": r.level().as_str().to_ascii_lowercase(),
                 "target": target,
-                "msg": redact::scrub(&r.args().to_string()),
+                "msg": redactor.redact(&r.args().to_string()),
             });
             if let Some(event) = target.strip_prefix("event::") {
                 obj["event"] = event.into();
@@ -28,10 +32,10 @@ pub fn init() {
             writeln!(buf, "{obj}")
         });
     } else {
-        b.format(|buf, r| {
+        b.format(move |buf, r| {
             let label = r.target().strip_prefix("event::").unwrap_or("");
             let level = r.level().as_str().to_ascii_lowercase();
-            let msg = crate::util::printable(&redact::scrub(&r.args().to_string()));
+            let msg = crate::util::printable(&redactor.redact(&r.args().to_string()));
             if label.is_empty() {
                 writeln!(buf, "latchclaw: {level}: {msg}")
             } else {

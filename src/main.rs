@@ -33,12 +33,16 @@ fn main() {
         eprintln!("latchclaw: internal error (a bug; please report it): {info}");
         std::process::exit(1);
     }));
-    logging::init();
-    let code = match cli::run(std::env::args_os().skip(1)) {
+    // The process's one redactor: the patterns now; the command adds the
+    // secrets its config names, the gateway its token. The logger and the
+    // command share it, so what it learns reaches every log line.
+    let redactor = std::sync::Arc::new(latchclaw::security::redact::Redactor::new());
+    logging::init(std::sync::Arc::clone(&redactor));
+    let code = match cli::run(std::env::args_os().skip(1), &redactor) {
         Ok(code) => code,
         Err(e) => {
             // An error may quote a server's reply or a tool's output.
-            let text = latchclaw::security::redact::scrub(&e.to_string());
+            let text = redactor.redact(&e.to_string()).into_owned();
             eprintln!("latchclaw: error: {text}");
             e.exit_code()
         }

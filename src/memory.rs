@@ -6,10 +6,12 @@
 
 use crate::error::{Error, Result};
 use crate::security::Risk;
+use crate::security::redact::Redactor;
 use crate::util;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod notes;
@@ -135,6 +137,9 @@ pub struct Memory {
     /// `agent --no-memory`: this run's turns stay in the process (so a
     /// REPL conversation still has its context) and are never written.
     scratch: Option<std::cell::RefCell<Vec<Turn>>>,
+    /// What every read-out (show, search, notes, history) passes through:
+    /// text stored before a secret was configured may hold it.
+    redactor: Arc<Redactor>,
 }
 
 struct RunStart {
@@ -356,7 +361,7 @@ fn hit_from_row(r: &rusqlite::Row) -> rusqlite::Result<Hit> {
 /// A stored turn as it is read out: turns stored before redaction existed
 /// (or before a secret was configured) may hold secrets. Call ids stay as
 /// they are: they pair results with calls.
-fn redacted_turn(r: &crate::security::redact::Redactor, mut t: Turn) -> Turn {
+fn redacted_turn(r: &Redactor, mut t: Turn) -> Turn {
     let mut counts = Default::default();
     r.redact_string(&mut t.content, &mut counts);
     if let Some(v) = &mut t.tool_results {
@@ -744,7 +749,9 @@ fn scores(docs: &[(&str, i64)], terms: &[Term], idf: &[f64], now: i64) -> Vec<f6
 }
 
 impl Memory {
-    pub fn open(path: &Path, busy_timeout_ms: u64) -> Result<Memory> {
+    /// The database at `path`, reading out through `redactor` (the one the
+    /// process's config made: there is no Memory without it).
+    pub fn open(path: &Path, busy_timeout_ms: u64, redactor: Arc<Redactor>) -> Result<Memory> {
         if let Some(dir) = path.parent() {
             util::private_dir(dir)?;
         }
@@ -779,6 +786,7 @@ impl Memory {
             conn,
             pending_run: std::cell::RefCell::new(None),
             scratch: None,
+            redactor,
         };
         // Switching to WAL needs a moment of exclusive access, and SQLite
         // reports some lock conflicts without calling the busy handler, so
@@ -860,11 +868,15 @@ impl Memory {
 
     /// The database if it exists; `None` creates nothing (for commands
     /// that only read).
-    pub fn open_existing(path: &Path, busy_timeout_ms: u64) -> Result<Option<Memory>> {
+    pub fn open_existing(
+        path: &Path,
+        busy_timeout_ms: u64,
+        redactor: Arc<Redactor>,
+    ) -> Result<Option<Memory>> {
         if !path.exists() {
             return Ok(None);
         }
-        Memory::open(path, busy_timeout_ms).map(Some)
+        Memory::open(path, busy_timeout_ms, redactor).map(Some)
     }
 
     /// From now on turns are kept in this process only (`--no-memory`);
@@ -1067,8 +1079,7 @@ impl Memory {
                 metadata: json_col(r.get(10)?),
             })
         })?;
-        let redactor = crate::security::redact::global();
-        rows.map(|t| Ok(redacted_turn(&redactor, t?)))
+        rows.map(|t| Ok(redacted_turn(&self.redactor, t?)))
             .collect::<Result<_>>()
     }
 
@@ -1090,10 +1101,9 @@ impl Memory {
                 first_message: r.get(4)?,
             })
         })?;
-        let redactor = crate::security::redact::global();
         rows.map(|c| {
             let mut c = c?;
-            c.first_message = redactor.redact(&c.first_message).into_owned();
+            c.first_message = self.redactor.redact(&c.first_message).into_owned();
             Ok(c)
         })
         .collect::<Result<_>>()
@@ -1160,11 +1170,10 @@ impl Memory {
             .collect::<Result<_>>()?;
         rank(&mut rows, &rare, &idf, now);
         rows.truncate(limit as usize);
-        let redactor = crate::security::redact::global();
         Ok(rows
             .into_iter()
             .map(|c| Hit {
-                snippet: snippet(&redactor.redact(&c.content), &rare, NOTE_TOKENS, false),
+                snippet: snippet(&self.redactor.redact(&c.content), &rare, NOTE_TOKENS, false),
                 ..c.hit
             })
             .collect())
@@ -1204,11 +1213,15 @@ impl Memory {
                 .collect::<Result<_>>()?;
             rank(&mut rows, &terms, &idf, now);
             rows.truncate(limit as usize);
-            let redactor = crate::security::redact::global();
             return Ok(rows
                 .into_iter()
                 .map(|c| Hit {
-                    snippet: snippet(&redactor.redact(&c.content), &terms, SNIPPET_TOKENS, true),
+                    snippet: snippet(
+                        &self.redactor.redact(&c.content),
+                        &terms,
+                        SNIPPET_TOKENS,
+                        true,
+                    ),
                     ..c.hit
                 })
                 .collect());
@@ -1303,10 +1316,9 @@ impl Memory {
         )?;
         let rows = stmt.query_map(params![escaped, limit], hit_from_row)?;
         // Redacted whole, then cut: a cut never leaves half a secret.
-        let redactor = crate::security::redact::global();
         rows.map(|h| {
             let mut h = h?;
-            let clean = redactor.redact(&h.snippet);
+            let clean = self.redactor.redact(&h.snippet);
             h.snippet = clean.chars().take(200).collect();
             Ok(h)
         })
@@ -1584,7 +1596,7 @@ mod tests {
 
     fn mem() -> (Memory, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-mem"));
-        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        let m = Memory::open(&dir.join("m.sqlite"), 1000, Default::default()).unwrap();
         (m, dir)
     }
 
@@ -1991,7 +2003,7 @@ mod tests {
             c.execute("INSERT INTO conversations VALUES ('old', 't', 't', 0)", [])
                 .unwrap();
         }
-        let m = Memory::open(&path, 1000).unwrap();
+        let m = Memory::open(&path, 1000, Default::default()).unwrap();
         assert_eq!(m.version().unwrap(), MIGRATIONS.len());
         assert!(m.conversation_exists("old").unwrap(), "data kept");
         let id = m
@@ -2032,7 +2044,7 @@ mod tests {
             c.execute_batch("PRAGMA user_version = 5").unwrap();
         }
         {
-            let m = Memory::open(&path, 1000).unwrap();
+            let m = Memory::open(&path, 1000, Default::default()).unwrap();
             // Open the database as the previous version left it, with a turn.
             assert_eq!(m.version().unwrap(), MIGRATIONS.len());
             drop(m);
@@ -2063,7 +2075,7 @@ mod tests {
             )
             .unwrap();
         }
-        let m = Memory::open(&path, 1000).unwrap();
+        let m = Memory::open(&path, 1000, Default::default()).unwrap();
         assert_eq!(m.version().unwrap(), MIGRATIONS.len());
         assert_eq!(m.search("kestrel", 5).unwrap().len(), 1);
         let n = m
@@ -2109,10 +2121,12 @@ mod tests {
         assert!(m.search("hello", 10).unwrap().is_empty());
         // Reopening an up-to-date database is a no-op; a newer one is refused.
         drop(m);
-        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        let m = Memory::open(&dir.join("m.sqlite"), 1000, Default::default()).unwrap();
         m.conn.execute_batch("PRAGMA user_version = 99").unwrap();
         drop(m);
-        let err = Memory::open(&dir.join("m.sqlite"), 1000).err().unwrap();
+        let err = Memory::open(&dir.join("m.sqlite"), 1000, Default::default())
+            .err()
+            .unwrap();
         assert!(err.msg.contains("newer"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -2125,8 +2139,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.sqlite");
-        let a = Memory::open(&path, 1000).unwrap();
-        let b = Memory::open(&path, 1000).unwrap();
+        let a = Memory::open(&path, 1000, Default::default()).unwrap();
+        let b = Memory::open(&path, 1000, Default::default()).unwrap();
         let under = |limit: u32| move |n: u32| n < limit;
         assert!(
             a.admit_tool_call("shell", 3_600_000, &mut under(2))

@@ -18,13 +18,6 @@ use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::time::Instant;
 
-/// Provider calls that failed in this process (the gateway's metrics).
-static PROVIDER_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-pub fn provider_errors() -> u64 {
-    PROVIDER_ERRORS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 pub enum Approval {
     Approved,
     Denied(String),
@@ -148,6 +141,9 @@ pub struct Runtime<'a> {
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     calls_in_run: RefCell<Vec<(tools::ToolName, Instant)>>,
+    /// Provider calls of this run that failed: the gateway adds them to
+    /// its metrics and answers a turn that failed after one with 502.
+    pub provider_errors: std::cell::Cell<u64>,
 }
 
 /// The counter the gate's rate limits read: this run's calls in the
@@ -302,12 +298,21 @@ impl TurnOutcome {
 }
 
 impl<'a> Runtime<'a> {
-    pub fn new(cfg: &'a Config, approver: &'a dyn Approver) -> Result<Runtime<'a>> {
-        let memory = Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
+    /// `redactor`: the process's, which knows the secrets `cfg` names.
+    pub fn new(
+        cfg: &'a Config,
+        approver: &'a dyn Approver,
+        redactor: std::sync::Arc<Redactor>,
+    ) -> Result<Runtime<'a>> {
+        let memory = Memory::open(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&redactor),
+        )?;
         Ok(Runtime {
             cfg,
             gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
-            redactor: crate::security::redact::for_config(cfg),
+            redactor,
             memory,
             receipts: cfg
                 .receipts
@@ -322,6 +327,7 @@ impl<'a> Runtime<'a> {
             conversation: Default::default(),
             round: Default::default(),
             calls_in_run: Default::default(),
+            provider_errors: Default::default(),
         })
     }
 
@@ -875,7 +881,7 @@ impl<'a> Runtime<'a> {
                 (calls, usage, round, started),
             );
         }
-        PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.provider_errors.set(self.provider_errors.get() + 1);
         log::error!(target: "event::provider_error", "{e}");
         self.memory.add_turn(&NewTurn {
             conversation_id: &conv,
@@ -1025,7 +1031,7 @@ impl<'a> Runtime<'a> {
                 Err(e) => {
                     // The error itself is returned and printed once by main;
                     // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
-                    PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.provider_errors.set(self.provider_errors.get() + 1);
                     log::info!(target: "event::provider_error", "{e}");
                     return Err(Error::new(Kind::Runtime, e.to_string()));
                 }

@@ -216,7 +216,12 @@ fn secrets_stored_before_are_redacted_on_the_way_out() {
         p[0], p[1], p[2], p[5], p[6]
     );
     {
-        let mem = latchclaw::memory::Memory::open(&env.state.join("memory.sqlite"), 5000).unwrap();
+        let mem = latchclaw::memory::Memory::open(
+            &env.state.join("memory.sqlite"),
+            5000,
+            Default::default(),
+        )
+        .unwrap();
         for role in [
             latchclaw::memory::TurnRole::User,
             latchclaw::memory::TurnRole::Assistant,

@@ -170,7 +170,10 @@ pub fn turns_db(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     }
     // The schema comes from latchclaw itself, so the benchmark searches the
     // same tables, indexes and FTS5 configuration a real install has.
-    drop(latchclaw::memory::Memory::open(&tmp, 5000).expect("create memory database"));
+    drop(
+        latchclaw::memory::Memory::open(&tmp, 5000, Default::default())
+            .expect("create memory database"),
+    );
     let conn = rusqlite::Connection::open(&tmp).unwrap();
     conn.execute_batch("PRAGMA synchronous = OFF; BEGIN")
         .unwrap();

@@ -16,9 +16,11 @@ pub(crate) mod toml_text;
 use crate::config::Config;
 use crate::error::{Result, exit};
 use crate::memory::Memory;
+use crate::security::redact::Redactor;
 use parse::Command;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What every command gets besides its own options.
 pub(crate) struct Ctx {
@@ -26,6 +28,9 @@ pub(crate) struct Ctx {
     pub config: Option<PathBuf>,
     /// The command line as given, for the run record.
     pub line: String,
+    /// The process's redactor (shared with the logger): every holder of
+    /// it — memory, providers, the runtime, the gateway — gets this one.
+    pub redactor: Arc<Redactor>,
 }
 
 impl Ctx {
@@ -33,8 +38,7 @@ impl Ctx {
         let cfg = Config::load(self.config.as_deref())?;
         // From here on, log lines, errors and memory read-outs are scrubbed
         // of the secrets this config names.
-        let redactor = crate::security::redact::for_config(&cfg);
-        for name in redactor.too_short() {
+        for name in self.redactor.learn_config(&cfg) {
             log::info!(
                 target: "event::secret_too_short",
                 "{name} holds fewer than {} bytes: not redacted by exact match",
@@ -49,19 +53,29 @@ impl Ctx {
 
     pub fn open_memory(&self) -> Result<Memory> {
         let cfg = self.load_config()?;
-        Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)
+        Memory::open(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            Arc::clone(&self.redactor),
+        )
     }
 
     /// The memory database for a command that only reads it: `None` when
     /// there is none yet (nothing is created).
     pub fn read_memory(&self) -> Result<Option<Memory>> {
         let cfg = self.load_config()?;
-        Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)
+        Memory::open_existing(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            Arc::clone(&self.redactor),
+        )
     }
 }
 
-/// Entry point: parses, dispatches, and returns the exit code.
-pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
+/// Entry point: parses, dispatches, and returns the exit code. `redactor`
+/// is the process's (main.rs made it and gave it to the logger); the
+/// command adds the secrets of the config it loads.
+pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -> Result<i32> {
     let argv: Vec<OsString> = argv.into_iter().collect();
     let line = argv
         .iter()
@@ -72,6 +86,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
     let ctx = Ctx {
         config: inv.config,
         line,
+        redactor: Arc::clone(redactor),
     };
     match inv.command {
         Command::Missing => {
@@ -128,8 +143,12 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> Result<i32> {
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),
         Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
-        Command::Gateway { bind } => crate::gateway::run(ctx.load_config()?, bind),
-        Command::GatewayToken { rotate } => crate::gateway::token(&ctx.load_config()?, rotate),
+        Command::Gateway { bind } => {
+            crate::gateway::run(ctx.load_config()?, bind, Arc::clone(&ctx.redactor))
+        }
+        Command::GatewayToken { rotate } => {
+            crate::gateway::token(&ctx.load_config()?, rotate, &ctx.redactor)
+        }
         Command::ApprovalsList { all, json } => cmd::approvals::list(&ctx, all, json),
         Command::Approve { id, yes } => cmd::approvals::decide(&ctx, &id, true, yes),
         Command::Deny { id } => cmd::approvals::decide(&ctx, &id, false, false),

@@ -6,8 +6,10 @@ use super::toml_text;
 use crate::config::{self, Autonomy, CliChannel, Config, Security};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
+use crate::security::redact::Redactor;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A TOML string literal that survives config loading (`$` is expanded there).
 fn toml_path_literal(p: &Path) -> String {
@@ -110,8 +112,14 @@ pub fn config_path(config: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// Writes the config (checked before it replaces anything), then creates the
-/// workspace and the memory database.
-pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> Result<i32> {
+/// workspace and the memory database. `redactor`: the process's, which
+/// learns the secrets the written config names.
+pub fn install(
+    config: Option<&Path>,
+    setup: &Setup,
+    replace_existing: bool,
+    redactor: &Arc<Redactor>,
+) -> Result<i32> {
     let state = config::state_dir()?;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -149,7 +157,12 @@ pub fn install(config: Option<&Path>, setup: &Setup, replace_existing: bool) -> 
             cfg.workspace_dir.display()
         ))
     })?;
-    Memory::open(&cfg.memory.path, cfg.memory.busy_timeout_ms)?;
+    redactor.learn_config(&cfg);
+    Memory::open(
+        &cfg.memory.path,
+        cfg.memory.busy_timeout_ms,
+        Arc::clone(redactor),
+    )?;
     // The setup stands without it; the problem is named, and the first
     // run meets it again.
     let key = crate::receipts::ensure_key(&cfg.receipt_key_path(), &cfg.receipts.path);

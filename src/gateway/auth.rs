@@ -5,10 +5,11 @@
 //! takes effect at the next request without a restart.
 
 use crate::error::{Error, IoContext, Kind, Result};
+use crate::security::redact::Redactor;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub const TOKEN_FILE: &str = "gateway.token";
@@ -55,16 +56,19 @@ pub struct TokenFile {
     cached: Mutex<Option<(Stamp, [u8; 32])>>,
     /// The hash of the token last given to the redactor.
     redacted: Mutex<Option<[u8; 32]>>,
+    /// The gateway's redactor, which learns a token once it is presented.
+    redactor: Arc<Redactor>,
     /// Why the file was last refused (logged once).
     refused: Mutex<Option<String>>,
 }
 
 impl TokenFile {
-    pub fn new(state_dir: &Path) -> TokenFile {
+    pub fn new(state_dir: &Path, redactor: Arc<Redactor>) -> TokenFile {
         TokenFile {
             path: state_dir.join(TOKEN_FILE),
             cached: Mutex::new(None),
             redacted: Mutex::new(None),
+            redactor,
             refused: Mutex::new(None),
         }
     }
@@ -160,20 +164,22 @@ impl TokenFile {
         if !constant_time_eq(&presented, &stored) {
             return false;
         }
-        // From now on the process's redactor knows it: out of responses,
-        // logs, tool results and memory read-outs, should a message carry it.
+        // From now on the gateway's redactor (the process's) knows it: out
+        // of responses, logs, tool results and memory read-outs, should a
+        // message carry it.
         let mut redacted = self.redacted.lock().unwrap_or_else(|e| e.into_inner());
         if *redacted != Some(stored) {
-            redact_token(token);
+            redact_token(token, &self.redactor);
             *redacted = Some(stored);
         }
         true
     }
 }
 
-/// The token and the forms it is likely to be quoted in: without its
-/// prefix, and upper-cased (hex is case-insensitive to many readers).
-pub fn redact_token(token: &str) {
+/// Teaches `redactor` the token and the forms it is likely to be quoted
+/// in: without its prefix, and upper-cased (hex is case-insensitive to many
+/// readers).
+pub fn redact_token(token: &str, redactor: &Redactor) {
     let hex = token.strip_prefix(PREFIX).unwrap_or(token);
     for v in [
         token,
@@ -181,7 +187,7 @@ pub fn redact_token(token: &str) {
         &hex.to_ascii_uppercase(),
         &token.to_ascii_uppercase(),
     ] {
-        crate::security::redact::add_process_secret("gateway_token", v);
+        redactor.learn("gateway_token", v);
     }
 }
 
@@ -255,8 +261,15 @@ mod tests {
         assert_eq!(stored.trim(), crate::util::sha256_hex(token.as_bytes()));
         let mode = std::fs::metadata(dir.join(TOKEN_FILE)).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let f = TokenFile::new(&dir);
+        let redactor = Arc::new(Redactor::new());
+        let f = TokenFile::new(&dir, Arc::clone(&redactor));
         assert!(f.check(Some(&format!("Bearer {token}"))));
+        // Once presented, the token is a secret the gateway's redactor knows.
+        assert!(
+            !redactor
+                .redact(&format!("said {token}"))
+                .contains(&token[PREFIX.len()..])
+        );
         assert!(f.check(Some(&format!("Bearer\t {token}\t "))));
         for bad in [
             format!("Bearer\u{a0}{token}"),

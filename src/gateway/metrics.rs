@@ -39,6 +39,8 @@ struct Histogram {
 #[derive(Default)]
 struct Counters {
     conversations: u64,
+    /// Provider calls that failed, summed over every turn's own count.
+    provider_errors: u64,
     tool_calls: BTreeMap<(String, &'static str), u64>,
     denials: BTreeMap<String, u64>,
     http: BTreeMap<(&'static str, u16), u64>,
@@ -99,6 +101,16 @@ impl Metrics {
             *c.tool_calls
                 .entry((tool, call.status.as_str()))
                 .or_default() += 1;
+        }
+    }
+
+    /// A turn's failed provider calls (`Runtime::provider_errors`).
+    pub fn provider_errors(&self, n: u64) {
+        if n > 0 {
+            self.counters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .provider_errors += n;
         }
     }
 
@@ -164,11 +176,7 @@ impl Metrics {
             "counter",
             "Provider calls that failed in this process.",
         );
-        let _ = writeln!(
-            out,
-            "latchclaw_provider_errors_total {}",
-            crate::runtime::provider_errors()
-        );
+        let _ = writeln!(out, "latchclaw_provider_errors_total {}", c.provider_errors);
         family(
             &mut out,
             "latchclaw_receipt_chain_valid",

@@ -11,6 +11,7 @@ pub mod server;
 use crate::config::Config;
 use crate::control::RunControl;
 use crate::error::{Error, Result, exit};
+use crate::security::redact::Redactor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,9 @@ pub struct Gateway {
     control: RunControl,
     /// `policy show`'s confinement line, worked out once.
     confinement: String,
+    /// The process's redactor: turns, memory read-outs, and every response
+    /// body go through it; it learns the token when a request presents it.
+    redactor: Arc<Redactor>,
 }
 
 /// Whether binding `addr` is allowed: loopback always; anything else only
@@ -49,9 +53,10 @@ pub fn check_bind(addr: SocketAddr, allow_public: bool, has_token: bool) -> Resu
 }
 
 /// `latchclaw gateway [--bind ADDR:PORT]`: serves until SIGTERM or Ctrl-C.
-pub fn run(cfg: Config, bind: Option<SocketAddr>) -> Result<i32> {
+/// `redactor`: the process's, which knows the secrets `cfg` names.
+pub fn run(cfg: Config, bind: Option<SocketAddr>, redactor: Arc<Redactor>) -> Result<i32> {
     let addr = bind.unwrap_or(cfg.gateway.bind);
-    let token = auth::TokenFile::new(&cfg.state_dir);
+    let token = auth::TokenFile::new(&cfg.state_dir, Arc::clone(&redactor));
     let has_token = token.load()?.is_some();
     check_bind(addr, cfg.gateway.allow_public_bind, has_token)?;
     if !has_token {
@@ -86,6 +91,7 @@ pub fn run(cfg: Config, bind: Option<SocketAddr>) -> Result<i32> {
         control: RunControl::new(None),
         confinement,
         cfg,
+        redactor: Arc::clone(&redactor),
     });
     let signals = gateway.control.install();
     // The whole log once now; then only what is appended (metrics).
@@ -106,6 +112,7 @@ pub fn run(cfg: Config, bind: Option<SocketAddr>) -> Result<i32> {
         listener,
         limits,
         Arc::clone(&gateway) as Arc<dyn server::Handler>,
+        redactor,
         &stop,
         GRACE,
     );
@@ -115,10 +122,11 @@ pub fn run(cfg: Config, bind: Option<SocketAddr>) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// `latchclaw gateway token [--rotate]`: prints a new token once.
-pub fn token(cfg: &Config, rotate: bool) -> Result<i32> {
+/// `latchclaw gateway token [--rotate]`: prints a new token once (and no
+/// log line after it shows it: `redactor` learns it).
+pub fn token(cfg: &Config, rotate: bool, redactor: &Redactor) -> Result<i32> {
     let token = auth::create(&cfg.state_dir, rotate)?;
-    auth::redact_token(&token);
+    auth::redact_token(&token, redactor);
     println!("{token}");
     eprintln!(
         "latchclaw: the gateway token above is shown once; only its SHA-256 is kept ({}).{} \

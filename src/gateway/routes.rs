@@ -214,12 +214,12 @@ impl Gateway {
         }
     }
 
+    /// The error's text goes out redacted, as every body does (server.rs).
     fn internal(e: crate::error::Error) -> Response {
-        let msg = crate::security::redact::scrub(&e.msg);
         match e.kind {
-            Kind::Usage => Response::error(400, "bad_request", &msg),
-            Kind::Integrity => Response::error(500, "integrity", &msg),
-            _ => Response::error(500, "internal", &msg),
+            Kind::Usage => Response::error(400, "bad_request", &e.msg),
+            Kind::Integrity => Response::error(500, "integrity", &e.msg),
+            _ => Response::error(500, "internal", &e.msg),
         }
     }
 
@@ -279,6 +279,7 @@ impl Gateway {
         let hits = match crate::memory::Memory::open_existing(
             &self.cfg.memory.path,
             self.cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&self.redactor),
         ) {
             Ok(Some(m)) => m.search(&q, limit),
             Ok(None) => Ok(Vec::new()),
@@ -344,9 +345,11 @@ impl Gateway {
         };
         // Redacted before it is written: the ESTOP file and `/status` show it.
         let reason = crate::util::one_line(
-            &crate::util::printable(&crate::security::redact::scrub(
-                reason.as_deref().unwrap_or("engaged through the gateway"),
-            )),
+            &crate::util::printable(
+                &self
+                    .redactor
+                    .redact(reason.as_deref().unwrap_or("engaged through the gateway")),
+            ),
             200,
         );
         match crate::security::engage_estop(&self.cfg, &format!("via gateway: {reason}")) {
@@ -399,8 +402,8 @@ impl Gateway {
         };
         // The gateway's token (and any other known secret) never reaches
         // the model, the memory or the receipts.
-        let message = crate::security::redact::scrub(&message);
-        let conversation = conversation.map(|c| crate::security::redact::scrub(&c));
+        let message = self.redactor.redact(&message).into_owned();
+        let conversation = conversation.map(|c| self.redactor.redact(&c).into_owned());
         match self.turn(&message, conversation.as_deref()) {
             Ok(v) => Response::json(200, &v),
             Err(r) => r,
@@ -410,17 +413,17 @@ impl Gateway {
     /// One turn, as `latchclaw agent -m MESSAGE [--conversation ID]` runs it.
     fn turn(&self, message: &str, conversation: Option<&str>) -> Result<Value, Response> {
         let cfg = &self.cfg;
-        let provider =
-            crate::providers::build(cfg, &cfg.default_provider).map_err(Gateway::internal)?;
+        let provider = crate::providers::build(cfg, &cfg.default_provider, &self.redactor)
+            .map_err(Gateway::internal)?;
         let approver = NoOperator;
-        let mut rt = Runtime::new(cfg, &approver).map_err(Gateway::internal)?;
+        let mut rt = Runtime::new(cfg, &approver, std::sync::Arc::clone(&self.redactor))
+            .map_err(Gateway::internal)?;
         rt.prepare_receipts();
         let run_id = rt
             .memory
             .run_started("gateway POST /chat", None)
             .map_err(Gateway::internal)?;
         rt.control = self.control.child(None);
-        let errors_before = crate::runtime::provider_errors();
         let result = rt.agent_turn_with(provider.as_ref(), conversation, message, &NoProgress);
         if let Err(e) = rt.anchor_head() {
             log::warn!(target: "event::gateway_anchor", "{e}");
@@ -429,9 +432,12 @@ impl Gateway {
             Ok(o) => (o.exit_code(), o.outcome().reason().to_string()),
             Err(e) => (
                 crate::error::Outcome::Failed(e.kind).code(),
-                format!("error: {}", crate::security::redact::scrub(&e.msg)),
+                format!("error: {}", self.redactor.redact(&e.msg)),
             ),
         };
+        // This run's own count: another chat's failure says nothing of it.
+        let provider_failed = rt.provider_errors.get() > 0;
+        self.metrics.provider_errors(rt.provider_errors.get());
         let conv = rt.conversation.borrow().clone();
         let usage = rt.run_usage.borrow().clone();
         let _ = rt
@@ -442,12 +448,8 @@ impl Gateway {
             Err(e) if e.msg.starts_with("no conversation ") => {
                 return Err(Response::error(404, "not_found", &e.msg));
             }
-            Err(e) if crate::runtime::provider_errors() > errors_before => {
-                return Err(Response::error(
-                    502,
-                    "provider",
-                    &crate::security::redact::scrub(&e.msg),
-                ));
+            Err(e) if provider_failed => {
+                return Err(Response::error(502, "provider", &e.msg));
             }
             Err(e) => return Err(Gateway::internal(e)),
         };
@@ -484,4 +486,71 @@ fn estop_reason(path: &std::path::Path) -> String {
         &crate::util::printable(text.lines().next().unwrap_or("")),
         300,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A gateway over the mock provider; `fixture` is its script.
+    fn gateway(name: &str, fixture: &str) -> (Gateway, std::path::PathBuf) {
+        let top = std::env::temp_dir().join(crate::util::new_id(name));
+        std::fs::create_dir_all(top.join("state")).unwrap();
+        std::fs::write(top.join("script.toml"), fixture).unwrap();
+        let text = format!(
+            "default_provider = \"m\"\nworkspace_dir = {:?}\n[providers.models.m]\n\
+             kind = \"mock\"\nfixture = {:?}\n",
+            top.join("ws").display().to_string(),
+            top.join("script.toml").display().to_string()
+        );
+        let cfg = crate::config::Config::from_text(
+            &text,
+            &top.join("state/config.toml"),
+            top.join("state"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let redactor = Arc::new(crate::security::redact::Redactor::new());
+        let gw = Gateway {
+            token: super::super::auth::TokenFile::new(&cfg.state_dir, Arc::clone(&redactor)),
+            limit: super::super::auth::RateLimit::new(60),
+            metrics: super::super::metrics::Metrics::new(),
+            control: crate::control::RunControl::new(None),
+            confinement: String::new(),
+            cfg,
+            redactor,
+        };
+        (gw, top)
+    }
+
+    fn errors_total(gw: &Gateway) -> String {
+        let text = gw.metrics.render(&gw.cfg);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("latchclaw_provider_errors_total "));
+        line.unwrap_or_else(|| panic!("{text}")).to_string()
+    }
+
+    #[test]
+    fn a_turn_failed_by_its_provider_is_a_502_counted_in_the_metrics() {
+        let (gw, top) = gateway("latchclaw-gw-fail", "error = \"server\"\n");
+        assert_eq!(errors_total(&gw), "latchclaw_provider_errors_total 0");
+        let r = gw.turn("hello", None).unwrap_err();
+        assert_eq!(r.status, 502, "{r:?}");
+        let r = gw.turn("again", None).unwrap_err();
+        assert_eq!(r.status, 502, "{r:?}");
+        assert_eq!(errors_total(&gw), "latchclaw_provider_errors_total 2");
+        let _ = std::fs::remove_dir_all(&top);
+
+        // A turn that fails for another reason is not the provider's.
+        let (gw, top) = gateway(
+            "latchclaw-gw-ok",
+            "[[script]]\n[[script.responses]]\ntext = \"hi\"\n",
+        );
+        assert!(gw.turn("hello", None).is_ok());
+        let r = gw.turn("hello", Some("no-such-conversation")).unwrap_err();
+        assert_eq!(r.status, 404, "{r:?}");
+        assert_eq!(errors_total(&gw), "latchclaw_provider_errors_total 0");
+        let _ = std::fs::remove_dir_all(&top);
+    }
 }

@@ -21,7 +21,11 @@
 //! Also bounded: connections (`max_connections`; beyond it the longest
 //! idle or closing one is closed for the newcomer, else 503 at once), a
 //! head (16 KiB, 64 headers: 431), a body (`max_body`: 413 unread).
+//!
+//! Every body goes out through the redactor [`serve`] is given, where it
+//! is written: secrets a request carried do not come back in an echo.
 
+use crate::security::redact::{Counts, Redactor};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
@@ -109,17 +113,27 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub headers: Vec<(&'static str, String)>,
-    /// Private: the constructors put every body through the process's
-    /// redactor (secrets a request carried do not come back in an echo).
-    body: Vec<u8>,
+    /// Private: only [`render`] turns it into bytes, through the server's
+    /// redactor.
+    body: Body,
+}
+
+/// A body as built, redacted when it is written: a JSON value string by
+/// string (an escaped secret would not match in its text), text whole.
+#[derive(Debug)]
+enum Body {
+    Json(Value),
+    Text(String),
 }
 
 impl Response {
     pub fn json(status: u16, v: &Value) -> Response {
-        let mut v = v.clone();
-        crate::security::redact::global()
-            .redact_json(&mut v, &mut crate::security::redact::Counts::default());
-        Response::text(status, "application/json", v.to_string())
+        Response {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: Body::Json(v.clone()),
+        }
     }
 
     pub fn text(status: u16, content_type: &'static str, body: String) -> Response {
@@ -127,10 +141,7 @@ impl Response {
             status,
             content_type,
             headers: Vec::new(),
-            body: match crate::security::redact::global().redact(&body) {
-                std::borrow::Cow::Borrowed(_) => body.into_bytes(),
-                std::borrow::Cow::Owned(o) => o.into_bytes(),
-            },
+            body: Body::Text(body),
         }
     }
 
@@ -261,6 +272,8 @@ struct Shared {
     /// Workers still running.
     live: AtomicUsize,
     stopping: AtomicBool,
+    /// Every body passes through it as it is written.
+    redactor: Arc<Redactor>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -269,11 +282,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Serves `listener` until `stop` says so, then stops accepting and lets
 /// the requests being served finish for up to `grace`. The calling thread
-/// is the poller.
+/// is the poller. Every response body is written through `redactor`.
 pub fn serve(
     listener: TcpListener,
     limits: Limits,
     handler: Arc<dyn Handler>,
+    redactor: Arc<Redactor>,
     stop: &dyn Fn() -> bool,
     grace: Duration,
 ) -> std::io::Result<()> {
@@ -288,6 +302,7 @@ pub fn serve(
         wake: wake_tx,
         live: AtomicUsize::new(limits.workers),
         stopping: AtomicBool::new(false),
+        redactor,
     });
     for i in 0..limits.workers {
         let (own, handler, limits) = (Arc::clone(&shared), Arc::clone(&handler), limits.clone());
@@ -509,7 +524,7 @@ impl Poller {
     /// Answers `r` itself and closes.
     fn refuse(&self, mut conn: Conn, r: Response, now: Instant) -> Option<Polled> {
         self.handler.served(None, r.status, Duration::ZERO);
-        let out = send(&mut conn.stream, &r, false)?;
+        let out = send(&mut conn.stream, &r, false, &self.shared.redactor)?;
         self.answered(conn, out, After::Linger, now)
     }
 
@@ -551,7 +566,7 @@ impl Poller {
                 )
                 .with("Retry-After", "1");
                 self.handler.served(None, 503, Duration::ZERO);
-                let _ = send(&mut stream, &r, false);
+                let _ = send(&mut stream, &r, false, &self.shared.redactor);
                 // Closes that came in meanwhile are seen before the next.
                 return;
             }
@@ -736,7 +751,7 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
         // Counted before it is written: a client that reads /metrics right
         // after its answer sees its own request.
         handler.served(Some(&req.path), r.status, at.elapsed());
-        let out = send(&mut conn.stream, &r, false)?;
+        let out = send(&mut conn.stream, &r, false, &shared.redactor)?;
         Some(Back {
             conn,
             out,
@@ -780,7 +795,7 @@ fn request(shared: &Shared, handler: &dyn Handler, limits: &Limits, job: Job) ->
     let r = handler.handle(&req);
     let keep = asked && conn.served < MAX_REQUESTS && !shared.stopping.load(Ordering::SeqCst);
     handler.served(Some(&req.path), r.status, at.elapsed());
-    let out = send(&mut conn.stream, &r, keep)?;
+    let out = send(&mut conn.stream, &r, keep, &shared.redactor)?;
     let then = match (keep, conn.buf.is_empty()) {
         (true, _) => After::Keep,
         (false, true) => After::Close,
@@ -827,8 +842,8 @@ fn readable(fd: i32, ms: i32) -> bool {
 
 /// Writes what the socket takes now; returns the rest (for the poller), or
 /// `None` when the socket failed.
-fn send(stream: &mut TcpStream, r: &Response, keep: bool) -> Option<Vec<u8>> {
-    let out = render(r, keep);
+fn send(stream: &mut TcpStream, r: &Response, keep: bool, redactor: &Redactor) -> Option<Vec<u8>> {
+    let out = render(r, keep, redactor);
     let mut at = 0;
     while at < out.len() {
         match stream.write(&out[at..]) {
@@ -842,8 +857,17 @@ fn send(stream: &mut TcpStream, r: &Response, keep: bool) -> Option<Vec<u8>> {
     Some(out[at..].to_vec())
 }
 
-fn render(r: &Response, keep: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(160 + r.body.len());
+/// The response's bytes, its body through `redactor`.
+fn render(r: &Response, keep: bool, redactor: &Redactor) -> Vec<u8> {
+    let body = match &r.body {
+        Body::Json(v) => {
+            let mut v = v.clone();
+            redactor.redact_json(&mut v, &mut Counts::default());
+            v.to_string()
+        }
+        Body::Text(t) => redactor.redact(t).into_owned(),
+    };
+    let mut out = Vec::with_capacity(160 + body.len());
     let _ = write!(
         out,
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\
@@ -851,7 +875,7 @@ fn render(r: &Response, keep: bool) -> Vec<u8> {
         r.status,
         reason(r.status),
         r.content_type,
-        r.body.len(),
+        body.len(),
         if keep { "keep-alive" } else { "close" }
     );
     for (n, v) in &r.headers {
@@ -860,7 +884,7 @@ fn render(r: &Response, keep: bool) -> Vec<u8> {
         let _ = write!(out, "{n}: {v}\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&r.body);
+    out.extend_from_slice(body.as_bytes());
     out
 }
 

@@ -44,8 +44,10 @@ const COLUMNS: &str =
 
 /// A note row (see [`COLUMNS`]) as read out: redacted again, since a note
 /// may predate a secret being configured.
-fn note_from_row(r: &rusqlite::Row) -> rusqlite::Result<(Note, i64)> {
-    let redactor = crate::security::redact::global();
+fn note_from_row(
+    redactor: &crate::security::redact::Redactor,
+    r: &rusqlite::Row,
+) -> rusqlite::Result<(Note, i64)> {
     let tags: String = r.get(3)?;
     let text: String = r.get(4)?;
     Ok((
@@ -72,12 +74,11 @@ impl Memory {
     /// model cannot keep a secret it saw. The caller has run
     /// [`check_note`].
     pub fn add_note(&self, n: &NewNote) -> Result<Note> {
-        let redactor = crate::security::redact::global();
-        let text = redactor.redact(n.text).into_owned();
+        let text = self.redactor.redact(n.text).into_owned();
         let tags: Vec<String> = n
             .tags
             .iter()
-            .map(|t| redactor.redact(t).into_owned())
+            .map(|t| self.redactor.redact(t).into_owned())
             .collect();
         let (secs, nanos) = util::now_unix();
         let created_at = util::rfc3339(secs, nanos, 0);
@@ -114,7 +115,7 @@ impl Memory {
             .query_row(
                 &format!("SELECT {COLUMNS} FROM notes n WHERE n.id = ?1"),
                 [id],
-                note_from_row,
+                |r| note_from_row(&self.redactor, r),
             )
             .optional()?
             .map(|(n, _)| n))
@@ -237,7 +238,7 @@ impl Memory {
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows: Vec<(Note, i64)> = stmt
-            .query_map(params_from_iter(args), note_from_row)?
+            .query_map(params_from_iter(args), |r| note_from_row(&self.redactor, r))?
             .collect::<rusqlite::Result<_>>()?;
         if rows.is_empty() {
             return Ok(Vec::new());
@@ -300,7 +301,7 @@ impl Memory {
             conds.join(" AND ")
         );
         let mut stmt = self.conn.prepare(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args), note_from_row)?;
+        let rows = stmt.query_map(params_from_iter(args), |r| note_from_row(&self.redactor, r))?;
         rows.map(|r| Ok(r?.0)).collect()
     }
 }
@@ -337,7 +338,7 @@ mod tests {
 
     fn mem() -> (Memory, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-notes"));
-        let m = Memory::open(&dir.join("m.sqlite"), 1000).unwrap();
+        let m = Memory::open(&dir.join("m.sqlite"), 1000, Default::default()).unwrap();
         (m, dir)
     }
 

@@ -11,10 +11,12 @@ pub mod visible;
 
 use crate::config::{Config, ProviderSettings};
 use crate::error::{Error, Result};
+use crate::security::redact::Redactor;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 pub use mock::MockProvider;
 
@@ -227,12 +229,18 @@ pub trait Provider {
     }
 }
 
-/// Builds the named provider (and, for `reliable`, the ones it wraps).
-pub fn build(cfg: &Config, name: &str) -> Result<Box<dyn Provider>> {
-    build_inner(cfg, name, &mut Vec::new())
+/// Builds the named provider (and, for `reliable`, the ones it wraps);
+/// `redactor` scrubs its errors.
+pub fn build(cfg: &Config, name: &str, redactor: &Arc<Redactor>) -> Result<Box<dyn Provider>> {
+    build_inner(cfg, name, redactor, &mut Vec::new())
 }
 
-fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<dyn Provider>> {
+fn build_inner(
+    cfg: &Config,
+    name: &str,
+    redactor: &Arc<Redactor>,
+    stack: &mut Vec<String>,
+) -> Result<Box<dyn Provider>> {
     if stack.iter().any(|s| s == name) {
         stack.push(name.to_string());
         return Err(Error::usage(format!(
@@ -249,14 +257,19 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             let inner = rel
                 .providers
                 .iter()
-                .map(|n| build_inner(cfg, n, stack))
+                .map(|n| build_inner(cfg, n, redactor, stack))
                 .collect::<Result<Vec<_>>>()?;
             stack.pop();
             Ok(Box::new(reliable::Reliable::new(name, inner)))
         }
-        ProviderSettings::OpenAiCompatible(o) => Ok(Box::new(
-            openai::OpenAiCompatible::from_config(p, o, cfg.max_response_bytes),
-        )),
+        ProviderSettings::OpenAiCompatible(o) => {
+            Ok(Box::new(openai::OpenAiCompatible::from_config(
+                p,
+                o,
+                cfg.max_response_bytes,
+                Arc::clone(redactor),
+            )))
+        }
         ProviderSettings::Router(rt) => {
             stack.push(name.to_string());
             let mut names: Vec<&String> = rt
@@ -270,7 +283,7 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             names.dedup();
             let providers = names
                 .into_iter()
-                .map(|n| build_inner(cfg, n, stack))
+                .map(|n| build_inner(cfg, n, redactor, stack))
                 .collect::<Result<Vec<_>>>()?;
             stack.pop();
             Ok(Box::new(router::Router {

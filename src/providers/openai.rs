@@ -11,6 +11,7 @@ use super::{
     Role, StreamSink, ToolCall, ToolSpec, Usage,
 };
 use crate::config::{OpenAiSettings, ProviderConfig, ToolMode};
+use crate::security::redact::Redactor;
 use serde_json::{Value, json};
 use std::cell::{Cell, RefCell};
 use std::io::Read;
@@ -40,6 +41,8 @@ pub struct OpenAiCompatible {
     retries: u32,
     max_response_bytes: u64,
     timeout_secs: u64,
+    /// Every error passes through it (and this provider's key).
+    redactor: std::sync::Arc<Redactor>,
     agent: ureq::Agent,
     /// The thread that carries the HTTP exchanges, one at a time, so that
     /// waiting on the server never blocks past a deadline or Ctrl-C. Started
@@ -149,6 +152,7 @@ impl OpenAiCompatible {
         p: &ProviderConfig,
         o: &OpenAiSettings,
         max_response_bytes: u64,
+        redactor: std::sync::Arc<Redactor>,
     ) -> OpenAiCompatible {
         let timeout = Duration::from_secs(p.timeout_secs);
         let config = ureq::Agent::config_builder()
@@ -172,6 +176,7 @@ impl OpenAiCompatible {
             retries: o.retries,
             max_response_bytes,
             timeout_secs: p.timeout_secs,
+            redactor,
             // Quick ACKs: no 40 ms wait per reused connection (transport.rs).
             agent: crate::transport::agent(config),
             worker: RefCell::new(None),
@@ -202,10 +207,10 @@ impl OpenAiCompatible {
         }
     }
 
-    /// The process's redactor and this provider's key (`key`, else read
-    /// from its variable now).
-    fn redactor(&self, key: Option<&str>) -> crate::security::redact::Redactor {
-        let r = crate::security::redact::global();
+    /// The redactor it was given and this provider's key (`key`, else
+    /// read from its variable now).
+    fn redactor(&self, key: Option<&str>) -> Redactor {
+        let r = &self.redactor;
         let own = match (key, &self.api_key_env) {
             (Some(k), Some(var)) => Some((var.clone(), k.to_string())),
             (None, Some(var)) => std::env::var(var).ok().map(|k| (var.clone(), k)),
@@ -214,7 +219,7 @@ impl OpenAiCompatible {
         };
         match own {
             Some((var, k)) => r.with_secret(&var, &k),
-            None => (*r).clone(),
+            None => Redactor::clone(r),
         }
     }
 
@@ -1008,7 +1013,7 @@ mod tests {
         let crate::config::ProviderSettings::OpenAiCompatible(o) = &p.settings else {
             panic!("{p:?}");
         };
-        OpenAiCompatible::from_config(p, o, 1 << 20)
+        OpenAiCompatible::from_config(p, o, 1 << 20, Default::default())
     }
 
     /// Property: every cut of real response bodies, and random bytes,

@@ -22,13 +22,21 @@
 //! linear: it looks only at a few trigger bytes, every rule reads a bounded
 //! distance or consumes what it read, and a rule that failed over a run of
 //! bytes is not tried again inside that run.
+//!
+//! There is no process-wide redactor to look up: one is made where the
+//! process starts (`main.rs`), shared as an `Arc<Redactor>` with the logger
+//! and the command, and handed to whatever shows or keeps text (memory,
+//! providers, the runtime, the gateway). Secrets learned later (the
+//! config's, when the command loads it; the gateway's token, when a request
+//! presents it) are added to that shared one ([`Redactor::learn`]), so
+//! every holder redacts them from then on.
 
 use crate::config::Config;
 use memchr::memmem;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{RwLock, RwLockReadGuard};
 
 /// Known values shorter than this are not redacted by exact match: eight
 /// bytes of a random key are still unguessable, and shorter values
@@ -90,18 +98,30 @@ struct Known {
     finder: memmem::Finder<'static>,
 }
 
-/// The redactor: the known values and the patterns.
-#[derive(Clone, Default)]
+/// The redactor: the known values and the patterns. The known values sit
+/// behind a lock so that a shared redactor (`Arc<Redactor>`) can learn a
+/// secret while others redact with it; values are only ever added.
+#[derive(Default)]
 pub struct Redactor {
-    known: Vec<Known>,
+    known: RwLock<Vec<Known>>,
     /// Variables whose values were too short to match (names only).
     short: Vec<String>,
+}
+
+impl Clone for Redactor {
+    fn clone(&self) -> Redactor {
+        Redactor {
+            known: RwLock::new(self.known().clone()),
+            short: self.short.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Redactor {
     // Never prints a value.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.known.iter().map(|k| k.label.as_str()).collect();
+        let known = self.known();
+        let names: Vec<&str> = known.iter().map(|k| k.label.as_str()).collect();
         f.debug_struct("Redactor").field("known", &names).finish()
     }
 }
@@ -127,21 +147,39 @@ impl Redactor {
         Redactor::default()
     }
 
+    /// The known values (a poisoned lock still holds whole values: they
+    /// are only pushed).
+    fn known(&self) -> RwLockReadGuard<'_, Vec<Known>> {
+        self.known.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Adds a known value, labelled `env:NAME`. Values shorter than
     /// [`MIN_SECRET_BYTES`] are left out (returns false); a value already
     /// known is not added twice.
     pub fn add_secret(&mut self, name: &str, value: &str) -> bool {
-        if value.len() < MIN_SECRET_BYTES {
-            return false;
+        let known = self.known.get_mut().unwrap_or_else(|e| e.into_inner());
+        push_known(known, name, value)
+    }
+
+    /// [`Redactor::add_secret`] on a shared redactor: every holder of it
+    /// redacts the value from now on (the gateway's token, once a request
+    /// presents it).
+    pub fn learn(&self, name: &str, value: &str) -> bool {
+        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
+        push_known(&mut known, name, value)
+    }
+
+    /// Learns every secret `cfg` names ([`Redactor::from_config`]); returns
+    /// the variables left out as too short, for the caller to mention.
+    pub fn learn_config(&self, cfg: &Config) -> Vec<String> {
+        let from = Redactor::from_config(cfg);
+        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
+        for k in from.known().iter() {
+            if !known.iter().any(|o| o.value == k.value) {
+                known.push(k.clone());
+            }
         }
-        if !self.known.iter().any(|k| k.value == value.as_bytes()) {
-            self.known.push(Known {
-                label: format!("env:{name}"),
-                value: value.as_bytes().to_vec(),
-                finder: memmem::Finder::new(value.as_bytes()).into_owned(),
-            });
-        }
-        true
+        from.short
     }
 
     /// This redactor and one more known value.
@@ -191,7 +229,7 @@ impl Redactor {
 
     /// How many known values it matches exactly.
     pub fn known_count(&self) -> usize {
-        self.known.len()
+        self.known().len()
     }
 
     /// `text` with every secret replaced by `[REDACTED:kind]`; borrowed
@@ -202,7 +240,8 @@ impl Redactor {
 
     /// Like [`Redactor::redact`], adding what it replaced to `counts`.
     pub fn redact_counted<'t>(&self, text: &'t str, counts: &mut Counts) -> Cow<'t, str> {
-        let spans = self.spans(text);
+        let known = self.known();
+        let spans = Redactor::spans(&known, text);
         if spans.is_empty() {
             return Cow::Borrowed(text);
         }
@@ -210,7 +249,7 @@ impl Redactor {
         let mut last = 0;
         for s in spans {
             let label = match s.kind {
-                Kind::Known(i) => self.known[i].label.as_str(),
+                Kind::Known(i) => known[i].label.as_str(),
                 Kind::Pattern(k) => k,
             };
             out.push_str(&text[last..s.start]);
@@ -259,18 +298,18 @@ impl Redactor {
     }
 
     /// The spans to replace, sorted, not overlapping.
-    fn spans(&self, text: &str) -> Vec<Span> {
+    fn spans(known: &[Known], text: &str) -> Vec<Span> {
         let b = text.as_bytes();
         let mut spans = Scan::new(b).run();
-        for (i, k) in self.known.iter().enumerate() {
+        for (i, k) in known.iter().enumerate() {
             spans.extend(k.finder.find_iter(b).map(|at| Span {
                 start: at,
                 end: at + k.value.len(),
                 kind: Kind::Known(i),
             }));
         }
-        if !self.known.is_empty() {
-            self.pieces_at_cuts(text, &mut spans);
+        if !known.is_empty() {
+            Redactor::pieces_at_cuts(known, text, &mut spans);
         }
         if spans.is_empty() {
             return spans;
@@ -288,7 +327,7 @@ impl Redactor {
 
     /// Pieces (at least `MIN_SECRET_BYTES`) of a known value that end where
     /// the text was cut or ends, or start where it resumes or begins.
-    fn pieces_at_cuts(&self, text: &str, spans: &mut Vec<Span>) {
+    fn pieces_at_cuts(known: &[Known], text: &str, spans: &mut Vec<Span>) {
         let b = text.as_bytes();
         let mut ends = vec![b.len()];
         let mut starts = vec![0];
@@ -298,7 +337,7 @@ impl Redactor {
             let resume = memchr::memchr(b'\n', &b[line..]).map_or(b.len(), |n| line + n + 1);
             starts.push(resume);
         }
-        for (i, k) in self.known.iter().enumerate() {
+        for (i, k) in known.iter().enumerate() {
             let v = &k.value;
             for &e in &ends {
                 let found = (MIN_SECRET_BYTES..v.len())
@@ -336,57 +375,19 @@ impl Redactor {
     }
 }
 
-static GLOBAL: RwLock<Option<Arc<Redactor>>> = RwLock::new(None);
-
-/// Makes `r` the redactor of this process (log lines, provider errors,
-/// memory read-outs, printed errors) and returns it.
-pub fn install(r: Redactor) -> Arc<Redactor> {
-    let r = Arc::new(r);
-    *GLOBAL.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&r));
-    r
-}
-
-/// The installed redactor: [`Redactor::from_config`] of the config this
-/// process loaded; patterns only before one is loaded.
-pub fn global() -> Arc<Redactor> {
-    let installed = GLOBAL.read().unwrap_or_else(|e| e.into_inner()).clone();
-    installed.unwrap_or_default()
-}
-
-/// Secrets of this process that no config names (the gateway's token),
-/// known to every redactor installed after them.
-static PROCESS_SECRETS: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
-
-/// Adds a known value to the process's redactor, now and in every one
-/// `for_config` installs later.
-pub fn add_process_secret(name: &str, value: &str) {
-    {
-        let mut extra = PROCESS_SECRETS.write().unwrap_or_else(|e| e.into_inner());
-        if extra.iter().any(|(_, v)| v == value) {
-            return;
-        }
-        extra.push((name.to_string(), value.to_string()));
+/// Adds `value` as `env:NAME` unless it is too short (false) or known.
+fn push_known(known: &mut Vec<Known>, name: &str, value: &str) -> bool {
+    if value.len() < MIN_SECRET_BYTES {
+        return false;
     }
-    install(global().with_secret(name, value));
-}
-
-/// [`Redactor::from_config`] and the process's own secrets, installed for
-/// the process.
-pub fn for_config(cfg: &Config) -> Arc<Redactor> {
-    let mut r = Redactor::from_config(cfg);
-    for (name, value) in PROCESS_SECRETS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-    {
-        r.add_secret(name, value);
+    if !known.iter().any(|k| k.value == value.as_bytes()) {
+        known.push(Known {
+            label: format!("env:{name}"),
+            value: value.as_bytes().to_vec(),
+            finder: memmem::Finder::new(value.as_bytes()).into_owned(),
+        });
     }
-    install(r)
-}
-
-/// `text` through the process's redactor.
-pub fn scrub(text: &str) -> String {
-    global().redact(text).into_owned()
+    true
 }
 
 // ---------------------------------------------------------------------------

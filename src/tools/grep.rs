@@ -630,7 +630,8 @@ mod tests {
         let cfg =
             Config::from_text(&text, &top.join("state/config.toml"), top.join("state")).unwrap();
         let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
-        let memory = Memory::open(&top.join("state/memory.sqlite"), 1000).unwrap();
+        let memory =
+            Memory::open(&top.join("state/memory.sqlite"), 1000, Default::default()).unwrap();
         Fx {
             top,
             cfg,

@@ -10,6 +10,7 @@ use crate::control::RunControl;
 use crate::error::{Error, Kind, Outcome, Result};
 use crate::providers::Provider;
 use crate::runtime::{NoProgress, Progress, Runtime, TurnOutcome};
+use crate::security::redact::Redactor;
 use serde_json::{Map, Value};
 
 /// The version of the `--json` object: raised when a field changes meaning
@@ -61,13 +62,18 @@ impl Ending {
 
 /// The run's ending from what the turn returned and the signal that
 /// interrupted it (0: none).
-fn ending(result: &Result<i32>, turn: Option<&TurnOutcome>, signal: i32) -> Ending {
+fn ending(
+    result: &Result<i32>,
+    turn: Option<&TurnOutcome>,
+    signal: i32,
+    redactor: &Redactor,
+) -> Ending {
     let code = match result {
         Err(e) => {
             return Ending {
                 outcome: Outcome::Failed(e.kind),
                 // For the run record and `--json`, which outlive the run.
-                error: Some(crate::security::redact::scrub(&e.msg)),
+                error: Some(redactor.redact(&e.msg).into_owned()),
             };
         }
         Ok(c) => *c,
@@ -244,12 +250,12 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Ok(m) => m,
         Err(e) => return reporter.fail(e),
     };
-    let provider = match crate::providers::build(&cfg, &provider_name) {
+    let provider = match crate::providers::build(&cfg, &provider_name, &ctx.redactor) {
         Ok(p) => p,
         Err(e) => return reporter.fail(e),
     };
     let approver = TtyApprover;
-    let mut rt = match Runtime::new(&cfg, &approver) {
+    let mut rt = match Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor)) {
         Ok(rt) => rt,
         Err(e) => return reporter.fail(e),
     };
@@ -271,7 +277,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         // The run's receipts are written; the anchor is a copy of its head.
         eprintln!("latchclaw: {e}");
     }
-    let end = ending(&result, outcome.as_ref(), rt.control.signal());
+    let end = ending(&result, outcome.as_ref(), rt.control.signal(), &rt.redactor);
     let conversation = outcome
         .as_ref()
         .map(|o| o.conversation_id.clone())
@@ -341,18 +347,23 @@ mod tests {
 
     #[test]
     fn errors_and_signals_have_their_reason_and_code() {
-        let e = ending(&Err(Error::usage("bad")), None, 0);
+        let e = ending(&Err(Error::usage("bad")), None, 0, &Redactor::new());
         assert_eq!(
             (e.code(), e.outcome.reason(), e.error.as_deref()),
             (2, "usage", Some("bad"))
         );
-        let e = ending(&Err(Error::new(Kind::Locked, "held")), None, 0);
+        let e = ending(
+            &Err(Error::new(Kind::Locked, "held")),
+            None,
+            0,
+            &Redactor::new(),
+        );
         assert_eq!((e.code(), e.outcome.reason()), (8, "locked"));
-        let e = ending(&Ok(0), None, libc::SIGINT);
+        let e = ending(&Ok(0), None, libc::SIGINT, &Redactor::new());
         assert_eq!((e.code(), e.outcome.reason()), (130, "cancelled"));
-        let e = ending(&Ok(0), None, libc::SIGTERM);
+        let e = ending(&Ok(0), None, libc::SIGTERM, &Redactor::new());
         assert_eq!((e.code(), e.outcome.reason()), (143, "signal"));
-        let e = ending(&Ok(0), None, 0);
+        let e = ending(&Ok(0), None, 0, &Redactor::new());
         assert_eq!(
             (e.code(), e.outcome.reason(), e.error),
             (0, "completed", None)

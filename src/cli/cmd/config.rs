@@ -13,6 +13,7 @@ pub fn init(ctx: &Ctx, workspace: Option<PathBuf>, force: bool) -> Result<i32> {
         ctx.config.as_deref(),
         &Setup::defaults(workspace.as_deref())?,
         force,
+        &ctx.redactor,
     )
 }
 
@@ -25,7 +26,7 @@ pub fn onboard(ctx: &Ctx, o: Onboard) -> Result<i32> {
         )));
     }
     let setup = onboard::wizard(&o)?;
-    onboard::install(ctx.config.as_deref(), &setup, true)
+    onboard::install(ctx.config.as_deref(), &setup, true, &ctx.redactor)
 }
 
 pub fn validate(ctx: &Ctx) -> Result<i32> {

@@ -101,15 +101,19 @@ pub fn notes(ctx: &Ctx, category: Option<&str>, limit: Option<u32>, json: bool) 
         crate::memory::check_category(c, &cfg.memory.categories)
             .map_err(|e| Error::usage(format!("--category: {e}")))?;
     }
-    let notes =
-        match crate::memory::Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)? {
-            Some(m) => m.notes(&crate::memory::NoteFilter {
-                category: category.map(String::from),
-                limit: limit.unwrap_or(50),
-                ..Default::default()
-            })?,
-            None => Vec::new(),
-        };
+    let memory = crate::memory::Memory::open_existing(
+        &cfg.memory.path,
+        cfg.memory.busy_timeout_ms,
+        std::sync::Arc::clone(&ctx.redactor),
+    )?;
+    let notes = match memory {
+        Some(m) => m.notes(&crate::memory::NoteFilter {
+            category: category.map(String::from),
+            limit: limit.unwrap_or(50),
+            ..Default::default()
+        })?,
+        None => Vec::new(),
+    };
     if json {
         print_json(&notes);
     } else if notes.is_empty() {
@@ -130,8 +134,11 @@ pub fn forget(ctx: &Ctx, id: &str) -> Result<i32> {
         ))
     })?;
     let cfg = ctx.load_config()?;
-    let Some(m) =
-        crate::memory::Memory::open_existing(&cfg.memory.path, cfg.memory.busy_timeout_ms)?
+    let Some(m) = crate::memory::Memory::open_existing(
+        &cfg.memory.path,
+        cfg.memory.busy_timeout_ms,
+        std::sync::Arc::clone(&ctx.redactor),
+    )?
     else {
         return Err(Error::usage(format!(
             "no note {n}; `latchclaw memory notes` lists them"

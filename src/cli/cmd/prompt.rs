@@ -15,7 +15,7 @@ pub fn show(
     use crate::providers::{ChatRequest, Message, Role, openai};
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
-    let rt = Runtime::new(&cfg, &approver)?;
+    let rt = Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor))?;
     let message = message.unwrap_or("");
     let notes = if message.is_empty() {
         None

@@ -67,7 +67,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     use crate::providers::{ChatRequest, Message, Role, ToolSpec};
     let cfg = ctx.load_config()?;
     let pc = cfg.provider(name)?;
-    let provider = crate::providers::build(&cfg, name)?;
+    let provider = crate::providers::build(&cfg, name, &ctx.redactor)?;
     let request = |text: &str, tools: Vec<ToolSpec>| ChatRequest {
         system_prompt: "You are being tested. Follow the instruction exactly.".into(),
         messages: vec![Message::new(Role::User, text)],

@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let cfg = ctx.load_config()?;
     let approver = TtyApprover;
-    let mut rt = Runtime::new(&cfg, &approver)?;
+    let mut rt = Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor))?;
     rt.prepare_receipts();
     let _signals = rt.control.install();
     let config = match &ctx.config {
