@@ -7,7 +7,8 @@ use crate::error::{Error, IoContext, Kind, Outcome, Result};
 use crate::memory::{Memory, NewTurn, Round, RoundResult, TurnRole};
 use crate::providers::visible::Visible;
 use crate::providers::{
-    ChatRequest, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall, ToolSpec, Usage,
+    ChatRequest, ChatResponse, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall,
+    ToolSpec, Usage,
 };
 use crate::receipts::{ReceiptLog, Status};
 use crate::security::redact::Redactor;
@@ -377,38 +378,31 @@ impl<'a> Runtime<'a> {
     /// Persists the final answer and reports the turn. Latchclaw's own
     /// words (a limit, a cancel) are stored as a `system` turn: never sent
     /// back to the model as if it had said them, never a memory note.
-    fn finish(
-        &self,
-        conversation_id: String,
-        answer: String,
-        (provider, model): (String, String),
-        metadata: Option<String>,
-        exit_reason: Outcome,
-        (tool_calls, usage, rounds, started): (Vec<CallRecord>, Usage, u32, Instant),
-    ) -> Result<TurnOutcome> {
+    fn finish(&self, turn: Turn, end: Ending) -> Result<TurnOutcome> {
+        let (provider, model) = end.who;
         self.memory.add_turn(&NewTurn {
-            conversation_id: &conversation_id,
-            role: if exit_reason == Outcome::Completed {
+            conversation_id: &turn.conv,
+            role: if end.reason == Outcome::Completed {
                 TurnRole::Assistant
             } else {
                 TurnRole::System
             },
-            content: &answer,
+            content: &end.answer,
             provider: Some(&provider),
             model: Some(&model),
-            metadata,
+            metadata: end.meta,
             ..Default::default()
         })?;
         Ok(TurnOutcome {
-            conversation_id,
-            answer,
+            conversation_id: turn.conv,
+            answer: end.answer,
             provider,
             model,
-            tool_calls,
-            rounds,
-            exit_reason,
-            usage,
-            duration_ms: started.elapsed().as_millis(),
+            tool_calls: turn.calls,
+            rounds: turn.rounds,
+            exit_reason: end.reason,
+            usage: turn.usage,
+            duration_ms: turn.started.elapsed().as_millis(),
             receipts_head: self.receipts_head.borrow().clone(),
         })
     }
@@ -420,13 +414,11 @@ impl<'a> Runtime<'a> {
     /// error.
     fn cut(
         &self,
-        conv: String,
+        turn: Turn,
         e: crate::providers::ProviderError,
         partial: String,
-        round: u32,
-        (calls, usage, started): (Vec<CallRecord>, Usage, Instant),
     ) -> Result<TurnOutcome> {
-        let meta = json!({"answered_by": e.provider, "round": round, "cut": true,
+        let meta = json!({"answered_by": e.provider, "round": turn.rounds, "cut": true,
                           "error": e.message})
         .to_string();
         let model = self
@@ -441,19 +433,14 @@ impl<'a> Runtime<'a> {
                 format!("{partial}\n[{note}]")
             };
             log::warn!(target: "event::provider_cut", "{e}");
-            return self.finish(
-                conv,
-                answer,
-                (e.provider.clone(), model),
-                Some(meta),
-                reason,
-                (calls, usage, round, started),
-            );
+            let who = (e.provider.clone(), model);
+            return self.finish(turn, Ending::new(answer, who, Some(meta), reason));
         }
         PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         log::error!(target: "event::provider_error", "{e}");
+        let conv = &turn.conv;
         self.memory.add_turn(&NewTurn {
-            conversation_id: &conv,
+            conversation_id: conv,
             role: TurnRole::Assistant,
             content: &partial,
             provider: Some(&e.provider),
@@ -479,6 +466,44 @@ impl<'a> Runtime<'a> {
         message: &str,
         progress: &dyn Progress,
     ) -> Result<TurnOutcome> {
+        let mut turn = self.begin_turn(provider, conversation_id, message, progress)?;
+        loop {
+            if let Some(stop) = self.control.stop() {
+                let (answer, reason) = stopped(&self.control, stop);
+                let who = (provider.name().to_string(), turn.model.clone());
+                return self.finish(turn, Ending::new(answer, who, None, reason));
+            }
+            self.last_request(&mut turn);
+            let resp = match self.ask_provider(&mut turn)? {
+                Answered::Whole(resp) => resp,
+                Answered::Cut(e, partial) => return self.cut(turn, e, partial),
+            };
+            let meta = json!({"answered_by": resp.provider, "round": turn.rounds,
+                              "finish_reason": resp.finish_reason})
+            .to_string();
+            if resp.tool_calls.is_empty() {
+                match self.text_reply(&mut turn, resp, meta) {
+                    Some(end) => return self.finish(turn, end),
+                    None => continue,
+                }
+            }
+            if turn.rounds >= self.cfg.max_tool_rounds {
+                let end = self.out_of_rounds(&turn, resp, meta);
+                return self.finish(turn, end);
+            }
+            self.tool_round(&mut turn, resp, meta)?;
+        }
+    }
+
+    /// A turn's start: its conversation (a new one, or an earlier one with
+    /// its history), the user's message stored, and the first request.
+    fn begin_turn<'t>(
+        &self,
+        provider: &'t dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+        progress: &'t dyn Progress,
+    ) -> Result<Turn<'t>> {
         let started = Instant::now();
         // A new conversation has no history to read (one statement less to
         // compile on every one-shot run).
@@ -508,40 +533,17 @@ impl<'a> Runtime<'a> {
             model: Some(&model),
             ..Default::default()
         })?;
-        // Calls the operator approved since the last turn are named to the
-        // model exactly, so it repeats them as they were (on a bare
-        // "continue" a 1.5B model did not).
         if conversation_id.is_some() {
-            let approved: Vec<String> = self
-                .memory
-                .approved_unused(&conv)?
-                .into_iter()
-                .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
-                .collect();
-            if !approved.is_empty() {
-                messages.push(Message::runtime(format!(
-                    "[latchclaw: the operator approved {}: {}. Call {} again exactly as written \
-                     to run {}.]",
-                    if approved.len() == 1 {
-                        "this call"
-                    } else {
-                        "these calls"
-                    },
-                    approved.join(", "),
-                    if approved.len() == 1 { "it" } else { "each" },
-                    if approved.len() == 1 { "it" } else { "them" },
-                )));
-            }
+            messages.extend(self.approved_note(&conv)?);
         }
         messages.push(Message {
             notes: self.memory_notes(message, Some(&conv))?,
             ..Message::new(Role::User, message)
         });
-        let tools = self.tool_specs();
-        let mut req = ChatRequest {
+        let req = ChatRequest {
             system_prompt: self.system_prompt()?,
             messages,
-            tools,
+            tools: self.tool_specs(),
             model: model.clone(),
             temperature: configured.and_then(|p| p.temperature()),
             metadata: self
@@ -550,279 +552,439 @@ impl<'a> Runtime<'a> {
                 .map(|h| ("hint".to_string(), h.clone()))
                 .collect(),
         };
+        Ok(Turn {
+            provider,
+            progress,
+            conv,
+            model,
+            req,
+            calls: Vec::new(),
+            usage: Usage::default(),
+            rounds: 0,
+            started,
+            last_call: None,
+            last_results: Vec::new(),
+            asked_plain: false,
+            asked_last: false,
+        })
+    }
+
+    /// Calls the operator approved since the last turn are named to the
+    /// model exactly, so it repeats them as they were (on a bare
+    /// "continue" a 1.5B model did not).
+    fn approved_note(&self, conv: &str) -> Result<Option<Message>> {
+        let approved: Vec<String> = self
+            .memory
+            .approved_unused(conv)?
+            .into_iter()
+            .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
+            .collect();
+        if approved.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Message::runtime(format!(
+            "[latchclaw: the operator approved {}: {}. Call {} again exactly as written \
+             to run {}.]",
+            if approved.len() == 1 {
+                "this call"
+            } else {
+                "these calls"
+            },
+            approved.join(", "),
+            if approved.len() == 1 { "it" } else { "each" },
+            if approved.len() == 1 { "it" } else { "them" },
+        ))))
+    }
+
+    /// The last request: tools will not run after it, and small models
+    /// answer when told so instead of asking again.
+    fn last_request(&self, turn: &mut Turn) {
         let max_rounds = self.cfg.max_tool_rounds;
-        let mut calls = Vec::new();
-        let mut usage = Usage::default();
-        let mut rounds = 0;
-        // The last call that ran: (name, arguments, what the model got back).
-        // The last call made: (name, arguments, what the model got back,
-        // how it ended: "ok", "refused" or "failed").
-        let mut last_call: Option<(String, Value, String, &str)> = None;
-        // What the model got back in the last round, for a turn that stops.
-        let mut last_results: Vec<(String, String)> = Vec::new();
-        let mut asked_plain = false;
-        let mut asked_last = false;
-        loop {
-            if let Some(stop) = self.control.stop() {
-                let (answer, reason) = stopped(&self.control, stop);
-                let who = (provider.name().to_string(), model);
-                return self.finish(
-                    conv,
-                    answer,
-                    who,
-                    None,
-                    reason,
-                    (calls, usage, rounds, started),
-                );
+        if turn.rounds == max_rounds
+            && turn.rounds > 0
+            && !turn.last_results.is_empty()
+            && !turn.asked_last
+        {
+            turn.asked_last = true;
+            turn.req.messages.push(Message::runtime(LAST_ROUND));
+            // No tools on offer either: with them, a 0.5B model called
+            // one more tool even when told that none would run.
+            turn.req.tools.clear();
+        }
+    }
+
+    /// One provider call, streamed to the channel; its usage added to the
+    /// turn's and the run's.
+    fn ask_provider(&self, turn: &mut Turn) -> Result<Answered> {
+        turn.progress.round_start(turn.rounds);
+        let mut sink = RoundSink {
+            visible: Visible::new(&turn.req.tools),
+            shown: String::new(),
+            progress: turn.progress,
+            control: &self.control,
+        };
+        let resp = match turn.provider.chat_streaming(&turn.req, &mut sink) {
+            Ok(r) => r,
+            Err(e) if e.kind == ProviderErrorKind::StreamCut => {
+                return Ok(Answered::Cut(e, sink.shown));
             }
-            // The last request: tools will not run after it, and small
-            // models answer when told so instead of asking again.
-            if rounds == max_rounds && rounds > 0 && !last_results.is_empty() && !asked_last {
-                asked_last = true;
-                req.messages.push(Message::runtime(LAST_ROUND));
-                // No tools on offer either: with them, a 0.5B model called
-                // one more tool even when told that none would run.
-                req.tools.clear();
+            Err(e) => {
+                // The error itself is returned and printed once by main;
+                // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
+                PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                log::info!(target: "event::provider_error", "{e}");
+                return Err(Error::new(Kind::Runtime, e.to_string()));
             }
-            progress.round_start(rounds);
-            let mut sink = RoundSink {
-                visible: Visible::new(&req.tools),
-                shown: String::new(),
-                progress,
-                control: &self.control,
-            };
-            let answered = provider.chat_streaming(&req, &mut sink);
-            let resp = match answered {
-                Ok(r) => r,
-                Err(e) if e.kind == ProviderErrorKind::StreamCut => {
-                    return self.cut(conv, e, sink.shown, rounds, (calls, usage, started));
-                }
+        };
+        if let Some(u) = &resp.usage {
+            turn.usage.add(u);
+            self.run_usage.borrow_mut().add(u);
+        }
+        Ok(Answered::Whole(resp))
+    }
+
+    /// A reply without tool calls: the answer, or (once) a request for a
+    /// plain answer instead of an empty reply or tool-call text (`None`:
+    /// ask again).
+    fn text_reply(&self, turn: &mut Turn, resp: ChatResponse, meta: String) -> Option<Ending> {
+        let who = (resp.provider, resp.model);
+        let meta = Some(meta);
+        // An empty reply after tools ran (a 1.5B model stopped at
+        // once after its write): asked once for the answer, then the
+        // user gets what the tools returned rather than nothing.
+        if resp.final_text.trim().is_empty() && !turn.last_results.is_empty() {
+            if !turn.asked_plain {
+                turn.asked_plain = true;
+                turn.req.messages.push(Message::new(Role::Assistant, ""));
+                turn.req.messages.push(Message::runtime(NO_ANSWER));
+                return None;
+            }
+            let answer = stopped_text("the model gave no answer", &turn.last_results);
+            return Some(Ending::new(answer, who, meta, Outcome::NoAnswer));
+        }
+        if !looks_like_tool_text(&resp.final_text, &turn.req.tools) {
+            return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
+        }
+        // Tool-call or tool-result markup that is not a call latchclaw
+        // reads (an invented result, a half-written call) is never
+        // the answer: the model is asked once for plain text.
+        log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
+        if !turn.asked_plain {
+            turn.asked_plain = true;
+            turn.req
+                .messages
+                .push(Message::new(Role::Assistant, resp.final_text));
+            turn.req.messages.push(Message::runtime(PLAIN_TEXT));
+            return None;
+        }
+        let answer = stopped_text(
+            "stopped: the model answered with tool-call text that latchclaw could not run",
+            &turn.last_results,
+        );
+        Some(Ending::new(answer, who, meta, Outcome::UnusableReply))
+    }
+
+    /// Tool calls past the round limit: not run; the turn stops with what
+    /// the last round's tools returned.
+    fn out_of_rounds(&self, turn: &Turn, resp: ChatResponse, meta: String) -> Ending {
+        let max_rounds = self.cfg.max_tool_rounds;
+        let answer = stopped_text(
+            &format!(
+                "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
+                 asked for more tools instead of answering"
+            ),
+            &turn.last_results,
+        );
+        let who = (resp.provider, resp.model);
+        Ending::new(answer, who, Some(meta), Outcome::MaxToolRounds)
+    }
+
+    /// A round of tool calls, each with its result; the round is stored
+    /// whole before the next provider call.
+    fn tool_round(&self, turn: &mut Turn, resp: ChatResponse, meta: String) -> Result<()> {
+        turn.last_results.clear();
+        turn.rounds += 1;
+        *self.round_slot() = Some(Round {
+            conversation_id: turn.conv.clone(),
+            content: resp.final_text.clone(),
+            tool_calls: self.stored_calls(&resp.tool_calls),
+            call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
+            provider: resp.provider.clone(),
+            model: resp.model.clone(),
+            metadata: meta,
+            results: Vec::new(),
+        });
+        turn.req.messages.push(Message {
+            tool_calls: resp.tool_calls.clone(),
+            ..Message::new(Role::Assistant, resp.final_text.clone())
+        });
+        let mut failed = None;
+        let mut repeated = None;
+        for call in &resp.tool_calls {
+            match self.round_call(turn, call) {
+                Ok(None) => {}
+                Ok(Some(earlier)) => repeated = Some((call.name.clone(), earlier)),
                 Err(e) => {
-                    // The error itself is returned and printed once by main;
-                    // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
-                    PROVIDER_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    log::info!(target: "event::provider_error", "{e}");
-                    return Err(Error::new(Kind::Runtime, e.to_string()));
+                    failed = Some(e);
+                    break;
                 }
-            };
-            if let Some(u) = &resp.usage {
-                usage.add(u);
-                self.run_usage.borrow_mut().add(u);
-            }
-            let meta = json!({"answered_by": resp.provider, "round": rounds,
-                              "finish_reason": resp.finish_reason})
-            .to_string();
-            if resp.tool_calls.is_empty() {
-                let who = (resp.provider, resp.model);
-                // An empty reply after tools ran (a 1.5B model stopped at
-                // once after its write): asked once for the answer, then the
-                // user gets what the tools returned rather than nothing.
-                if resp.final_text.trim().is_empty() && !last_results.is_empty() {
-                    if !asked_plain {
-                        asked_plain = true;
-                        req.messages.push(Message::new(Role::Assistant, ""));
-                        req.messages.push(Message::runtime(NO_ANSWER));
-                        continue;
-                    }
-                    let answer = stopped_text("the model gave no answer", &last_results);
-                    return self.finish(
-                        conv,
-                        answer,
-                        who,
-                        Some(meta),
-                        Outcome::NoAnswer,
-                        (calls, usage, rounds, started),
-                    );
-                }
-                if !looks_like_tool_text(&resp.final_text, &req.tools) {
-                    return self.finish(
-                        conv,
-                        resp.final_text,
-                        who,
-                        Some(meta),
-                        Outcome::Completed,
-                        (calls, usage, rounds, started),
-                    );
-                }
-                // Tool-call or tool-result markup that is not a call latchclaw
-                // reads (an invented result, a half-written call) is never
-                // the answer: the model is asked once for plain text.
-                log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
-                if !asked_plain {
-                    asked_plain = true;
-                    req.messages
-                        .push(Message::new(Role::Assistant, resp.final_text.clone()));
-                    req.messages.push(Message::runtime(PLAIN_TEXT));
-                    continue;
-                }
-                let answer = stopped_text(
-                    "stopped: the model answered with tool-call text that latchclaw could not run",
-                    &last_results,
-                );
-                return self.finish(
-                    conv,
-                    answer,
-                    who,
-                    Some(meta),
-                    Outcome::UnusableReply,
-                    (calls, usage, rounds, started),
-                );
-            }
-            if rounds >= max_rounds {
-                let answer = stopped_text(
-                    &format!(
-                        "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
-                         asked for more tools instead of answering"
-                    ),
-                    &last_results,
-                );
-                let who = (resp.provider, resp.model);
-                return self.finish(
-                    conv,
-                    answer,
-                    who,
-                    Some(meta),
-                    Outcome::MaxToolRounds,
-                    (calls, usage, rounds, started),
-                );
-            }
-            last_results.clear();
-            rounds += 1;
-            *self.round_slot() = Some(Round {
-                conversation_id: conv.clone(),
-                content: resp.final_text.clone(),
-                tool_calls: self.stored_calls(&resp.tool_calls),
-                call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
-                provider: resp.provider.clone(),
-                model: resp.model.clone(),
-                metadata: meta,
-                results: Vec::new(),
-            });
-            req.messages.push(Message {
-                tool_calls: resp.tool_calls.clone(),
-                ..Message::new(Role::Assistant, resp.final_text.clone())
-            });
-            let mut failed = None;
-            let mut repeated = None;
-            for call in &resp.tool_calls {
-                let call_started = Instant::now();
-                progress.tool_start(&call.name, &summarize_args(&call.arguments));
-                let repeat = last_call.as_ref().filter(|(name, args, _, ended)| {
-                    // A tool that takes no arguments, called again after
-                    // it worked, is the same call whatever a model makes
-                    // up for them (a 0.5B model passed the last time).
-                    *name == call.name
-                        && (*args == call.arguments || *ended == "ok" && takes_nothing(name))
-                });
-                // A cancelled call is not attempted, so it gets no receipt;
-                // the history still gets a result for every call made.
-                let (content, tool_results, meta) = if let Some((_, _, earlier, refused)) = repeat {
-                    // Small models repeat a call after its result; running it
-                    // again would loop until the round limit. They answer
-                    // when a user-role line tells them to use what they have
-                    // (measured with Qwen2.5-Coder-1.5B: the same words inside
-                    // the tool result were ignored).
-                    repeated = Some((call.name.clone(), *refused));
-                    let status = json!({"tool_call_id": call.id, "status": "repeated"});
-                    (earlier.clone(), None, status)
-                } else if let Some(stop) = self.control.stop() {
-                    // Past the deadline or a cancel nothing more starts.
-                    let status = json!({"tool_call_id": call.id, "status": "cancelled"});
-                    let text = match stop {
-                        Stop::Cancelled => "error: not run: the turn was cancelled by the operator",
-                        Stop::Timeout => {
-                            "no result: not run, the run was stopped (--timeout) before it started"
-                        }
-                    };
-                    (text.to_string(), None, status)
-                } else {
-                    match self.execute_tool(&conv, &call.name, &call.arguments) {
-                        Ok((record, result)) => {
-                            let meta = json!({"tool_call_id": call.id, "status": record.status,
-                                              "receipt_id": record.receipt_id});
-                            // Repeated as it is, a refused call is refused again
-                            // (asking again would queue another approval) and a
-                            // failed one fails again: small models loop on both.
-                            let ended = match record.status {
-                                Status::Denied => "refused",
-                                Status::Failed => "failed",
-                                _ => "ok",
-                            };
-                            calls.push(record);
-                            let results =
-                                json!([{"tool": call.name, "result": result}]).to_string();
-                            let content = result.for_model();
-                            let args = call.arguments.clone();
-                            last_call = Some((call.name.clone(), args, content.clone(), ended));
-                            (content, Some(results), meta)
-                        }
-                        Err(e) => {
-                            let ms = call_started.elapsed().as_millis();
-                            progress.tool_end(&call.name, "failed", ms);
-                            // The error goes to the operator; the model,
-                            // should the conversation go on, reads that the
-                            // call has no result (not the operator's
-                            // commands, which a small model tries to run).
-                            if let Some(round) = self.round_slot().as_mut() {
-                                round.results.push(RoundResult {
-                                    call_id: call.id.clone(),
-                                    content: CALL_ERROR.into(),
-                                    tool_results: None,
-                                    metadata: json!({"tool_call_id": call.id, "status": "failed",
-                                                     "error": e.msg})
-                                    .to_string(),
-                                });
-                            }
-                            failed = Some(e);
-                            break;
-                        }
-                    }
-                };
-                let status = meta["status"].as_str().unwrap_or("");
-                progress.tool_end(&call.name, status, call_started.elapsed().as_millis());
-                req.messages.push(Message {
-                    tool_call_id: Some(call.id.clone()),
-                    ..Message::new(Role::Tool, content.clone())
-                });
-                last_results.push((call.name.clone(), content.clone()));
-                if let Some(round) = self.round_slot().as_mut() {
-                    round.results.push(RoundResult {
-                        call_id: call.id.clone(),
-                        content,
-                        tool_results,
-                        metadata: meta.to_string(),
-                    });
-                }
-            }
-            if let Some((name, ended)) = repeated {
-                req.messages.push(Message::runtime(if ended == "refused" {
-                    format!(
-                        "[latchclaw: you called {name} again with the same arguments; it was \
-                         refused before, so it was not tried again. Do not retry it. Answer the \
-                         user now, in plain text, and say it was refused and why.]"
-                    )
-                } else if ended == "failed" {
-                    format!(
-                        "[latchclaw: you called {name} again with the same arguments; it failed \
-                         before (the error is above), so it was not run again. Call it with \
-                         different arguments, or answer the user now in plain text.]"
-                    )
-                } else {
-                    format!(
-                        "[latchclaw: you called {name} again with the same arguments; it was not \
-                         run again and its result is above. Answer the user now, in plain text, \
-                         from that result.]"
-                    )
-                }));
-            }
-            // The round is one transaction (see `Memory::add_round`), written
-            // before the next provider call, and also when a call failed:
-            // the calls after it are answered as not run.
-            self.store_round(AFTER_ERROR)?;
-            if let Some(e) = failed {
-                return Err(e);
             }
         }
+        if let Some((name, earlier)) = repeated {
+            turn.req
+                .messages
+                .push(Message::runtime(repeat_note(&name, earlier)));
+        }
+        // The round is one transaction (see `Memory::add_round`), written
+        // before the next provider call, and also when a call failed:
+        // the calls after it are answered as not run.
+        self.store_round(AFTER_ERROR)?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// One call of a round, its result given to the model and the round.
+    /// A repeat of the last call is answered from its earlier result (and
+    /// how that call ended is returned); past the deadline or a cancel
+    /// nothing more starts.
+    fn round_call(&self, turn: &mut Turn, call: &ToolCall) -> Result<Option<CallEnd>> {
+        let call_started = Instant::now();
+        turn.progress
+            .tool_start(&call.name, &summarize_args(&call.arguments));
+        let mut repeat = None;
+        // A cancelled call is not attempted, so it gets no receipt; the
+        // history still gets a result for every call made.
+        let (content, tool_results, reported) = if let Some(last) = turn.repeat_of(call) {
+            // Small models repeat a call after its result; running it
+            // again would loop until the round limit. They answer
+            // when a user-role line tells them to use what they have
+            // (measured with Qwen2.5-Coder-1.5B: the same words inside
+            // the tool result were ignored).
+            repeat = Some(last.ended);
+            (last.content.clone(), None, Reported::Repeated)
+        } else if let Some(stop) = self.control.stop() {
+            let text = match stop {
+                Stop::Cancelled => "error: not run: the turn was cancelled by the operator",
+                Stop::Timeout => {
+                    "no result: not run, the run was stopped (--timeout) before it started"
+                }
+            };
+            (text.to_string(), None, Reported::Cancelled)
+        } else {
+            match self.run_call(turn, call) {
+                Ok(ran) => ran,
+                Err(e) => {
+                    let failed = Reported::Error(e.msg.clone());
+                    self.call_failed(turn, call, call_started, failed);
+                    return Err(e);
+                }
+            }
+        };
+        let ms = call_started.elapsed().as_millis();
+        turn.progress.tool_end(&call.name, reported.as_str(), ms);
+        turn.req.messages.push(Message {
+            tool_call_id: Some(call.id.clone()),
+            ..Message::new(Role::Tool, content.clone())
+        });
+        turn.last_results.push((call.name.clone(), content.clone()));
+        if let Some(round) = self.round_slot().as_mut() {
+            round.results.push(RoundResult {
+                call_id: call.id.clone(),
+                content,
+                tool_results,
+                metadata: reported.metadata(&call.id),
+            });
+        }
+        Ok(repeat)
+    }
+
+    /// A call through `execute_tool`: what the model reads, the tool
+    /// results stored, and how it ended (the last call, which a repeat is
+    /// answered from).
+    fn run_call(
+        &self,
+        turn: &mut Turn,
+        call: &ToolCall,
+    ) -> Result<(String, Option<String>, Reported)> {
+        let (record, result) = self.execute_tool(&turn.conv, &call.name, &call.arguments)?;
+        let reported = Reported::Ran(record.status, record.receipt_id.clone());
+        let ended = CallEnd::of(record.status);
+        turn.calls.push(record);
+        let results = json!([{"tool": call.name, "result": result}]).to_string();
+        let content = result.for_model();
+        turn.last_call = Some(LastCall {
+            name: call.name.clone(),
+            args: call.arguments.clone(),
+            content: content.clone(),
+            ended,
+        });
+        Ok((content, Some(results), reported))
+    }
+
+    /// A call latchclaw failed on. The error goes to the operator; the
+    /// model, should the conversation go on, reads that the call has no
+    /// result (not the operator's commands, which a small model tries to
+    /// run).
+    fn call_failed(&self, turn: &Turn, call: &ToolCall, call_started: Instant, failed: Reported) {
+        let ms = call_started.elapsed().as_millis();
+        turn.progress.tool_end(&call.name, failed.as_str(), ms);
+        if let Some(round) = self.round_slot().as_mut() {
+            round.results.push(RoundResult {
+                call_id: call.id.clone(),
+                content: CALL_ERROR.into(),
+                tool_results: None,
+                metadata: failed.metadata(&call.id),
+            });
+        }
+    }
+}
+
+/// A turn under way: its request, and what it has done so far.
+struct Turn<'t> {
+    provider: &'t dyn Provider,
+    progress: &'t dyn Progress,
+    conv: String,
+    /// The configured model.
+    model: String,
+    req: ChatRequest,
+    calls: Vec<CallRecord>,
+    usage: Usage,
+    rounds: u32,
+    started: Instant,
+    /// The last call made, which a repeat is answered from.
+    last_call: Option<LastCall>,
+    /// What the model got back in the last round, for a turn that stops.
+    last_results: Vec<(String, String)>,
+    asked_plain: bool,
+    asked_last: bool,
+}
+
+impl Turn<'_> {
+    /// The last call, when `call` repeats it. A tool that takes no
+    /// arguments, called again after it worked, is the same call whatever
+    /// a model makes up for them (a 0.5B model passed the last time).
+    fn repeat_of(&self, call: &ToolCall) -> Option<&LastCall> {
+        self.last_call.as_ref().filter(|last| {
+            last.name == call.name
+                && (last.args == call.arguments
+                    || last.ended == CallEnd::Ok && takes_nothing(&last.name))
+        })
+    }
+}
+
+/// The last call made: its name and arguments, what the model got back,
+/// and how it ended.
+struct LastCall {
+    name: String,
+    args: Value,
+    content: String,
+    ended: CallEnd,
+}
+
+/// How a call ended, as a repeat of it is answered: repeated as it is, a
+/// refused call is refused again (asking again would queue another
+/// approval) and a failed one fails again; small models loop on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallEnd {
+    Ok,
+    Refused,
+    Failed,
+}
+
+impl CallEnd {
+    fn of(status: Status) -> CallEnd {
+        match status {
+            Status::Denied => CallEnd::Refused,
+            Status::Failed => CallEnd::Failed,
+            _ => CallEnd::Ok,
+        }
+    }
+}
+
+/// What a round reports of one call: `Progress::tool_end`, and the
+/// `status` of its stored result.
+enum Reported {
+    /// Through `execute_tool`: its outcome receipt's status and id.
+    Ran(Status, Option<String>),
+    /// The last call again: answered from its result, not run.
+    Repeated,
+    /// Not attempted: the run was stopped.
+    Cancelled,
+    /// Latchclaw failed on it (a receipt not written, the lock not
+    /// taken); why.
+    Error(String),
+}
+
+impl Reported {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Reported::Ran(status, _) => status.as_str(),
+            Reported::Repeated => "repeated",
+            Reported::Cancelled => "cancelled",
+            Reported::Error(_) => "failed",
+        }
+    }
+
+    /// The stored result's metadata.
+    fn metadata(&self, call_id: &str) -> String {
+        let mut meta = json!({"tool_call_id": call_id, "status": self.as_str()});
+        match self {
+            Reported::Ran(_, receipt_id) => meta["receipt_id"] = json!(receipt_id),
+            Reported::Error(e) => meta["error"] = json!(e),
+            Reported::Repeated | Reported::Cancelled => {}
+        }
+        meta.to_string()
+    }
+}
+
+/// What a provider call came to: a whole reply, or a stream cut with the
+/// part of it already shown.
+enum Answered {
+    Whole(ChatResponse),
+    Cut(crate::providers::ProviderError, String),
+}
+
+/// How a turn ends: the answer, who gave it, and why it stopped.
+struct Ending {
+    answer: String,
+    /// The provider and model.
+    who: (String, String),
+    meta: Option<String>,
+    reason: Outcome,
+}
+
+impl Ending {
+    fn new(answer: String, who: (String, String), meta: Option<String>, reason: Outcome) -> Self {
+        Ending {
+            answer,
+            who,
+            meta,
+            reason,
+        }
+    }
+}
+
+/// The request after a round that repeated `name`'s last call, by how
+/// that call ended.
+fn repeat_note(name: &str, earlier: CallEnd) -> String {
+    match earlier {
+        CallEnd::Refused => format!(
+            "[latchclaw: you called {name} again with the same arguments; it was \
+             refused before, so it was not tried again. Do not retry it. Answer the \
+             user now, in plain text, and say it was refused and why.]"
+        ),
+        CallEnd::Failed => format!(
+            "[latchclaw: you called {name} again with the same arguments; it failed \
+             before (the error is above), so it was not run again. Call it with \
+             different arguments, or answer the user now in plain text.]"
+        ),
+        CallEnd::Ok => format!(
+            "[latchclaw: you called {name} again with the same arguments; it was not \
+             run again and its result is above. Answer the user now, in plain text, \
+             from that result.]"
+        ),
     }
 }
 
@@ -979,6 +1141,46 @@ mod tests {
             let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
             let _ = looks_like_tool_text(&t, &tools);
         }
+    }
+
+    #[test]
+    fn a_call_is_reported_by_one_status_and_repeats_weigh_how_it_ended() {
+        let meta = |r: Reported| r.metadata("call-1");
+        let ran = Reported::Ran(Status::Approved, Some("receipt-1".into()));
+        assert_eq!(ran.as_str(), "approved");
+        assert_eq!(
+            meta(ran),
+            json!({"tool_call_id": "call-1", "status": "approved", "receipt_id": "receipt-1"})
+                .to_string()
+        );
+        assert_eq!(
+            meta(Reported::Ran(Status::Denied, None)),
+            json!({"tool_call_id": "call-1", "status": "denied", "receipt_id": null}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Repeated),
+            json!({"tool_call_id": "call-1", "status": "repeated"}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Cancelled),
+            json!({"tool_call_id": "call-1", "status": "cancelled"}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Error("cannot lock".into())),
+            json!({"tool_call_id": "call-1", "status": "failed", "error": "cannot lock"})
+                .to_string()
+        );
+        for (status, ended) in [
+            (Status::Allowed, CallEnd::Ok),
+            (Status::Approved, CallEnd::Ok),
+            (Status::Denied, CallEnd::Refused),
+            (Status::Failed, CallEnd::Failed),
+        ] {
+            assert_eq!(CallEnd::of(status), ended);
+        }
+        assert!(repeat_note("shell", CallEnd::Refused).contains("it was refused before"));
+        assert!(repeat_note("shell", CallEnd::Failed).contains("it failed before"));
+        assert!(repeat_note("time", CallEnd::Ok).contains("its result is above"));
     }
 
     #[test]
