@@ -1,0 +1,992 @@
+//! One tool call, a value that moves through typed states, each step a
+//! function taking the previous state by value:
+//!
+//! `Call` →`validate`→ `Valid` →`judge`→ `Judged` →`approve`→ `Approved`
+//! →`admit`→ `Admitted` →`start`→ `Started` →`invoke`→ `Ran` →`ran`→
+//! `Ended` →`record`→ `Recorded`
+//!
+//! A step that ends the call before it runs (an invalid call, a denial, a
+//! pending approval, the files changed while the operator was asked, a
+//! rate limit) returns its `Ended` instead (`Next::End`), which `record`
+//! writes like any other. Only `start` makes a `Started`, by writing the
+//! call's `started` receipt (or, for a tool that changes nothing, by
+//! finding the receipt log appendable), and only `invoke` runs a tool,
+//! taking a `Started` by value: no path runs a tool without its receipt.
+
+use super::{Approval, Runtime, summarize_args, tool_lock};
+use crate::error::{Error, Kind, Result};
+use crate::receipts::{NewReceipt, Status};
+use crate::security::{Decision, Risk, Verdict};
+use crate::tools::{self, Tool, ToolCtx, ToolName, ToolResult};
+use serde::Serialize;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::fs::File;
+use std::time::Instant;
+
+use started::Started;
+
+/// One attempted tool call, as reported to the user.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub tool: String,
+    pub arguments: Value,
+    pub status: Status,
+    pub risk: Risk,
+    pub reason: String,
+    /// The outcome receipt (the call's last).
+    pub receipt_id: Option<String>,
+    /// The receipt written before the tool ran (calls that ran only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_receipt_id: Option<String>,
+    /// Set when the call waits for an operator (`latchclaw approve ID`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<String>,
+    #[serde(skip)]
+    pub estop: bool,
+}
+
+/// A call as the model (or `tool run`) made it.
+#[derive(Clone, Copy)]
+struct Call<'c> {
+    conversation_id: &'c str,
+    name: &'c str,
+    args: &'c Value,
+}
+
+/// A call that names a tool, with arguments its schema accepts.
+struct Valid<'c> {
+    call: Call<'c>,
+    tool_name: ToolName,
+    tool: &'static dyn Tool,
+}
+
+/// The gate's decision, and `<state>/tools.lock` taken before it: one call
+/// at a time among the processes sharing the state directory, from its
+/// decision to its last receipt, so another latchclaw (an overlapping cron
+/// run, a second session) cannot change the files between what the gate
+/// judged and what runs. A call that is denied needs no lock (an unusable
+/// state dir is then still an estop denial), so a failure to take it is
+/// kept; one that would run does not run without it.
+struct Judged<'c> {
+    call: Valid<'c>,
+    decision: Decision,
+    lock: Result<File>,
+}
+
+/// The lock as an approved call holds it.
+enum Lock {
+    /// Held since before the decision (or why it could not be taken).
+    Held(Result<File>),
+    /// Let go while the operator was asked: nobody else's call waits on
+    /// this one's operator. Taken again before the call runs, and the call
+    /// decided again.
+    LetGo,
+}
+
+/// Allowed by policy, or approved by the operator (earlier, through
+/// `latchclaw approve`, or at the prompt).
+struct Approved<'c> {
+    call: Valid<'c>,
+    decision: Decision,
+    /// `Allowed` or `Approved`.
+    status: Status,
+    /// The gate's reason, and who approved.
+    reason: String,
+    lock: Lock,
+}
+
+/// Ready to run: the lock held, the call counted against its rate limit.
+struct Admitted<'c> {
+    call: Valid<'c>,
+    /// The gate's decision (its risk is the outcome receipt's).
+    decision: Decision,
+    /// Decided again after the lock was taken again, what the tool acts on.
+    fresh: Option<Decision>,
+    status: Status,
+    reason: String,
+    lock: File,
+}
+
+impl Admitted<'_> {
+    /// The decision the tool acts on (the resolved path, the judged plan).
+    fn acting(&self) -> &Decision {
+        self.fresh.as_ref().unwrap_or(&self.decision)
+    }
+}
+
+/// The token a tool runs on.
+mod started {
+    use super::{Admitted, Runtime};
+    use crate::error::Result;
+    use crate::receipts::{NewReceipt, Status};
+
+    /// A call whose `started` receipt is on disk, or, for a tool that
+    /// changes nothing (it gets its one receipt afterwards), whose receipt
+    /// log was found appendable. Its fields are private to this module:
+    /// `Runtime::start` is the only way to make one.
+    pub(super) struct Started<'c> {
+        admitted: Admitted<'c>,
+        id: Option<String>,
+    }
+
+    impl<'c> Started<'c> {
+        /// The admitted call and its started receipt's id.
+        pub(super) fn into_parts(self) -> (Admitted<'c>, Option<String>) {
+            (self.admitted, self.id)
+        }
+    }
+
+    impl Runtime<'_> {
+        /// The started receipt is on disk before the tool can take effect,
+        /// so a call cut off by a kill or a crash still has a receipt; a
+        /// tool whose receipt cannot be written does not run.
+        pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
+            let c = admitted.call.call;
+            let id = if admitted.call.tool.takes_effect() {
+                self.append_receipt(&NewReceipt {
+                    conversation_id: c.conversation_id,
+                    tool: c.name,
+                    args: c.args,
+                    result: None,
+                    status: Status::Started,
+                    risk: admitted.acting().risk,
+                    reason: &admitted.reason,
+                    started_id: None,
+                })?
+            } else {
+                if let Some(log) = &self.receipts {
+                    log.check_appendable()?;
+                }
+                None
+            };
+            Ok(Started { admitted, id })
+        }
+    }
+}
+
+/// A tool that ran, its result redacted.
+struct Ran<'c> {
+    call: Valid<'c>,
+    decision: Decision,
+    status: Status,
+    reason: String,
+    started_id: Option<String>,
+    result: ToolResult,
+    lock: Option<File>,
+}
+
+/// How a call ended, before its outcome receipt is written.
+struct Ended<'c> {
+    call: Call<'c>,
+    status: Status,
+    risk: Risk,
+    reason: String,
+    started_id: Option<String>,
+    pending: Option<String>,
+    estop: bool,
+    result: ToolResult,
+    /// Held until the outcome receipt is written.
+    lock: Option<File>,
+}
+
+impl<'c> Ended<'c> {
+    /// A call that ends without running.
+    fn early(
+        call: Call<'c>,
+        d: &Decision,
+        status: Status,
+        reason: String,
+        result: ToolResult,
+        lock: Option<File>,
+    ) -> Ended<'c> {
+        Ended {
+            call,
+            status,
+            risk: d.risk,
+            reason,
+            started_id: None,
+            pending: None,
+            estop: d.estop || result.estop,
+            result,
+            lock,
+        }
+    }
+}
+
+/// The outcome receipt written: what the user sees, and what the model reads.
+struct Recorded {
+    record: CallRecord,
+    result: ToolResult,
+}
+
+/// What a step returns: the call's next state, or how it ended. (`T` is
+/// generic, so clippy cannot see that the states are as large as `Ended`;
+/// each is moved once, by the step that takes it.)
+#[allow(clippy::large_enum_variant)]
+enum Next<'c, T> {
+    Go(T),
+    End(Ended<'c>),
+}
+
+/// The counter the gate's rate limits read: this run's calls in the
+/// process, every run's in the memory database.
+struct CallLog<'a> {
+    memory: &'a crate::memory::Memory,
+    in_run: &'a RefCell<Vec<(ToolName, Instant)>>,
+}
+
+impl crate::security::rate::CallCounter for CallLog<'_> {
+    fn admit(
+        &self,
+        tool: ToolName,
+        hourly: bool,
+        record: bool,
+        decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
+    ) -> Result<Option<String>> {
+        let now = Instant::now();
+        let minute = std::time::Duration::from_millis(crate::security::rate::MINUTE_MS as u64);
+        let minute_in_run = self
+            .in_run
+            .borrow()
+            .iter()
+            .filter(|(t, at)| *t == tool && now.duration_since(*at) < minute)
+            .count() as u32;
+        let mut verdict = None;
+        let mut judge = |hour_all_runs| {
+            verdict = decide(crate::security::rate::Counts {
+                minute_in_run,
+                hour_all_runs,
+            });
+            verdict.is_none() && record
+        };
+        if hourly {
+            self.memory.admit_tool_call(
+                tool.as_str(),
+                crate::security::rate::HOUR_MS,
+                &mut judge,
+            )?;
+        } else {
+            judge(0);
+        }
+        if verdict.is_none() && record {
+            self.in_run.borrow_mut().push((tool, now));
+        }
+        Ok(verdict)
+    }
+}
+
+/// A call that names no tool, or whose arguments do not fit its tool's
+/// schema: not judged, not run; the model reads what to fix, and the
+/// receipt records the attempt.
+fn invalid(call: Call<'_>, error: String) -> Ended<'_> {
+    log::info!(target: "event::tool_failed", "tool={} error={error}", call.name);
+    Ended {
+        call,
+        status: Status::Failed,
+        risk: Risk::Low,
+        result: ToolResult::err(error.clone()),
+        reason: error,
+        started_id: None,
+        pending: None,
+        estop: false,
+        lock: None,
+    }
+}
+
+impl Runtime<'_> {
+    /// Gate → approval → started receipt → tool → outcome receipt. Denials
+    /// and failures are results the model can read; only a receipt that
+    /// cannot be written is an error.
+    pub fn execute_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+    ) -> Result<(CallRecord, ToolResult)> {
+        log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        let call = Call {
+            conversation_id,
+            name,
+            args,
+        };
+        let ended = match self.validate(call) {
+            Next::Go(valid) => self.through(valid)?,
+            Next::End(ended) => ended,
+        };
+        let recorded = self.record(ended)?;
+        Ok((recorded.record, recorded.result))
+    }
+
+    /// A valid call from the gate to its end, before its outcome receipt.
+    fn through<'c>(&self, valid: Valid<'c>) -> Result<Ended<'c>> {
+        let judged = self.judge(valid)?;
+        let approved = match self.approve(judged)? {
+            Next::Go(approved) => approved,
+            Next::End(ended) => return Ok(ended),
+        };
+        let admitted = match self.admit(approved)? {
+            Next::Go(admitted) => admitted,
+            Next::End(ended) => return Ok(ended),
+        };
+        let started = self.start(admitted)?;
+        Ok(self.ran(self.invoke(started)))
+    }
+
+    /// A tool the table knows, with arguments its schema accepts (a tool
+    /// not enabled on the channel is the gate's to refuse).
+    fn validate<'c>(&self, call: Call<'c>) -> Next<'c, Valid<'c>> {
+        let Some(tool_name) = ToolName::parse(call.name) else {
+            let offered: Vec<&str> = self
+                .cfg
+                .channels
+                .cli
+                .tools_allow
+                .iter()
+                .map(|t| t.as_str())
+                .collect();
+            let e = format!(
+                "unknown tool \"{}\"; the tools on this channel: {}",
+                call.name,
+                offered.join(", ")
+            );
+            return Next::End(invalid(call, e));
+        };
+        let tool = tools::tool(tool_name);
+        if let Err(e) = tools::check_args(tool, call.args) {
+            return Next::End(invalid(call, format!("invalid arguments: {e}")));
+        }
+        Next::Go(Valid {
+            call,
+            tool_name,
+            tool,
+        })
+    }
+
+    fn call_log(&self) -> CallLog<'_> {
+        CallLog {
+            memory: &self.memory,
+            in_run: &self.calls_in_run,
+        }
+    }
+
+    /// The lock, then the gate's decision. A call over its rate limit is
+    /// refused before the operator is asked about it; it is counted only
+    /// when it runs (`admit`).
+    fn judge<'c>(&self, call: Valid<'c>) -> Result<Judged<'c>> {
+        let lock = tool_lock(self.cfg, &self.control);
+        let d = self.gate.decide(call.tool_name, call.call.args);
+        let decision = match d.verdict {
+            Verdict::Ask => match self
+                .gate
+                .rate_limited(call.tool_name, &self.call_log(), false)?
+            {
+                Some(why) => Decision {
+                    verdict: Verdict::Deny,
+                    refusal: Some(crate::security::Refusal::RateLimit),
+                    reason: why,
+                    ..d
+                },
+                None => d,
+            },
+            _ => d,
+        };
+        Ok(Judged {
+            call,
+            decision,
+            lock,
+        })
+    }
+
+    /// Allowed by policy, approved earlier (`latchclaw approve`), or asked
+    /// about; or the call ends here, denied by policy.
+    fn approve<'c>(&self, judged: Judged<'c>) -> Result<Next<'c, Approved<'c>>> {
+        let Judged {
+            call,
+            decision: d,
+            lock,
+        } = judged;
+        let c = call.call;
+        let (status, reason) = match d.verdict {
+            Verdict::Deny => {
+                let result = ToolResult::err(format!("denied by policy: {}", d.reason));
+                let reason = d.reason.clone();
+                let ended = Ended::early(c, &d, Status::Denied, reason, result, lock.ok());
+                return Ok(Next::End(ended));
+            }
+            Verdict::Allow => (Status::Allowed, d.reason.clone()),
+            Verdict::Ask => match self
+                .memory
+                .take_approved(c.conversation_id, c.name, c.args)?
+            {
+                Some(id) => {
+                    log::info!(target: "event::tool_approved", "tool={} approval={id}", c.name);
+                    let reason = format!("{}; approved by the operator ({id})", d.reason);
+                    (Status::Approved, reason)
+                }
+                None => {
+                    // Nobody else's call waits on this one's operator.
+                    drop(lock);
+                    return self.ask_operator(call, d);
+                }
+            },
+        };
+        Ok(Next::Go(Approved {
+            call,
+            decision: d,
+            status,
+            reason,
+            lock: Lock::Held(lock),
+        }))
+    }
+
+    /// The operator approves or denies the call; with nobody to ask, it
+    /// waits as a pending approval (`latchclaw approve ID`).
+    fn ask_operator<'c>(&self, call: Valid<'c>, d: Decision) -> Result<Next<'c, Approved<'c>>> {
+        let c = call.call;
+        let why = match self.approver.ask(c.name, &d, c.args, &self.control) {
+            Approval::Approved => {
+                log::info!(target: "event::tool_approved", "tool={}", c.name);
+                let reason = format!("{}; approved by the operator", d.reason);
+                return Ok(Next::Go(Approved {
+                    call,
+                    decision: d,
+                    status: Status::Approved,
+                    reason,
+                    lock: Lock::LetGo,
+                }));
+            }
+            Approval::Denied(why) => {
+                let reason = format!("{}; {why}", d.reason);
+                let result = ToolResult::err(format!("denied: {reason}"));
+                let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
+                return Ok(Next::End(ended));
+            }
+            Approval::Unavailable(why) => why,
+        };
+        let id = self
+            .memory
+            .add_pending(c.conversation_id, c.name, c.args, d.risk, &d.reason)?;
+        let then = match &self.rerun {
+            Some(cmd) => format!("run `{cmd}` again"),
+            None => format!("`latchclaw agent --resume {}`", c.conversation_id),
+        };
+        // The model is not shown the operator's commands: given them, a
+        // 1.5B model tried to run them with the shell tool.
+        let for_model = format!(
+            "not run: it waits for the operator's approval ({}; {why}); \
+             nothing happened yet. Tell the user it is waiting for approval; \
+             do not try to approve or run it another way.",
+            d.reason
+        );
+        let reason = format!(
+            "{}; {why}; waiting as pending approval {id} \
+             (`latchclaw approve {id}`, then {then})",
+            d.reason
+        );
+        let result = ToolResult::err(for_model);
+        let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
+        Ok(Next::End(Ended {
+            pending: Some(id),
+            ..ended
+        }))
+    }
+
+    /// The lock held, taken again after the operator was asked, and then
+    /// the call decided again, since the files may have changed; and the
+    /// call counted against its rate limit (whose refusal is the reason).
+    fn admit<'c>(&self, approved: Approved<'c>) -> Result<Next<'c, Admitted<'c>>> {
+        let Approved {
+            call,
+            decision,
+            status,
+            reason,
+            lock,
+        } = approved;
+        let c = call.call;
+        let (lock, relocked) = match lock {
+            Lock::Held(lock) => (lock, false),
+            Lock::LetGo => (tool_lock(self.cfg, &self.control), true),
+        };
+        let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
+        let fresh = if relocked {
+            let fresh = self.gate.decide(call.tool_name, c.args);
+            if fresh.verdict == Verdict::Deny || fresh.risk > decision.risk {
+                let result = ToolResult::err(format!(
+                    "denied by policy: the files changed while the operator was asked: {}",
+                    fresh.reason
+                ));
+                let ended = Ended::early(c, &decision, Status::Denied, reason, result, Some(lock));
+                return Ok(Next::End(ended));
+            }
+            Some(fresh)
+        } else {
+            None
+        };
+        if let Some(why) = self
+            .gate
+            .rate_limited(call.tool_name, &self.call_log(), true)?
+        {
+            let result = ToolResult::err(format!("denied by policy: {why}"));
+            let ended = Ended::early(c, &decision, Status::Denied, why, result, Some(lock));
+            return Ok(Next::End(ended));
+        }
+        Ok(Next::Go(Admitted {
+            call,
+            decision,
+            fresh,
+            status,
+            reason,
+            lock,
+        }))
+    }
+
+    /// Runs the tool on what the gate resolved, within its time limit, and
+    /// redacts the result before the model, the receipts, memory or a log
+    /// line sees it.
+    fn invoke<'c>(&self, started: Started<'c>) -> Ran<'c> {
+        let (admitted, started_id) = started.into_parts();
+        let Admitted {
+            call,
+            decision,
+            fresh,
+            status,
+            reason,
+            lock,
+        } = admitted;
+        // `tool_timeout_secs` (or the tool's own `timeout_secs`) bounds
+        // every call; a tool's own timeout (shell, http) and the run's
+        // `--timeout` can only cut it shorter.
+        let limit = std::time::Duration::from_secs(
+            self.cfg
+                .tools
+                .of(call.tool_name)
+                .timeout_secs
+                .unwrap_or(self.cfg.tool_timeout_secs),
+        );
+        let ctx = ToolCtx {
+            cfg: self.cfg,
+            gate: &self.gate,
+            memory: &self.memory,
+            conversation_id: call.call.conversation_id,
+            decision: fresh.as_ref().unwrap_or(&decision),
+            control: &self.control,
+            deadline: self.control.until(limit),
+            user: self.approver,
+        };
+        // A question touches no file: nobody else's call waits while the
+        // user thinks.
+        let lock = if call.tool_name == ToolName::AskUser {
+            drop(lock);
+            None
+        } else {
+            Some(lock)
+        };
+        let mut result = call.tool.invoke(call.call.args, &ctx);
+        let redacted = result.redact(&self.redactor);
+        if !redacted.is_empty() {
+            log::info!(
+                target: "event::tool_redacted",
+                "tool={} redacted={} ({})",
+                call.call.name,
+                redacted.total(),
+                redacted.summary()
+            );
+        }
+        Ran {
+            call,
+            decision,
+            status,
+            reason,
+            started_id,
+            result,
+            lock,
+        }
+    }
+
+    /// How a call that ran ended. One that failed is reported by its
+    /// error: the gate's reason ("low risk under supervised") says why it
+    /// was let run, not what went wrong (its started receipt keeps that).
+    fn ran<'c>(&self, ran: Ran<'c>) -> Ended<'c> {
+        let Ran {
+            call,
+            decision,
+            status,
+            reason,
+            started_id,
+            result,
+            lock,
+        } = ran;
+        let name = call.call.name;
+        let (status, reason) = if result.success {
+            log::info!(target: "event::tool_completed", "tool={name}");
+            // Nobody was asked, so say it happened: a write under `full`
+            // leaves a line on stderr (cron mails it, a terminal shows it).
+            if status == Status::Allowed
+                && call.tool_name == ToolName::FileWrite
+                && self.gate.autonomy() == crate::config::Autonomy::Full
+            {
+                log::warn!(
+                    target: "event::wrote_without_asking",
+                    "file_write {} ran without asking (autonomy full)",
+                    summarize_args(call.call.args)
+                );
+            }
+            (status, reason)
+        } else {
+            let error = result.error.as_deref();
+            log::info!(target: "event::tool_failed", "tool={name} error={}", error.unwrap_or(""));
+            let why = error.unwrap_or("the tool reported a failure");
+            (Status::Failed, format!("failed: {why}"))
+        };
+        Ended {
+            call: call.call,
+            status,
+            risk: decision.risk,
+            reason,
+            started_id,
+            pending: None,
+            estop: decision.estop || result.estop,
+            result,
+            lock,
+        }
+    }
+
+    /// The outcome receipt of a call (naming its started one, if any) and
+    /// the record the user sees; the result carries the receipt's id. The
+    /// tool lock, when held, is let go after it.
+    fn record(&self, ended: Ended<'_>) -> Result<Recorded> {
+        let Ended {
+            call,
+            status,
+            risk,
+            mut reason,
+            started_id,
+            pending,
+            estop,
+            mut result,
+            lock,
+        } = ended;
+        if status == Status::Denied {
+            let line = format!("tool={} risk={} reason={reason}", call.name, risk.as_str());
+            if self.cfg.security.audit_log {
+                log::warn!(target: "event::tool_denied", "{line}");
+            } else {
+                log::info!(target: "event::tool_denied", "{line}");
+            }
+        }
+        // Denials and made-up errors quote arguments and gate reasons: short
+        // texts, scrubbed here too (a tool's own output already was).
+        if let Some(e) = &mut result.error {
+            *e = self.redactor.redact(e).into_owned();
+        }
+        reason = self.redactor.redact(&reason).into_owned();
+        // The receipt says that output was redacted, and of what kind; the
+        // counts are also in the result it hashes.
+        if let Some(kinds) = result
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("redacted"))
+            .and_then(Value::as_object)
+        {
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            reason = format!("{reason}; output redacted: {}", kinds.join(", "));
+        }
+        let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let receipt_id = self.append_receipt(&NewReceipt {
+            conversation_id: call.conversation_id,
+            tool: call.name,
+            args: call.args,
+            result: Some(&result_value),
+            status,
+            risk,
+            reason: &reason,
+            started_id: started_id.as_deref(),
+        })?;
+        drop(lock);
+        result.receipt_id = receipt_id.clone();
+        let record = CallRecord {
+            tool: call.name.to_string(),
+            arguments: call.args.clone(),
+            status,
+            risk,
+            reason,
+            receipt_id,
+            started_receipt_id: started_id,
+            pending_approval: pending,
+            estop,
+        };
+        Ok(Recorded { record, result })
+    }
+
+    /// Appends a receipt when receipts are on; returns its id.
+    fn append_receipt(&self, r: &NewReceipt) -> Result<Option<String>> {
+        let Some(log) = &self.receipts else {
+            return Ok(None);
+        };
+        let written = log.append(r)?;
+        *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
+        Ok(Some(written.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Autonomy, Config};
+    use crate::control::RunControl;
+    use crate::receipts::ReceiptLog;
+    use crate::runtime::Approver;
+    use crate::tools::ask_user::{Reply, User};
+    use serde_json::json;
+    use std::cell::Cell;
+    use std::path::{Path, PathBuf};
+
+    /// The operator: answers with `answer`, after checking, when `free` is
+    /// set, that nobody holds the tool lock while they are asked.
+    struct Operator<'a> {
+        answer: &'a dyn Fn() -> Approval,
+        asked: Cell<u32>,
+        lock_free_when_asked: Cell<Option<bool>>,
+        cfg: &'a Config,
+    }
+
+    impl Approver for Operator<'_> {
+        fn ask(&self, _: &str, _: &Decision, _: &Value, _: &RunControl) -> Approval {
+            self.asked.set(self.asked.get() + 1);
+            let soon = RunControl::new(Some(std::time::Duration::from_millis(20)));
+            self.lock_free_when_asked
+                .set(Some(tool_lock(self.cfg, &soon).is_ok()));
+            (self.answer)()
+        }
+    }
+
+    impl User for Operator<'_> {
+        fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
+            Reply::NoUser
+        }
+    }
+
+    fn config(name: &str, autonomy: Autonomy) -> (Config, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("lc-call-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ws = dir.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut cfg = Config::defaults(dir.join("config.toml"), dir.join("state"));
+        cfg.workspace_dir = ws.clone();
+        cfg.security.autonomy = autonomy;
+        cfg.channels.cli.tools_allow = ToolName::ALL.to_vec();
+        (cfg, ws)
+    }
+
+    fn operator<'a>(cfg: &'a Config, answer: &'a dyn Fn() -> Approval) -> Operator<'a> {
+        Operator {
+            answer,
+            asked: Cell::new(0),
+            lock_free_when_asked: Cell::new(None),
+            cfg,
+        }
+    }
+
+    fn receipts(cfg: &Config) -> Vec<Value> {
+        ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    fn write(rt: &Runtime, path: &str) -> Result<(CallRecord, ToolResult)> {
+        let args = json!({"path": path, "content": "hello"});
+        rt.execute_tool("conv-test", "file_write", &args)
+    }
+
+    fn exists(ws: &Path, name: &str) -> bool {
+        ws.join(name).exists()
+    }
+
+    #[test]
+    fn a_denied_call_writes_one_receipt_and_never_runs() {
+        let (cfg, ws) = config("denied", Autonomy::ReadOnly);
+        let answer = || Approval::Approved;
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert_eq!(record.status, Status::Denied);
+        assert!(record.started_receipt_id.is_none());
+        assert!(!result.success && result.error.unwrap().starts_with("denied by policy: "));
+        assert!(!exists(&ws, "a.txt"), "the tool ran");
+        assert_eq!(op.asked.get(), 0);
+        let r = receipts(&cfg);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0]["status"], "denied");
+        assert_eq!(r[0]["id"].as_str(), record.receipt_id.as_deref());
+        assert!(r[0].get("started_id").is_none());
+    }
+
+    #[test]
+    fn an_allowed_effectful_call_writes_started_then_an_outcome_naming_it() {
+        let (cfg, ws) = config("allowed", Autonomy::Full);
+        let answer = || Approval::Denied("no".into());
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert!(result.success, "{result:?}");
+        assert_eq!(record.status, Status::Allowed);
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "hello");
+        let r = receipts(&cfg);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0]["status"].as_str(), r[1]["status"].as_str()),
+            (Some("started"), Some("allowed"))
+        );
+        assert_eq!(r[1]["started_id"], r[0]["id"]);
+        assert_eq!(record.started_receipt_id.as_deref(), r[0]["id"].as_str());
+        assert_eq!(record.receipt_id.as_deref(), r[1]["id"].as_str());
+        assert_eq!(result.receipt_id, record.receipt_id);
+        assert_eq!(op.asked.get(), 0);
+    }
+
+    #[test]
+    fn a_call_whose_started_receipt_cannot_be_written_does_not_run() {
+        let (mut cfg, ws) = config("unwritable", Autonomy::Full);
+        // The log's directory is a regular file: no one, root included,
+        // can create the log.
+        let blocker = ws.parent().unwrap().join("blocker");
+        std::fs::write(&blocker, "").unwrap();
+        cfg.receipts.path = blocker.join("tool_receipts.log");
+        let answer = || Approval::Approved;
+        let op = operator(&cfg, &answer);
+        let rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        assert!(write(&rt, "a.txt").is_err());
+        assert!(!exists(&ws, "a.txt"), "the tool ran without its receipt");
+        assert!(rt.receipts_head().is_none());
+    }
+
+    #[test]
+    fn the_operator_is_asked_without_the_lock_and_an_approval_runs_the_call() {
+        let (cfg, ws) = config("approved", Autonomy::Supervised);
+        let answer = || Approval::Approved;
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert!(result.success, "{result:?}");
+        assert_eq!(op.asked.get(), 1);
+        assert_eq!(op.lock_free_when_asked.get(), Some(true));
+        assert_eq!(record.status, Status::Approved);
+        assert!(
+            record.reason.ends_with("; approved by the operator"),
+            "{}",
+            record.reason
+        );
+        assert!(exists(&ws, "a.txt"));
+        let r = receipts(&cfg);
+        let statuses: Vec<_> = r.iter().map(|r| r["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, ["started", "approved"]);
+        assert_eq!(r[1]["started_id"], r[0]["id"]);
+    }
+
+    #[test]
+    fn a_call_is_decided_again_after_the_operator_approved_it() {
+        let (cfg, ws) = config("changed", Autonomy::Supervised);
+        // While the operator is asked, the emergency stop is engaged: the
+        // call, decided again under the lock, is refused.
+        let estop = cfg.estop_path();
+        let answer = || {
+            std::fs::write(&estop, "").unwrap();
+            Approval::Approved
+        };
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert_eq!(record.status, Status::Denied);
+        let error = result.error.unwrap();
+        assert!(
+            error.starts_with("denied by policy: the files changed while the operator was asked: "),
+            "{error}"
+        );
+        assert!(!exists(&ws, "a.txt"), "the tool ran");
+        let r = receipts(&cfg);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0]["status"], "denied");
+    }
+
+    #[test]
+    fn a_call_the_operator_denies_or_cannot_answer_does_not_run() {
+        let (cfg, ws) = config("refused", Autonomy::Supervised);
+        let answer = || Approval::Denied("denied by the operator".into());
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert_eq!(record.status, Status::Denied);
+        assert!(
+            record.reason.ends_with("; denied by the operator"),
+            "{}",
+            record.reason
+        );
+        assert!(result.error.unwrap().starts_with("denied: "));
+        assert!(record.pending_approval.is_none());
+
+        let answer = || Approval::Unavailable("no terminal".into());
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = write(&rt, "a.txt").unwrap();
+        assert_eq!(record.status, Status::Denied);
+        let id = record.pending_approval.expect("a pending approval");
+        assert!(
+            record
+                .reason
+                .contains(&format!("waiting as pending approval {id}"))
+        );
+        assert!(result.error.unwrap().starts_with("not run: it waits"));
+        assert!(!exists(&ws, "a.txt"), "the tool ran");
+        let r = receipts(&cfg);
+        let statuses: Vec<_> = r.iter().map(|r| r["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, ["denied", "denied"]);
+    }
+
+    #[test]
+    fn a_call_over_its_rate_limit_is_refused_when_it_would_run() {
+        let (mut cfg, ws) = config("rate", Autonomy::Full);
+        let mut limited = crate::config::Middleware::default();
+        limited.rate_limit.per_minute = Some(1);
+        cfg.tools.middleware.insert(ToolName::FileWrite, limited);
+        let answer = || Approval::Approved;
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        assert!(write(&rt, "a.txt").unwrap().1.success);
+        let (record, result) = write(&rt, "b.txt").unwrap();
+        assert_eq!(record.status, Status::Denied);
+        assert_eq!(
+            result.error.unwrap(),
+            format!("denied by policy: {}", record.reason)
+        );
+        assert!(!exists(&ws, "b.txt"), "the tool ran");
+        let r = receipts(&cfg);
+        let statuses: Vec<_> = r.iter().map(|r| r["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, ["started", "allowed", "denied"]);
+    }
+
+    #[test]
+    fn a_call_naming_no_tool_fails_unjudged_with_one_receipt() {
+        let (cfg, _) = config("unknown", Autonomy::Full);
+        let answer = || Approval::Approved;
+        let op = operator(&cfg, &answer);
+        let mut rt = Runtime::new(&cfg, &op, Default::default()).unwrap();
+        rt.prepare_receipts();
+        let (record, result) = rt.execute_tool("conv-test", "nope", &json!({})).unwrap();
+        assert_eq!((record.status, record.risk), (Status::Failed, Risk::Low));
+        assert!(result.error.unwrap().starts_with("unknown tool \"nope\""));
+        let r = receipts(&cfg);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0]["status"], "failed");
+    }
+}

@@ -1,0 +1,1207 @@
+//! The agent loop and the one path every tool call takes:
+//! gate → (approval) → started receipt → tool → outcome receipt → memory.
+
+use crate::config::Config;
+use crate::control::{RunControl, Stop};
+use crate::error::{Error, IoContext, Kind, Outcome, Result};
+use crate::memory::{Memory, NewTurn, Round, RoundResult, TurnRole};
+use crate::providers::visible::Visible;
+use crate::providers::{
+    ChatRequest, ChatResponse, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall,
+    ToolSpec, Usage,
+};
+use crate::receipts::{ReceiptLog, Status};
+use crate::security::redact::Redactor;
+use crate::security::{Decision, Gate};
+use crate::tools;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::cell::RefCell;
+use std::time::Instant;
+
+mod call;
+
+pub use call::CallRecord;
+
+pub enum Approval {
+    Approved,
+    Denied(String),
+    /// Nobody to ask (no terminal): the call waits as a pending approval.
+    Unavailable(String),
+}
+
+/// Asks a person whether a call may run. Only the runtime calls it, so
+/// nothing in a model's output can answer for the operator. The same
+/// person answers `ask_user` questions (`tools::ask_user::User`).
+pub trait Approver: tools::ask_user::User {
+    /// Gives up when `control` says the run must stop.
+    fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
+}
+
+/// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
+/// Every method does nothing unless the channel says otherwise.
+pub trait Progress {
+    /// A provider call starts (0 for the first of the turn).
+    fn round_start(&self, round: u32) {
+        let _ = round;
+    }
+    /// More of this round's answer as it streams in, safe to show: never
+    /// `<think>` reasoning or tool-call syntax.
+    fn text(&self, delta: &str) {
+        let _ = delta;
+    }
+    /// A tool call is about to be decided and run; `summary` is its main
+    /// argument, short and printable.
+    fn tool_start(&self, tool: &str, summary: &str) {
+        let _ = (tool, summary);
+    }
+    /// The call ended: `allowed`, `approved`, `denied`, `failed`,
+    /// `repeated` (not run again) or `cancelled`.
+    fn tool_end(&self, tool: &str, status: &str, ms: u128) {
+        let _ = (tool, status, ms);
+    }
+}
+
+/// Shows nothing (`--json`, tests, anything without a screen).
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// One provider call's view of the turn: what of its text may be shown
+/// (and, should the stream be cut, is its partial answer: no reasoning, no
+/// half-written tool call), and when to stop (the run's deadline, Ctrl-C).
+struct RoundSink<'p> {
+    visible: Visible<'p>,
+    shown: String,
+    progress: &'p dyn Progress,
+    control: &'p RunControl,
+}
+
+impl StreamSink for RoundSink<'_> {
+    fn text(&mut self, delta: &str) {
+        let shown = self.visible.push(delta);
+        if !shown.is_empty() {
+            self.progress.text(&shown);
+            self.shown.push_str(&shown);
+        }
+    }
+
+    fn stop(&mut self) -> Option<String> {
+        self.control.stop().map(|s| self.control.why(s))
+    }
+}
+
+/// The answer and outcome of a turn the run's control stopped.
+fn stopped(control: &RunControl, stop: Stop) -> (String, Outcome) {
+    match stop {
+        Stop::Cancelled => (control.why(stop), Outcome::Cancelled),
+        Stop::Timeout => (format!("stopped: {}", control.why(stop)), Outcome::Timeout),
+    }
+}
+
+/// The main argument of a call, on one short line, for a status line.
+pub fn summarize_args(args: &Value) -> String {
+    let main = ["command", "path", "url", "query"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str));
+    let text = match main {
+        Some(s) => s.to_string(),
+        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        None => args.to_string(),
+    };
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let printable = crate::util::printable(&one_line);
+    match printable.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &printable[..i]),
+        None => printable,
+    }
+}
+
+pub struct Runtime<'a> {
+    pub cfg: &'a Config,
+    pub gate: Gate,
+    /// Every tool result passes through it before anything else sees it.
+    pub redactor: std::sync::Arc<Redactor>,
+    pub memory: Memory,
+    receipts: Option<ReceiptLog>,
+    approver: &'a dyn Approver,
+    /// Hash of the last receipt this process wrote.
+    receipts_head: RefCell<Option<String>>,
+    /// `--hint` for a router provider.
+    pub hint: Option<String>,
+    /// The run's deadline (`--timeout`) and cancellation (Ctrl-C).
+    pub control: RunControl,
+    /// The command that runs this call again, for a caller that is not a
+    /// conversation (`tool run`): after `latchclaw approve ID` the operator
+    /// gives it again, instead of resuming a conversation.
+    pub rerun: Option<String>,
+    /// Tokens the provider reported over every turn of this run.
+    pub run_usage: RefCell<Usage>,
+    /// The conversation a turn is working on, as soon as it is known, for
+    /// the run's record when the turn fails without an outcome.
+    pub conversation: RefCell<Option<String>>,
+    /// The tool round being run: stored whole when it ends, however it
+    /// ends, each call without a result given one saying so.
+    pub round: RefCell<Option<Round>>,
+    /// When this run's calls of rate-limited tools were admitted
+    /// (`rate_limit.per_minute` counts these).
+    calls_in_run: RefCell<Vec<(tools::ToolName, Instant)>>,
+    /// Provider calls of this run that failed: the gateway adds them to
+    /// its metrics and answers a turn that failed after one with 502.
+    pub provider_errors: std::cell::Cell<u64>,
+}
+
+/// An exclusive lock on `<state>/tools.lock`, held while one tool call is
+/// re-judged and runs; released when the guard drops.
+fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = cfg.state_dir.join("tools.lock");
+    let _ = crate::util::private_dir(&cfg.state_dir);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .ctx(|| format!("cannot open {}", path.display()))?;
+    // Waits for the other call, but not past the run's deadline or Ctrl-C.
+    loop {
+        // SAFETY: flock(2) on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        let waiting = err.raw_os_error() == Some(libc::EWOULDBLOCK);
+        if !waiting || control.stop().is_some() {
+            let why = if waiting {
+                "another latchclaw call holds it".to_string()
+            } else {
+                err.to_string()
+            };
+            return Err(Error::new(
+                Kind::Runtime,
+                format!("cannot lock {}: {why}", path.display()),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(file)
+}
+
+#[derive(Debug, Serialize)]
+pub struct TurnOutcome {
+    pub conversation_id: String,
+    pub answer: String,
+    pub provider: String,
+    pub model: String,
+    pub tool_calls: Vec<CallRecord>,
+    pub rounds: u32,
+    /// Why the turn stopped (`turn_reason` in `agent --json`).
+    pub exit_reason: Outcome,
+    pub usage: Usage,
+    pub duration_ms: u128,
+    /// The receipt chain's head after this turn (when it wrote receipts).
+    pub receipts_head: Option<String>,
+}
+
+impl TurnOutcome {
+    /// How the run ended (README: exit codes). When several apply, the
+    /// emergency stop beats a refusal, which beats why the turn stopped: a
+    /// model that repeats a refused call until the rounds run out was
+    /// refused, and an unattended run should say so.
+    pub fn outcome(&self) -> Outcome {
+        if self.tool_calls.iter().any(|c| c.estop) {
+            Outcome::Estop
+        } else if self.tool_calls.iter().any(|c| c.status == Status::Denied) {
+            Outcome::Refused
+        } else {
+            self.exit_reason
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.outcome().code()
+    }
+}
+
+impl<'a> Runtime<'a> {
+    /// `redactor`: the process's, which knows the secrets `cfg` names.
+    pub fn new(
+        cfg: &'a Config,
+        approver: &'a dyn Approver,
+        redactor: std::sync::Arc<Redactor>,
+    ) -> Result<Runtime<'a>> {
+        let memory = Memory::open(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&redactor),
+        )?;
+        Ok(Runtime {
+            cfg,
+            gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
+            redactor,
+            memory,
+            receipts: cfg
+                .receipts
+                .enabled
+                .then(|| ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())),
+            approver,
+            receipts_head: RefCell::new(None),
+            hint: None,
+            control: RunControl::new(None),
+            rerun: None,
+            run_usage: RefCell::new(Usage::default()),
+            conversation: Default::default(),
+            round: Default::default(),
+            calls_in_run: Default::default(),
+            provider_errors: Default::default(),
+        })
+    }
+
+    /// For a run that may call tools: creates the receipt key when the
+    /// state directory exists and the key does not (`receipts::ensure_key`).
+    pub fn prepare_receipts(&mut self) {
+        if self.receipts.is_some() {
+            self.receipts = Some(ReceiptLog::for_run(
+                &self.cfg.receipts.path,
+                &self.cfg.receipt_key_path(),
+            ));
+        }
+    }
+
+    /// The hash of the last receipt this process wrote.
+    pub fn receipts_head(&self) -> Option<String> {
+        self.receipts_head.borrow().clone()
+    }
+
+    /// After a run that wrote receipts: appends the chain's head to
+    /// `receipts.anchor_file`, when one is set.
+    pub fn anchor_head(&self) -> Result<()> {
+        let (Some(anchor), Some(log)) = (&self.cfg.receipts.anchor_file, &self.receipts) else {
+            return Ok(());
+        };
+        if self.receipts_head.borrow().is_none() {
+            return Ok(());
+        }
+        let (count, head) = log.head()?;
+        crate::receipts::append_anchor(anchor, count, &head)
+    }
+
+    /// Tools the model is told about: implemented and enabled on the channel.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        tools::ToolName::ALL
+            .into_iter()
+            .filter(|t| self.cfg.channels.cli.tools_allow.contains(t))
+            .map(crate::tools::tool)
+            .map(|t| ToolSpec {
+                name: t.name().as_str().into(),
+                description: t.description().into(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+
+    /// The system prompt (see `prompt.rs`): the same bytes every turn.
+    pub fn system_prompt(&self) -> Result<String> {
+        crate::prompt::build(self.cfg, &self.gate)
+    }
+
+    /// A round's calls as memory stores them: arguments redacted, so a
+    /// secret the model saw and passes on (to `memory_store`, say) is not
+    /// kept in the history; ids and names stay, they pair the results.
+    fn stored_calls(&self, calls: &[crate::providers::ToolCall]) -> String {
+        let mut counts = Default::default();
+        let calls: Vec<crate::providers::ToolCall> = calls
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                self.redactor.redact_json(&mut c.arguments, &mut counts);
+                c
+            })
+            .collect();
+        serde_json::to_string(&calls).unwrap_or_default()
+    }
+
+    /// Memory notes for a message (see `prompt::memory_notes`).
+    pub fn memory_notes(
+        &self,
+        message: &str,
+        conversation: Option<&str>,
+    ) -> Result<Option<String>> {
+        crate::prompt::memory_notes(self.cfg, &self.memory, message, conversation)
+    }
+
+    /// Earlier turns of a conversation as provider messages, every call
+    /// with its result and no result without its call (`memory::paired`).
+    fn history(&self, conversation_id: &str) -> Result<Vec<Message>> {
+        let turns = self
+            .memory
+            .history(conversation_id, self.cfg.memory.context_turns)?;
+        let mut out: Vec<Message> = Vec::new();
+        for t in turns {
+            let role = match t.role {
+                TurnRole::User => Role::User,
+                TurnRole::Assistant => Role::Assistant,
+                TurnRole::Tool => Role::Tool,
+                // latchclaw's own words are never the model's.
+                TurnRole::System => continue,
+            };
+            let tool_calls: Vec<ToolCall> = t
+                .tool_calls
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            let tool_call_id = t
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("tool_call_id"))
+                .and_then(Value::as_str)
+                .map(String::from);
+            out.push(Message {
+                tool_calls,
+                tool_call_id,
+                ..Message::new(role, t.content)
+            });
+        }
+        Ok(out)
+    }
+
+    /// The slot of the round being run.
+    fn round_slot(&self) -> std::cell::RefMut<'_, Option<Round>> {
+        self.round.borrow_mut()
+    }
+
+    /// Stores the round being run, its calls without a result answered by
+    /// `missing`.
+    fn store_round(&self, missing: &str) -> Result<()> {
+        let taken = self.round_slot().take();
+        match taken {
+            Some(round) => self.memory.add_round(&round, missing).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Persists the final answer and reports the turn. Latchclaw's own
+    /// words (a limit, a cancel) are stored as a `system` turn: never sent
+    /// back to the model as if it had said them, never a memory note.
+    fn finish(&self, turn: Turn, end: Ending) -> Result<TurnOutcome> {
+        let (provider, model) = end.who;
+        self.memory.add_turn(&NewTurn {
+            conversation_id: &turn.conv,
+            role: if end.reason == Outcome::Completed {
+                TurnRole::Assistant
+            } else {
+                TurnRole::System
+            },
+            content: &end.answer,
+            provider: Some(&provider),
+            model: Some(&model),
+            metadata: end.meta,
+            ..Default::default()
+        })?;
+        Ok(TurnOutcome {
+            conversation_id: turn.conv,
+            answer: end.answer,
+            provider,
+            model,
+            tool_calls: turn.calls,
+            rounds: turn.rounds,
+            exit_reason: end.reason,
+            usage: turn.usage,
+            duration_ms: turn.started.elapsed().as_millis(),
+            receipts_head: self.receipts_head.borrow().clone(),
+        })
+    }
+
+    /// A provider call cut mid-answer. Its partial answer is kept as the
+    /// turn's assistant message, marked `"cut": true`. Cut by the run's
+    /// deadline or Ctrl-C, the turn ends as a timeout or cancel does;
+    /// otherwise (the server closed or failed mid-stream) it is a provider
+    /// error.
+    fn cut(
+        &self,
+        turn: Turn,
+        e: crate::providers::ProviderError,
+        partial: String,
+    ) -> Result<TurnOutcome> {
+        let meta = json!({"answered_by": e.provider, "round": turn.rounds, "cut": true,
+                          "error": e.message})
+        .to_string();
+        let model = self
+            .cfg
+            .provider(&e.provider)
+            .map_or_else(|_| self.cfg.default_model.clone(), |p| p.model.clone());
+        if let Some(stop) = self.control.stop() {
+            let (note, reason) = stopped(&self.control, stop);
+            let answer = if partial.is_empty() {
+                note.to_string()
+            } else {
+                format!("{partial}\n[{note}]")
+            };
+            log::warn!(target: "event::provider_cut", "{e}");
+            let who = (e.provider.clone(), model);
+            return self.finish(turn, Ending::new(answer, who, Some(meta), reason));
+        }
+        self.provider_errors.set(self.provider_errors.get() + 1);
+        log::error!(target: "event::provider_error", "{e}");
+        let conv = &turn.conv;
+        self.memory.add_turn(&NewTurn {
+            conversation_id: conv,
+            role: TurnRole::Assistant,
+            content: &partial,
+            provider: Some(&e.provider),
+            model: Some(&model),
+            metadata: Some(meta),
+            ..Default::default()
+        })?;
+        Err(Error::new(
+            Kind::Runtime,
+            format!(
+                "{e}; the partial answer ({} chars) is saved in conversation {conv}, marked cut",
+                partial.chars().count()
+            ),
+        ))
+    }
+
+    /// One user turn: provider ↔ tools until a text answer or the round
+    /// limit, telling `progress` what happens as it happens.
+    pub fn agent_turn_with(
+        &self,
+        provider: &dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+        progress: &dyn Progress,
+    ) -> Result<TurnOutcome> {
+        let mut turn = self.begin_turn(provider, conversation_id, message, progress)?;
+        loop {
+            if let Some(stop) = self.control.stop() {
+                let (answer, reason) = stopped(&self.control, stop);
+                let who = (provider.name().to_string(), turn.model.clone());
+                return self.finish(turn, Ending::new(answer, who, None, reason));
+            }
+            self.last_request(&mut turn);
+            let resp = match self.ask_provider(&mut turn)? {
+                Answered::Whole(resp) => resp,
+                Answered::Cut(e, partial) => return self.cut(turn, e, partial),
+            };
+            let meta = json!({"answered_by": resp.provider, "round": turn.rounds,
+                              "finish_reason": resp.finish_reason})
+            .to_string();
+            if resp.tool_calls.is_empty() {
+                match self.text_reply(&mut turn, resp, meta) {
+                    Some(end) => return self.finish(turn, end),
+                    None => continue,
+                }
+            }
+            if turn.rounds >= self.cfg.max_tool_rounds {
+                let end = self.out_of_rounds(&turn, resp, meta);
+                return self.finish(turn, end);
+            }
+            self.tool_round(&mut turn, resp, meta)?;
+        }
+    }
+
+    /// A turn's start: its conversation (a new one, or an earlier one with
+    /// its history), the user's message stored, and the first request.
+    fn begin_turn<'t>(
+        &self,
+        provider: &'t dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+        progress: &'t dyn Progress,
+    ) -> Result<Turn<'t>> {
+        let started = Instant::now();
+        // A new conversation has no history to read (one statement less to
+        // compile on every one-shot run).
+        let (conv, mut messages) = match conversation_id {
+            Some(id) => {
+                if !self.memory.conversation_exists(id)? {
+                    return Err(Error::usage(format!(
+                        "no conversation \"{id}\"; `latchclaw memory list` shows them"
+                    )));
+                }
+                (id.to_string(), self.history(id)?)
+            }
+            None => {
+                let id = crate::util::new_id("conv");
+                log::info!(target: "event::conversation_started", "conversation={id}");
+                (id, Vec::new())
+            }
+        };
+        *self.conversation.borrow_mut() = Some(conv.clone());
+        let configured = self.cfg.provider(provider.name()).ok();
+        let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
+        self.memory.add_turn(&NewTurn {
+            conversation_id: &conv,
+            role: TurnRole::User,
+            content: message,
+            provider: Some(provider.name()),
+            model: Some(&model),
+            ..Default::default()
+        })?;
+        if conversation_id.is_some() {
+            messages.extend(self.approved_note(&conv)?);
+        }
+        messages.push(Message {
+            notes: self.memory_notes(message, Some(&conv))?,
+            ..Message::new(Role::User, message)
+        });
+        let req = ChatRequest {
+            system_prompt: self.system_prompt()?,
+            messages,
+            tools: self.tool_specs(),
+            model: model.clone(),
+            temperature: configured.and_then(|p| p.temperature()),
+            metadata: self
+                .hint
+                .iter()
+                .map(|h| ("hint".to_string(), h.clone()))
+                .collect(),
+        };
+        Ok(Turn {
+            provider,
+            progress,
+            conv,
+            model,
+            req,
+            calls: Vec::new(),
+            usage: Usage::default(),
+            rounds: 0,
+            started,
+            last_call: None,
+            last_results: Vec::new(),
+            asked_plain: false,
+            asked_last: false,
+        })
+    }
+
+    /// Calls the operator approved since the last turn are named to the
+    /// model exactly, so it repeats them as they were (on a bare
+    /// "continue" a 1.5B model did not).
+    fn approved_note(&self, conv: &str) -> Result<Option<Message>> {
+        let approved: Vec<String> = self
+            .memory
+            .approved_unused(conv)?
+            .into_iter()
+            .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
+            .collect();
+        if approved.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Message::runtime(format!(
+            "[latchclaw: the operator approved {}: {}. Call {} again exactly as written \
+             to run {}.]",
+            if approved.len() == 1 {
+                "this call"
+            } else {
+                "these calls"
+            },
+            approved.join(", "),
+            if approved.len() == 1 { "it" } else { "each" },
+            if approved.len() == 1 { "it" } else { "them" },
+        ))))
+    }
+
+    /// The last request: tools will not run after it, and small models
+    /// answer when told so instead of asking again.
+    fn last_request(&self, turn: &mut Turn) {
+        let max_rounds = self.cfg.max_tool_rounds;
+        if turn.rounds == max_rounds
+            && turn.rounds > 0
+            && !turn.last_results.is_empty()
+            && !turn.asked_last
+        {
+            turn.asked_last = true;
+            turn.req.messages.push(Message::runtime(LAST_ROUND));
+            // No tools on offer either: with them, a 0.5B model called
+            // one more tool even when told that none would run.
+            turn.req.tools.clear();
+        }
+    }
+
+    /// One provider call, streamed to the channel; its usage added to the
+    /// turn's and the run's.
+    fn ask_provider(&self, turn: &mut Turn) -> Result<Answered> {
+        turn.progress.round_start(turn.rounds);
+        let mut sink = RoundSink {
+            visible: Visible::new(&turn.req.tools),
+            shown: String::new(),
+            progress: turn.progress,
+            control: &self.control,
+        };
+        let resp = match turn.provider.chat_streaming(&turn.req, &mut sink) {
+            Ok(r) => r,
+            Err(e) if e.kind == ProviderErrorKind::StreamCut => {
+                return Ok(Answered::Cut(e, sink.shown));
+            }
+            Err(e) => {
+                // The error itself is returned and printed once by main;
+                // the event is for the log (LATCHCLAW_LOG_LEVEL=info).
+                self.provider_errors.set(self.provider_errors.get() + 1);
+                log::info!(target: "event::provider_error", "{e}");
+                return Err(Error::new(Kind::Runtime, e.to_string()));
+            }
+        };
+        if let Some(u) = &resp.usage {
+            turn.usage.add(u);
+            self.run_usage.borrow_mut().add(u);
+        }
+        Ok(Answered::Whole(resp))
+    }
+
+    /// A reply without tool calls: the answer, or (once) a request for a
+    /// plain answer instead of an empty reply or tool-call text (`None`:
+    /// ask again).
+    fn text_reply(&self, turn: &mut Turn, resp: ChatResponse, meta: String) -> Option<Ending> {
+        let who = (resp.provider, resp.model);
+        let meta = Some(meta);
+        // An empty reply after tools ran (a 1.5B model stopped at
+        // once after its write): asked once for the answer, then the
+        // user gets what the tools returned rather than nothing.
+        if resp.final_text.trim().is_empty() && !turn.last_results.is_empty() {
+            if !turn.asked_plain {
+                turn.asked_plain = true;
+                turn.req.messages.push(Message::new(Role::Assistant, ""));
+                turn.req.messages.push(Message::runtime(NO_ANSWER));
+                return None;
+            }
+            let answer = stopped_text("the model gave no answer", &turn.last_results);
+            return Some(Ending::new(answer, who, meta, Outcome::NoAnswer));
+        }
+        if !looks_like_tool_text(&resp.final_text, &turn.req.tools) {
+            return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
+        }
+        // Tool-call or tool-result markup that is not a call latchclaw
+        // reads (an invented result, a half-written call) is never
+        // the answer: the model is asked once for plain text.
+        log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
+        if !turn.asked_plain {
+            turn.asked_plain = true;
+            turn.req
+                .messages
+                .push(Message::new(Role::Assistant, resp.final_text));
+            turn.req.messages.push(Message::runtime(PLAIN_TEXT));
+            return None;
+        }
+        let answer = stopped_text(
+            "stopped: the model answered with tool-call text that latchclaw could not run",
+            &turn.last_results,
+        );
+        Some(Ending::new(answer, who, meta, Outcome::UnusableReply))
+    }
+
+    /// Tool calls past the round limit: not run; the turn stops with what
+    /// the last round's tools returned.
+    fn out_of_rounds(&self, turn: &Turn, resp: ChatResponse, meta: String) -> Ending {
+        let max_rounds = self.cfg.max_tool_rounds;
+        let answer = stopped_text(
+            &format!(
+                "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
+                 asked for more tools instead of answering"
+            ),
+            &turn.last_results,
+        );
+        let who = (resp.provider, resp.model);
+        Ending::new(answer, who, Some(meta), Outcome::MaxToolRounds)
+    }
+
+    /// A round of tool calls, each with its result; the round is stored
+    /// whole before the next provider call.
+    fn tool_round(&self, turn: &mut Turn, resp: ChatResponse, meta: String) -> Result<()> {
+        turn.last_results.clear();
+        turn.rounds += 1;
+        *self.round_slot() = Some(Round {
+            conversation_id: turn.conv.clone(),
+            content: resp.final_text.clone(),
+            tool_calls: self.stored_calls(&resp.tool_calls),
+            call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
+            provider: resp.provider.clone(),
+            model: resp.model.clone(),
+            metadata: meta,
+            results: Vec::new(),
+        });
+        turn.req.messages.push(Message {
+            tool_calls: resp.tool_calls.clone(),
+            ..Message::new(Role::Assistant, resp.final_text.clone())
+        });
+        let mut failed = None;
+        let mut repeated = None;
+        for call in &resp.tool_calls {
+            match self.round_call(turn, call) {
+                Ok(None) => {}
+                Ok(Some(earlier)) => repeated = Some((call.name.clone(), earlier)),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some((name, earlier)) = repeated {
+            turn.req
+                .messages
+                .push(Message::runtime(repeat_note(&name, earlier)));
+        }
+        // The round is one transaction (see `Memory::add_round`), written
+        // before the next provider call, and also when a call failed:
+        // the calls after it are answered as not run.
+        self.store_round(AFTER_ERROR)?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// One call of a round, its result given to the model and the round.
+    /// A repeat of the last call is answered from its earlier result (and
+    /// how that call ended is returned); past the deadline or a cancel
+    /// nothing more starts.
+    fn round_call(&self, turn: &mut Turn, call: &ToolCall) -> Result<Option<CallEnd>> {
+        let call_started = Instant::now();
+        turn.progress
+            .tool_start(&call.name, &summarize_args(&call.arguments));
+        let mut repeat = None;
+        // A cancelled call is not attempted, so it gets no receipt; the
+        // history still gets a result for every call made.
+        let (content, tool_results, reported) = if let Some(last) = turn.repeat_of(call) {
+            // Small models repeat a call after its result; running it
+            // again would loop until the round limit. They answer
+            // when a user-role line tells them to use what they have
+            // (measured with Qwen2.5-Coder-1.5B: the same words inside
+            // the tool result were ignored).
+            repeat = Some(last.ended);
+            (last.content.clone(), None, Reported::Repeated)
+        } else if let Some(stop) = self.control.stop() {
+            let text = match stop {
+                Stop::Cancelled => "error: not run: the turn was cancelled by the operator",
+                Stop::Timeout => {
+                    "no result: not run, the run was stopped (--timeout) before it started"
+                }
+            };
+            (text.to_string(), None, Reported::Cancelled)
+        } else {
+            match self.run_call(turn, call) {
+                Ok(ran) => ran,
+                Err(e) => {
+                    let failed = Reported::Error(e.msg.clone());
+                    self.call_failed(turn, call, call_started, failed);
+                    return Err(e);
+                }
+            }
+        };
+        let ms = call_started.elapsed().as_millis();
+        turn.progress.tool_end(&call.name, reported.as_str(), ms);
+        turn.req.messages.push(Message {
+            tool_call_id: Some(call.id.clone()),
+            ..Message::new(Role::Tool, content.clone())
+        });
+        turn.last_results.push((call.name.clone(), content.clone()));
+        if let Some(round) = self.round_slot().as_mut() {
+            round.results.push(RoundResult {
+                call_id: call.id.clone(),
+                content,
+                tool_results,
+                metadata: reported.metadata(&call.id),
+            });
+        }
+        Ok(repeat)
+    }
+
+    /// A call through `execute_tool`: what the model reads, the tool
+    /// results stored, and how it ended (the last call, which a repeat is
+    /// answered from).
+    fn run_call(
+        &self,
+        turn: &mut Turn,
+        call: &ToolCall,
+    ) -> Result<(String, Option<String>, Reported)> {
+        let (record, result) = self.execute_tool(&turn.conv, &call.name, &call.arguments)?;
+        let reported = Reported::Ran(record.status, record.receipt_id.clone());
+        let ended = CallEnd::of(record.status);
+        turn.calls.push(record);
+        let results = json!([{"tool": call.name, "result": result}]).to_string();
+        let content = result.for_model();
+        turn.last_call = Some(LastCall {
+            name: call.name.clone(),
+            args: call.arguments.clone(),
+            content: content.clone(),
+            ended,
+        });
+        Ok((content, Some(results), reported))
+    }
+
+    /// A call latchclaw failed on. The error goes to the operator; the
+    /// model, should the conversation go on, reads that the call has no
+    /// result (not the operator's commands, which a small model tries to
+    /// run).
+    fn call_failed(&self, turn: &Turn, call: &ToolCall, call_started: Instant, failed: Reported) {
+        let ms = call_started.elapsed().as_millis();
+        turn.progress.tool_end(&call.name, failed.as_str(), ms);
+        if let Some(round) = self.round_slot().as_mut() {
+            round.results.push(RoundResult {
+                call_id: call.id.clone(),
+                content: CALL_ERROR.into(),
+                tool_results: None,
+                metadata: failed.metadata(&call.id),
+            });
+        }
+    }
+}
+
+/// A turn under way: its request, and what it has done so far.
+struct Turn<'t> {
+    provider: &'t dyn Provider,
+    progress: &'t dyn Progress,
+    conv: String,
+    /// The configured model.
+    model: String,
+    req: ChatRequest,
+    calls: Vec<CallRecord>,
+    usage: Usage,
+    rounds: u32,
+    started: Instant,
+    /// The last call made, which a repeat is answered from.
+    last_call: Option<LastCall>,
+    /// What the model got back in the last round, for a turn that stops.
+    last_results: Vec<(String, String)>,
+    asked_plain: bool,
+    asked_last: bool,
+}
+
+impl Turn<'_> {
+    /// The last call, when `call` repeats it. A tool that takes no
+    /// arguments, called again after it worked, is the same call whatever
+    /// a model makes up for them (a 0.5B model passed the last time).
+    fn repeat_of(&self, call: &ToolCall) -> Option<&LastCall> {
+        self.last_call.as_ref().filter(|last| {
+            last.name == call.name
+                && (last.args == call.arguments
+                    || last.ended == CallEnd::Ok && takes_nothing(&last.name))
+        })
+    }
+}
+
+/// The last call made: its name and arguments, what the model got back,
+/// and how it ended.
+struct LastCall {
+    name: String,
+    args: Value,
+    content: String,
+    ended: CallEnd,
+}
+
+/// How a call ended, as a repeat of it is answered: repeated as it is, a
+/// refused call is refused again (asking again would queue another
+/// approval) and a failed one fails again; small models loop on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallEnd {
+    Ok,
+    Refused,
+    Failed,
+}
+
+impl CallEnd {
+    fn of(status: Status) -> CallEnd {
+        match status {
+            Status::Denied => CallEnd::Refused,
+            Status::Failed => CallEnd::Failed,
+            _ => CallEnd::Ok,
+        }
+    }
+}
+
+/// What a round reports of one call: `Progress::tool_end`, and the
+/// `status` of its stored result.
+enum Reported {
+    /// Through `execute_tool`: its outcome receipt's status and id.
+    Ran(Status, Option<String>),
+    /// The last call again: answered from its result, not run.
+    Repeated,
+    /// Not attempted: the run was stopped.
+    Cancelled,
+    /// Latchclaw failed on it (a receipt not written, the lock not
+    /// taken); why.
+    Error(String),
+}
+
+impl Reported {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Reported::Ran(status, _) => status.as_str(),
+            Reported::Repeated => "repeated",
+            Reported::Cancelled => "cancelled",
+            Reported::Error(_) => "failed",
+        }
+    }
+
+    /// The stored result's metadata.
+    fn metadata(&self, call_id: &str) -> String {
+        let mut meta = json!({"tool_call_id": call_id, "status": self.as_str()});
+        match self {
+            Reported::Ran(_, receipt_id) => meta["receipt_id"] = json!(receipt_id),
+            Reported::Error(e) => meta["error"] = json!(e),
+            Reported::Repeated | Reported::Cancelled => {}
+        }
+        meta.to_string()
+    }
+}
+
+/// What a provider call came to: a whole reply, or a stream cut with the
+/// part of it already shown.
+enum Answered {
+    Whole(ChatResponse),
+    Cut(crate::providers::ProviderError, String),
+}
+
+/// How a turn ends: the answer, who gave it, and why it stopped.
+struct Ending {
+    answer: String,
+    /// The provider and model.
+    who: (String, String),
+    meta: Option<String>,
+    reason: Outcome,
+}
+
+impl Ending {
+    fn new(answer: String, who: (String, String), meta: Option<String>, reason: Outcome) -> Self {
+        Ending {
+            answer,
+            who,
+            meta,
+            reason,
+        }
+    }
+}
+
+/// The request after a round that repeated `name`'s last call, by how
+/// that call ended.
+fn repeat_note(name: &str, earlier: CallEnd) -> String {
+    match earlier {
+        CallEnd::Refused => format!(
+            "[latchclaw: you called {name} again with the same arguments; it was \
+             refused before, so it was not tried again. Do not retry it. Answer the \
+             user now, in plain text, and say it was refused and why.]"
+        ),
+        CallEnd::Failed => format!(
+            "[latchclaw: you called {name} again with the same arguments; it failed \
+             before (the error is above), so it was not run again. Call it with \
+             different arguments, or answer the user now in plain text.]"
+        ),
+        CallEnd::Ok => format!(
+            "[latchclaw: you called {name} again with the same arguments; it was not \
+             run again and its result is above. Answer the user now, in plain text, \
+             from that result.]"
+        ),
+    }
+}
+
+/// Whether a tool takes no arguments at all (`time`).
+fn takes_nothing(name: &str) -> bool {
+    tools::find(name).is_some_and(|t| {
+        t.parameters()["properties"]
+            .as_object()
+            .is_none_or(|p| p.is_empty())
+    })
+}
+
+/// A call's result when latchclaw failed on it (a receipt that could not
+/// be written, a lock that could not be taken).
+const CALL_ERROR: &str = "no result: the run stopped on an error before this call's result was \
+recorded; it may or may not have taken effect";
+
+/// The result of the calls after one latchclaw failed on.
+const AFTER_ERROR: &str = "no result: not run, the run stopped on an error at an earlier call";
+
+/// The last request of a turn, sent when the round limit is reached.
+const LAST_ROUND: &str = "[latchclaw: tools will not run again in this turn. Answer the user now, \
+in plain text, from the tool results above.]";
+
+/// Sent once when a reply after tool results is empty.
+const NO_ANSWER: &str = "[latchclaw: your reply was empty. Answer the user now, in plain text, \
+from the tool results above.]";
+
+/// Sent once when a reply holds tool-call text that is not a call.
+const PLAIN_TEXT: &str = "[latchclaw: your reply holds tool-call or tool-result markup, which \
+was not run and is not shown to the user. Call a tool properly if you need one; otherwise \
+answer the user in plain text.]";
+
+/// How much of the last results a stopped turn shows the user.
+const STOPPED_RESULTS_BYTES: usize = 4000;
+
+/// A stopped turn's answer: why, then what the last round's tools returned
+/// (the user still gets what was found).
+fn stopped_text(why: &str, last_results: &[(String, String)]) -> String {
+    let mut out = why.to_string();
+    if !last_results.is_empty() {
+        out.push_str(". The last tool results:");
+        let each = STOPPED_RESULTS_BYTES / last_results.len();
+        for (tool, content) in last_results {
+            out.push_str(&format!(
+                "\n\n[{tool}]\n{}",
+                crate::util::truncate_middle(content, each)
+            ));
+        }
+    }
+    out
+}
+
+/// Text that only looks like a tool call or a tool result: markup the
+/// models write (`<tool_call>`, `<tool_result>`, `<function=…>`, a
+/// ```` ```tool_call ```` fence, a chat template's own tokens, latchclaw's
+/// own requests echoed back) or a JSON
+/// object naming one of the tools. Printed with exit 0 it would pass for
+/// an answer.
+pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
+    // Besides what opens a call: closing tags, a chat template's own
+    // tokens, and `[latchclaw:`, our own request echoed back (seen from a
+    // 1.5B model).
+    const MORE: [&str; 4] = [
+        "</tool_call",
+        "</tool_result",
+        "<|im_start|>",
+        "[latchclaw:",
+    ];
+    let lower = text.to_ascii_lowercase();
+    let opens = crate::providers::textcalls::CALL_OPENERS.iter();
+    if opens.chain(MORE.iter()).any(|m| lower.contains(m)) {
+        return true;
+    }
+    // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.
+    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    let named = tools.iter().any(|t| {
+        let name = t.name.to_ascii_lowercase();
+        ["name", "tool", "function"]
+            .iter()
+            .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
+    });
+    // A reply that is only arguments (`{"path": "."}`, fenced or not) whose
+    // keys are all some tool's parameters: a call with its name left out.
+    let body = text.trim();
+    let body = body
+        .strip_prefix("```")
+        .map(|b| b.trim_start_matches(|c: char| c.is_ascii_alphabetic()))
+        .and_then(|b| b.trim_end().strip_suffix("```"))
+        .unwrap_or(body);
+    let bare_arguments = serde_json::from_str::<Value>(body.trim())
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .is_some_and(|o| {
+            let has = |keys: &[&str]| keys.iter().any(|k| o.contains_key(*k));
+            // A call naming something that is not a tool (a 0.5B model
+            // named the file it meant to write).
+            let call_shaped =
+                has(&["name", "tool", "function"]) && has(&["arguments", "parameters", "params"]);
+            call_shaped
+                || !o.is_empty()
+                    && tools.iter().any(|t| {
+                        let props = t.parameters["properties"].as_object();
+                        o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
+                    })
+        });
+    named || bare_arguments
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(names: &[&str]) -> Vec<ToolSpec> {
+        names
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                parameters: json!({"properties": {"path": {}}}),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tool_text_is_recognised_and_prose_is_not() {
+        let tools = specs(&["time", "file_list"]);
+        for t in [
+            "<tool_result>12:00</tool_result> It is noon.",
+            "</TOOL_CALL>",
+            "<function=time>{}</function>",
+            "<|im_start|>assistant",
+            "[latchclaw: tools will not run again in this turn.]",
+            "Here: { \"name\" : \"time\", \"arguments\": {} }",
+            "{\"tool\": \"file_list\"}",
+            "```json\n{\"path\": \".\"}\n```",
+            "```json\n{\"name\": \"greeting.txt\", \"arguments\": {\"content\": \"hi\"}}\n```",
+            " {\"path\": \"a\"} ",
+        ] {
+            assert!(looks_like_tool_text(t, &tools), "{t}");
+        }
+        for t in [
+            "It is noon.",
+            "{\"name\": \"Ada\", \"age\": 3}",
+            "```json\n{\"age\": 3}\n```",
+            "Use {\"path\": \".\"} next time.",
+            "The time tool says 12:00; file_list shows a.txt.",
+            "",
+        ] {
+            assert!(!looks_like_tool_text(t, &tools), "{t}");
+        }
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
+            let _ = looks_like_tool_text(&t, &tools);
+        }
+    }
+
+    #[test]
+    fn a_call_is_reported_by_one_status_and_repeats_weigh_how_it_ended() {
+        let meta = |r: Reported| r.metadata("call-1");
+        let ran = Reported::Ran(Status::Approved, Some("receipt-1".into()));
+        assert_eq!(ran.as_str(), "approved");
+        assert_eq!(
+            meta(ran),
+            json!({"tool_call_id": "call-1", "status": "approved", "receipt_id": "receipt-1"})
+                .to_string()
+        );
+        assert_eq!(
+            meta(Reported::Ran(Status::Denied, None)),
+            json!({"tool_call_id": "call-1", "status": "denied", "receipt_id": null}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Repeated),
+            json!({"tool_call_id": "call-1", "status": "repeated"}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Cancelled),
+            json!({"tool_call_id": "call-1", "status": "cancelled"}).to_string()
+        );
+        assert_eq!(
+            meta(Reported::Error("cannot lock".into())),
+            json!({"tool_call_id": "call-1", "status": "failed", "error": "cannot lock"})
+                .to_string()
+        );
+        for (status, ended) in [
+            (Status::Allowed, CallEnd::Ok),
+            (Status::Approved, CallEnd::Ok),
+            (Status::Denied, CallEnd::Refused),
+            (Status::Failed, CallEnd::Failed),
+        ] {
+            assert_eq!(CallEnd::of(status), ended);
+        }
+        assert!(repeat_note("shell", CallEnd::Refused).contains("it was refused before"));
+        assert!(repeat_note("shell", CallEnd::Failed).contains("it failed before"));
+        assert!(repeat_note("time", CallEnd::Ok).contains("its result is above"));
+    }
+
+    #[test]
+    fn a_stopped_turn_shows_the_last_results_within_bounds() {
+        let big = "x".repeat(10_000);
+        let text = stopped_text(
+            "stopped",
+            &[
+                ("shell".into(), big.clone()),
+                ("time".into(), "noon".into()),
+            ],
+        );
+        assert!(text.starts_with("stopped. The last tool results:"));
+        assert!(text.contains("[shell]") && text.contains("[time]\nnoon"));
+        assert!(text.len() < STOPPED_RESULTS_BYTES + 200, "{}", text.len());
+        assert_eq!(stopped_text("stopped", &[]), "stopped");
+    }
+}
