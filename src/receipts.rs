@@ -237,13 +237,14 @@ pub(crate) fn random_key() -> Result<[u8; KEY_LEN]> {
     let mut buf = [0u8; KEY_LEN];
     let mut got = 0;
     while got < KEY_LEN {
-        // SAFETY: writes at most the rest of `buf`, which this function owns.
-        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), KEY_LEN - got, 0) };
-        if n > 0 {
-            got += n as usize;
-            continue;
-        }
-        let err = std::io::Error::last_os_error();
+        let err = match crate::sys::rand::getrandom(&mut buf[got..]) {
+            Ok(n) if n > 0 => {
+                got += n;
+                continue;
+            }
+            Ok(_) => std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            Err(e) => e,
+        };
         match err.raw_os_error() {
             Some(libc::EINTR) => {}
             Some(libc::ENOSYS) => {

@@ -151,8 +151,10 @@ fn ctrl_c_prints_the_object_and_records_the_run_as_cancelled() {
         assert!(t.elapsed() < Duration::from_secs(10), "never called");
         std::thread::sleep(Duration::from_millis(10));
     }
-    // SAFETY: signals a child this test spawned and has not reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
     let out = child.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGINT), "{out:?}");

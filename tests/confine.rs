@@ -594,8 +594,7 @@ fn allowlisted_programs_work_under_the_socket_filter() {
 /// shell child out, whatever its uid (the test above).
 #[test]
 fn the_runtime_is_not_dumpable() {
-    // SAFETY: geteuid only returns an integer.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         eprintln!("SKIPPED: needs root to run both processes as another user");
         return;
     }

@@ -954,8 +954,10 @@ fn sigterm_stops_the_gateway() {
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     read_reply(&mut BufReader::new(idle.try_clone().unwrap()));
-    // SAFETY: signals the child this test started.
-    unsafe { libc::kill(g.child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(g.child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     let t0 = Instant::now();
     loop {
         if g.child.try_wait().unwrap().is_some() {

@@ -8,8 +8,6 @@ mod common;
 
 use common::Env;
 use serde_json::json;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -24,20 +22,10 @@ const ROUNDS: usize = 40;
 /// Atomically exchanges two names (renameat2 RENAME_EXCHANGE): `d` is at
 /// every moment either the real directory or the symlink, never missing.
 fn exchange(a: &Path, b: &Path) {
-    let a = CString::new(a.as_os_str().as_bytes()).unwrap();
-    let b = CString::new(b.as_os_str().as_bytes()).unwrap();
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    if let Err(e) = renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+        panic!("renameat2: {e}");
+    }
 }
 
 #[test]

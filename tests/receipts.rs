@@ -91,8 +91,10 @@ fn kill_mid_call(env: &Env, secs: &str) {
         Some(libc::SIGKILL)
     );
     for pid in sleeping {
-        // SAFETY: signalling a process this test started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
     }
 }
 

@@ -324,8 +324,10 @@ fn sigterm_at_the_prompt_puts_the_terminal_back() {
     let mut p = editor(&env, "xterm");
     p.expect("latchclaw> ");
     assert!(is_raw(&p.modes()));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(p.pid(), libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(p.pid()).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     assert_eq!(p.wait_exit(), None, "died of the signal");
     assert!(is_cooked(&p.modes()));
     // It ended by its own path: the run is recorded as ended by it.
@@ -345,8 +347,10 @@ fn sigterm_at_the_prompt_puts_the_terminal_back() {
     let mut p = editor(&env, "xterm");
     p.expect("latchclaw> ");
     assert!(is_raw(&p.modes()));
-    // SAFETY: as above.
-    unsafe { libc::kill(p.pid(), libc::SIGKILL) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(p.pid()).unwrap(),
+        rustix::process::Signal::KILL,
+    );
     assert_eq!(p.wait_exit(), None);
     assert!(is_raw(&p.modes()));
 }

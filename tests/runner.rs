@@ -263,10 +263,10 @@ fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
         assert!(t0.elapsed() < Duration::from_secs(10), "never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signalling the child this test spawned.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     let out = child.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");

@@ -34,7 +34,7 @@ use std::io;
 use std::mem::offset_of;
 use std::sync::OnceLock;
 
-pub type Insn = libc::sock_filter;
+pub type Insn = crate::sys::sandbox::SockFilter;
 
 /// `AUDIT_ARCH_*`: the ELF machine with the 64-bit and little-endian bits.
 #[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
@@ -222,25 +222,7 @@ pub fn program() -> Option<&'static [Insn]> {
 /// Puts this process (a forked child) under `prog`, for good. Callers have
 /// set no_new_privs (or the kernel wants CAP_SYS_ADMIN). Async-signal-safe.
 pub fn install(prog: &[Insn]) -> io::Result<()> {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_ptr() as *mut Insn,
-    };
-    // SAFETY: the kernel copies the program `fprog` points to, which lives
-    // across the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::sandbox::seccomp_install(prog)
 }
 
 /// The filter, when this kernel can install it; probed once per process
@@ -255,41 +237,19 @@ pub fn available() -> Result<&'static [Insn], &'static str> {
 }
 
 fn probe() -> Result<(), &'static str> {
-    // A null program: a kernel with filters faults reading it (EFAULT)
-    // before it looks at anything else, and installs nothing.
-    // SAFETY: the kernel only tries to read the (null) pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            std::ptr::null::<libc::sock_fprog>(),
-        )
-    };
-    match (r, io::Error::last_os_error().raw_os_error()) {
-        (-1, Some(libc::EFAULT)) => {}
-        (_, Some(libc::ENOSYS)) => {
-            return Err("the kernel has no seccomp(2) (built without CONFIG_SECCOMP)");
-        }
-        (_, Some(libc::EINVAL)) => {
-            return Err("the kernel has no seccomp filters (built without CONFIG_SECCOMP_FILTER)");
-        }
-        (_, Some(libc::EPERM | libc::EACCES)) => {
-            return Err("installing a seccomp filter is not permitted here (an outer sandbox?)");
-        }
-        _ => return Err("the seccomp probe failed"),
+    if let Err(e) = crate::sys::sandbox::seccomp_probe() {
+        return Err(match e.raw_os_error() {
+            Some(libc::ENOSYS) => "the kernel has no seccomp(2) (built without CONFIG_SECCOMP)",
+            Some(libc::EINVAL) => {
+                "the kernel has no seccomp filters (built without CONFIG_SECCOMP_FILTER)"
+            }
+            Some(libc::EPERM | libc::EACCES) => {
+                "installing a seccomp filter is not permitted here (an outer sandbox?)"
+            }
+            _ => "the seccomp probe failed",
+        });
     }
-    let kill = KILL;
-    // SAFETY: the kernel reads the one integer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_GET_ACTION_AVAIL,
-            0 as libc::c_uint,
-            &kill as *const u32,
-        )
-    };
-    if r != 0 {
+    if !crate::sys::sandbox::seccomp_action_available(KILL) {
         return Err("the kernel cannot kill a whole process from a filter (older than 4.14)");
     }
     Ok(())
@@ -324,19 +284,17 @@ mod tests {
 
     /// Runs `prog` as the kernel would on one system call.
     fn run(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let data = libc::seccomp_data {
-            nr: nr as i32,
-            arch,
-            instruction_pointer: 0,
-            args,
-        };
-        // SAFETY: seccomp_data is plain integers; reading its bytes is fine.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&data as *const libc::seccomp_data).cast::<u8>(),
-                std::mem::size_of::<libc::seccomp_data>(),
-            )
-        };
+        // The bytes of a `seccomp_data` (instruction_pointer left 0).
+        let mut bytes = [0u8; std::mem::size_of::<libc::seccomp_data>()];
+        let mut put = |off: usize, b: &[u8]| bytes[off..off + b.len()].copy_from_slice(b);
+        put(NR as usize, &(nr as i32).to_ne_bytes());
+        put(ARCH_OFF as usize, &arch.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            put(
+                offset_of!(libc::seccomp_data, args) + 8 * i,
+                &a.to_ne_bytes(),
+            );
+        }
         let (mut acc, mut pc) = (0u32, 0usize);
         loop {
             let i = prog[pc];
@@ -455,37 +413,31 @@ mod tests {
         }
     }
 
-    /// Installs `prog` in a forked child, which then tries `socket()`: the
-    /// child's exit code is 0 when that was refused with EACCES, else the
-    /// install's errno, or 120 when the socket was made.
-    fn in_a_child(prog: &[Insn]) -> i32 {
-        // SAFETY: the child makes system calls only (the test process is
-        // multithreaded) and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            // SAFETY: integer system calls, then _exit.
-            unsafe {
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                let code = match install(prog) {
-                    Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
-                    Ok(()) => {
-                        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-                        if s < 0 && *libc::__errno_location() == libc::EACCES {
-                            0
-                        } else {
-                            120
-                        }
-                    }
-                };
-                libc::_exit(code);
+    /// Installs `prog` in a forked child, which then tries `socket()`: 0
+    /// when that was refused with EACCES, else the install's errno, or 120
+    /// when the socket was made.
+    fn in_a_child(prog: &'static [Insn]) -> i32 {
+        // What the hook fails the spawn with when the socket was made: an
+        // errno neither prctl nor seccomp(2) gives.
+        const MADE: i32 = libc::ENOTRECOVERABLE;
+        let mut cmd = std::process::Command::new("/bin/true");
+        crate::sys::process::set_pre_exec(&mut cmd, move || {
+            let _ = crate::sys::sandbox::set_no_new_privs();
+            install(prog)?;
+            let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            match std::net::UdpSocket::bind(any) {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(()),
+                _ => Err(io::Error::from_raw_os_error(MADE)),
             }
+        });
+        match cmd.status() {
+            Ok(status) => {
+                assert!(status.success(), "{status}");
+                0
+            }
+            Err(e) if e.raw_os_error() == Some(MADE) => 120,
+            Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
         }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status), "{status:#x}");
-        libc::WEXITSTATUS(status)
     }
 
     #[test]
@@ -507,7 +459,6 @@ mod tests {
             assert_eq!(installed, 0);
         }
         // And the probe left this process unfiltered.
-        // SAFETY: PR_GET_SECCOMP only returns an integer.
-        assert_eq!(unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) }, 0);
+        assert!(!crate::sys::sandbox::seccomp_active().unwrap());
     }
 }
