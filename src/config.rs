@@ -2045,6 +2045,7 @@ fn check_provider_links(r: &mut Reader, providers: &BTreeMap<String, ProviderCon
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -138,9 +138,13 @@ impl std::fmt::Debug for Key {
 
 impl Key {
     pub fn from_bytes(bytes: &[u8; KEY_LEN]) -> Key {
+        // HMAC pads a key shorter than the hash's block with zeros (RFC
+        // 2104): the padded block is the same key, and the fixed-size
+        // constructor has no error to handle.
+        let mut block = hmac::digest::Key::<Hmac<Sha256>>::default();
+        block[..KEY_LEN].copy_from_slice(bytes);
         Key {
-            mac: <Hmac<Sha256> as KeyInit>::new_from_slice(bytes)
-                .expect("HMAC takes a key of any length"),
+            mac: <Hmac<Sha256> as KeyInit>::new(&block),
             path: None,
         }
     }
@@ -2021,6 +2025,7 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

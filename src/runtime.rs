@@ -1355,6 +1355,7 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

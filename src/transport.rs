@@ -320,6 +320,7 @@ fn quick_ack(sock: &TcpStream) {
 fn quick_ack(_: &TcpStream) {}
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1,5 +1,6 @@
 //! `agent` as scripts see it: one `--json` object however the run ends,
 //! the per-run flags, the no-setup path and the record of every run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

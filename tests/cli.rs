@@ -1,5 +1,6 @@
 //! Command-line contract: help, bad input, the path policy through
 //! `tool run`, locking and concurrency.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! spawned with `Prepared::install`. Each denial is checked against an
 //! unconfined control run, so a test cannot pass because the program fails
 //! anyway.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A pre_exec hook that leaks a descriptor (libc dup2).
+#![allow(unsafe_code)]
 
 use latchclaw::security::confine::{self, Mode, Prepared, Spec};
 use std::io::Read;

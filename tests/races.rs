@@ -3,6 +3,7 @@
 //! back) while `file_read`, `file_write` and `file_list` run through it. The
 //! gate may well decide while the real directory is in place; the tool must
 //! then refuse the symlink it finds instead of following it out.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

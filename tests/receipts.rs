@@ -1,6 +1,7 @@
 //! Receipts of calls that ran: a started receipt before the tool, the
 //! outcome after; a call cut off by SIGKILL keeps its started receipt, and
 //! `receipt verify` reports it without calling the chain broken.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The REPL on a real pseudo-terminal: slash commands, an inline approval,
 //! Ctrl-C cancelling a long shell command, /new, Ctrl-D.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/pty.rs"]

@@ -4,6 +4,7 @@
 //! continued with `agent --resume` against a server that enforces OpenAI's
 //! rule for tool calls (`fake_server::strict_openai`): every call answered,
 //! no result without its call. Each continuation must succeed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

@@ -2,6 +2,9 @@
 //! shell and give what sh would; git is hardened against planted config;
 //! nothing a call starts outlives it; the kernel wall holds on its own for a
 //! program the gate is told to trust, and it gets no socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A pre_exec hook that leaks a descriptor (libc dup2).
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/fake_server.rs"]

@@ -2,6 +2,7 @@
 //! in `prompt show` and in the request a provider receives, their order,
 //! every way `config validate` refuses one, and workspace skills (off by
 //! default, a state-dir skill of the same name wins).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -215,6 +215,7 @@ fn tty_line(prompt: &str, control: &RunControl, deadline: Option<Instant>) -> Li
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

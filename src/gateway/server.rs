@@ -849,6 +849,7 @@ fn render(r: &Response, keep: bool) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -299,6 +299,7 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::ProviderErrorKind;
 

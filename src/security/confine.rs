@@ -562,6 +562,7 @@ pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> Strin
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::process::Stdio;

@@ -281,6 +281,7 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1120,4 +1120,5 @@ fn scheme_prefix(v: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

@@ -135,6 +135,7 @@ impl<T: Send + Sync> Default for Shared<T> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;

@@ -390,6 +390,7 @@ fn walk(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;

@@ -621,6 +621,7 @@ fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::Config;

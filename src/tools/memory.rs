@@ -262,6 +262,7 @@ impl Tool for MemoryForget {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

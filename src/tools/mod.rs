@@ -413,6 +413,7 @@ impl Tool for MemorySearch {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -608,6 +608,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1,5 +1,7 @@
 //! Test harness: runs the real `latchclaw` binary in a throwaway home.
 #![allow(dead_code)]
+// `setsid` in a pre_exec hook (libc).
+#![allow(unsafe_code)]
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

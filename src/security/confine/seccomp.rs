@@ -113,7 +113,7 @@ impl Asm {
         self.pair = Some(self.body.len());
     }
 
-    fn finish(self) -> Vec<Insn> {
+    fn finish(self) -> Option<Vec<Insn>> {
         let mut actions: Vec<u32> = Vec::new();
         for &(_, _, jt, jf) in &self.body {
             for t in [jt, jf] {
@@ -130,31 +130,35 @@ impl Asm {
             To::Pair => self.pair,
             To::Ret(a) => actions.iter().position(|&x| x == a).map(|p| end + p),
         };
-        let offset = |i: usize, t: To| -> u8 {
+        // `None` for a jump without a forward target, or one too far for
+        // BPF's 8-bit offsets: then there is no program.
+        let offset = |i: usize, t: To| -> Option<u8> {
             match target(t) {
-                None if t == To::Next => 0,
-                Some(at) if at > i => u8::try_from(at - i - 1).expect("a jump too far for BPF"),
-                _ => unreachable!("a jump without a forward target"),
+                None if t == To::Next => Some(0),
+                Some(at) if at > i => u8::try_from(at - i - 1).ok(),
+                _ => None,
             }
         };
-        let mut out: Vec<Insn> = self
+        let mut out = self
             .body
             .iter()
             .enumerate()
-            .map(|(i, &(code, k, jt, jf))| Insn {
-                code,
-                jt: offset(i, jt),
-                jf: offset(i, jf),
-                k,
+            .map(|(i, &(code, k, jt, jf))| {
+                Some(Insn {
+                    code,
+                    jt: offset(i, jt)?,
+                    jf: offset(i, jf)?,
+                    k,
+                })
             })
-            .collect();
+            .collect::<Option<Vec<Insn>>>()?;
         out.extend(actions.iter().map(|&a| Insn {
             code: RET_K,
             jt: 0,
             jf: 0,
             k: a,
         }));
-        out
+        Some(out)
     }
 }
 
@@ -162,7 +166,7 @@ impl Asm {
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 ))]
-fn build(arch: u32) -> Vec<Insn> {
+fn build(arch: u32) -> Option<Vec<Insn>> {
     let nr = |n: libc::c_long| n as u32;
     let mut a = Asm::default();
     a.load(ARCH_OFF);
@@ -205,16 +209,17 @@ fn build(arch: u32) -> Vec<Insn> {
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 )))]
-fn build(_arch: u32) -> Vec<Insn> {
-    Vec::new()
+fn build(_arch: u32) -> Option<Vec<Insn>> {
+    None
 }
 
 /// The filter for this build's architecture; `None` where latchclaw has
-/// none (neither x86_64 nor aarch64).
+/// none (neither x86_64 nor aarch64), or where it did not assemble (a jump
+/// out of BPF's reach: a bug the tests would show).
 pub fn program() -> Option<&'static [Insn]> {
     static PROGRAM: OnceLock<Option<Vec<Insn>>> = OnceLock::new();
     PROGRAM
-        .get_or_init(|| ARCH.map(build))
+        .get_or_init(|| ARCH.and_then(build))
         .as_deref()
         .filter(|p| !p.is_empty())
 }
@@ -231,7 +236,11 @@ pub fn install(prog: &[Insn]) -> io::Result<()> {
 pub fn available() -> Result<&'static [Insn], &'static str> {
     static AVAILABLE: OnceLock<Result<&'static [Insn], &'static str>> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let prog = program().ok_or("latchclaw has no seccomp filter for this CPU architecture")?;
+        let prog = program().ok_or(if ARCH.is_some() {
+            "latchclaw's seccomp filter did not assemble (a bug)"
+        } else {
+            "latchclaw has no seccomp filter for this CPU architecture"
+        })?;
         probe().map(|()| prog)
     })
 }
@@ -256,6 +265,7 @@ fn probe() -> Result<(), &'static str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
