@@ -24,13 +24,21 @@ fn main() {
     }
     if var("PROFILE") == "release" && var("CARGO_CFG_TARGET_OS") == "linux" {
         let script = std::path::Path::new(&var("OUT_DIR")).join("no-unwind-tables.ld");
-        std::fs::write(
+        let written = std::fs::write(
             &script,
             "SECTIONS { /DISCARD/ : { *(.eh_frame) *(.eh_frame.*) } }\nINSERT AFTER .text;\n",
-        )
-        .expect("OUT_DIR is writable");
-        println!("cargo::rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
-        println!("cargo::rustc-link-arg-bins=-Wl,-T,{}", script.display());
+        );
+        match written {
+            Ok(()) => {
+                println!("cargo::rustc-link-arg-bins=-Wl,--no-eh-frame-hdr");
+                println!("cargo::rustc-link-arg-bins=-Wl,-T,{}", script.display());
+            }
+            // The binary only keeps its unwind tables.
+            Err(e) => println!(
+                "cargo::warning=cannot write {}: {e}; unwind tables kept",
+                script.display()
+            ),
+        }
     }
 }
 

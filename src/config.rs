@@ -2105,6 +2105,7 @@ pub(crate) fn strip_dot(e: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -5,8 +5,9 @@
 //! path — the call's processes killed, its receipt and the run record
 //! written — and nothing exits the process from a side thread.
 
+use crate::sys::signal::{self, Shared};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +32,9 @@ pub struct RunControl {
 }
 
 /// The control signal handlers report to. A handler may only touch atomics,
-/// so it reaches the run through this pointer, set while a control is
+/// so it reaches the run through this slot, set while a control is
 /// installed (`RunControl::install`).
-static CURRENT: AtomicPtr<Flags> = AtomicPtr::new(std::ptr::null_mut());
+static CURRENT: Shared<Flags> = Shared::new();
 
 /// A terminating signal caught during the run, re-raised by `main` on the
 /// way out so the parent sees the process die of it.
@@ -115,62 +116,43 @@ impl RunControl {
     /// a second one ends the process at once.
     pub fn install(&self) -> Installed {
         let flags = Arc::clone(&self.flags);
-        CURRENT.store(Arc::as_ptr(&flags).cast_mut(), Ordering::SeqCst);
-        let mut caught = Vec::new();
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            // SAFETY: the handler only touches atomics, signal(2) and raise(3).
-            let prev = unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-            if prev == libc::SIG_DFL {
-                caught.push(sig);
-            } else {
-                // SAFETY: puts back the disposition that was there (ignored
-                // under nohup, or a handler of the embedding program).
-                unsafe { libc::signal(sig, prev) };
-            }
-        }
+        CURRENT.set(&flags);
+        let caught = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+            .into_iter()
+            .filter(|&sig| signal::catch_if_default(sig, on_signal))
+            .collect();
         Installed { flags, caught }
     }
 }
 
 pub struct Installed {
     flags: Arc<Flags>,
-    caught: Vec<libc::c_int>,
+    /// The signals caught here, given back their default action on drop
+    /// (one ignored under nohup, or a handler of the embedding program,
+    /// was left alone).
+    caught: Vec<i32>,
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
         for &sig in &self.caught {
-            // SAFETY: restores the default disposition.
-            unsafe { libc::signal(sig, libc::SIG_DFL) };
+            signal::set_default(sig);
         }
-        let _ = CURRENT.compare_exchange(
-            Arc::as_ptr(&self.flags).cast_mut(),
-            std::ptr::null_mut(),
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        CURRENT.clear(&self.flags);
     }
 }
 
-extern "C" fn on_signal(sig: libc::c_int) {
+/// The handler only touches atomics, signal(2) and raise(3).
+extern "C" fn on_signal(sig: i32) {
     if EXIT_SIGNAL.load(Ordering::SeqCst) != 0 {
         // Asked twice: stop waiting for the run to wind down.
-        // SAFETY: signal(2) and raise(3) are async-signal-safe.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-        }
+        signal::die_of(sig);
     }
     signal_from_handler(sig);
 }
 
 fn with_current(f: impl FnOnce(&Flags)) {
-    let p = CURRENT.load(Ordering::SeqCst);
-    // SAFETY: the pointer is set only while an `Installed` guard holds its
-    // Arc, and cleared before that Arc is dropped.
-    if let Some(flags) = unsafe { p.as_ref() } {
-        f(flags);
-    }
+    CURRENT.with(f);
 }
 
 /// For a signal handler: Ctrl-C at the REPL cancels the turn, nothing more.
@@ -195,6 +177,7 @@ pub fn exit_signal() -> i32 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

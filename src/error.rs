@@ -170,6 +170,7 @@ impl<T> IoContext<T> for std::io::Result<T> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -18,6 +18,11 @@ pub(crate) mod runtime;
 pub mod security;
 pub mod service;
 pub mod skills;
+/// The one module that talks to the kernel (sandbox, signals, terminal,
+/// descriptor-relative files), and the only one allowed raw system calls.
+/// Public for `main.rs`.
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod tools;
 pub(crate) mod transport;
 pub mod types;

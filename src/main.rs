@@ -1,7 +1,7 @@
 //! `latchclaw`: a small, local-first, synchronous agent runtime.
 //! Everything lives in the library (`lib.rs`); this is the process edge.
 
-use latchclaw::{cli, logging};
+use latchclaw::{cli, logging, sys};
 use std::io::Write;
 
 fn main() {
@@ -9,20 +9,14 @@ fn main() {
     // /proc entries belong to root, so other processes of the same user
     // cannot read them (or attach); root with CAP_SYS_PTRACE still can.
     // Children are dumpable again after exec (they get no keys).
-    // SAFETY: prctl with integer arguments only changes this flag.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
-    }
+    let _ = sys::process::set_undumpable();
     // Whatever started latchclaw may have leaked descriptors to it (a
     // socket, a pipe): none of them reaches a child, confined or not.
-    latchclaw::security::confine::close_inherited();
+    sys::sandbox::close_inherited();
     // Die quietly on a closed stdout (`latchclaw memory list | head -1`)
     // instead of panicking on EPIPE. Sockets use MSG_NOSIGNAL, so only pipes
     // are affected.
-    // SAFETY: setting a signal disposition to the default has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    sys::signal::set_default(libc::SIGPIPE);
     // A panic is a bug: say so and exit 1 (the documented code), rather than
     // abort with a backtrace a script cannot tell from other failures.
     std::panic::set_hook(Box::new(|info| {
@@ -52,11 +46,7 @@ fn main() {
     if sig != 0 {
         // A signal interrupted a shell call: the call was cleaned up and
         // recorded; now end the way the signal would have.
-        // SAFETY: restores the default disposition, then raises the signal.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-        }
+        sys::signal::die_of(sig);
     }
     std::process::exit(code);
 }

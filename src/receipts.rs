@@ -138,9 +138,13 @@ impl std::fmt::Debug for Key {
 
 impl Key {
     pub fn from_bytes(bytes: &[u8; KEY_LEN]) -> Key {
+        // HMAC pads a key shorter than the hash's block with zeros (RFC
+        // 2104): the padded block is the same key, and the fixed-size
+        // constructor has no error to handle.
+        let mut block = hmac::digest::Key::<Hmac<Sha256>>::default();
+        block[..KEY_LEN].copy_from_slice(bytes);
         Key {
-            mac: <Hmac<Sha256> as KeyInit>::new_from_slice(bytes)
-                .expect("HMAC takes a key of any length"),
+            mac: <Hmac<Sha256> as KeyInit>::new(&block),
             path: None,
         }
     }
@@ -237,13 +241,14 @@ pub(crate) fn random_key() -> Result<[u8; KEY_LEN]> {
     let mut buf = [0u8; KEY_LEN];
     let mut got = 0;
     while got < KEY_LEN {
-        // SAFETY: writes at most the rest of `buf`, which this function owns.
-        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), KEY_LEN - got, 0) };
-        if n > 0 {
-            got += n as usize;
-            continue;
-        }
-        let err = std::io::Error::last_os_error();
+        let err = match crate::sys::rand::getrandom(&mut buf[got..]) {
+            Ok(n) if n > 0 => {
+                got += n;
+                continue;
+            }
+            Ok(_) => std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            Err(e) => e,
+        };
         match err.raw_os_error() {
             Some(libc::EINTR) => {}
             Some(libc::ENOSYS) => {
@@ -2020,6 +2025,7 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -364,6 +364,7 @@ pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Result<Output, Sp
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -556,6 +556,7 @@ pub fn layer(skills: &[Skill]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

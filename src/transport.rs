@@ -312,18 +312,7 @@ impl Transport for QuickAckTransport {
 /// Best effort: a socket that refuses it only reads as before.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn quick_ack(sock: &TcpStream) {
-    use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
-    // SAFETY: a valid descriptor and a c_int option of the size given.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_QUICKACK,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    crate::sys::net::quick_ack(sock);
 }
 
 /// Elsewhere there is no per-socket switch; reads are as ureq makes them.
@@ -331,6 +320,7 @@ fn quick_ack(sock: &TcpStream) {
 fn quick_ack(_: &TcpStream) {}
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -448,19 +438,13 @@ mod tests {
         // A port bound but not listening refuses connections, and stays
         // ours while the socket is open (a port freed by dropping a listener
         // could be taken by a test running alongside).
-        // SAFETY: plain socket calls on a socket we own and close below.
-        let (fd, closed) = unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-            assert!(fd >= 0);
-            let mut sa: libc::sockaddr_in = std::mem::zeroed();
-            sa.sin_family = libc::AF_INET as libc::sa_family_t;
-            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            assert_eq!(libc::bind(fd, (&raw const sa).cast(), len), 0);
-            let mut got = len;
-            assert_eq!(libc::getsockname(fd, (&raw mut sa).cast(), &mut got), 0);
-            let port = u16::from_be(sa.sin_port);
-            (fd, SocketAddr::from(([127, 0, 0, 1], port)))
+        let (fd, closed) = {
+            use rustix::net::{AddressFamily, SocketType, bind, getsockname, socket};
+            let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+            let local = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0);
+            bind(&fd, &local).unwrap();
+            let bound = std::net::SocketAddrV4::try_from(getsockname(&fd).unwrap()).unwrap();
+            (fd, SocketAddr::from(([127, 0, 0, 1], bound.port())))
         };
         let (port, _peers) = two_write_server();
         let open: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -473,8 +457,7 @@ mod tests {
             matches!(&err, ureq::Error::Io(e) if e.kind() == io::ErrorKind::ConnectionRefused),
             "{err:?}"
         );
-        // SAFETY: closing the socket opened above.
-        unsafe { libc::close(fd) };
+        drop(fd);
     }
 
     #[test]

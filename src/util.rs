@@ -224,6 +224,7 @@ pub fn one_line(s: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -300,6 +301,7 @@ mod tests {
 /// mixed with arbitrary Unicode (multi-byte letters whose case changes
 /// their length, combining marks, controls, NUL, emoji).
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod arbitrary {
     pub fn text(rng: &mut fastrand::Rng, pieces: &[&str], max_parts: usize) -> String {
         const ODD: [&str; 12] = [

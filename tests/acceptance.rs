@@ -1,4 +1,5 @@
 //! The acceptance tests, each on the real binary in a temporary home.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

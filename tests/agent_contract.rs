@@ -1,5 +1,6 @@
 //! `agent` as scripts see it: one `--json` object however the run ends,
 //! the per-run flags, the no-setup path and the record of every run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -150,8 +151,10 @@ fn ctrl_c_prints_the_object_and_records_the_run_as_cancelled() {
     wait_until(Duration::from_secs(10), "never called", || {
         requests.exists()
     });
-    // SAFETY: signals a child this test spawned and has not reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
     let out = child.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGINT), "{out:?}");

@@ -3,6 +3,9 @@
 //! pseudo-terminal the user's line reaches the model, redacted, Ctrl-D is
 //! "no answer", and the call's deadline and Ctrl-C end the wait. The
 //! question is shown with its control characters escaped.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Writes to and closes the pseudo-terminal's raw master descriptor.
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/pty.rs"]

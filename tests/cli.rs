@@ -1,5 +1,6 @@
 //! Command-line contract: help, bad input, the path policy through
 //! `tool run`, locking and concurrency.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -378,9 +379,14 @@ fn file_read_refuses_binary_fifos_and_caps_output() {
     env.config("tool_output_max_bytes = 1024\n");
     std::fs::write(env.ws.join("bin"), [0u8, 159, 146, 150, 0xff]).unwrap();
     std::fs::write(env.ws.join("big.txt"), "x".repeat(5000)).unwrap();
-    let fifo = std::ffi::CString::new(env.ws.join("fifo").to_str().unwrap()).unwrap();
-    // SAFETY: plain libc call on a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        env.ws.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
     let r = read(&env, "bin");
     assert!(
         r.code == 3 && r.stdout.contains("not a UTF-8 text file"),

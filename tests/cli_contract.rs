@@ -1,6 +1,7 @@
 //! The command line as a contract: flags anywhere, `--json` on every data
 //! command, the positional prompt, help and completions from one set of
 //! definitions, non-UTF-8 arguments, singular counts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

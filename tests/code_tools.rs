@@ -1,5 +1,6 @@
 //! `grep`, `file_read` line ranges and `file_list` depth/glob/sort on the
 //! real binary: what they find, their limits, and what they never show.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! spawned with `Prepared::install`. Each denial is checked against an
 //! unconfined control run, so a test cannot pass because the program fails
 //! anyway.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A pre_exec hook that leaks a descriptor (libc dup2).
+#![allow(unsafe_code)]
 
 mod common;
 
@@ -588,8 +591,7 @@ fn allowlisted_programs_work_under_the_socket_filter() {
 /// shell child out, whatever its uid (the test above).
 #[test]
 fn the_runtime_is_not_dumpable() {
-    // SAFETY: geteuid only returns an integer.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return skip("needs root to run both processes as another user");
     }
     let f = fx();

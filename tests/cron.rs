@@ -1,4 +1,5 @@
 //! Cron safety: `--lock`, `--timeout` and the record of every run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

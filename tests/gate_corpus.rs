@@ -5,6 +5,7 @@
 //! the workspace, files named like options, planted repositories and patches
 //! that turn files into links, secret-named files, a repository that
 //! tracks one).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! `latchclaw gateway` on the real binary over loopback: every endpoint,
 //! the token, the bind rules, and the limits a stranger runs into.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -962,8 +963,10 @@ fn sigterm_stops_the_gateway() {
     idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     read_reply(&mut BufReader::new(idle.try_clone().unwrap()));
-    // SAFETY: signals the child this test started.
-    unsafe { libc::kill(g.child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(g.child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     wait_until(Duration::from_secs(4), "still running", || {
         g.child.try_wait().unwrap().is_some()
     });

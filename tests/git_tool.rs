@@ -2,6 +2,7 @@
 //! test makes, readonly autonomy, option injection, a planted hostile
 //! repository config, secret files, paths and `.git` links leaving the
 //! workspace, and a model's turn.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

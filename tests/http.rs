@@ -1,5 +1,6 @@
 //! The `http` tool: every refusal class, and real GETs against a loopback
 //! test server that the config explicitly allows.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

@@ -7,6 +7,7 @@
 //! the head, which we would otherwise delay. So every assertion on time is
 //! against that period, on the median gap between a turn's requests, which
 //! a stall lengthens by 40 ms or more and a busy machine rarely by as much.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

@@ -4,6 +4,8 @@
 //! upward edge fails here with its file and line, and a cycle between
 //! top-level modules cannot exist.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 /// Bottom first. A module may use only the modules before it.

@@ -1,6 +1,7 @@
 //! The note tools on the real binary: `memory_store`, `memory_recall`,
 //! `memory_forget` through `tool run` and the agent, the notes the next
 //! turn is sent, the autonomy levels, caps, and redaction in the database.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

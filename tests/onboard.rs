@@ -1,4 +1,5 @@
 //! `onboard`: interactive on a terminal, or entirely from flags.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/pty.rs"]

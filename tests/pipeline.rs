@@ -1,5 +1,6 @@
 //! Pipelines: stdin as context, `-m -`, stdin as the whole message, and the
 //! input cap. The mock echoes the user message it received.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! The layered system prompt and `prompt show`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

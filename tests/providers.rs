@@ -1,6 +1,7 @@
 //! The openai-compatible provider against an in-suite fake server on
 //! 127.0.0.1, replaying the response shapes real servers send; plus the
 //! reliable and router providers and `provider test`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

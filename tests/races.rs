@@ -3,13 +3,12 @@
 //! back) while `file_read`, `file_write` and `file_list` run through it. The
 //! gate may well decide while the real directory is in place; the tool must
 //! then refuse the symlink it finds instead of following it out.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use common::Env;
 use serde_json::json;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -103,20 +102,10 @@ fn assert_untouched(outside: &Path) {
 /// Atomically exchanges two names (renameat2 RENAME_EXCHANGE): `d` is at
 /// every moment either the real directory or the symlink, never missing.
 fn exchange(a: &Path, b: &Path) {
-    let a = CString::new(a.as_os_str().as_bytes()).unwrap();
-    let b = CString::new(b.as_os_str().as_bytes()).unwrap();
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    assert_eq!(rc, 0, "renameat2: {}", std::io::Error::last_os_error());
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    if let Err(e) = renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+        panic!("renameat2: {e}");
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! transcript shows what the model really wrote in each round (tool-call
 //! form, loops, the answer) next to the server's token and cache figures.
 //! Results: a table on stdout and in `target/real-llm/MODEL/`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Receipts of calls that ran: a started receipt before the tool, the
 //! outcome after; a call cut off by SIGKILL keeps its started receipt, and
 //! `receipt verify` reports it without calling the chain broken.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -54,8 +55,10 @@ fn kill_mid_call(env: &Env, secs: &str) {
         Some(libc::SIGKILL)
     );
     for p in sleeping {
-        // SAFETY: signalling a process this test started.
-        unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(p.pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
     }
 }
 

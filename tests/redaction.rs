@@ -2,6 +2,7 @@
 //! prints, and what a provider's error carries, never reaches the server,
 //! memory, the receipts or the logs; and the operator sees a pending call
 //! whole before approving it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

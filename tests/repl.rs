@@ -1,5 +1,6 @@
 //! The REPL on a real pseudo-terminal: slash commands, an inline approval,
 //! Ctrl-C cancelling a long shell command, /new, Ctrl-D.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/pty.rs"]
@@ -311,8 +312,10 @@ fn sigterm_at_the_prompt_puts_the_terminal_back() {
     let mut p = editor(&env, "xterm");
     p.expect("latchclaw> ");
     assert!(is_raw(&p.modes()));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(p.pid(), libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(p.pid()).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     assert_eq!(p.wait_exit(), None, "died of the signal");
     assert!(is_cooked(&p.modes()));
     // It ended by its own path: the run is recorded as ended by it.
@@ -332,8 +335,10 @@ fn sigterm_at_the_prompt_puts_the_terminal_back() {
     let mut p = editor(&env, "xterm");
     p.expect("latchclaw> ");
     assert!(is_raw(&p.modes()));
-    // SAFETY: as above.
-    unsafe { libc::kill(p.pid(), libc::SIGKILL) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(p.pid()).unwrap(),
+        rustix::process::Signal::KILL,
+    );
     assert_eq!(p.wait_exit(), None);
     assert!(is_raw(&p.modes()));
 }

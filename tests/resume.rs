@@ -4,6 +4,7 @@
 //! continued with `agent --resume` against a server that enforces OpenAI's
 //! rule for tool calls (`fake_server::strict_openai`): every call answered,
 //! no result without its call. Each continuation must succeed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]
@@ -153,8 +154,10 @@ fn killed_during_a_slow_tool_then_resumed() {
     child.kill().unwrap();
     child.wait().unwrap();
     for p in sleeping {
-        // SAFETY: signalling a process this test started.
-        unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(p.pid).unwrap(),
+            rustix::process::Signal::KILL,
+        );
     }
     let conv = conversation(&env);
     resume(&env, &server, &conv, RESUMED);
@@ -544,8 +547,10 @@ fn interrupted_by_a_signal_mid_tool_then_resumed() {
     let server = two_naps_server("30.4848");
     let env = env_for(&server, "full", "");
     let out = stopped_mid_nap(&env, "30.4848", |pid| {
-        // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::INT,
+        );
     });
     // latchclaw records the turn, then dies of the signal.
     assert_eq!(

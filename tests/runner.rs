@@ -2,6 +2,9 @@
 //! shell and give what sh would; git is hardened against planted config;
 //! nothing a call starts outlives it; the kernel wall holds on its own for a
 //! program the gate is told to trust, and it gets no socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// A pre_exec hook that leaks a descriptor (libc dup2).
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/fake_server.rs"]
@@ -220,10 +223,10 @@ fn a_signal_to_latchclaw_kills_the_call_and_keeps_the_receipt() {
         .unwrap();
     wait_for_process("62.8282", Duration::from_secs(10));
     wait_for_process("62.8181", Duration::from_secs(10));
-    // SAFETY: signalling the child this test spawned.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    );
     let out = child.wait_with_output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");

@@ -3,6 +3,7 @@
 //! carry, whatever path, link, glob, walk or git view leads to it; the
 //! neighbours (`env.txt`, `id_rsa.pub`, names in a listing) stay usable;
 //! `[security] secret_files_allow` lets listed files through.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! The security gate end to end: approvals on a real pseudo-terminal, the
 //! autonomy × rule matrix, shell execution limits (timeout, estop, minimal
 //! environment) and file_write.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Writes to and closes the pseudo-terminal's raw master descriptor.
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/pty.rs"]

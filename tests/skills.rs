@@ -2,6 +2,7 @@
 //! in `prompt show` and in the request a provider receives, their order,
 //! every way `config validate` refuses one, and workspace skills (off by
 //! default, a state-dir skill of the same name wins).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -209,9 +210,7 @@ fn validate_refuses_missing_malformed_and_unsatisfiable_skills() {
     .unwrap();
     symlink("../shared.md", skills.join("linked/SKILL.md")).unwrap();
     std::fs::create_dir_all(skills.join("fifo")).unwrap();
-    let c = std::ffi::CString::new(skills.join("fifo/SKILL.md").to_str().unwrap()).unwrap();
-    // SAFETY: a path we own.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&skills.join("fifo/SKILL.md"));
 
     let cases: &[(&str, &str)] = &[
         ("missing", "skill \"missing\" not found: no "),
@@ -433,9 +432,7 @@ fn without_enabled_skills_nothing_is_read() {
     let skills = env.state.join("skills");
     skill_at(&skills, "broken", "not a skill");
     std::fs::create_dir_all(skills.join("fifo")).unwrap();
-    let c = std::ffi::CString::new(skills.join("fifo/SKILL.md").to_str().unwrap()).unwrap();
-    // SAFETY: a path we own.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&skills.join("fifo/SKILL.md"));
     env.config("");
     let r = env.run(&["agent", "-m", "hi"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -450,4 +447,10 @@ fn without_enabled_skills_nothing_is_read() {
         r.stdout.contains("broken/SKILL.md: line 1: not `---`"),
         "{r:?}"
     );
+}
+
+/// A named pipe at `path` (mode 0600).
+fn mkfifo(path: &std::path::Path) {
+    use rustix::fs::{CWD, FileType, Mode, mknodat};
+    mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
 }

@@ -4,6 +4,9 @@
 //! then on a pseudo-terminal: the answer shown as it arrives, tool status
 //! lines on stderr only, nothing of `<think>` or tool-call syntax shown,
 //! Ctrl-C and `--timeout` cutting a stream.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Closes the pseudo-terminal's raw master descriptor.
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/fake_server.rs"]

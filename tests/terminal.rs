@@ -1,6 +1,7 @@
 //! Terminal hygiene on the real binary: model text and stored messages are
 //! neutralised on a terminal and exact through a pipe; no escape codes with
 //! NO_COLOR; a provider error is printed once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

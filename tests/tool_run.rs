@@ -1,5 +1,6 @@
 //! `tool run` on the real binary: the emergency stop's exit code, the next
 //! step it suggests with no terminal, argument checking, `tool_timeout_secs`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! 127.0.0.1 (chunked bodies on kept-alive connections, as the real ones
 //! send): results, not configured, the http tool's network policy, the key
 //! never leaving the request header, upstream errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/fake_server.rs"]

@@ -73,8 +73,9 @@ impl Server {
     fn stop(mut self, home: &Path) -> Result<f64, String> {
         use std::os::unix::process::ExitStatusExt;
         let t0 = Instant::now();
-        // SAFETY: signals the child this suite started.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
         while t0.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(status)) = self.child.try_wait() {
                 let said = std::fs::read_to_string(home.join("gateway.stderr")).unwrap_or_default();

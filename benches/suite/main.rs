@@ -11,6 +11,7 @@
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
 //! verify, append, gate, redact, grep, gateway).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod data;
 mod gateway;

@@ -4,6 +4,8 @@
 //! between), else from a built-in timer (spawn, `wait4`). Peak RSS comes from
 //! `/usr/bin/time -v` when installed, else from the child's `ru_maxrss`.
 //! `LATCHCLAW_BENCH_BUILTIN=1` forces the built-in timer and RSS reader.
+// wait4(2) for the child's peak RSS (libc).
+#![allow(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -156,8 +158,9 @@ fn run_waited(cmd: &Cmd) -> (f64, i64) {
     let start = Instant::now();
     let child = cmd.command(cmd.program).args(&cmd.args).spawn().unwrap();
     let mut status = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter; wait4 reaps our own child.
+    // SAFETY: rusage is plain integers, valid all-zero.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 reaps our own child and fills the two out-parameters.
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     let wall = start.elapsed().as_secs_f64() * 1e3;
     assert!(pid > 0, "wait4 failed");

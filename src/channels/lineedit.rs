@@ -10,9 +10,10 @@
 //! saved modes are put back on every way out: return, error, panic (the hook
 //! in main.rs), `--timeout`, SIGTERM or SIGHUP at the prompt.
 
+use crate::sys;
+use crate::sys::term::{Input, RawMode};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 /// Lines kept in the history (in memory and in the file).
 pub const HISTORY_CAP: usize = 1000;
@@ -896,145 +897,17 @@ fn read_history(path: &Path) -> std::io::Result<Vec<String>> {
 
 // ---- the terminal ----
 
-/// The modes to put back, for a signal handler: written only while `RAW`
-/// is false, read only by whoever turns `RAW` from true to false.
-struct Saved(std::cell::UnsafeCell<std::mem::MaybeUninit<libc::termios>>);
-
-// SAFETY: access is ordered by `RAW` as described above.
-unsafe impl Sync for Saved {}
-
-static SAVED: Saved = Saved(std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit()));
-static RAW: AtomicBool = AtomicBool::new(false);
-
 /// Puts the terminal back as it was if the line editor has it in raw mode
 /// (ending a line on the screen): for the panic hook and any path that
 /// exits the process. Async-signal-safe.
 pub fn restore_terminal() {
-    if RAW.swap(false, Ordering::SeqCst) {
-        // SAFETY: SAVED was written before RAW became true; tcsetattr and
-        // write are async-signal-safe.
-        unsafe {
-            libc::tcsetattr(0, libc::TCSANOW, (*SAVED.0.get()).as_ptr());
-            let end = b"\x1b[?2004l\r\n";
-            libc::write(2, end.as_ptr().cast(), end.len());
-        }
-    }
+    sys::term::restore_terminal();
 }
-
-/// SIGTERM or SIGHUP that arrived while a line was read (0: none).
-static STOP: AtomicI32 = AtomicI32::new(0);
-/// The write end of the pipe that wakes the reader when one does.
-static WAKE: AtomicI32 = AtomicI32::new(-1);
-/// The handlers that were in place before ours, called after it.
-static PREV: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
-const CAUGHT: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGHUP];
 
 /// The terminating signal that ended the REPL at its prompt, if one did:
 /// the caller ends the run by it.
 pub fn stop_signal() -> Option<i32> {
-    Some(STOP.load(Ordering::SeqCst)).filter(|&s| s != 0)
-}
-
-/// Puts the terminal back and wakes the reader, which ends the REPL by
-/// its own path (the run recorded); a handler that was there before is
-/// told too. A second signal ends the process at once.
-extern "C" fn on_terminate(sig: libc::c_int) {
-    restore_terminal();
-    if STOP.swap(sig, Ordering::SeqCst) != 0 {
-        // SAFETY: back to the default action, then die of the signal.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-        }
-        return;
-    }
-    let fd = WAKE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // SAFETY: one byte into our own non-blocking pipe.
-        unsafe { libc::write(fd, b"!".as_ptr().cast(), 1) };
-    }
-    let i = usize::from(sig != CAUGHT[0]);
-    let prev = PREV[i].load(Ordering::SeqCst);
-    if prev != libc::SIG_DFL && prev != libc::SIG_IGN && prev != libc::SIG_ERR {
-        // SAFETY: a one-argument handler (SA_SIGINFO ones are not kept),
-        // installed by this program for this signal.
-        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev) };
-        f(sig);
-    }
-}
-
-/// Raw mode for as long as it lives: no echo, no line discipline, keys
-/// (Ctrl-C and Ctrl-Z included) arrive as bytes, bracketed paste on.
-/// SIGTERM and SIGHUP put the terminal back and end the read (an ignored
-/// one stays ignored).
-struct RawMode {
-    old_actions: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-impl RawMode {
-    fn enter() -> std::io::Result<RawMode> {
-        // SAFETY: tcgetattr fills the struct we pass.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        if unsafe { libc::tcgetattr(0, &mut t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: RAW is false (raw mode is never entered twice), so no
-        // handler reads SAVED while it is written.
-        unsafe { (*SAVED.0.get()).write(t) };
-        let mut guard = RawMode {
-            old_actions: Vec::new(),
-        };
-        for (i, &sig) in CAUGHT.iter().enumerate() {
-            // SAFETY: sigaction reads and fills structs of our own; the
-            // handler only makes async-signal-safe calls. No SA_RESTART:
-            // a wait the signal cuts short returns.
-            unsafe {
-                let mut old: libc::sigaction = std::mem::zeroed();
-                libc::sigaction(sig, std::ptr::null(), &mut old);
-                if old.sa_sigaction == libc::SIG_IGN {
-                    continue;
-                }
-                let prev = if old.sa_flags & libc::SA_SIGINFO != 0 {
-                    libc::SIG_DFL
-                } else {
-                    old.sa_sigaction
-                };
-                PREV[i].store(prev, Ordering::SeqCst);
-                let mut new: libc::sigaction = std::mem::zeroed();
-                new.sa_sigaction = on_terminate as *const () as libc::sighandler_t;
-                libc::sigemptyset(&mut new.sa_mask);
-                libc::sigaction(sig, &new, std::ptr::null_mut());
-                guard.old_actions.push((sig, old));
-            }
-        }
-        RAW.store(true, Ordering::SeqCst);
-        let mut raw = t;
-        raw.c_iflag &= !(libc::ICRNL | libc::INLCR | libc::IGNCR | libc::IXON | libc::ISTRIP);
-        raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::ISIG | libc::IEXTEN);
-        raw.c_cc[libc::VMIN] = 1;
-        raw.c_cc[libc::VTIME] = 0;
-        // Output processing stays on: `\n` still ends a line properly.
-        // SAFETY: sets the modes built above; TCSANOW keeps typed-ahead input.
-        if unsafe { libc::tcsetattr(0, libc::TCSANOW, &raw) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        write_err(b"\x1b[?2004h")?;
-        Ok(guard)
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        if RAW.swap(false, Ordering::SeqCst) {
-            let _ = write_err(b"\x1b[?2004l");
-            // SAFETY: SAVED holds the modes read in `enter`.
-            unsafe { libc::tcsetattr(0, libc::TCSANOW, (*SAVED.0.get()).as_ptr()) };
-        }
-        for (sig, old) in &self.old_actions {
-            // SAFETY: puts back the action there before.
-            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
-        }
-    }
+    sys::term::stop_signal()
 }
 
 fn write_err(bytes: &[u8]) -> std::io::Result<()> {
@@ -1045,29 +918,9 @@ fn write_err(bytes: &[u8]) -> std::io::Result<()> {
 
 /// The terminal's width in columns; 80 when it cannot be told.
 fn columns() -> usize {
-    for fd in [2, 0] {
-        // SAFETY: TIOCGWINSZ fills the winsize we pass.
-        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
-            return ws.ws_col as usize;
-        }
-    }
-    80
-}
-
-/// The pipe a signal handler wakes the reader through (its read end);
-/// -1 when there is none (a signal then cuts the wait short instead).
-fn wake_pipe() -> i32 {
-    static READ: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *READ.get_or_init(|| {
-        let mut fds = [-1; 2];
-        // SAFETY: pipe2 fills the two descriptors we pass.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return -1;
-        }
-        WAKE.store(fds[1], Ordering::SeqCst);
-        fds[0]
-    })
+    sys::term::stderr_width()
+        .or_else(sys::term::stdin_width)
+        .unwrap_or(80)
 }
 
 /// Where the REPL's lines come from: the editor on a terminal, else plain
@@ -1145,12 +998,11 @@ fn edit_line(
     decoder: &mut Decoder,
     prompt: &str,
 ) -> std::io::Result<Option<String>> {
-    let wake = wake_pipe();
     let mut raw = Some(RawMode::enter()?);
     let mut dirty = true;
     let mut buf = [0u8; 4096];
     loop {
-        if STOP.load(Ordering::SeqCst) != 0 {
+        if sys::term::stop_signal().is_some() {
             return Ok(None);
         }
         while let Some(key) = decoder.next_key() {
@@ -1182,8 +1034,7 @@ fn edit_line(
                     // raw again once continued.
                     drop(raw.take());
                     write_err(b"\r\n")?;
-                    // SAFETY: raises a signal at ourselves.
-                    unsafe { libc::raise(libc::SIGTSTP) };
+                    sys::signal::raise(libc::SIGTSTP);
                     raw = Some(RawMode::enter()?);
                     dirty = true;
                 }
@@ -1201,54 +1052,34 @@ fn edit_line(
         } else {
             -1
         };
-        let mut fds = [
-            libc::pollfd {
-                fd: 0,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: wake,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let nfds = if wake >= 0 { 2 } else { 1 };
-        // SAFETY: pollfds of our own.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), nfds, wait) };
-        if ready < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
+        match sys::term::wait_input(wait) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(Input::TimedOut) => {
+                decoder.give_up();
                 continue;
             }
-            return Err(e);
+            Ok(Input::Woken) => continue,
+            Ok(Input::Ready) => {}
         }
-        if ready == 0 {
-            decoder.give_up();
-            continue;
-        }
-        if fds[0].revents == 0 {
-            continue;
-        }
-        // SAFETY: reading into our own buffer.
-        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            match e.kind() {
+        let n = match sys::term::read_input(&mut buf) {
+            Ok(n) => n,
+            Err(e) => match e.kind() {
                 std::io::ErrorKind::Interrupted => continue,
                 // The terminal went away: the end of input.
                 _ if e.raw_os_error() == Some(libc::EIO) => return Ok(None),
                 _ => return Err(e),
-            }
-        }
+            },
+        };
         if n == 0 {
             return Ok(None);
         }
-        decoder.push(&buf[..n as usize]);
+        decoder.push(&buf[..n]);
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -64,7 +64,7 @@ pub fn one_shot_input(message: Option<&str>, max: usize) -> Result<Option<String
     Ok(Some(text))
 }
 
-extern "C" fn on_sigint(_: libc::c_int) {
+extern "C" fn on_sigint(_: i32) {
     // Only an atomic store here: the shell runner sees the flag within its
     // poll interval and kills the call's processes outside the handler.
     crate::control::cancel_from_handler();
@@ -209,14 +209,7 @@ fn fit(head: &str, tail: &str, width: usize) -> String {
 
 /// The width of the terminal on stderr; 100 when it cannot be told.
 fn terminal_width() -> usize {
-    // SAFETY: TIOCGWINSZ fills the winsize we pass; nothing else is touched.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0;
-    if ok && ws.ws_col > 0 {
-        ws.ws_col as usize
-    } else {
-        100
-    }
+    crate::sys::term::stderr_width().unwrap_or(100)
 }
 
 pub struct CliChannel {
@@ -274,11 +267,8 @@ impl CliChannel {
     fn repl(&mut self, rt: &Runtime, provider: &dyn Provider) -> Result<i32> {
         // Ctrl-C cancels the turn in progress (and kills a running shell
         // command) instead of ending the REPL.
-        // SAFETY: the handler only stores to an atomic and calls kill(2),
-        // both async-signal-safe.
-        unsafe {
-            libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
-        }
+        // The handler only stores to an atomic (async-signal-safe).
+        crate::sys::signal::catch(libc::SIGINT, on_sigint);
         eprintln!(
             "latchclaw {} — provider {}; /help for commands, /exit to leave",
             env!("CARGO_PKG_VERSION"),

@@ -9,7 +9,6 @@ use crate::security::Decision;
 use crate::tools::ask_user::{Reply, User};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 /// How wide a wrapped argument line may be, indentation included.
@@ -196,18 +195,11 @@ fn tty_line(prompt: &str, control: &RunControl, deadline: Option<Instant>) -> Li
             let _ = tty.write_all(b"\n");
             return Line::Expired;
         }
-        let mut pfd = libc::pollfd {
-            fd: tty.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the length of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, 100) };
-        if n > 0 {
-            break;
-        }
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Line::ReadFailed;
+        match crate::sys::poll::readable(&tty, 100) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Line::ReadFailed,
         }
     }
     let mut buf = [0u8; 4096];
@@ -223,6 +215,7 @@ fn tty_line(prompt: &str, control: &RunControl, deadline: Option<Instant>) -> Li
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

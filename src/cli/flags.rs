@@ -766,6 +766,7 @@ pub fn group(word: &str) -> Vec<&'static CommandDef> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

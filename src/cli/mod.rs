@@ -222,6 +222,7 @@ pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     #[test]
     fn table_columns_line_up_with_long_cells() {

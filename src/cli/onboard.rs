@@ -410,6 +410,7 @@ tools_allow = {tools_allow}
 "#;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::{OpenAiSettings, ProviderConfig, ProviderSettings};

@@ -741,6 +741,7 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

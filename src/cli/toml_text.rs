@@ -94,6 +94,7 @@ fn table(out: &mut String, path: &mut Vec<String>, v: &Value) -> Result<(), Stri
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -95,8 +95,7 @@ impl TokenFile {
         };
         // On every stat, not only when the file changed: chmod and chown
         // leave the stamp as it was.
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::geteuid() };
+        let uid = crate::sys::process::effective_uid();
         if meta.mode() & 0o022 != 0 || meta.uid() != uid {
             return Err(Error::new(
                 Kind::Integrity,
@@ -241,6 +240,7 @@ impl RateLimit {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -26,11 +26,11 @@
 //! is written: secrets a request carried do not come back in an echo.
 
 use crate::security::redact::{Counts, Redactor};
+use crate::sys::poll::{PollSet, Want};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -326,42 +326,32 @@ pub fn serve(
         held: Arc::new(AtomicUsize::new(0)),
         conns: Vec::new(),
     };
-    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut fds = PollSet::default();
     let mut sink = [0u8; 64];
     while !stop() {
         p.take_back();
         let now = Instant::now();
         let mut next = now + TICK;
         fds.clear();
-        for (fd, events) in [
-            (listener.as_raw_fd(), libc::POLLIN),
-            (wake_rx.as_raw_fd(), libc::POLLIN),
-        ]
-        .into_iter()
-        .chain(p.conns.iter().map(|c| {
+        fds.push(&listener, Want::Read);
+        fds.push(&wake_rx, Want::Read);
+        for c in &p.conns {
             next = next.min(c.deadline);
-            let ev = match c.phase {
-                Phase::Flush(..) => libc::POLLOUT,
-                _ => libc::POLLIN,
+            let want = match c.phase {
+                Phase::Flush(..) => Want::Write,
+                _ => Want::Read,
             };
-            (c.conn.stream.as_raw_fd(), ev)
-        })) {
-            fds.push(libc::pollfd {
-                fd,
-                events,
-                revents: 0,
-            });
+            fds.push(&c.conn.stream, want);
         }
         let ms = next.saturating_duration_since(now).as_millis() as i32 + 1;
-        // SAFETY: `fds` is a live, initialised array of `fds.len()` pollfds.
-        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) } < 0 {
+        if fds.wait(ms).is_err() {
             continue; // EINTR: look at `stop` again
         }
-        if fds[1].revents != 0 {
+        if fds.ready(1) {
             while matches!((&wake_rx).read(&mut sink), Ok(n) if n > 0) {}
         }
-        p.step(&fds[2..]);
-        if fds[0].revents != 0 {
+        p.step(|i| fds.ready(2 + i));
+        if fds.ready(0) {
             p.accept(&listener);
         }
     }
@@ -424,13 +414,13 @@ impl Poller {
         self.parse(polled(conn, Phase::Head, self.limits.header_timeout), now)
     }
 
-    /// Moves every connection on by what poll(2) said (`ready[i]` is
+    /// Moves every connection on by what poll(2) said (`ready(i)` is
     /// `conns[i]`'s) and by the clock.
-    fn step(&mut self, ready: &[libc::pollfd]) {
+    fn step(&mut self, ready: impl Fn(usize) -> bool) {
         let now = Instant::now();
         for i in (0..self.conns.len()).rev() {
             let p = self.conns.swap_remove(i);
-            if let Some(p) = self.advance(p, ready[i].revents != 0, now) {
+            if let Some(p) = self.advance(p, ready(i), now) {
                 self.conns.push(p);
             }
         }
@@ -817,7 +807,7 @@ fn read_body(conn: &mut Conn, len: usize, deadline: Instant) -> Result<Vec<u8>, 
             return Err(true);
         }
         let ms = left.as_millis().min(1000) as i32 + 1;
-        if !readable(conn.stream.as_raw_fd(), ms) {
+        if !readable(&conn.stream, ms) {
             continue;
         }
         let want = len - body.len();
@@ -830,14 +820,8 @@ fn read_body(conn: &mut Conn, len: usize, deadline: Instant) -> Result<Vec<u8>, 
 }
 
 /// Whether `fd` has something to read (or hung up) within `ms`.
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd this function owns.
-    unsafe { libc::poll(&mut p, 1, ms) > 0 }
+fn readable(fd: &TcpStream, ms: i32) -> bool {
+    crate::sys::poll::readable(fd, ms).unwrap_or(false)
 }
 
 /// Writes what the socket takes now; returns the rest (for the poller), or
@@ -889,6 +873,7 @@ fn render(r: &Response, keep: bool, redactor: &Redactor) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

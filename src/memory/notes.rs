@@ -332,6 +332,7 @@ fn filter_sql(f: &NoteFilter) -> (Vec<String>, Vec<Sql>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::types::args::{check_note, parse_date};

@@ -298,6 +298,7 @@ fn build_inner(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::ProviderErrorKind;
 

@@ -997,6 +997,7 @@ pub(crate) fn usage_of(v: &Value) -> Option<Usage> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::Config;

@@ -263,6 +263,7 @@ fn call_from(v: &Value, index: usize) -> ToolCall {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::util::arbitrary;

@@ -244,6 +244,7 @@ fn partial_suffix(s: &str, tag: &str) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::providers::textcalls::{parse_text_calls, strip_think};

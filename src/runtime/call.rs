@@ -731,6 +731,7 @@ impl Runtime<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::{Autonomy, Config};

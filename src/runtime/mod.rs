@@ -154,7 +154,6 @@ pub struct Runtime<'a> {
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
 /// re-judged and runs; released when the guard drops.
 fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = cfg.state_dir.join("tools.lock");
     let _ = crate::util::private_dir(&cfg.state_dir);
@@ -167,17 +166,16 @@ fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
         .ctx(|| format!("cannot open {}", path.display()))?;
     // Waits for the other call, but not past the run's deadline or Ctrl-C.
     loop {
-        // SAFETY: flock(2) on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        let waiting = err.raw_os_error() == Some(libc::EWOULDBLOCK);
+        // flock(2), LOCK_EX | LOCK_NB.
+        let err = match file.try_lock() {
+            Ok(()) => break,
+            Err(e) => e,
+        };
+        let waiting = matches!(err, std::fs::TryLockError::WouldBlock);
         if !waiting || control.stop().is_some() {
-            let why = if waiting {
-                "another latchclaw call holds it".to_string()
-            } else {
-                err.to_string()
+            let why = match err {
+                std::fs::TryLockError::WouldBlock => "another latchclaw call holds it".to_string(),
+                std::fs::TryLockError::Error(e) => e.to_string(),
             };
             return Err(Error::new(
                 Kind::Runtime,
@@ -1101,6 +1099,7 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

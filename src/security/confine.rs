@@ -27,13 +27,13 @@ pub mod seccomp;
 pub use crate::config::Confinement as Mode;
 
 use crate::config::{Autonomy, Config};
+use crate::sys;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -135,27 +135,16 @@ pub fn status() -> Status {
 }
 
 fn probe() -> Status {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with a null attribute, size 0 and the VERSION flag the call
-    // only returns the ABI version; it reads and writes no memory.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if v > 0 {
-        return Status::from_abi(v as u32);
+    match crate::sys::sandbox::landlock_abi() {
+        Ok(v) => Status::from_abi(v),
+        Err(e) => Status::missing(match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => {
+                "Landlock is built in but not enabled; add it to the lsm= boot parameter"
+            }
+            Some(libc::ENOSYS) => "the kernel is older than 5.13 or built without Landlock",
+            _ => "the Landlock probe failed (a seccomp filter?)",
+        }),
     }
-    Status::missing(match io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => {
-            "Landlock is built in but not enabled; add it to the lsm= boot parameter"
-        }
-        Some(libc::ENOSYS) => "the kernel is older than 5.13 or built without Landlock",
-        _ => "the Landlock probe failed (a seccomp filter?)",
-    })
 }
 
 /// What one shell call may touch.
@@ -488,53 +477,45 @@ impl Prepared {
             return;
         }
         let required = self.mode == Mode::Required;
-        let parent = std::process::id() as libc::pid_t;
+        let parent = std::process::id();
         // The hook owns a duplicate, so `self` may be dropped before the spawn.
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
         let filter = self.filter;
-        // SAFETY: the hook makes system calls only: no allocation, no lock,
-        // which is all that is safe after fork in a multithreaded parent.
-        unsafe {
-            cmd.pre_exec(move || child_setup(parent, ruleset.as_ref(), filter, required));
-        }
+        // The hook makes system calls only (`sys`'s hook-safe functions): no
+        // allocation, no lock, which is all that is safe after fork in a
+        // multithreaded parent.
+        sys::process::set_pre_exec(cmd, move || {
+            child_setup(parent, ruleset.as_ref(), filter, required)
+        });
     }
 }
 
-/// Runs in the forked child: async-signal-safe calls only.
+/// Runs in the forked child: hook-safe calls only. Under `required` a
+/// failure fails the spawn; under `best_effort` the child runs without the
+/// part that failed.
 fn child_setup(
-    parent: libc::pid_t,
+    parent: u32,
     ruleset: Option<&io::Result<OwnedFd>>,
     filter: Option<&[seccomp::Insn]>,
     required: bool,
 ) -> io::Result<()> {
-    // SAFETY: prctl and getppid take and return integers.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
-        // latchclaw died before the line above: nothing would bound this run.
-        if libc::getppid() != parent {
-            return Err(io::Error::from_raw_os_error(libc::ESRCH));
-        }
-        let nnp = libc::prctl(
-            libc::PR_SET_NO_NEW_PRIVS,
-            1 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        );
-        if nnp != 0 && required {
-            return Err(io::Error::last_os_error());
-        }
+    let _ = sys::process::die_with_parent();
+    // latchclaw died before the line above: nothing would bound this run.
+    if sys::process::parent_id() != parent {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
-    if !drop_bypass_caps() && required {
+    if let Err(e) = sys::sandbox::set_no_new_privs()
+        && required
+    {
+        return Err(e);
+    }
+    if !sys::sandbox::drop_capabilities(&BYPASS_CAPS) && required {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
-    if !close_inherited() && required {
+    // A socket latchclaw inherited without FD_CLOEXEC would otherwise pass
+    // the socket filter by already existing (the exec-error pipe of
+    // `std::process` is close-on-exec already: failures are still reported).
+    if !sys::sandbox::close_inherited() && required {
         return Err(io::Error::from_raw_os_error(libc::EMFILE));
     }
     // Needs no_new_privs (set above) now that CAP_SYS_ADMIN is gone.
@@ -551,16 +532,10 @@ fn child_setup(
             // value and error types (it allocates), which is not safe after
             // fork in a multithreaded process. The crate built the ruleset
             // in the parent; entering it is this single syscall.
-            // SAFETY: integer arguments; the fd is owned by this hook.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_landlock_restrict_self,
-                    fd.as_raw_fd(),
-                    0 as libc::c_uint,
-                )
-            };
-            if r != 0 && required {
-                return Err(io::Error::last_os_error());
+            if let Err(e) = sys::sandbox::landlock_restrict_self(fd.as_fd())
+                && required
+            {
+                return Err(e);
             }
             Ok(())
         }
@@ -571,111 +546,12 @@ fn child_setup(
     }
 }
 
-/// Marks every descriptor above stderr close-on-exec, so the command gets
-/// its three standard ones and nothing else: a socket latchclaw inherited
-/// without `FD_CLOEXEC` from whatever started it would otherwise pass the
-/// socket filter by already existing. (The exec-error pipe of
-/// `std::process` is close-on-exec already, so failures are still reported.)
-pub fn close_inherited() -> bool {
-    // SAFETY: integer system calls; getrlimit writes the stack value.
-    unsafe {
-        let r = libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-        if r == 0 {
-            return true;
-        }
-        // Before Linux 5.11: one by one, up to the descriptor limit.
-        const MOST: libc::rlim_t = 1 << 16;
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return false;
-        }
-        for fd in 3..lim.rlim_cur.min(MOST) as libc::c_int {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
-        lim.rlim_cur <= MOST
-    }
-}
-
 /// CAP_SYS_ADMIN and CAP_PERFMON: with either, the kernel lets a process
 /// read another's `environ` and `maps` without the ptrace check, and so
 /// past Landlock (`mm_access` waves PTRACE_MODE_READ through for
 /// `perfmon_capable()`). Root children lose both; nothing they are for
 /// (mounts, tracing) belongs in a shell call.
 const BYPASS_CAPS: [u32; 2] = [21, 38];
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-/// Drops [`BYPASS_CAPS`] from this (forked) process; true when neither is
-/// left in its permitted set, which with no_new_privs bounds what any
-/// later exec can have.
-fn drop_bypass_caps() -> bool {
-    const VERSION_3: u32 = 0x2008_0522;
-    let mut header = CapHeader {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: prctl takes integers; capget/capset read and write the two
-    // stack values above, sized for capability version 3.
-    unsafe {
-        for cap in BYPASS_CAPS {
-            // Fails without CAP_SETPCAP (a non-root parent): then the caps
-            // were never permitted and cannot be gained under no_new_privs.
-            libc::prctl(
-                libc::PR_CAPBSET_DROP,
-                cap as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            );
-        }
-        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
-            return false;
-        }
-        let present = |d: &[CapData; 2]| {
-            BYPASS_CAPS
-                .iter()
-                .any(|&c| d[(c / 32) as usize].permitted & (1 << (c % 32)) != 0)
-        };
-        if !present(&data) {
-            return true;
-        }
-        for cap in BYPASS_CAPS {
-            let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
-            data[word].effective &= !bit;
-            data[word].permitted &= !bit;
-            data[word].inheritable &= !bit;
-        }
-        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
-            return false;
-        }
-        libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) == 0 && !present(&data)
-    }
-}
 
 /// What `policy show` prints for shell confinement under `cfg`.
 pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> String {
@@ -686,6 +562,7 @@ pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> Strin
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::process::Stdio;
@@ -799,8 +676,7 @@ mod tests {
         assert!(!p.is_confined());
         assert!(p.description().starts_with("off"), "{}", p.description());
         // Only when this test process has not set it itself.
-        // SAFETY: PR_GET_NO_NEW_PRIVS only returns an integer.
-        if unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 0 {
+        if !sys::sandbox::no_new_privs().unwrap() {
             assert_eq!(child_no_new_privs(&p), "0");
         }
     }

@@ -765,6 +765,7 @@ fn split_assignment(w: &RawWord) -> Option<(String, RawWord)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1146,6 +1146,7 @@ fn push_front_components(queue: &mut VecDeque<OsString>, p: &Path, out: &mut Pat
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

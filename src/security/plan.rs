@@ -374,6 +374,7 @@ fn glob(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::security::grammar::parse;

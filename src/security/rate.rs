@@ -53,6 +53,7 @@ pub fn over_limit(tool: ToolName, limit: &RateLimit, c: Counts) -> Option<String
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -1092,4 +1092,5 @@ fn scheme_prefix(v: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

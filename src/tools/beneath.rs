@@ -12,12 +12,14 @@
 //! anything up. Both give the same answers: EXDEV for a path or symlink that
 //! leads out of the root, ELOOP for a refused symlink.
 
+use crate::sys;
+use crate::sys::fs::{file_type, on_procfs, openat as sys_openat, openat2, readlinkat};
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{File, Metadata};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -172,95 +174,12 @@ pub fn read_dir(dir: BorrowedFd) -> io::Result<Vec<OsString>> {
     Ok(read_dir_typed(dir)?.into_iter().map(|(n, _)| n).collect())
 }
 
-/// What a directory entry is, from `d_type` (no symlink followed); file
-/// systems that leave it unknown get an `fstatat` without following.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Dir,
-    File,
-    Symlink,
-    Other,
-}
-
-fn kind_of_mode(mode: u32) -> Kind {
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR => Kind::Dir,
-        libc::S_IFREG => Kind::File,
-        libc::S_IFLNK => Kind::Symlink,
-        _ => Kind::Other,
-    }
-}
+pub use crate::sys::fs::Kind;
 
 /// [`read_dir`] with each entry's [`Kind`], for walks that would
 /// otherwise stat every entry.
 pub fn read_dir_typed(dir: BorrowedFd) -> io::Result<Vec<(OsString, Kind)>> {
-    // fdopendir takes the descriptor over: give it its own.
-    let own = sys_openat(
-        dir,
-        c".",
-        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        0,
-    )?;
-    let raw = std::os::fd::IntoRawFd::into_raw_fd(own);
-    // SAFETY: `raw` is an open directory descriptor we own; on success
-    // closedir below closes it, on failure we close it.
-    let d = unsafe { libc::fdopendir(raw) };
-    if d.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so `raw` is still ours.
-        unsafe { libc::close(raw) };
-        return Err(e);
-    }
-    let mut names = Vec::new();
-    let result = loop {
-        // SAFETY: errno is thread-local; readdir reports errors only through it.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: `d` is a valid DIR* until closedir.
-        let ent = unsafe { libc::readdir(d) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            break if e.raw_os_error() == Some(0) {
-                Ok(())
-            } else {
-                Err(e)
-            };
-        }
-        // SAFETY: d_name is NUL-terminated inside the entry readdir returned,
-        // valid until the next readdir on `d`.
-        let name = unsafe { std::ffi::CStr::from_ptr((*ent).d_name.as_ptr()) };
-        let bytes = name.to_bytes();
-        if bytes != b"." && bytes != b".." {
-            // SAFETY: as above, the entry is valid until the next readdir.
-            let kind = match unsafe { (*ent).d_type } {
-                libc::DT_DIR => Kind::Dir,
-                libc::DT_REG => Kind::File,
-                libc::DT_LNK => Kind::Symlink,
-                libc::DT_UNKNOWN => {
-                    // SAFETY: `d` is valid; dirfd gives its descriptor
-                    // without transferring ownership; `st` is ours.
-                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                    let rc = unsafe {
-                        libc::fstatat(
-                            libc::dirfd(d),
-                            name.as_ptr(),
-                            &mut st,
-                            libc::AT_SYMLINK_NOFOLLOW,
-                        )
-                    };
-                    if rc == 0 {
-                        kind_of_mode(st.st_mode)
-                    } else {
-                        Kind::Other
-                    }
-                }
-                _ => Kind::Other,
-            };
-            names.push((OsString::from_vec(bytes.to_vec()), kind));
-        }
-    };
-    // SAFETY: `d` came from fdopendir and is closed once.
-    unsafe { libc::closedir(d) };
-    result.map(|()| names)
+    sys::fs::read_dir_typed(dir)
 }
 
 /// A single directory entry's name: no `/`, not `.` or `..`, not empty.
@@ -300,9 +219,7 @@ pub fn create_dirs_beneath(root: BorrowedFd, rel: &Path) -> io::Result<OwnedFd> 
         let next = match open_beneath(dir, Path::new(name), flags, 0, Symlinks::Refuse) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let c = plain_name(name)?;
-                // SAFETY: a NUL-terminated name and a descriptor we hold.
-                if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o777) } != 0 {
-                    let e = io::Error::last_os_error();
+                if let Err(e) = sys::fs::mkdirat(dir, &c, 0o777) {
                     // Someone else made it meanwhile: open whatever is there
                     // under the same rules.
                     if e.kind() != io::ErrorKind::AlreadyExists {
@@ -344,130 +261,14 @@ pub fn replace_file(dir: BorrowedFd, name: &OsStr, data: &[u8], mode: u32) -> io
         let mut f = File::from(fd);
         f.write_all(data)?;
         f.sync_all()?;
-        let raw = dir.as_raw_fd();
-        // SAFETY: NUL-terminated names and a descriptor we hold.
-        if unsafe { libc::renameat(raw, tmp.as_ptr(), raw, target.as_ptr()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fsync on a descriptor we hold.
-        if unsafe { libc::fsync(raw) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        sys::fs::rename_in(dir, &tmp, &target)?;
+        sys::fs::fsync(dir)
     })();
     if result.is_err() {
-        // SAFETY: as above; ENOENT (already renamed) is fine.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+        // ENOENT (already renamed) is fine.
+        let _ = sys::fs::unlinkat(dir, &tmp);
     }
     result
-}
-
-fn openat2(
-    root: BorrowedFd,
-    path: &CString,
-    flags: i32,
-    mode: u32,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
-    // SAFETY: open_how is plain integers; all-zero is valid (and the kernel
-    // refuses unknown non-zero fields).
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u32 as u64;
-    // openat2 refuses a mode without O_CREAT / O_TMPFILE.
-    let creates = flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE;
-    how.mode = if creates { u64::from(mode) } else { 0 };
-    how.resolve = resolve;
-    loop {
-        // SAFETY: a descriptor we hold, a NUL-terminated path and an
-        // open_how that outlive the call, with its true size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                root.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: the kernel just gave us this descriptor.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-fn sys_openat(
-    dir: BorrowedFd,
-    name: &std::ffi::CStr,
-    flags: i32,
-    mode: u32,
-) -> io::Result<OwnedFd> {
-    loop {
-        // SAFETY: a descriptor we hold and a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                flags | libc::O_CLOEXEC,
-                mode as libc::c_uint,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: the kernel just gave us this descriptor.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-fn file_type(fd: BorrowedFd) -> io::Result<libc::mode_t> {
-    // SAFETY: `stat` is plain integers, valid all-zero; fstat writes only
-    // into it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st.st_mode & libc::S_IFMT)
-}
-
-fn readlinkat(dir: BorrowedFd, name: &std::ffi::CStr) -> io::Result<PathBuf> {
-    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-    // SAFETY: the buffer is ours and its length is passed.
-    let n = unsafe {
-        libc::readlinkat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize >= buf.len() {
-        return Err(errno(libc::ENAMETOOLONG));
-    }
-    buf.truncate(n as usize);
-    Ok(PathBuf::from(OsString::from_vec(buf)))
-}
-
-/// Whether `dir` is on procfs, the home of magic links.
-fn on_procfs(dir: BorrowedFd) -> io::Result<bool> {
-    // SAFETY: `statfs` is plain integers, valid all-zero; fstatfs writes
-    // only into it.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(dir.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // PROC_SUPER_MAGIC (libc's constant changes type across targets).
-    Ok(st.f_type as i64 == 0x9fa0)
 }
 
 /// Queues the components of `p` ahead of what is left.
@@ -589,8 +390,10 @@ fn walk(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::symlink;
 
     struct Fx {

@@ -621,6 +621,7 @@ fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::Config;
@@ -810,21 +811,8 @@ mod tests {
     /// Exchanges two names atomically, so `d` is always there as one or
     /// the other.
     fn exchange(a: &Path, b: &Path) {
-        use std::os::unix::ffi::OsStrExt;
-        let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
-        let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();
-        // SAFETY: two NUL-terminated paths that outlive the call.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).unwrap();
     }
 
     /// Keeps each state a random few microseconds, about as long as a

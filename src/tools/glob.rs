@@ -74,8 +74,8 @@ fn compile_seg(s: &str) -> Result<Vec<Tok>, String> {
                                 ranges.push((lo, lo));
                                 ranges.push(('-', '-'));
                             }
-                            Some(_) => {
-                                let hi = it.next().unwrap();
+                            Some(&hi) => {
+                                it.next();
                                 ranges.push((lo, hi));
                             }
                         }
@@ -279,6 +279,7 @@ impl IgnoreStack {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

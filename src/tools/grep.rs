@@ -595,6 +595,7 @@ fn read_gitignore(dir: &OwnedFd) -> Option<IgnoreFile> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::config::Config;

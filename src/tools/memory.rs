@@ -152,6 +152,7 @@ impl Tool for MemoryForget {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

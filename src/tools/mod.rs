@@ -279,21 +279,7 @@ impl Tool for Time {
 /// The local UTC offset and zone abbreviation, from the C library's view of
 /// `TZ` and /etc/localtime.
 fn local_offset(secs: i64) -> (i64, Option<String>) {
-    let t = secs as libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`, which we own; tm_zone points
-    // at static storage inside the C library.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            return (0, None);
-        }
-        let zone = (!tm.tm_zone.is_null()).then(|| {
-            std::ffi::CStr::from_ptr(tm.tm_zone)
-                .to_string_lossy()
-                .into_owned()
-        });
-        (tm.tm_gmtoff as i64, zone)
-    }
+    crate::sys::time::local_offset(secs)
 }
 
 struct MemorySearch;
@@ -353,6 +339,7 @@ impl Tool for MemorySearch {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -14,10 +14,11 @@ use super::{Tool, ToolCtx, ToolResult};
 use crate::security::grammar::Connector;
 use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
 use crate::security::{confine, estop_engaged};
+use crate::sys;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +35,7 @@ pub struct Shell;
 /// A terminating signal that arrived during a call (0: none).
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn on_terminate(sig: libc::c_int) {
+extern "C" fn on_terminate(sig: i32) {
     CAUGHT.store(sig, Ordering::SeqCst);
     // The turn stops, and latchclaw dies of the signal on its way out.
     crate::control::signal_from_handler(sig);
@@ -44,32 +45,23 @@ extern "C" fn on_terminate(sig: libc::c_int) {
 /// call's processes die before latchclaw does (a handler the REPL set for
 /// Ctrl-C is left alone: it cancels the turn instead).
 struct SignalGuard {
-    old: Vec<(libc::c_int, libc::sighandler_t)>,
+    caught: Vec<i32>,
 }
 
 impl SignalGuard {
     fn install() -> SignalGuard {
-        let mut old = Vec::new();
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            // SAFETY: the handler only stores to an atomic.
-            let prev =
-                unsafe { libc::signal(sig, on_terminate as *const () as libc::sighandler_t) };
-            if prev != libc::SIG_DFL {
-                // SAFETY: puts back the handler that was there.
-                unsafe { libc::signal(sig, prev) };
-            } else {
-                old.push((sig, prev));
-            }
-        }
-        SignalGuard { old }
+        let caught = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+            .into_iter()
+            .filter(|&sig| sys::signal::catch_if_default(sig, on_terminate))
+            .collect();
+        SignalGuard { caught }
     }
 }
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        for &(sig, prev) in &self.old {
-            // SAFETY: restores the default disposition.
-            unsafe { libc::signal(sig, prev) };
+        for &sig in &self.caught {
+            sys::signal::set_default(sig);
         }
         CAUGHT.store(0, Ordering::SeqCst);
     }
@@ -130,13 +122,9 @@ impl Capture {
 }
 
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two new descriptors into the array on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are new and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    // Close-on-exec both ends, as std makes them.
+    let (r, w) = std::io::pipe()?;
+    Ok((r.into(), w.into()))
 }
 
 /// Makes orphaned descendants latchclaw's children instead of init's, so
@@ -144,10 +132,7 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 fn become_subreaper() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        // SAFETY: prctl with integer arguments only.
-        unsafe {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        }
+        let _ = sys::process::become_subreaper();
     });
 }
 
@@ -196,13 +181,10 @@ fn kill_descendants(reap: bool) {
         if reap {
             // No child at all: every descendant would have been reparented
             // to us, so there is nothing left (the common, cheap case).
-            // SAFETY: waitpid with WNOHANG and a null status pointer.
-            let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
-            if r == -1 {
-                return;
-            }
-            if r > 0 {
-                continue;
+            match sys::process::reap_one() {
+                sys::process::Reaped::NoChildren => return,
+                sys::process::Reaped::One => continue,
+                sys::process::Reaped::Running => {}
             }
         }
         let all = descendants();
@@ -210,16 +192,11 @@ fn kill_descendants(reap: bool) {
             return;
         }
         for &p in &all {
-            // SAFETY: kill(2) on a pid that is our descendant.
-            unsafe {
-                libc::kill(p, libc::SIGKILL);
-            }
+            let _ = sys::process::kill(p);
         }
         if reap {
-            // SAFETY: blocking wait for any child; they were just killed.
-            unsafe {
-                libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL);
-            }
+            // A blocking wait for any child: they were just killed.
+            sys::process::wait_any();
         } else {
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -330,7 +307,7 @@ struct CallEnv {
     root_fd: OwnedFd,
     /// The plan's directory, opened when the call starts; children enter it
     /// by descriptor, so a swap of its path for a link changes nothing.
-    cwd_fd: OwnedFd,
+    cwd_fd: Arc<OwnedFd>,
     confine: crate::security::confine::Prepared,
     tmp: Option<std::path::PathBuf>,
 }
@@ -357,21 +334,14 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
         .stdout(stdio(o))
         .stderr(stdio(e))
         .process_group(0);
-    let cwd = call.cwd_fd.as_raw_fd();
-    // SAFETY: the hook only makes async-signal-safe system calls.
-    unsafe {
-        c.pre_exec(move || {
-            if libc::fchdir(cwd) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Dies with the runner thread that started it, should latchclaw
-            // itself be killed.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let cwd = Arc::clone(&call.cwd_fd);
+    // Hook-safe calls only (see `sys::process::set_pre_exec`).
+    sys::process::set_pre_exec(&mut c, move || {
+        sys::process::fchdir(&*cwd)?;
+        // Dies with the runner thread that started it, should latchclaw
+        // itself be killed.
+        sys::process::die_with_parent()
+    });
     if let Some(t) = &call.tmp {
         c.env("TMPDIR", t);
     }
@@ -534,7 +504,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         ws,
         ws_fd,
         root_fd,
-        cwd_fd,
+        cwd_fd: Arc::new(cwd_fd),
         confine,
         tmp,
     };
@@ -638,6 +608,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

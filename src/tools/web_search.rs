@@ -197,6 +197,7 @@ impl Tool for WebSearch {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

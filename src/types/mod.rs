@@ -110,6 +110,7 @@ impl Usage {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::ToolName;
 

@@ -2,6 +2,8 @@
 //! the helpers the test files share (processes by marker, waiting, skips,
 //! git, files).
 #![allow(dead_code)]
+// `setsid` in a pre_exec hook (libc).
+#![allow(unsafe_code)]
 
 use serde_json::Value;
 use std::os::unix::ffi::OsStrExt;

@@ -1,6 +1,8 @@
 //! Runs latchclaw on a fresh pseudo-terminal (stdin, stdout, stderr and the
 //! controlling terminal), like a person at a terminal would.
 #![allow(dead_code)]
+// The pseudo-terminal calls (libc).
+#![allow(unsafe_code)]
 
 use crate::common::Env;
 use std::ffi::CString;
@@ -16,13 +18,17 @@ pub fn open_pty() -> (i32, CString) {
     // by another test's child keeps this terminal open after ours exits.
     let master = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
     assert!(master >= 0);
+    // SAFETY: integer calls on the master opened above.
     assert_eq!(unsafe { libc::grantpt(master) }, 0);
+    // SAFETY: as above.
     assert_eq!(unsafe { libc::unlockpt(master) }, 0);
     let mut name = [0 as libc::c_char; 128];
     assert_eq!(
+        // SAFETY: ptsname_r writes at most `name.len()` bytes into `name`.
         unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
         0
     );
+    // SAFETY: ptsname_r succeeded, so `name` holds a NUL-terminated path.
     let slave = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
     (master, slave)
 }
@@ -130,6 +136,7 @@ impl Pty {
         });
         // SAFETY: tcgetattr fills the struct we pass.
         let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
         assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
         t
     }
@@ -142,8 +149,8 @@ impl Pty {
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
-        // SAFETY: TIOCSWINSZ reads the winsize we pass.
         assert_eq!(
+            // SAFETY: TIOCSWINSZ reads the winsize we pass.
             unsafe { libc::ioctl(self.master, libc::TIOCSWINSZ, &ws) },
             0
         );

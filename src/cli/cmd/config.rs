@@ -292,6 +292,7 @@ fn config_toml(cfg: &Config) -> Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

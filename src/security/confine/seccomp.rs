@@ -34,7 +34,7 @@ use std::io;
 use std::mem::offset_of;
 use std::sync::OnceLock;
 
-pub type Insn = libc::sock_filter;
+pub type Insn = crate::sys::sandbox::SockFilter;
 
 /// `AUDIT_ARCH_*`: the ELF machine with the 64-bit and little-endian bits.
 #[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
@@ -113,7 +113,7 @@ impl Asm {
         self.pair = Some(self.body.len());
     }
 
-    fn finish(self) -> Vec<Insn> {
+    fn finish(self) -> Option<Vec<Insn>> {
         let mut actions: Vec<u32> = Vec::new();
         for &(_, _, jt, jf) in &self.body {
             for t in [jt, jf] {
@@ -130,31 +130,35 @@ impl Asm {
             To::Pair => self.pair,
             To::Ret(a) => actions.iter().position(|&x| x == a).map(|p| end + p),
         };
-        let offset = |i: usize, t: To| -> u8 {
+        // `None` for a jump without a forward target, or one too far for
+        // BPF's 8-bit offsets: then there is no program.
+        let offset = |i: usize, t: To| -> Option<u8> {
             match target(t) {
-                None if t == To::Next => 0,
-                Some(at) if at > i => u8::try_from(at - i - 1).expect("a jump too far for BPF"),
-                _ => unreachable!("a jump without a forward target"),
+                None if t == To::Next => Some(0),
+                Some(at) if at > i => u8::try_from(at - i - 1).ok(),
+                _ => None,
             }
         };
-        let mut out: Vec<Insn> = self
+        let mut out = self
             .body
             .iter()
             .enumerate()
-            .map(|(i, &(code, k, jt, jf))| Insn {
-                code,
-                jt: offset(i, jt),
-                jf: offset(i, jf),
-                k,
+            .map(|(i, &(code, k, jt, jf))| {
+                Some(Insn {
+                    code,
+                    jt: offset(i, jt)?,
+                    jf: offset(i, jf)?,
+                    k,
+                })
             })
-            .collect();
+            .collect::<Option<Vec<Insn>>>()?;
         out.extend(actions.iter().map(|&a| Insn {
             code: RET_K,
             jt: 0,
             jf: 0,
             k: a,
         }));
-        out
+        Some(out)
     }
 }
 
@@ -162,7 +166,7 @@ impl Asm {
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 ))]
-fn build(arch: u32) -> Vec<Insn> {
+fn build(arch: u32) -> Option<Vec<Insn>> {
     let nr = |n: libc::c_long| n as u32;
     let mut a = Asm::default();
     a.load(ARCH_OFF);
@@ -205,16 +209,17 @@ fn build(arch: u32) -> Vec<Insn> {
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 )))]
-fn build(_arch: u32) -> Vec<Insn> {
-    Vec::new()
+fn build(_arch: u32) -> Option<Vec<Insn>> {
+    None
 }
 
 /// The filter for this build's architecture; `None` where latchclaw has
-/// none (neither x86_64 nor aarch64).
+/// none (neither x86_64 nor aarch64), or where it did not assemble (a jump
+/// out of BPF's reach: a bug the tests would show).
 pub fn program() -> Option<&'static [Insn]> {
     static PROGRAM: OnceLock<Option<Vec<Insn>>> = OnceLock::new();
     PROGRAM
-        .get_or_init(|| ARCH.map(build))
+        .get_or_init(|| ARCH.and_then(build))
         .as_deref()
         .filter(|p| !p.is_empty())
 }
@@ -222,25 +227,7 @@ pub fn program() -> Option<&'static [Insn]> {
 /// Puts this process (a forked child) under `prog`, for good. Callers have
 /// set no_new_privs (or the kernel wants CAP_SYS_ADMIN). Async-signal-safe.
 pub fn install(prog: &[Insn]) -> io::Result<()> {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_ptr() as *mut Insn,
-    };
-    // SAFETY: the kernel copies the program `fprog` points to, which lives
-    // across the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::sandbox::seccomp_install(prog)
 }
 
 /// The filter, when this kernel can install it; probed once per process
@@ -249,53 +236,36 @@ pub fn install(prog: &[Insn]) -> io::Result<()> {
 pub fn available() -> Result<&'static [Insn], &'static str> {
     static AVAILABLE: OnceLock<Result<&'static [Insn], &'static str>> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        let prog = program().ok_or("latchclaw has no seccomp filter for this CPU architecture")?;
+        let prog = program().ok_or(if ARCH.is_some() {
+            "latchclaw's seccomp filter did not assemble (a bug)"
+        } else {
+            "latchclaw has no seccomp filter for this CPU architecture"
+        })?;
         probe().map(|()| prog)
     })
 }
 
 fn probe() -> Result<(), &'static str> {
-    // A null program: a kernel with filters faults reading it (EFAULT)
-    // before it looks at anything else, and installs nothing.
-    // SAFETY: the kernel only tries to read the (null) pointer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0 as libc::c_uint,
-            std::ptr::null::<libc::sock_fprog>(),
-        )
-    };
-    match (r, io::Error::last_os_error().raw_os_error()) {
-        (-1, Some(libc::EFAULT)) => {}
-        (_, Some(libc::ENOSYS)) => {
-            return Err("the kernel has no seccomp(2) (built without CONFIG_SECCOMP)");
-        }
-        (_, Some(libc::EINVAL)) => {
-            return Err("the kernel has no seccomp filters (built without CONFIG_SECCOMP_FILTER)");
-        }
-        (_, Some(libc::EPERM | libc::EACCES)) => {
-            return Err("installing a seccomp filter is not permitted here (an outer sandbox?)");
-        }
-        _ => return Err("the seccomp probe failed"),
+    if let Err(e) = crate::sys::sandbox::seccomp_probe() {
+        return Err(match e.raw_os_error() {
+            Some(libc::ENOSYS) => "the kernel has no seccomp(2) (built without CONFIG_SECCOMP)",
+            Some(libc::EINVAL) => {
+                "the kernel has no seccomp filters (built without CONFIG_SECCOMP_FILTER)"
+            }
+            Some(libc::EPERM | libc::EACCES) => {
+                "installing a seccomp filter is not permitted here (an outer sandbox?)"
+            }
+            _ => "the seccomp probe failed",
+        });
     }
-    let kill = KILL;
-    // SAFETY: the kernel reads the one integer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_GET_ACTION_AVAIL,
-            0 as libc::c_uint,
-            &kill as *const u32,
-        )
-    };
-    if r != 0 {
+    if !crate::sys::sandbox::seccomp_action_available(KILL) {
         return Err("the kernel cannot kill a whole process from a filter (older than 4.14)");
     }
     Ok(())
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -324,19 +294,17 @@ mod tests {
 
     /// Runs `prog` as the kernel would on one system call.
     fn run(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let data = libc::seccomp_data {
-            nr: nr as i32,
-            arch,
-            instruction_pointer: 0,
-            args,
-        };
-        // SAFETY: seccomp_data is plain integers; reading its bytes is fine.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&data as *const libc::seccomp_data).cast::<u8>(),
-                std::mem::size_of::<libc::seccomp_data>(),
-            )
-        };
+        // The bytes of a `seccomp_data` (instruction_pointer left 0).
+        let mut bytes = [0u8; std::mem::size_of::<libc::seccomp_data>()];
+        let mut put = |off: usize, b: &[u8]| bytes[off..off + b.len()].copy_from_slice(b);
+        put(NR as usize, &(nr as i32).to_ne_bytes());
+        put(ARCH_OFF as usize, &arch.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            put(
+                offset_of!(libc::seccomp_data, args) + 8 * i,
+                &a.to_ne_bytes(),
+            );
+        }
         let (mut acc, mut pc) = (0u32, 0usize);
         loop {
             let i = prog[pc];
@@ -455,37 +423,31 @@ mod tests {
         }
     }
 
-    /// Installs `prog` in a forked child, which then tries `socket()`: the
-    /// child's exit code is 0 when that was refused with EACCES, else the
-    /// install's errno, or 120 when the socket was made.
-    fn in_a_child(prog: &[Insn]) -> i32 {
-        // SAFETY: the child makes system calls only (the test process is
-        // multithreaded) and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            // SAFETY: integer system calls, then _exit.
-            unsafe {
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                let code = match install(prog) {
-                    Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
-                    Ok(()) => {
-                        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-                        if s < 0 && *libc::__errno_location() == libc::EACCES {
-                            0
-                        } else {
-                            120
-                        }
-                    }
-                };
-                libc::_exit(code);
+    /// Installs `prog` in a forked child, which then tries `socket()`: 0
+    /// when that was refused with EACCES, else the install's errno, or 120
+    /// when the socket was made.
+    fn in_a_child(prog: &'static [Insn]) -> i32 {
+        // What the hook fails the spawn with when the socket was made: an
+        // errno neither prctl nor seccomp(2) gives.
+        const MADE: i32 = libc::ENOTRECOVERABLE;
+        let mut cmd = std::process::Command::new("/bin/true");
+        crate::sys::process::set_pre_exec(&mut cmd, move || {
+            let _ = crate::sys::sandbox::set_no_new_privs();
+            install(prog)?;
+            let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            match std::net::UdpSocket::bind(any) {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(()),
+                _ => Err(io::Error::from_raw_os_error(MADE)),
             }
+        });
+        match cmd.status() {
+            Ok(status) => {
+                assert!(status.success(), "{status}");
+                0
+            }
+            Err(e) if e.raw_os_error() == Some(MADE) => 120,
+            Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
         }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status), "{status:#x}");
-        libc::WEXITSTATUS(status)
     }
 
     #[test]
@@ -507,7 +469,6 @@ mod tests {
             assert_eq!(installed, 0);
         }
         // And the probe left this process unfiltered.
-        // SAFETY: PR_GET_SECCOMP only returns an integer.
-        assert_eq!(unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) }, 0);
+        assert!(!crate::sys::sandbox::seccomp_active().unwrap());
     }
 }

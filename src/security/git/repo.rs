@@ -475,6 +475,7 @@ fn entries_checked(text: &str) -> Option<Vec<Entry>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -441,6 +441,7 @@ fn varint(b: &[u8]) -> Option<(usize, usize)> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -267,6 +267,7 @@ fn rel_path(raw: &str, gate: &Gate) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

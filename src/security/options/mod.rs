@@ -590,4 +590,5 @@ pub(crate) fn operands_read(p: &mut Parsed, operands: &[&str], recursive: bool, 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

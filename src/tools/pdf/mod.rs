@@ -267,4 +267,5 @@ impl Tool for PdfExtract {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

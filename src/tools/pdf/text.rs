@@ -1077,6 +1077,7 @@ fn skip_inline_image(lx: &mut Lexer) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
