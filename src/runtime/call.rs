@@ -382,8 +382,7 @@ impl Runtime<'_> {
                 .rate_limited(call.tool_name, &self.call_log(), false)?
             {
                 Some(why) => Decision {
-                    verdict: Verdict::Deny,
-                    refusal: Some(crate::security::Refusal::RateLimit),
+                    verdict: Verdict::Deny(crate::security::Refusal::RateLimit),
                     reason: why,
                     ..d
                 },
@@ -408,7 +407,7 @@ impl Runtime<'_> {
         } = judged;
         let c = call.call;
         let (status, reason) = match d.verdict {
-            Verdict::Deny => {
+            Verdict::Deny(_) => {
                 let result = ToolResult::err(format!("denied by policy: {}", d.reason));
                 let reason = d.reason.clone();
                 let ended = Ended::early(c, &d, Status::Denied, reason, result, lock.ok());
@@ -511,7 +510,7 @@ impl Runtime<'_> {
         let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
         let fresh = if relocked {
             let fresh = self.gate.decide(call.tool_name, c.args);
-            if fresh.verdict == Verdict::Deny || fresh.risk > decision.risk {
+            if matches!(fresh.verdict, Verdict::Deny(_)) || fresh.risk > decision.risk {
                 let result = ToolResult::err(format!(
                     "denied by policy: the files changed while the operator was asked: {}",
                     fresh.reason

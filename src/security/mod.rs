@@ -48,11 +48,13 @@ impl Risk {
     }
 }
 
+/// The gate's answer: run it, ask the operator first, or refuse it, and
+/// then of what kind the refusal is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
     Ask,
-    Deny,
+    Deny(Refusal),
 }
 
 impl Verdict {
@@ -60,7 +62,7 @@ impl Verdict {
         match self {
             Verdict::Allow => "allow",
             Verdict::Ask => "ask",
-            Verdict::Deny => "deny",
+            Verdict::Deny(_) => "deny",
         }
     }
 }
@@ -115,8 +117,6 @@ pub struct Decision {
     pub risk: Risk,
     pub verdict: Verdict,
     pub reason: String,
-    /// What kind of refusal a `Deny` is (`None` for allow and ask).
-    pub refusal: Option<Refusal>,
     /// True when the emergency stop caused the denial.
     pub estop: bool,
     /// The resolved path the tool must use (tools that take a path).
@@ -144,7 +144,6 @@ impl Decision {
     pub fn ask(risk: Risk, reason: impl Into<String>) -> Decision {
         Decision {
             verdict: Verdict::Ask,
-            refusal: None,
             ..Decision::deny(risk, Refusal::Arguments, reason)
         }
     }
@@ -153,9 +152,8 @@ impl Decision {
     pub fn deny(risk: Risk, kind: Refusal, reason: impl Into<String>) -> Decision {
         Decision {
             risk,
-            verdict: Verdict::Deny,
+            verdict: Verdict::Deny(kind),
             reason: reason.into(),
-            refusal: Some(kind),
             estop: false,
             path: None,
             plan: None,
@@ -656,7 +654,6 @@ impl Gate {
             risk,
             verdict,
             reason,
-            refusal: (verdict == Verdict::Deny).then_some(Refusal::Autonomy),
             estop: false,
             path,
             plan,
@@ -1034,7 +1031,7 @@ fn verdict_for(autonomy: Autonomy, risk: Risk, read_only: bool) -> (Verdict, Str
             "low-risk read-only call under readonly".into(),
         ),
         (Autonomy::ReadOnly, _) => (
-            Verdict::Deny,
+            Verdict::Deny(Refusal::Autonomy),
             format!(
                 "{} risk: readonly autonomy runs low-risk read-only tools only",
                 risk.as_str()
@@ -1047,7 +1044,7 @@ fn verdict_for(autonomy: Autonomy, risk: Risk, read_only: bool) -> (Verdict, Str
         ),
         (Autonomy::Full, Risk::Medium) => (Verdict::Allow, "medium risk under full".into()),
         (Autonomy::Supervised, Risk::High) => (
-            Verdict::Deny,
+            Verdict::Deny(Refusal::Autonomy),
             "high risk is blocked under supervised autonomy".into(),
         ),
         (Autonomy::Full, Risk::High) => (
@@ -1297,12 +1294,12 @@ mod tests {
         use Risk::*;
         let table = [
             (ReadOnly, Low, true, Verdict::Allow),
-            (ReadOnly, Low, false, Verdict::Deny),
-            (ReadOnly, Medium, false, Verdict::Deny),
-            (ReadOnly, High, false, Verdict::Deny),
+            (ReadOnly, Low, false, Verdict::Deny(Refusal::Autonomy)),
+            (ReadOnly, Medium, false, Verdict::Deny(Refusal::Autonomy)),
+            (ReadOnly, High, false, Verdict::Deny(Refusal::Autonomy)),
             (Supervised, Low, true, Verdict::Allow),
             (Supervised, Medium, false, Verdict::Ask),
-            (Supervised, High, false, Verdict::Deny),
+            (Supervised, High, false, Verdict::Deny(Refusal::Autonomy)),
             (Full, Low, true, Verdict::Allow),
             (Full, Medium, false, Verdict::Allow),
             (Full, High, false, Verdict::Ask),
@@ -1353,7 +1350,7 @@ mod tests {
             ToolName::FileRead,
             &serde_json::json!({"path": "/etc/passwd"}),
         );
-        assert_eq!(d.verdict, Verdict::Deny);
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::Path));
         let d = fx
             .gate
             .decide(ToolName::FileRead, &serde_json::json!("a.txt"));
@@ -1364,7 +1361,7 @@ mod tests {
         assert_eq!(d.verdict, Verdict::Allow);
         std::fs::write(fx.root.join("state/ESTOP"), "").unwrap();
         let d = fx.gate.decide(ToolName::Time, &serde_json::json!({}));
-        assert!(d.estop && d.verdict == Verdict::Deny, "{d}");
+        assert!(d.estop && d.verdict == Verdict::Deny(Refusal::Estop), "{d}");
     }
 
     #[test]
@@ -1375,8 +1372,10 @@ mod tests {
         );
         let kind = |gate: &Gate, tool, args| {
             let d = gate.decide(tool, &args);
-            assert_eq!(d.refusal.is_some(), d.verdict == Verdict::Deny, "{d}");
-            d.refusal
+            match d.verdict {
+                Verdict::Deny(kind) => Some(kind),
+                _ => None,
+            }
         };
         let g = &fx.gate;
         assert_eq!(kind(g, ToolName::Time, json!({})), None);

@@ -870,7 +870,7 @@ mod tests {
                         let decision = fx
                             .gate
                             .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
-                        if decision.verdict == Verdict::Deny {
+                        if matches!(decision.verdict, Verdict::Deny(_)) {
                             continue;
                         }
                         let r = invoke(&fx, tool, &args, &decision);

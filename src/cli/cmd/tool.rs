@@ -138,7 +138,7 @@ pub fn policy_check(
     }
     let d = gate.decide(tool, &args);
     let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
-    if let Some(kind) = d.refusal {
+    if let crate::security::Verdict::Deny(kind) = d.verdict {
         out["refusal"] = kind.as_str().into();
     }
     // What would run, exactly: one argv per command, in order.
