@@ -21,6 +21,7 @@ use std::time::Instant;
 /// Provider calls that failed in this process (the gateway's metrics).
 static PROVIDER_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+#[cfg(feature = "gateway")]
 pub fn provider_errors() -> u64 {
     PROVIDER_ERRORS.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -423,6 +424,9 @@ impl<'a> Runtime<'a> {
             );
             return self.invalid_call(conversation_id, name, args, e);
         };
+        if let Some(e) = crate::features::tool_not_built(tool_name) {
+            return self.invalid_call(conversation_id, name, args, e);
+        }
         let tool = tool_name.tool();
         if let Err(e) = tools::check_args(tool, args) {
             return self.invalid_call(

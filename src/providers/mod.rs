@@ -268,9 +268,19 @@ fn build_inner(cfg: &Config, name: &str, stack: &mut Vec<String>) -> Result<Box<
             stack.pop();
             Ok(Box::new(reliable::Reliable::new(name, inner)))
         }
-        ProviderSettings::OpenAiCompatible(o) => Ok(Box::new(
-            openai::OpenAiCompatible::from_config(p, o, cfg.max_response_bytes),
-        )),
+        ProviderSettings::OpenAiCompatible(o) => {
+            crate::features::check_url(&o.base_url).map_err(|e| {
+                Error::usage(format!(
+                    "providers.models.{name}.base_url = \"{}\": {e}",
+                    o.base_url
+                ))
+            })?;
+            Ok(Box::new(openai::OpenAiCompatible::from_config(
+                p,
+                o,
+                cfg.max_response_bytes,
+            )))
+        }
         ProviderSettings::Router(rt) => {
             stack.push(name.to_string());
             let mut names: Vec<&String> = rt
