@@ -3,18 +3,23 @@ CARGO ?= cargo
 DEMO_DIR := $(CURDIR)/target/demo
 BIN := target/debug/latchclaw
 
-.PHONY: build test lint bench demo release clean-demo install test-real
+.PHONY: build test lint bench demo release release-minimal clean-demo install test-real
 
 build:
 	$(CARGO) build
 
-# The one test command (README, .ci/run): format, lints, then every test.
+# The one test command (README, .ci/run): format, lints, then every test, in
+# both builds (README, "Builds and features"): the default one with every
+# feature, then the minimal one. They share target/debug: the second
+# compiles only latchclaw and the few crates whose features differ.
 test: lint
 	$(CARGO) test
+	$(CARGO) test --no-default-features
 
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --no-default-features --all-targets -- -D warnings
 
 # A real local model in the loop (README: real model; not part of `make test`):
 # llama-server and a Qwen2.5-Coder GGUF, found or built once into a cache.
@@ -40,6 +45,12 @@ clean-demo:
 release:
 	$(CARGO) build --release
 	@ls -l target/release/latchclaw
+
+# The minimal CLI (no gateway, service, pdf_extract, line editor or https),
+# in its own target dir so it does not replace the default release binary.
+release-minimal:
+	$(CARGO) build --release --no-default-features --target-dir target/minimal
+	@ls -l target/minimal/release/latchclaw
 
 # Installs the binary into cargo's bin directory (~/.cargo/bin).
 install:

@@ -1729,8 +1729,8 @@ fn read_web_search(r: &mut Reader, s: &mut Section) -> Option<WebSearch> {
 
 /// What the CLI offers: `tools_allow` (or the on-by-default tools), plus
 /// every tool whose section says `enabled = true` and `web_search` once a
-/// provider is set, less every `enabled = false` and an unconfigured
-/// `web_search`.
+/// provider is set, less every `enabled = false`, an unconfigured
+/// `web_search` and a tool this build lacks (`crate::features`).
 fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolName> {
     let add = |t: ToolName, allow: &mut Vec<ToolName>| {
         if !allow.contains(&t) {
@@ -1748,6 +1748,7 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
     allow.retain(|t| {
         tools.of(*t).enabled != Some(false)
             && (*t != ToolName::WebSearch || tools.web_search.is_some())
+            && crate::features::tool_missing(*t).is_none()
     });
     allow
 }

@@ -8,6 +8,8 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod features;
+#[cfg(feature = "gateway")]
 pub(crate) mod gateway;
 pub mod logging;
 pub mod memory;
@@ -16,6 +18,7 @@ pub(crate) mod providers;
 pub mod receipts;
 pub(crate) mod runtime;
 pub mod security;
+#[cfg(feature = "gateway")]
 pub mod service;
 pub mod skills;
 /// The one module that talks to the kernel (sandbox, signals, terminal,

@@ -510,6 +510,12 @@ pub fn enabled(cfg: &Config) -> Result<Vec<Skill>> {
                     skill.path.display(),
                     ToolName::list()
                 )),
+                Some(tool) if crate::features::tool_missing(tool).is_some() => {
+                    problems.push(format!(
+                        "skill \"{name}\" cannot be used: {}",
+                        crate::features::tool_not_built(tool).unwrap_or_default()
+                    ))
+                }
                 Some(tool) if !cfg.channels.cli.tools_allow.contains(&tool) => {
                     problems.push(format!(
                         "skill \"{name}\" needs tool \"{t}\", which is not enabled on the cli channel \

@@ -22,20 +22,44 @@
 //! https trusts the system's CA certificates (`tls_config`), as curl and git
 //! do, rather than a copy of Mozilla's list compiled in: the operator's own
 //! CAs work, the list follows the system's updates, and the binary is
-//! 100 KB smaller.
+//! 100 KB smaller. A build without the `tls` feature has no TLS at all: an
+//! https request is refused before it connects (`RefuseHttps`), with
+//! `features::NO_TLS`.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+#[cfg(feature = "tls")]
+use ureq::unversioned::transport::RustlsConnector;
 use ureq::unversioned::transport::{
     Buffers, ConnectProxyConnector, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout,
-    RustlsConnector, ShutdownHandle, Transport,
+    ShutdownHandle, Transport,
 };
+
+type AgentConfig = ureq::config::ConfigBuilder<ureq::typestate::AgentScope>;
+
+/// An agent's settings with the TLS settings for requests to `url` (`None`:
+/// any URL, redirects included).
+#[cfg(feature = "tls")]
+pub fn with_tls(b: AgentConfig, url: Option<&str>) -> AgentConfig {
+    b.tls_config(match url {
+        Some(url) => tls_config_for(url),
+        None => tls_config(),
+    })
+}
+
+/// A build without `tls` has no TLS settings: https is refused
+/// (`RefuseHttps`).
+#[cfg(not(feature = "tls"))]
+pub fn with_tls(b: AgentConfig, _url: Option<&str>) -> AgentConfig {
+    b
+}
 
 /// Where systems keep their trust roots, the first that exists wins;
 /// `SSL_CERT_FILE` names another (as for OpenSSL).
+#[cfg(feature = "tls")]
 const CA_BUNDLES: &[&str] = &[
     // Debian, Ubuntu, Arch, Alpine, Gentoo
     "/etc/ssl/certs/ca-certificates.crt",
@@ -51,7 +75,8 @@ const CA_BUNDLES: &[&str] = &[
 /// TLS settings for an agent that only ever asks `url` (no redirects):
 /// the system's roots for https; none for http, so a run against a local
 /// http model doesn't read them (1.5 ms).
-pub fn tls_config_for(url: &str) -> ureq::tls::TlsConfig {
+#[cfg(feature = "tls")]
+fn tls_config_for(url: &str) -> ureq::tls::TlsConfig {
     let https = url
         .get(..6)
         .is_some_and(|s| s.eq_ignore_ascii_case("https:"));
@@ -65,7 +90,9 @@ pub fn tls_config_for(url: &str) -> ureq::tls::TlsConfig {
 
 /// TLS settings trusting the system's CA certificates, read once per
 /// process.
+#[cfg(feature = "tls")]
 pub fn tls_config() -> ureq::tls::TlsConfig {
+    use std::sync::OnceLock;
     static ROOTS: OnceLock<Arc<Vec<ureq::tls::Certificate<'static>>>> = OnceLock::new();
     let roots = ROOTS.get_or_init(|| {
         let chosen = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
@@ -86,6 +113,7 @@ pub fn tls_config() -> ureq::tls::TlsConfig {
 
 /// The certificates of the first bundle in `paths` that holds any, and what
 /// went wrong when none does.
+#[cfg(feature = "tls")]
 fn load_roots(
     paths: &[std::path::PathBuf],
 ) -> (Vec<ureq::tls::Certificate<'static>>, Option<String>) {
@@ -118,10 +146,45 @@ fn load_roots(
 }
 
 /// ureq's default chain (CONNECT proxy, TCP, rustls) with our TCP.
+#[cfg(feature = "tls")]
 pub fn connector() -> impl Connector<()> {
     ().chain(ConnectProxyConnector::default())
         .chain(QuickAckConnector)
         .chain(RustlsConnector::default())
+}
+
+/// Without TLS: https refused before anything connects, then ureq's chain
+/// (CONNECT proxy, TCP) with our TCP.
+#[cfg(not(feature = "tls"))]
+pub fn connector() -> impl Connector<()> {
+    ().chain(RefuseHttps)
+        .chain(ConnectProxyConnector::default())
+        .chain(QuickAckConnector)
+}
+
+/// An https request in a build without TLS: `features::NO_TLS`, before a
+/// connection is made (ureq would connect, then find no TLS to speak).
+#[cfg(not(feature = "tls"))]
+#[derive(Debug)]
+struct RefuseHttps;
+
+#[cfg(not(feature = "tls"))]
+impl<In: Transport> Connector<In> for RefuseHttps {
+    type Out = In;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<In>, ureq::Error> {
+        if details.needs_tls() {
+            return Err(ureq::Error::Io(io::Error::new(
+                io::ErrorKind::Unsupported,
+                crate::features::NO_TLS,
+            )));
+        }
+        Ok(chained)
+    }
 }
 
 /// An agent on [`connector`] that takes an IP address in the URL as is.
@@ -325,6 +388,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "tls")]
     fn roots_come_from_the_first_bundle_that_holds_certificates() {
         let dir = std::env::temp_dir().join(format!("lc-roots-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -481,6 +545,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tls")]
     fn https_is_tls_over_our_connection() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -500,6 +565,21 @@ mod tests {
         assert!(err.is_err());
         // A TLS handshake record (a ClientHello), TLS 1.x.
         assert_eq!(first.join().unwrap()[..2], [0x16, 0x03]);
+    }
+
+    /// Without TLS an https request is refused before it connects.
+    #[test]
+    #[cfg(not(feature = "tls"))]
+    fn https_is_refused_before_connecting() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let err = agent(config())
+            .get(&format!("https://127.0.0.1:{port}/"))
+            .call()
+            .unwrap_err();
+        assert!(err.to_string().contains(crate::features::NO_TLS), "{err}");
+        assert!(listener.accept().is_err(), "nothing connected");
     }
 
     #[test]

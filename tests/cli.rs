@@ -34,10 +34,17 @@ fn help_on_every_command_and_version() {
             "{args:?}"
         );
     }
+    // The version, then the features built (tests/features.rs).
     let r = env.run(&["--version"]);
+    let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(
-        r.stdout,
-        format!("latchclaw {}\n", env!("CARGO_PKG_VERSION"))
+        lines[0],
+        format!("latchclaw {}", env!("CARGO_PKG_VERSION")),
+        "{r:?}"
+    );
+    assert!(
+        lines.len() == 2 && lines[1].starts_with("features: "),
+        "{r:?}"
     );
 }
 

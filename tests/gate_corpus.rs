@@ -264,6 +264,15 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
                         autonomy,
                     ]);
                     let got: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+                    // A build without `pdf` refuses every pdf_extract call,
+                    // saying why, whatever its path.
+                    let not_built = tool == "pdf_extract" && !cfg!(feature = "pdf");
+                    let expect = if not_built {
+                        Value::from("deny")
+                    } else {
+                        c["expect"].clone()
+                    };
+                    let reason = got["reason"].as_str().unwrap_or("");
                     // A denial says its kind; nothing else carries one.
                     let kinds = [
                         "estop", "unavailable", "not_on_channel", "arguments", "path",
@@ -273,11 +282,15 @@ fn hostile_corpus_is_denied_and_everyday_commands_pass() {
                         Some("deny") => got["refusal"].as_str().is_some_and(|k| kinds.contains(&k)),
                         _ => got.get("refusal").is_none(),
                     };
-                    if r.code != 0 || got["decision"] != c["expect"] || !typed {
+                    if r.code != 0
+                        || got["decision"] != expect
+                        || !typed
+                        || (not_built && !reason.contains("is not in this build"))
+                    {
                         failures.lock().unwrap().push(format!(
                             "[{}] {tool} {args} under {autonomy}: expected {}, got {} (refusal {}) ({})",
                             c["category"].as_str().unwrap_or(""),
-                            c["expect"],
+                            expect,
                             got["decision"],
                             got["refusal"],
                             got["reason"].as_str().unwrap_or(&r.stderr)

@@ -1,5 +1,6 @@
 //! `latchclaw gateway` on the real binary over loopback: every endpoint,
 //! the token, the bind rules, and the limits a stranger runs into.
+#![cfg(feature = "gateway")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

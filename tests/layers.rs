@@ -15,6 +15,7 @@ const LAYERS: &[&str] = &[
     "util",      // time, ids, hashing, text helpers
     "control",   // a run's deadline and cancellation
     "types",     // the tool table, each tool's arguments read and checked, token counts
+    "features",  // what this build holds (Cargo features) and the refusal of what it lacks
     "config",    // TOML → Config, with the validation of every value it reads
     "security", // the gate: decisions, shell grammar, plans, option tables, paths, network, sandbox policy, redactor
     "logging",  // log lines (through the redactor)

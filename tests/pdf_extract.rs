@@ -1,5 +1,6 @@
 //! `pdf_extract` on the real binary: pages and ranges, its limits, and the
 //! paths the gate refuses it (secret-named, forbidden, outside, links out).
+#![cfg(feature = "pdf")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

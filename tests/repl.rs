@@ -156,11 +156,13 @@ fn is_cooked(t: &libc::termios) -> bool {
     t.c_lflag & RAW_OFF == RAW_OFF && t.c_iflag & libc::ICRNL != 0
 }
 
+#[cfg(feature = "lineedit")]
 fn is_raw(t: &libc::termios) -> bool {
     t.c_lflag & RAW_OFF == 0 && t.c_iflag & libc::ICRNL == 0
 }
 
 #[test]
+#[cfg(feature = "lineedit")]
 fn editing_keys_shape_the_message_the_model_gets() {
     let env = editor_env("");
     let mut p = editor(&env, "xterm");
@@ -216,6 +218,7 @@ fn editing_keys_shape_the_message_the_model_gets() {
 }
 
 #[test]
+#[cfg(feature = "lineedit")]
 fn up_recalls_earlier_lines_across_sessions_from_a_private_file() {
     use std::os::unix::fs::PermissionsExt;
     let env = editor_env("");
@@ -275,6 +278,7 @@ fn up_recalls_earlier_lines_across_sessions_from_a_private_file() {
 }
 
 #[test]
+#[cfg(feature = "lineedit")]
 fn ctrl_c_at_the_prompt_clears_the_line_and_the_terminal_is_cooked_between_lines() {
     let env = editor_env(
         "[[script]]\nwhen = \"C3 write\"\n[[script.responses]]\n\
@@ -307,6 +311,7 @@ fn ctrl_c_at_the_prompt_clears_the_line_and_the_terminal_is_cooked_between_lines
 }
 
 #[test]
+#[cfg(feature = "lineedit")]
 fn sigterm_at_the_prompt_puts_the_terminal_back() {
     let env = editor_env("");
     let mut p = editor(&env, "xterm");
@@ -359,7 +364,36 @@ fn a_dumb_terminal_reads_plain_lines() {
     assert!(!env.state.join("repl_history").exists());
 }
 
+/// A build without the line editor reads plain lines on any terminal,
+/// as the editor does on a dumb one: cooked, keys as bytes, no history.
 #[test]
+#[cfg(not(feature = "lineedit"))]
+fn without_the_editor_a_terminal_reads_plain_lines() {
+    let env = editor_env("");
+    let mut p = editor(&env, "xterm-256color");
+    p.expect("latchclaw> ");
+    assert!(is_cooked(&p.modes()));
+    // No editing: Ctrl-A and an arrow key are bytes of the line.
+    p.send("E7 plain\x01x\x1b[D\n");
+    p.expect("said<E7 plain");
+    p.expect("latchclaw> ");
+    assert!(is_cooked(&p.modes()));
+    p.send("/help\n");
+    p.expect("Ctrl-C cancels a running turn");
+    p.expect("latchclaw> ");
+    assert!(
+        !p.transcript().contains("keys: arrows"),
+        "{}",
+        p.transcript()
+    );
+    p.send("\x04");
+    assert_eq!(p.wait(), Some(0));
+    assert_eq!(sent(&env), ["E7 plain\u{1}x\u{1b}[D"]);
+    assert!(!env.state.join("repl_history").exists());
+}
+
+#[test]
+#[cfg(feature = "lineedit")]
 fn a_long_line_scrolls_sideways_in_a_narrow_terminal() {
     let env = editor_env("");
     let mut p = editor(&env, "xterm");

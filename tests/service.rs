@@ -2,6 +2,7 @@
 //! printed unit and crontab line, `systemd-analyze verify` on that unit,
 //! and every command against a fake systemctl (`LATCHCLAW_SYSTEMCTL`) that
 //! records its argv, up and unreachable.
+#![cfg(feature = "gateway")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

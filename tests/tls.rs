@@ -1,6 +1,7 @@
 //! https trusts the system's CA certificates (or `SSL_CERT_FILE`), not a
 //! list compiled in: a local TLS server whose certificate a test CA signed
 //! is trusted exactly when that CA is in the bundle.
+#![cfg(feature = "tls")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -10,7 +10,9 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact, grep, gateway).
+//! verify, append, gate, redact, grep, gateway; and `features`, run only
+//! when named: what each Cargo feature adds to the binary, one release
+//! build without it each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod data;
@@ -128,6 +130,10 @@ fn main() {
     if run("static") {
         static_figures(&mut report);
     }
+    // Four release builds: only when asked for by name.
+    if only.contains(&"features") {
+        feature_figures(&mut report);
+    }
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     for i in 0..20 {
@@ -158,7 +164,7 @@ fn main() {
     if run("grep") {
         grep_figures(&mut report, &root, &vocab);
     }
-    if run("gateway") {
+    if run("gateway") && cfg!(feature = "gateway") {
         gateway::figures(&mut report, &root, &ws);
     }
 
@@ -178,21 +184,47 @@ fn main() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// Binary size and the number of crates compiled into it.
-fn static_figures(report: &mut Report) {
-    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
-    report.row(
-        "stripped release binary",
-        format!("{size:.2} MiB"),
-        "≤ 3.5 MiB",
-        Some(size <= 3.5),
+/// The Cargo features a build can leave out (README, "Builds and
+/// features"), all in the default build.
+const FEATURES: [&str; 4] = ["gateway", "pdf", "lineedit", "tls"];
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// Bytes of a release binary built with `--no-default-features` and these
+/// features, in its own target dir (`make release-minimal`'s): built in
+/// target/release it would replace the binary this suite measures. The
+/// first build there compiles every dependency (a few minutes).
+fn build_without_defaults(features: &[&str]) -> Result<u64, String> {
+    eprintln!(
+        "building the release binary with features [{}] in target/minimal…",
+        features.join(", ")
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let out = Command::new(cargo)
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(cargo())
+        .args(["build", "--release", "--no-default-features"])
+        .args(["--features", &features.join(",")])
+        .arg("--target-dir")
+        .arg(dir.join("target/minimal"))
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    std::fs::metadata(dir.join("target/minimal/release/latchclaw"))
+        .map(|m| m.len())
+        .map_err(|e| e.to_string())
+}
+
+/// The number of crates a build compiles (`cargo tree`, normal deps).
+fn crate_count(target: &str, extra: &[&str]) -> Option<usize> {
+    let out = Command::new(cargo())
         .args([
-            "tree", "-e", "normal", "--prefix", "none", "--target", &target,
+            "tree", "-e", "normal", "--prefix", "none", "--target", target,
         ])
+        .args(extra)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree");
@@ -202,12 +234,86 @@ fn static_figures(report: &mut Report) {
         .map(|l| l.trim_end_matches(" (*)"))
         .filter(|l| !l.is_empty())
         .collect();
+    out.status.success().then_some(crates.len())
+}
+
+/// The sizes of both builds (every feature; the minimal one) and the
+/// number of crates compiled into each.
+fn static_figures(report: &mut Report) {
+    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
+    let every = FEATURES
+        .iter()
+        .all(|f| latchclaw::features::built().contains(f));
+    report.row(
+        if every {
+            "stripped release binary, default build (every feature)".to_string()
+        } else {
+            format!(
+                "stripped release binary, this build ({})",
+                latchclaw::features::line()
+            )
+        },
+        format!("{size:.2} MiB"),
+        if every { "≤ 4.0 MiB" } else { "-" },
+        every.then_some(size <= 4.0),
+    );
+    match build_without_defaults(&[]) {
+        Ok(bytes) => {
+            let size = bytes as f64 / MIB;
+            report.row(
+                "stripped release binary, minimal (--no-default-features)",
+                format!("{size:.2} MiB"),
+                "≤ 2.6 MiB",
+                Some(size <= 2.6),
+            );
+        }
+        Err(e) => {
+            report.row(
+                "stripped release binary, minimal (--no-default-features)",
+                "build failed".into(),
+                "≤ 2.6 MiB",
+                Some(false),
+            );
+            report.notes.push(format!("minimal build: {e}"));
+        }
+    }
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let n = crate_count(&target, &[]);
     report.row(
         format!("crates compiled for {target} (normal deps + latchclaw)"),
-        crates.len().to_string(),
+        n.map_or("cargo tree failed".into(), |n| n.to_string()),
         "≤ 70",
-        Some(out.status.success() && crates.len() <= 70),
+        Some(n.is_some_and(|n| n <= 70)),
     );
+    let n = crate_count(&target, &["--no-default-features"]);
+    report.row(
+        "  of which in the minimal build",
+        n.map_or("cargo tree failed".into(), |n| n.to_string()),
+        "-",
+        None,
+    );
+}
+
+/// What each feature adds: the default binary's size less that of a build
+/// with every other feature (`cargo bench --bench suite -- features`).
+fn feature_figures(report: &mut Report) {
+    let every = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
+    for f in FEATURES {
+        let others: Vec<&str> = FEATURES.into_iter().filter(|g| *g != f).collect();
+        let label = format!("feature `{f}`: the default binary less a build without it");
+        match build_without_defaults(&others) {
+            Ok(bytes) => report.row(
+                label,
+                format!("{:.1} KiB", (every as f64 - bytes as f64) / 1024.0),
+                "-",
+                None,
+            ),
+            Err(e) => {
+                report.row(label, "build failed".into(), "-", Some(false));
+                report.notes.push(format!("build without {f}: {e}"));
+            }
+        }
+    }
 }
 
 fn setup_home(root: &Path, name: &str, config: &str) -> PathBuf {

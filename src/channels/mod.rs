@@ -2,6 +2,11 @@
 //! exists so far: one-shot (`agent -m`) and the REPL. Operator approval is
 //! not a channel matter: the runtime asks an `Approver` (`cli::approve`).
 
+#[cfg(feature = "lineedit")]
+pub mod lineedit;
+/// Without the `lineedit` feature the REPL reads plain lines.
+#[cfg(not(feature = "lineedit"))]
+#[path = "plain_lines.rs"]
 pub mod lineedit;
 
 use crate::error::{Result, exit};

@@ -48,7 +48,7 @@ Commands:
     );
     let width = 34;
     for c in COMMANDS {
-        row(&mut out, &c.synopsis(), c.summary, width);
+        row(&mut out, &c.synopsis(), &summary(c), width);
     }
     out.push_str("\nGlobal options:\n");
     for f in FLAGS.iter().filter(|f| f.commands == ALL) {
@@ -69,9 +69,21 @@ Environment:
     out
 }
 
+/// A command's line in a list: its summary, and whether this build has it.
+fn summary(c: &CommandDef) -> String {
+    match crate::features::command_missing(c.path) {
+        Some(_) => format!("{} (not in this build)", c.summary),
+        None => c.summary.to_string(),
+    }
+}
+
 pub fn command(c: &CommandDef) -> String {
+    let missing = match crate::features::command_missing(c.path) {
+        Some(f) => format!("\n\nNot in this build: {}.", crate::features::how(f)),
+        None => String::new(),
+    };
     let mut out = format!(
-        "Usage: latchclaw {}\n\n{}\n\nOptions:\n",
+        "Usage: latchclaw {}\n\n{}{missing}\n\nOptions:\n",
         synopsis_with_options(c),
         c.about
     );
@@ -93,7 +105,7 @@ pub fn command(c: &CommandDef) -> String {
 fn group(word: &str, subs: &[&CommandDef]) -> String {
     let mut out = format!("Usage: latchclaw {word} <command> [options]\n\nCommands:\n");
     for c in subs {
-        row(&mut out, &synopsis_with_options(c), c.summary, 34);
+        row(&mut out, &synopsis_with_options(c), &summary(c), 34);
     }
     out.push_str(&format!(
         "\n`latchclaw help {word} COMMAND` lists a command's options.\n\n{EXIT_CODES_POINTER}"

@@ -104,7 +104,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             ))),
         },
         Command::Version => {
-            println!("latchclaw {}", env!("CARGO_PKG_VERSION"));
+            println!(
+                "latchclaw {}\n{}",
+                env!("CARGO_PKG_VERSION"),
+                crate::features::line()
+            );
             Ok(exit::OK)
         }
         Command::Completions(shell) => {
@@ -143,9 +147,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),
         Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
+        #[cfg(feature = "gateway")]
         Command::Gateway { bind } => {
             crate::gateway::run(ctx.load_config()?, bind, Arc::clone(&ctx.redactor))
         }
+        #[cfg(feature = "gateway")]
         Command::GatewayToken { rotate } => {
             crate::gateway::token(&ctx.load_config()?, rotate, &ctx.redactor)
         }
@@ -160,13 +166,38 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
         Command::SkillList { json } => cmd::skill::list(&ctx, json),
         Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
+        #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)
         }
+        #[cfg(feature = "gateway")]
         Command::ServiceStart => cmd::service::start(&ctx),
+        #[cfg(feature = "gateway")]
         Command::ServiceStop => cmd::service::stop(&ctx),
+        #[cfg(feature = "gateway")]
         Command::ServiceStatus => cmd::service::status(&ctx),
+        #[cfg(feature = "gateway")]
         Command::ServiceUninstall => cmd::service::uninstall(&ctx),
+        // Known, parsed and checked like any command, then refused.
+        #[cfg(not(feature = "gateway"))]
+        c @ (Command::Gateway { .. }
+        | Command::GatewayToken { .. }
+        | Command::ServiceInstall { .. }
+        | Command::ServiceStart
+        | Command::ServiceStop
+        | Command::ServiceStatus
+        | Command::ServiceUninstall) => {
+            let path = match c {
+                Command::GatewayToken { .. } => "gateway token",
+                Command::ServiceInstall { .. } => "service install",
+                Command::ServiceStart => "service start",
+                Command::ServiceStop => "service stop",
+                Command::ServiceStatus => "service status",
+                Command::ServiceUninstall => "service uninstall",
+                _ => "gateway",
+            };
+            Err(crate::features::command_not_built(path, "gateway"))
+        }
     }
 }
 

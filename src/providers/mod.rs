@@ -263,6 +263,12 @@ fn build_inner(
             Ok(Box::new(reliable::Reliable::new(name, inner)))
         }
         ProviderSettings::OpenAiCompatible(o) => {
+            crate::features::check_url(&o.base_url).map_err(|e| {
+                Error::usage(format!(
+                    "providers.models.{name}.base_url = \"{}\": {e}",
+                    o.base_url
+                ))
+            })?;
             Ok(Box::new(openai::OpenAiCompatible::from_config(
                 p,
                 o,

@@ -160,9 +160,8 @@ impl OpenAiCompatible {
             .max_redirects(0)
             .timeout_global(Some(timeout))
             .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
-            .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
-            .tls_config(crate::transport::tls_config_for(&o.base_url))
-            .build();
+            .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")));
+        let config = crate::transport::with_tls(config, Some(&o.base_url)).build();
         OpenAiCompatible {
             name: p.name.clone(),
             model: p.model.clone(),

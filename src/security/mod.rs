@@ -367,6 +367,9 @@ impl Gate {
 
     /// Why `tool` cannot be called at all, whatever the channel offers.
     fn unavailable(&self, tool: ToolName) -> Option<String> {
+        if let Some(why) = crate::features::tool_not_built(tool) {
+            return Some(why);
+        }
         if self.disabled.contains(&tool) {
             return Some(format!(
                 "tool \"{tool}\" is disabled (tools.{tool}.enabled = false)"

@@ -69,9 +69,8 @@ pub(super) fn checked_agent(policy: &NetPolicy, timeout: Duration) -> ureq::Agen
         .max_redirects(0)
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
-        .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")))
-        .tls_config(crate::transport::tls_config())
-        .build();
+        .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")));
+    let config = crate::transport::with_tls(config, None).build();
     ureq::Agent::with_parts(
         config,
         crate::transport::connector(),
@@ -151,6 +150,9 @@ impl Tool for Http {
                 && let Err(e) = policy.check_url(&current)
             {
                 return ToolResult::err(format!("redirect to {current} refused: {e}"));
+            }
+            if let Err(e) = crate::features::check_url(&current) {
+                return ToolResult::err(format!("GET {current}: {e}"));
             }
             let mut resp = match agent.get(&current).call() {
                 Ok(r) => r,

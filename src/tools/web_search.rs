@@ -132,6 +132,9 @@ impl Tool for WebSearch {
             _ => None,
         };
         let url = request_url(settings, query, limit);
+        if let Err(e) = crate::features::check_url(&url) {
+            return ToolResult::err(format!("tools.web_search.url: {e}"));
+        }
         let own = ctx.cfg.tools.of(ToolName::WebSearch).timeout_secs;
         let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.http_timeout_secs)).min(
             ctx.deadline

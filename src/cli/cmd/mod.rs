@@ -11,6 +11,7 @@ pub mod memory;
 pub mod prompt;
 pub mod provider;
 pub mod receipt;
+#[cfg(feature = "gateway")]
 pub mod service;
 pub mod skill;
 pub mod tool;

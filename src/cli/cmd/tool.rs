@@ -17,6 +17,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             json!({
                 "name": name,
                 "enabled": cfg.channels.cli.tools_allow.contains(&name),
+                "built": crate::features::tool_missing(name).is_none(),
                 "risk": crate::security::risk_summary(name),
                 "description": crate::tools::tool(name).description(),
             })
@@ -35,15 +36,27 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             .max(head.len())
     };
     let (name_w, risk_w) = (width("name", "TOOL"), width("risk", "RISK"));
+    // A tool this build lacks says so where "yes" or "no" would be.
+    let enabled = |r: &Value| match (&r["built"], &r["enabled"]) {
+        (Value::Bool(false), _) => "not built",
+        (_, Value::Bool(true)) => "yes",
+        _ => "no",
+    };
+    let enabled_w = rows
+        .iter()
+        .map(|r| enabled(r).len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
     println!(
-        "{:name_w$}  {:7}  {:risk_w$}  DESCRIPTION",
+        "{:name_w$}  {:enabled_w$}  {:risk_w$}  DESCRIPTION",
         "TOOL", "ENABLED", "RISK"
     );
     for r in &rows {
         println!(
-            "{:name_w$}  {:7}  {:risk_w$}  {}",
+            "{:name_w$}  {:enabled_w$}  {:risk_w$}  {}",
             r["name"].as_str().unwrap_or(""),
-            if r["enabled"] == true { "yes" } else { "no" },
+            enabled(r),
             r["risk"].as_str().unwrap_or(""),
             r["description"].as_str().unwrap_or("")
         );
@@ -53,6 +66,9 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let (tool, args) = parse_tool_args(name, raw)?;
+    if let Some(why) = crate::features::tool_not_built(tool) {
+        return Err(Error::usage(why));
+    }
     // `policy check` leaves this out: it shows what the gate alone decides.
     crate::tools::check_args(crate::tools::tool(tool), &args)
         .map_err(|e| Error::usage(format!("--json: {e}")))?;
@@ -208,6 +224,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "secret_files_allow": cfg.security.secret_files_allow,
         "shell_allowlist": cfg.security.shell_allowlist,
         "tools_enabled": cfg.channels.cli.tools_allow,
+        "features": crate::features::built(),
         "state_dir": cfg.state_dir.display().to_string(),
         "confinement": {"mode": cfg.security.confinement.as_str(), "description": confinement},
         "estop": cfg.estop_path().exists(),
