@@ -997,17 +997,22 @@ impl ReceiptLog {
         };
         // The log is read in fixed-size blocks, so memory stays flat: each
         // block's whole lines are hashed on all cores, then linked in order.
-        let mut buf: Vec<u8> = Vec::with_capacity(block);
+        // The buffer is zeroed once (it grows only for a line longer than
+        // half of it); `filled` bytes of it hold the log.
+        let mut whole = vec![0u8; block];
+        let mut filled = 0;
         let mut eof = false;
         while !eof {
-            let start = buf.len();
-            buf.resize(block.max(start * 2), 0);
-            let n = read_full(file, &mut buf[start..])
+            if whole.len() < block.max(filled * 2) {
+                whole.resize(filled * 2, 0);
+            }
+            let n = read_full(file, &mut whole[filled..])
                 .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-            buf.truncate(start + n);
+            filled += n;
             eof = n == 0;
+            let buf = &whole[..filled];
             // Whole lines only, except at the end, where a torn line is judged.
-            let end = match memchr::memrchr(b'\n', &buf) {
+            let end = match memchr::memrchr(b'\n', buf) {
                 Some(i) if !eof => i + 1,
                 _ if eof => buf.len(),
                 _ => continue,
@@ -1063,7 +1068,8 @@ impl ReceiptLog {
                     Err(why) => first_break = Some((position, why)),
                 }
             }
-            buf.drain(..end);
+            whole.copy_within(end..filled, 0);
+            filled -= end;
         }
         if first_break.is_none() {
             first_break = expected.missing(position).map(|why| (0, why));
@@ -1852,12 +1858,16 @@ fn needs_escape(s: &[u8]) -> bool {
     // is below `n` (n <= 0x80), so `below(w ^ c, 1)` when one equals `c`.
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH;
-    let flagged = |w: u64| {
+    #[inline(always)]
+    fn below(w: u64, n: u8) -> u64 {
+        w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
+    }
+    #[inline(always)]
+    fn flagged(w: u64) -> u64 {
         below(w, 0x20)
             | below(w ^ (ONES * u64::from(b'"')), 1)
             | below(w ^ (ONES * u64::from(b'\\')), 1)
-    };
+    }
     let mut words = s.chunks_exact(8);
     let mut bad = 0;
     for w in &mut words {
@@ -2141,11 +2151,14 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     if b.len() != 64 {
         return None;
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
+    #[inline(always)]
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
     let mut out = [0u8; 32];
     for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
         *o = (digit(pair[0])? << 4) | digit(pair[1])?;
