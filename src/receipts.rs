@@ -868,12 +868,10 @@ impl ReceiptLog {
         let receipt_hash = util::hex(&Sha256::digest(&canonical));
         stored.receipt_hash = Some(receipt_hash.as_str().into());
         stored.hmac = key.map(|k| k.mac_hex(&canonical).into());
-        let mut line = serde_json::to_string(&stored)
-            .map_err(|e| Error::new(Kind::Internal, format!("cannot encode a receipt: {e}")))?;
-        line.push('\n');
-        let written = file
-            .write_all(line.as_bytes())
-            .and_then(|_| file.sync_data());
+        let mut line = Vec::with_capacity(canonical.len() + 180);
+        stored.emit(Members::All, &mut line);
+        line.push(b'\n');
+        let written = file.write_all(&line).and_then(|_| file.sync_data());
         if let Err(e) = written {
             // Cut off whatever part of the line landed so no torn line stays.
             let _ = file.set_len(len);
@@ -1004,17 +1002,22 @@ impl ReceiptLog {
         };
         // The log is read in fixed-size blocks, so memory stays flat: each
         // block's whole lines are hashed on all cores, then linked in order.
-        let mut buf: Vec<u8> = Vec::with_capacity(block);
+        // The buffer is zeroed once (it grows only for a line longer than
+        // half of it); `filled` bytes of it hold the log.
+        let mut whole = vec![0u8; block];
+        let mut filled = 0;
         let mut eof = false;
         while !eof {
-            let start = buf.len();
-            buf.resize(block.max(start * 2), 0);
-            let n = read_full(file, &mut buf[start..])
+            if whole.len() < block.max(filled * 2) {
+                whole.resize(filled * 2, 0);
+            }
+            let n = read_full(file, &mut whole[filled..])
                 .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-            buf.truncate(start + n);
+            filled += n;
             eof = n == 0;
+            let buf = &whole[..filled];
             // Whole lines only, except at the end, where a torn line is judged.
-            let end = match memchr::memrchr(b'\n', &buf) {
+            let end = match memchr::memrchr(b'\n', buf) {
                 Some(i) if !eof => i + 1,
                 _ if eof => buf.len(),
                 _ => continue,
@@ -1070,7 +1073,8 @@ impl ReceiptLog {
                     Err(why) => first_break = Some((position, why)),
                 }
             }
-            buf.drain(..end);
+            whole.copy_within(end..filled, 0);
+            filled -= end;
         }
         if first_break.is_none() {
             first_break = expected.missing(position).map(|why| (0, why));
@@ -1635,11 +1639,15 @@ impl OpenCalls {
     }
 }
 
-/// One receipt as stored. Fields are declared in sorted key order, so
-/// serializing it gives canonical JSON (compact, keys sorted, absent fields
-/// left out); the hash covers that serialization with `receipt_hash` left
-/// out. Writing and verifying both go through this one type.
-#[derive(serde::Deserialize, serde::Serialize)]
+/// One receipt as stored. `Stored::emit` is the one definition of its
+/// bytes: the line written, and the canonical bytes hashed and MAC'd (the
+/// line without `hmac` and `receipt_hash`). They are canonical JSON as
+/// `canonical_json` writes it (compact, keys sorted, serde_json's escaping,
+/// absent fields left out; a test holds `emit` equal to serde_json's
+/// serialization of this struct, whose fields are declared in sorted key
+/// order). serde_json reads a line `parse_canonical` does not take.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(deny_unknown_fields)]
 struct Stored<'a> {
     #[serde(borrow)]
@@ -1705,39 +1713,49 @@ fn present<'de: 'a, 'a, D: serde::Deserializer<'de>>(
 }
 
 impl Stored<'_> {
-    /// The bytes serde_json writes for this receipt without `receipt_hash`
-    /// and `hmac` (a test holds the two equal), built directly:
-    /// verification spends most of its time here, and serde_json's escaping
-    /// and many small writes cost twice as much as copying strings that
-    /// need no escaping. Both the hash and the hmac are taken over them.
-    fn canonical_into(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
+    /// Writes the receipt into `out`: every member (the line), or all but
+    /// `hmac` and `receipt_hash` (the canonical bytes). The one writer of
+    /// receipt bytes: `append` writes a line with it, and verification
+    /// hashes what it writes, or checks that a line is what it writes.
+    /// Strings that need no escaping (almost all) are copied as they are;
+    /// serde_json's escaper writes the others.
+    fn emit(&self, members: Members, out: &mut impl Sink) {
+        out.put_byte(b'{');
         let mut first = true;
-        for (i, (key, value)) in LINE_KEYS.iter().zip(self.values()).enumerate() {
-            if i == HMAC || i == RECEIPT_HASH {
+        for (i, (key, value)) in KEY_FRAMES.iter().zip(self.values()).enumerate() {
+            let sealing = i == HMAC || i == RECEIPT_HASH;
+            let Some(value) = value.filter(|_| members == Members::All || !sealing) else {
                 continue;
+            };
+            if sealing {
+                out.seal_starts();
             }
-            let Some(value) = value else { continue };
             if !first {
-                out.push(b',');
+                out.put_byte(b',');
             }
             first = false;
-            out.push(b'"');
-            out.extend_from_slice(key.as_bytes());
-            out.extend_from_slice(b"\":");
-            if value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+            out.put(key);
+            if needs_escape(value.as_bytes()) {
+                let mut escaped = Vec::with_capacity(value.len() + 16);
                 // Writing a string into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut *out, value);
+                let _ = serde_json::to_writer(&mut escaped, value);
+                out.put(&escaped);
             } else {
-                out.push(b'"');
-                out.extend_from_slice(value.as_bytes());
-                out.push(b'"');
+                out.put_quoted(value.as_bytes());
+            }
+            if sealing {
+                out.seal_ends();
             }
         }
-        out.push(b'}');
+        out.put_byte(b'}');
     }
 
-    /// The fields in `LINE_KEYS` order (None: absent).
+    /// The canonical bytes: what the hash and the hmac are taken over.
+    fn canonical_into(&self, out: &mut Vec<u8>) {
+        self.emit(Members::Canonical, out);
+    }
+
+    /// The fields in `KEY_FRAMES` order (None: absent).
     fn values(&self) -> [Option<&str>; KEYS] {
         [
             Some(&self.args_hash),
@@ -1756,7 +1774,7 @@ impl Stored<'_> {
         ]
     }
 
-    /// A receipt from its fields in `LINE_KEYS` order; None when a field
+    /// A receipt from its fields in `KEY_FRAMES` order; None when a field
     /// every receipt has is missing.
     fn from_values(values: [Option<&str>; KEYS]) -> Option<Stored<'_>> {
         let [
@@ -1802,94 +1820,212 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
 }
 
 const KEYS: usize = 13;
-/// Where `hmac` and `receipt_hash` sit in `LINE_KEYS`: the members the
-/// canonical bytes leave out.
+/// Where `hmac` and `receipt_hash` sit in `KEY_FRAMES`: the members the
+/// canonical bytes leave out (the seals).
 const HMAC: usize = 2;
 const RECEIPT_HASH: usize = 6;
+/// The other keys a line may leave out (which ones a status needs is
+/// `check_shape`'s business).
+const RESULT_HASH: usize = 7;
+const STARTED_ID: usize = 9;
 
-/// Keys in the order latchclaw writes them (sorted, as `Stored` declares
-/// its fields): the one list the canonical writer and the fast-path parser
-/// share.
-const LINE_KEYS: [&str; KEYS] = [
-    "args_hash",
-    "conversation_id",
-    "hmac",
-    "id",
-    "previous_hash",
-    "reason",
-    "receipt_hash",
-    "result_hash",
-    "risk",
-    "started_id",
-    "status",
-    "timestamp",
-    "tool",
+/// Each key as a line spells it before its value (`"key":`), in the order
+/// latchclaw writes them: sorted, as `Stored` declares its fields.
+const KEY_FRAMES: [&[u8]; KEYS] = [
+    b"\"args_hash\":",
+    b"\"conversation_id\":",
+    b"\"hmac\":",
+    b"\"id\":",
+    b"\"previous_hash\":",
+    b"\"reason\":",
+    b"\"receipt_hash\":",
+    b"\"result_hash\":",
+    b"\"risk\":",
+    b"\"started_id\":",
+    b"\"status\":",
+    b"\"timestamp\":",
+    b"\"tool\":",
 ];
 
-/// Keys a stored line may leave out (which ones a status needs is
-/// `check_shape`'s business).
-const OPTIONAL_KEYS: [&str; 3] = ["hmac", "result_hash", "started_id"];
+/// Which members `Stored::emit` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Members {
+    /// The line as stored.
+    All,
+    /// The canonical bytes: all but the seals (`hmac`, `receipt_hash`).
+    Canonical,
+}
+
+/// Whether serde_json escapes a string with these bytes: it escapes `"`,
+/// `\` and control characters, and writes everything else as it is.
+fn needs_escape(s: &[u8]) -> bool {
+    // Eight bytes at a time: `below(w, n)` is nonzero when a byte of `w`
+    // is below `n` (n <= 0x80), so `below(w ^ c, 1)` when one equals `c`.
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    #[inline(always)]
+    fn below(w: u64, n: u8) -> u64 {
+        w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH
+    }
+    #[inline(always)]
+    fn flagged(w: u64) -> u64 {
+        below(w, 0x20)
+            | below(w ^ (ONES * u64::from(b'"')), 1)
+            | below(w ^ (ONES * u64::from(b'\\')), 1)
+    }
+    let mut words = s.chunks_exact(8);
+    let mut bad = 0;
+    for w in &mut words {
+        bad |= flagged(u64::from_ne_bytes(w.try_into().unwrap_or_default()));
+    }
+    let mut last = [b' '; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    (bad | flagged(u64::from_ne_bytes(last))) != 0
+}
+
+/// Where `Stored::emit` puts a receipt's bytes.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_byte(&mut self, b: u8) {
+        self.put(&[b]);
+    }
+    /// A string that needs no escaping, between quotes.
+    fn put_quoted(&mut self, s: &[u8]) {
+        self.put_byte(b'"');
+        self.put(s);
+        self.put_byte(b'"');
+    }
+    /// A seal member (`hmac`, `receipt_hash`) starts or ends here.
+    fn seal_starts(&mut self) {}
+    fn seal_ends(&mut self) {}
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Checks that a line holds exactly what `Stored::emit` writes, and notes
+/// where its seal members are.
+struct Matches<'l> {
+    line: &'l [u8],
+    at: usize,
+    ok: bool,
+    /// Where each seal member starts (at its comma) and ends, in order.
+    seals: [Option<(usize, usize)>; 2],
+    open_seal: Option<usize>,
+}
+
+impl<'l> Matches<'l> {
+    fn new(line: &'l [u8]) -> Matches<'l> {
+        Matches {
+            line,
+            at: 0,
+            ok: true,
+            seals: [None; 2],
+            open_seal: None,
+        }
+    }
+
+    /// The whole line was matched: where the seals were.
+    fn finish(self) -> Option<[Option<(usize, usize)>; 2]> {
+        (self.ok && self.at == self.line.len()).then_some(self.seals)
+    }
+}
+
+impl Sink for Matches<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.at + bytes.len();
+        // A value taken from the line is already where it is expected:
+        // the same bytes, with no compare.
+        self.ok &= self
+            .line
+            .get(self.at..end)
+            .is_some_and(|here| std::ptr::eq(here, bytes) || here.iter().eq(bytes));
+        self.at = end;
+    }
+
+    fn put_byte(&mut self, b: u8) {
+        self.ok &= self.line.get(self.at) == Some(&b);
+        self.at += 1;
+    }
+
+    fn put_quoted(&mut self, s: &[u8]) {
+        let end = self.at + s.len() + 2;
+        self.ok &= self.line.get(self.at..end).is_some_and(|here| {
+            here[0] == b'"'
+                && here[here.len() - 1] == b'"'
+                && (std::ptr::eq(&here[1..here.len() - 1], s) || here[1..here.len() - 1] == *s)
+        });
+        self.at = end;
+    }
+
+    fn seal_starts(&mut self) {
+        self.open_seal = Some(self.at);
+    }
+
+    fn seal_ends(&mut self) {
+        if let Some(start) = self.open_seal.take()
+            && let Some(slot) = self.seals.iter_mut().find(|s| s.is_none())
+        {
+            *slot = Some((start, self.at));
+        }
+    }
+}
 
 /// The canonical bytes of a receipt: the line's own bytes with the `hmac`
 /// and `receipt_hash` members cut out (three pieces), or bytes built anew.
 type Canonical<'a> = [&'a [u8]; 3];
 
-/// The fast path of verification: a line exactly as latchclaw writes it
-/// (keys in order, no whitespace, no escapes in any value) is its own
-/// canonical JSON once the `hmac` and `receipt_hash` members are cut out,
+/// The fast path of verification, a pre-check: a line exactly as latchclaw
+/// writes it is its own canonical JSON once the seal members are cut out,
 /// so hash and hmac are taken over the line's bytes with no
-/// parse-and-reserialize. Any other line returns None and goes through
-/// serde_json and `Stored::canonical_into`, which give the same verdict
-/// the slow way.
+/// parse-and-reserialize. The fields are taken by position (`split`), and
+/// the line is accepted only when `Stored::emit` writes those fields back
+/// as exactly its bytes, so what it accepts is what serde_json reads from
+/// it, and its canonical bytes are what `emit` writes. Any other line
+/// (whitespace, other key order, escapes, a value serde_json would spell
+/// otherwise, a missing `receipt_hash`) returns None and goes through
+/// serde_json and `Stored::canonical_into`.
 fn parse_canonical(body: &[u8]) -> Option<(Stored<'_>, Canonical<'_>)> {
+    let receipt = Stored::from_values(split(body)?)?;
+    let mut line = Matches::new(body);
+    receipt.emit(Members::All, &mut line);
+    // `hmac` comes before `receipt_hash`; a line without an hmac has one
+    // seal. An absent `receipt_hash` is for serde_json to report.
+    let ((h_from, h_to), (r_from, r_to)) = match line.finish()? {
+        [Some(hmac), Some(hash)] => (hmac, hash),
+        [Some(hash), None] if receipt.hmac.is_none() => ((hash.0, hash.0), hash),
+        _ => return None,
+    };
+    let canonical = [&body[..h_from], &body[h_to..r_from], &body[r_to..]];
+    Some((receipt, canonical))
+}
+
+/// The fields of a line where latchclaw writes them, by position only:
+/// `"key":"` for each of `KEY_FRAMES` in order (an optional one may be
+/// missing), its value up to the next quote. A proposal `parse_canonical`
+/// checks by writing them back; None when the line is not UTF-8.
+fn split(body: &[u8]) -> Option<[Option<&str>; KEYS]> {
     let text = std::str::from_utf8(body).ok()?;
     let mut values: [Option<&str>; KEYS] = [None; KEYS];
     let mut at = 1;
-    // Where each cut member starts (at its comma) and ends; an absent
-    // `hmac` cuts nothing.
-    let mut cuts = [None; 2];
-    if body.first() != Some(&b'{') {
-        return None;
-    }
-    for (i, key) in LINE_KEYS.iter().enumerate() {
-        let start = at;
-        // Every member but the first follows a comma.
-        let sep = usize::from(i > 0);
-        let member = body
-            .get(at + sep..)
-            .and_then(|rest| rest.strip_prefix(b"\""))
-            .and_then(|rest| rest.strip_prefix(key.as_bytes()))
-            .and_then(|rest| rest.strip_prefix(b"\":\""));
-        let value = match member {
-            Some(value) if sep == 0 || body[at] == b',' => value,
-            _ if OPTIONAL_KEYS.contains(key) => continue,
-            _ => return None,
-        };
-        let from = body.len() - value.len();
+    for (i, key) in KEY_FRAMES.iter().enumerate() {
+        // Every member but the first follows a comma; its value starts
+        // after the key and a quote. Only whether an optional key is there
+        // is looked at: the rest is `parse_canonical`'s check.
+        let from = at + usize::from(i > 0) + key.len() + 1;
+        let optional = matches!(i, HMAC | RESULT_HASH | STARTED_ID);
+        if optional && body.get(at + usize::from(i > 0)..from - 1) != Some(*key) {
+            continue;
+        }
+        let value = body.get(from..)?;
         let len = memchr::memchr(b'"', value)?;
-        // No early exit, so the check vectorises; an escape or control
-        // character sends the line down the slow path.
-        if value[..len]
-            .iter()
-            .fold(false, |bad, &b| bad | (b == b'\\') | (b < 0x20))
-        {
-            return None;
-        }
-        values[i] = Some(&text[from..from + len]);
+        values[i] = Some(text.get(from..from + len)?);
         at = from + len + 1;
-        match i {
-            HMAC => cuts[0] = Some((start, at)),
-            RECEIPT_HASH => cuts[1] = Some((start, at)),
-            _ => {}
-        }
     }
-    let (r_from, r_to) = cuts[1]?;
-    let (h_from, h_to) = cuts[0].unwrap_or((r_from, r_from));
-    if at + 1 != body.len() || body[at] != b'}' {
-        return None;
-    }
-    let canonical = [&body[..h_from], &body[h_to..r_from], &body[r_to..]];
-    Some((Stored::from_values(values)?, canonical))
+    Some(values)
 }
 
 /// What a line is in its call.
@@ -1915,7 +2051,15 @@ struct Checked<'a> {
 }
 
 /// Everything about a line that does not depend on the lines before it;
-/// its hmac is checked under `key` when it has one.
+/// its hmac is checked under `key` when it has one. The one check of a
+/// line: whole verifies, `verify_appended`, `repair`, `head` and every
+/// append (through `last_hash`) go through it. The hash and the hmac are
+/// taken over the canonical bytes `Stored::emit` writes for the receipt the
+/// line holds: the line's own bytes when it is exactly what `emit` writes
+/// (`parse_canonical`), else bytes `emit` writes anew from what serde_json
+/// reads. A line spelled otherwise (whitespace, key order, escapes) is read
+/// as the receipt it spells, and verifies only with the hash of that
+/// receipt's canonical bytes, never with a hash of its own spelling.
 fn check_self<'a>(line: &'a [u8], key: Option<&Key>) -> std::result::Result<Checked<'a>, String> {
     let Some(body) = line.strip_suffix(b"\n") else {
         return Err(
@@ -2012,11 +2156,14 @@ fn unhex32(s: &str) -> Option<[u8; 32]> {
     if b.len() != 64 {
         return None;
     }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
+    #[inline(always)]
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        }
+    }
     let mut out = [0u8; 32];
     for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
         *o = (digit(pair[0])? << 4) | digit(pair[1])?;
@@ -2917,6 +3064,205 @@ mod tests {
                     .unwrap_err()
                     .starts_with("bad hash")
             );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn needs_escape_is_serde_jsons_rule() {
+        // serde_json escapes a character exactly when the rule says so.
+        for c in (0u32..0x80)
+            .map(|c| char::from_u32(c).unwrap())
+            .chain(['é', '✓', '\u{2028}', '\u{7f}'])
+        {
+            let s = c.to_string();
+            let escaped = serde_json::to_string(&s).unwrap() != format!("\"{s}\"");
+            assert_eq!(needs_escape(s.as_bytes()), escaped, "{c:?}");
+        }
+        // Any byte, and any two neighbouring bytes, anywhere in a word or
+        // in the bytes after the last whole word.
+        let naive = |s: &[u8]| s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
+        for len in 0..20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut s = vec![b'a'; len];
+                    s[at] = b;
+                    assert_eq!(needs_escape(&s), naive(&s), "{s:?}");
+                }
+            }
+        }
+        for at in 0..15 {
+            for pair in 0..=u16::MAX {
+                let mut s = [b'a'; 16];
+                s[at..at + 2].copy_from_slice(&pair.to_le_bytes());
+                assert_eq!(needs_escape(&s), naive(&s), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_writer_makes_the_line_and_the_canonical_bytes() {
+        let keys = KEY_FRAMES.map(|f| f.strip_prefix(b"\"").unwrap().strip_suffix(b"\":").unwrap());
+        assert!(keys.is_sorted());
+        assert_eq!(KEY_FRAMES.map(|f| f.len()), keys.map(|k| k.len() + 3));
+        let (log, dir) = mixed_log();
+        let (keyed, keyed_dir) = keyed_log(2);
+        for line in lines(&log).iter().chain(&lines(&keyed)) {
+            let r: Stored = serde_json::from_str(line).unwrap();
+            let mut written = Vec::new();
+            r.emit(Members::All, &mut written);
+            assert_eq!(String::from_utf8(written).unwrap(), *line);
+            // The canonical bytes: the receipt as canonical_json writes it,
+            // without its seals.
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.remove("hmac");
+            o.remove("receipt_hash");
+            let mut canonical = Vec::new();
+            r.canonical_into(&mut canonical);
+            assert_eq!(
+                String::from_utf8(canonical.clone()).unwrap(),
+                canonical_json(&v)
+            );
+            if let Some((_, parts)) = parse_canonical(line.as_bytes()) {
+                assert_eq!(parts.concat(), canonical, "{line}");
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+        std::fs::remove_dir_all(keyed_dir).unwrap();
+    }
+
+    /// What the fast path takes from a line is what serde_json reads from
+    /// it, whatever the line is: it never reads a line otherwise.
+    #[test]
+    fn the_fast_path_accepts_only_what_serde_json_reads_the_same() {
+        let (log, dir) = mixed_log();
+        let mut accepted = 0;
+        for line in lines(&log) {
+            for at in 0..line.len() {
+                for with in [
+                    &b"x"[..],
+                    b"\"",
+                    b"\\",
+                    b",",
+                    b"}",
+                    b" ",
+                    "é".as_bytes(),
+                    b"\x01",
+                    &[],
+                ] {
+                    let mut l = line.as_bytes().to_vec();
+                    l.splice(at..at + 1, with.iter().copied());
+                    let Some((fast, parts)) = parse_canonical(&l) else {
+                        continue;
+                    };
+                    accepted += 1;
+                    let slow: Stored = serde_json::from_slice(&l).unwrap();
+                    assert_eq!(fast.values(), slow.values());
+                    let mut canonical = Vec::new();
+                    slow.canonical_into(&mut canonical);
+                    assert_eq!(parts.concat(), canonical);
+                }
+            }
+        }
+        // Edits inside values that need no escaping keep a line canonical.
+        assert!(accepted > 1000, "{accepted}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_line_not_spelled_canonically_is_never_hashed_as_spelled() {
+        let (log, dir) = keyed_log(2);
+        let key = log.keying.key().unwrap().clone();
+        let l = lines(&log);
+        // The members of a receipt's canonical bytes, reordered or spelled
+        // otherwise: valid JSON that serde_json reads as the same receipt.
+        type Respell = (&'static str, fn(&str) -> String);
+        let respell: [Respell; 7] = [
+            ("a space after a colon", |c| {
+                c.replacen("\":\"", "\": \"", 1)
+            }),
+            ("spaces around the object", |c| format!(" {c} ")),
+            ("a tab after a comma", |c| c.replacen("\",\"", "\",\t\"", 1)),
+            ("keys in reverse order", |c| {
+                let v: serde_json::Map<String, Value> = serde_json::from_str(c).unwrap();
+                let members: Vec<String> = v
+                    .iter()
+                    .rev()
+                    .map(|(k, v)| format!("{}:{v}", json!(k)))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }),
+            ("a letter as \\u escape", |c| {
+                c.replacen("\"tool\":\"s", "\"tool\":\"\\u0073", 1)
+            }),
+            ("a key as \\u escape", |c| {
+                c.replacen("\"risk\"", "\"\\u0072isk\"", 1)
+            }),
+            ("a tab as \\u escape, upper-case hex", |c| {
+                c.replacen("\\t", "\\u0009", 1)
+                    .replacen("\"risk\"", "\"ris\\u006B\"", 1)
+            }),
+        ];
+        for (i, line) in l.iter().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let r: Stored = serde_json::from_str(line).unwrap();
+            let mut canonical = Vec::new();
+            r.canonical_into(&mut canonical);
+            let canonical = String::from_utf8(canonical).unwrap();
+            let seals = |c: &str| {
+                format!(
+                    ",\"hmac\":\"{}\",\"receipt_hash\":\"{}\"}}",
+                    key.mac_hex(c.as_bytes()),
+                    util::sha256_hex(c.as_bytes())
+                )
+            };
+            for (what, f) in &respell {
+                let spelled = f(&canonical);
+                if spelled == canonical {
+                    continue;
+                }
+                let same: Value = serde_json::from_str(&spelled).unwrap();
+                let mut o = v.as_object().unwrap().clone();
+                o.remove("hmac");
+                o.remove("receipt_hash");
+                assert_eq!(same, Value::Object(o), "{what}");
+                let open = spelled.trim_end().strip_suffix('}').unwrap();
+                // Sealed over its own spelling, as a forger hashing the
+                // bytes as written would: refused.
+                let forged = format!("{open}{}\n", seals(&spelled));
+                assert!(
+                    parse_canonical(forged.trim_end().as_bytes()).is_none(),
+                    "{what}"
+                );
+                let why = check_self(forged.as_bytes(), Some(&key)).unwrap_err();
+                assert!(why.starts_with("bad hash"), "{what}: {why}");
+                let mut edited = l.clone();
+                edited[i] = forged.trim_end().to_string();
+                write_lines(&log, &edited, true);
+                let (p, why) = broken_at(&log);
+                assert_eq!(p, i as u64 + 1, "{what}");
+                assert!(why.starts_with("bad hash"), "{what}: {why}");
+                // Sealed over the canonical bytes of what it spells: the
+                // same receipt, with the same hash.
+                let same = format!("{open}{}\n", seals(&canonical));
+                assert_eq!(
+                    check_self(same.as_bytes(), Some(&key)).unwrap().hash,
+                    v["receipt_hash"].as_str().unwrap(),
+                    "{what}"
+                );
+            }
+            // Receipts hold no numbers: a number where a string belongs, in
+            // any spelling, is refused however it is sealed.
+            for number in ["1", "1.0", "1e0", "-0"] {
+                let spelled = canonical
+                    .replacen("\"risk\":\"medium\"", &format!("\"risk\":{number}"), 1)
+                    .replacen("\"risk\":\"high\"", &format!("\"risk\":{number}"), 1);
+                let open = spelled.strip_suffix('}').unwrap();
+                let forged = format!("{open}{}\n", seals(&spelled));
+                let why = check_self(forged.as_bytes(), Some(&key)).unwrap_err();
+                assert!(why.starts_with("invalid receipt"), "{number}: {why}");
+            }
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
