@@ -359,6 +359,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn cats() -> Vec<String> {
         ["fact", "preference", "task", "note"]
@@ -427,6 +428,73 @@ mod tests {
         ] {
             let e = parse_date(bad, false).unwrap_err();
             assert!(e.contains("YYYY-MM-DD or RFC 3339"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn store_arguments_are_checked_with_what_is_allowed() {
+        let a = store_args(
+            &json!({"text": "t", "category": "fact", "tags": ["A", "a", "b"]}),
+            &cats(),
+        )
+        .unwrap();
+        assert_eq!(a.tags, ["a", "b"]);
+        let e = store_args(&json!({"text": "t"}), &cats()).unwrap_err();
+        assert!(
+            e.contains("\"category\" is required; allowed: fact, preference"),
+            "{e}"
+        );
+        let e = store_args(&json!({"text": "t", "category": "x"}), &cats()).unwrap_err();
+        assert!(e.contains("unknown category \"x\"; allowed: fact"), "{e}");
+        let e = store_args(
+            &json!({"text": "t", "category": "fact", "tags": [1]}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"tags\"[0] must be a string");
+        let e = store_args(
+            &json!({"text": "t", "category": "fact", "tags": "a"}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"tags\" must be an array of strings");
+    }
+
+    #[test]
+    fn recall_and_forget_arguments_are_checked() {
+        let f = recall_filter(
+            &json!({"query": "q", "since": "2026-01-01", "until": "2026-01-01", "tags": ["X"]}),
+            &cats(),
+        )
+        .unwrap();
+        assert_eq!(
+            (f.since, f.until),
+            (Some(1_767_225_600), Some(1_767_311_999))
+        );
+        assert_eq!((f.limit, f.tags.as_slice()), (10, &["x".to_string()][..]));
+        let e = recall_filter(
+            &json!({"since": "2026-02-01", "until": "2026-01-01"}),
+            &cats(),
+        )
+        .unwrap_err();
+        assert_eq!(e, "\"since\" is after \"until\"");
+        let e = recall_filter(&json!({"since": "last week"}), &cats()).unwrap_err();
+        assert!(
+            e.starts_with("\"since\": \"last week\" is not a date; allowed: YYYY-MM-DD"),
+            "{e}"
+        );
+        let e = recall_filter(&json!({"limit": 51}), &cats()).unwrap_err();
+        assert_eq!(e, "\"limit\" must be an integer from 1 to 50");
+        assert!(recall_filter(&json!({"limit": 0}), &cats()).is_err());
+        assert!(recall_filter(&json!({"category": "nope"}), &cats()).is_err());
+        assert_eq!(forget_id(&json!({"id": 3})), Ok(3));
+        for bad in [
+            json!({"id": 0}),
+            json!({"id": -1}),
+            json!({"id": "3"}),
+            json!({}),
+        ] {
+            assert!(forget_id(&bad).is_err(), "{bad}");
         }
     }
 }
