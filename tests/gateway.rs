@@ -237,6 +237,15 @@ fn health_is_open_and_everything_else_needs_the_whole_token() {
         (time["enabled"].clone(), time["risk"].clone()),
         (json!(true), json!("low"))
     );
+    // Whether this build holds a tool, as `tool list` says it.
+    let pdf = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "pdf_extract")
+        .unwrap();
+    assert_eq!(pdf["built"], json!(cfg!(feature = "pdf")));
+    assert_eq!(time["built"], json!(true));
     let write = tools
         .as_array()
         .unwrap()

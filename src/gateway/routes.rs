@@ -260,6 +260,7 @@ impl Gateway {
                 json!({
                     "name": name,
                     "enabled": self.cfg.channels.cli.tools_allow.contains(&name),
+                    "built": crate::features::tool_missing(name).is_none(),
                     "risk": crate::security::risk_summary(name),
                     "description": crate::tools::tool(name).description(),
                 })
