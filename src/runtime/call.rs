@@ -352,9 +352,6 @@ impl Runtime<'_> {
             );
             return Next::End(invalid(call, e));
         };
-        if let Some(e) = crate::features::tool_not_built(tool_name) {
-            return Next::End(invalid(call, e));
-        }
         let tool = tools::tool(tool_name);
         if let Err(e) = tools::check_args(tool, call.args) {
             return Next::End(invalid(call, format!("invalid arguments: {e}")));

@@ -196,6 +196,10 @@ pub fn find(name: &str) -> Option<&'static dyn Tool> {
 /// with `properties` of type string, integer, boolean (or object), and
 /// `required`. The error names the field and what is allowed.
 pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
+    // A tool this build lacks has no schema to fit: say why it cannot run.
+    if let Some(why) = crate::features::tool_not_built(tool.name()) {
+        return Err(why);
+    }
     let schema = tool.parameters();
     let name = tool.name().as_str();
     let Some(given) = args.as_object() else {

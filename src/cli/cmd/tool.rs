@@ -66,9 +66,6 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 
 pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
     let (tool, args) = parse_tool_args(name, raw)?;
-    if let Some(why) = crate::features::tool_not_built(tool) {
-        return Err(Error::usage(why));
-    }
     // `policy check` leaves this out: it shows what the gate alone decides.
     crate::tools::check_args(crate::tools::tool(tool), &args)
         .map_err(|e| Error::usage(format!("--json: {e}")))?;
