@@ -63,11 +63,19 @@ impl Fx {
             tmp_dir: Some(self.tmp.clone()),
             mode,
             state_dir: Some(self.state.clone()),
+            secret_files_allow: Vec::new(),
+            forbidden: Vec::new(),
+            network: false,
+            cwd: None,
         }
     }
 
+    /// Landlock and seccomp alone: these tests hold the walls below the
+    /// namespaces (tests/sandbox.rs holds the namespaces).
     fn prepared(&self, writable: bool) -> Prepared {
-        let p = confine::prepare(&self.spec(Mode::Required, writable)).unwrap();
+        let p = confine::prepare(&self.spec(Mode::Required, writable))
+            .unwrap()
+            .without_namespaces();
         assert!(p.is_confined() && p.filters_sockets());
         p
     }

@@ -245,6 +245,9 @@ struct Targets {
     tcp: u16,
     udp: u16,
     unix: std::path::PathBuf,
+    /// A process outside the sandbox, holding the provider key in its
+    /// environment (`$PPID` is latchclaw only without a PID namespace).
+    victim: u32,
 }
 
 /// What a trusted script manages against the kernel alone: the gate lets it
@@ -270,8 +273,8 @@ fn probe(env: &Env, confinement: &str, net: &Targets, kill_parent: bool) -> (Run
              perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(PeerAddr=>\"127.0.0.1:{udp}\", Proto=>\"udp\") or exit 1; exit(defined $s->send(\"ping\") ? 0 : 1)' 2>/dev/null && echo UDP_SENT\n\
              perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer=>\"{unix}\") or exit 1; print $s \"hello\"' 2>/dev/null && echo UNIX_CONNECTED\n\
              ls -l /proc/self/fd | grep -q socket: && echo SOCKET_INHERITED\n\
-             kill -0 $PPID 2>/dev/null && echo SIGNALLED\n\
-             tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null | grep -q sk-canary && echo ENVIRON\n\
+             kill -0 {victim} 2>/dev/null && echo SIGNALLED\n\
+             for p in $PPID 1 {victim}; do tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -q sk-canary && echo ENVIRON; done\n\
              {kill}\necho done",
             out = outside.display(),
             home = env.home.display(),
@@ -279,6 +282,7 @@ fn probe(env: &Env, confinement: &str, net: &Targets, kill_parent: bool) -> (Run
             tcp = net.tcp,
             udp = net.udp,
             unix = net.unix.display(),
+            victim = net.victim,
             kill = if kill_parent {
                 "kill -KILL $PPID 2>/dev/null"
             } else {
@@ -310,10 +314,16 @@ fn the_kernel_wall_holds_alone_for_a_trusted_program() {
     let unix_path = env.home.join("daemon.sock");
     let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
     unix.set_nonblocking(true).unwrap();
+    let mut victim = std::process::Command::new("sleep")
+        .arg("60")
+        .env("LC_PROVIDER_KEY", "sk-canary-4242")
+        .spawn()
+        .unwrap();
     let net = Targets {
         tcp: tcp.local_addr().unwrap().port(),
         udp: udp.local_addr().unwrap().port(),
         unix: unix_path,
+        victim: victim.id(),
     };
     let drain = || {
         let mut got = 0;
@@ -372,6 +382,8 @@ fn the_kernel_wall_holds_alone_for_a_trusted_program() {
         assert!(!seen.contains(what), "escaped the kernel wall: {what}");
     }
     assert!(!env.home.join("escape.txt").exists());
+    let _ = victim.kill();
+    let _ = victim.wait();
     assert_eq!(drain(), 0, "a confined child reached a listener");
     // The kill was refused: latchclaw lived to write the call's receipt.
     let rc = env.receipts();
@@ -504,13 +516,14 @@ fn policy_show_names_programs_without_a_table_and_the_sandbox() {
     let env = env_with("shell_allowlist = [\"ls\", \"jq\", \"./tools/check.sh\"]");
     let r = env.run(&["policy", "show"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(
-        r.stdout.contains(
-            "without an option table (judged by their path arguments only): jq, ./tools/check.sh"
-        ),
-        "{}",
-        r.stdout
-    );
+    for want in [
+        "without an option table: code runners, high risk, judged by their path arguments \
+         only; only the kernel sandbox holds what they do: jq",
+        "allowlisted by path, without an option table (judged by their path arguments only; \
+         only the kernel sandbox holds what they do): ./tools/check.sh",
+    ] {
+        assert!(r.stdout.contains(want), "{want}\n{}", r.stdout);
+    }
     assert!(
         r.stdout.contains("shell confinement: best_effort"),
         "{}",

@@ -415,6 +415,38 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
         Some(per_round <= 0.5),
     );
 
+    // The sandbox around one shell call: the same `tool run shell` with the
+    // kernel walls on (namespaces, Landlock, seccomp) and off, alternately.
+    let walled = setup_home(root, "walled", &ws_line(ws));
+    let bare = setup_home(
+        root,
+        "bare",
+        &format!("{}[security]\nconfinement = \"off\"\n", ws_line(ws)),
+    );
+    let shell = [
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "echo hi"}"#,
+    ];
+    let (on, off) = measure::paired(&cmd(&walled, &shell), &cmd(&bare, &shell), RUNS);
+    let (on, off) = (measure::percentile(&on, 50), measure::percentile(&off, 50));
+    report.row("tool run shell `echo hi`, sandboxed", ms(on), "-", None);
+    report.row(
+        "tool run shell `echo hi`, confinement off",
+        ms(off),
+        "-",
+        None,
+    );
+    let added = on - off;
+    report.row(
+        "  what the sandbox adds to a shell call",
+        ms(added),
+        "≤ 2 ms",
+        Some(added <= 2.0),
+    );
+
     let server = server::start();
     let cloud = setup_home(
         root,

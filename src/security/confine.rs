@@ -23,6 +23,7 @@
 //! `landlock_restrict_self` between fork and exec ([`Prepared::install`]).
 
 pub mod seccomp;
+pub mod view;
 
 pub use crate::config::Confinement as Mode;
 
@@ -156,9 +157,17 @@ pub struct Spec {
     /// A directory of this call's own (read and write), if the runner made one.
     pub tmp_dir: Option<PathBuf>,
     pub mode: Mode,
-    /// latchclaw's state directory: only used to warn when the workspace
-    /// contains it (Landlock rules add up; none can carve a hole).
+    /// latchclaw's state directory: masked when the workspace holds it
+    /// (Landlock rules add up and cannot carve a hole; a mount can).
     pub state_dir: Option<PathBuf>,
+    /// `[security] secret_files_allow`: secret-named files left unmasked.
+    pub secret_files_allow: Vec<String>,
+    /// `[security] forbidden_paths`: masked where the workspace holds them.
+    pub forbidden: Vec<PathBuf>,
+    /// Whether children keep the host's network (none is granted it yet).
+    pub network: bool,
+    /// The children's working directory (the workspace when `None`).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Spec {
@@ -170,6 +179,10 @@ impl Spec {
             tmp_dir: tmp_dir.map(Path::to_path_buf),
             mode: cfg.security.confinement,
             state_dir: Some(cfg.state_dir.clone()),
+            secret_files_allow: cfg.security.secret_files_allow.clone(),
+            forbidden: cfg.security.forbidden_paths.clone(),
+            network: false,
+            cwd: None,
         }
     }
 }
@@ -180,6 +193,8 @@ impl Spec {
 pub struct Prepared {
     ruleset: Option<OwnedFd>,
     filter: Option<&'static [seccomp::Insn]>,
+    /// The namespace view; `None` where namespaces are unavailable (or off).
+    view: Option<std::sync::Arc<view::View>>,
     mode: Mode,
     description: String,
 }
@@ -188,6 +203,12 @@ pub struct Prepared {
 pub const SOCKET_RULE: &str = "no sockets (seccomp): socket() of every family \
      (AF_INET/AF_INET6/AF_UNIX/AF_NETLINK/AF_PACKET/...) → EACCES; socketpair only \
      AF_UNIX stream/seqpacket; io_uring refused (ENOSYS); pidfd_getfd refused (EPERM)";
+
+/// What `policy show` says of the system-call filter's other half.
+pub const PRIVILEGED_RULE: &str = "refused (seccomp, EPERM): reboot, kexec, module loading, \
+     mount/umount/pivot_root, swap, clock setting, device mknod, ptrace, process_vm_*, keyctl, \
+     bpf, perf_event_open, userfaultfd, open_by_handle_at, iopl/ioperm, unshare/setns and \
+     clone with namespace flags";
 
 /// Builds the ruleset for `spec` in the parent (see [`Prepared::install`]).
 /// `Err` only under `confinement = "required"`: the call must not run.
@@ -212,6 +233,7 @@ fn prepare_both(
         return Ok(Prepared {
             ruleset: None,
             filter: None,
+            view: None,
             mode: Mode::Off,
             description: "off (shell commands run without a kernel sandbox)".into(),
         });
@@ -227,39 +249,38 @@ fn prepare_both(
         Ok(f) => Ok(f),
         Err(why) if spec.mode == Mode::Required => {
             return Err(format!(
-                "confinement = \"required\" but the seccomp socket filter cannot be installed \
+                "confinement = \"required\" but the seccomp filter cannot be installed \
                  ({why}); shell calls are refused (security.confinement = \"best_effort\" runs \
                  them without it)"
             ));
         }
         Err(why) => {
-            static WARNED: std::sync::atomic::AtomicBool =
-                std::sync::atomic::AtomicBool::new(false);
-            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                log::warn!(target: "event::confinement_unavailable", "shell commands may open sockets: {why}");
-            }
+            warn_once(0, &format!("shell commands may open sockets: {why}"));
             Err(why)
         }
     };
+    let (view, ns_lines) = namespaces_for(spec)?;
     let unconfined = |why: String| {
-        // Once per process: every shell call would repeat it.
-        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            log::warn!(target: "event::confinement_unavailable", "shell commands run unconfined: {why}");
-        }
-        let mut description = format!("{} (unconfined by Landlock: {why})", spec.mode.as_str());
+        warn_once(
+            1,
+            &format!("shell commands run unconfined by Landlock: {why}"),
+        );
+        let mut description = format!("{} (unconfined by Landlock: {why}):", spec.mode.as_str());
+        description.push_str(&ns_lines);
         match filter {
             Ok(_) => {
-                description.push_str(":\n  ");
+                description.push_str("\n  ");
                 description.push_str(SOCKET_RULE);
-                description
-                    .push_str("\n  no new privileges; CAP_SYS_ADMIN and CAP_PERFMON dropped");
+                description.push_str("\n  ");
+                description.push_str(PRIVILEGED_RULE);
+                description.push_str("\n  no new privileges; every capability dropped");
             }
-            Err(f) => description.push_str(&format!("; no socket filter either: {f}")),
+            Err(f) => description.push_str(&format!("\n  no seccomp filter either: {f}")),
         }
         Prepared {
             ruleset: None,
             filter: filter.ok(),
+            view: view.clone(),
             mode: spec.mode,
             description,
         }
@@ -272,8 +293,9 @@ fn prepare_both(
         Ok((fd, rules)) => Ok(Prepared {
             ruleset: Some(fd),
             filter: filter.ok(),
+            view: view.clone(),
             mode: spec.mode,
-            description: describe(spec, st, abi, &rules, filter.err()),
+            description: describe(spec, st, abi, &rules, filter.err(), &ns_lines),
         }),
         Err(e) if spec.mode == Mode::Required => Err(format!(
             "confinement = \"required\" but the Landlock ruleset could not be built ({e}); \
@@ -283,6 +305,96 @@ fn prepare_both(
             "the Landlock ruleset could not be built: {e}"
         ))),
     }
+}
+
+/// Logs `what` once per process for each `slot`: every shell call would
+/// repeat it.
+fn warn_once(slot: usize, what: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
+    if let Some(w) = WARNED.get(slot)
+        && !w.swap(true, Ordering::Relaxed)
+    {
+        log::warn!(target: "event::confinement_unavailable", "{what}");
+    }
+}
+
+/// Whether this machine lets latchclaw give a child namespaces of its own
+/// (see [`view::shared`]).
+pub fn namespace_status() -> Result<(), String> {
+    view::shared().map(|_| ())
+}
+
+/// The view for `spec`, and its lines for the description. `Err` only
+/// under `required`.
+#[allow(clippy::type_complexity)]
+fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, String), String> {
+    let required = spec.mode == Mode::Required;
+    let why = match namespace_status() {
+        Ok(()) => match view::build(spec) {
+            Ok(v) => {
+                if let Some(inc) = &v.incomplete {
+                    warn_once(3, inc);
+                }
+                let lines = view_lines(spec, &v);
+                return Ok((Some(std::sync::Arc::new(v)), lines));
+            }
+            Err(e) => format!("the namespace view could not be built: {e}"),
+        },
+        Err(e) => e,
+    };
+    if required {
+        return Err(format!(
+            "confinement = \"required\" but children cannot get namespaces of their own here \
+             ({why}); shell calls are refused (security.confinement = \"best_effort\" runs \
+             them behind Landlock and seccomp only)"
+        ));
+    }
+    warn_once(2, &format!("shell commands run without namespaces: {why}"));
+    Ok((
+        None,
+        format!(
+            "\n  no namespaces ({why}): a call's processes share the host's mounts, PIDs and \
+             network, .git is not read-only and secret-named files are not masked by the \
+             kernel; a call's end kills its processes one by one"
+        ),
+    ))
+}
+
+fn view_lines(spec: &Spec, v: &view::View) -> String {
+    let mut out = format!(
+        "\n  namespaces: {} (a call ends by killing its PID namespace: no process it \
+         started outlives it; {})",
+        view::namespaces_shown(v.user_namespace()),
+        if spec.network {
+            "the host's network"
+        } else {
+            "no network: an empty network namespace"
+        }
+    );
+    out.push_str(&format!(
+        "\n  file system: a root of its own: {} and /etc/{{{}}} read-only, /dev/{{null,zero,random,urandom}}, \
+         its own /proc read-only, the workspace {}, the call's tmp dir; not home, not the \
+         state dir, not the rest of /tmp",
+        SYSTEM_DIRS.join(" "),
+        ETC_FILES.join(","),
+        if spec.workspace_writable {
+            "read+write"
+        } else {
+            "read-only (readonly autonomy)"
+        }
+    ));
+    out.push_str(&format!(
+        "\n  read-only in the workspace, in every child: {} (an approved git write may change \
+         .git but not its config, hooks, info, modules, worktrees)",
+        view::PROTECTED_DIRS.join(" ")
+    ));
+    out.push_str(&format!(
+        "\n  masked (an empty read-only file bound over each): {} secret-named files, \
+         forbidden paths and the state dir inside the workspace",
+        v.masked.len()
+    ));
+    out
 }
 
 /// The paths given a rule, for the description.
@@ -371,9 +483,16 @@ fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
 }
 
 /// `no_filter`: why the socket filter is not in force, if it is not.
-fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules, no_filter: Option<&str>) -> String {
+fn describe(
+    spec: &Spec,
+    st: &Status,
+    abi: u32,
+    rules: &Rules,
+    no_filter: Option<&str>,
+    ns_lines: &str,
+) -> String {
     let mut out = format!(
-        "{} (Landlock ABI {abi}; every shell command runs inside):",
+        "{} (Landlock ABI {abi}; every shell command runs inside):{ns_lines}",
         spec.mode.as_str()
     );
     let mut line = |s: String| {
@@ -411,13 +530,16 @@ fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules, no_filter: Option
         ));
     }
     match no_filter {
-        None => line(SOCKET_RULE.into()),
-        Some(why) => line(format!("no socket filter: {why}")),
+        None => {
+            line(SOCKET_RULE.into());
+            line(PRIVILEGED_RULE.into());
+        }
+        Some(why) => line(format!("no seccomp filter: {why}")),
     }
     if st.scoping {
         line("scoped: no signals or abstract UNIX sockets beyond its own processes".into());
     }
-    line("no new privileges; CAP_SYS_ADMIN and CAP_PERFMON dropped".into());
+    line("no new privileges; every capability dropped".into());
     let lacking = st.lacking();
     if !lacking.is_empty() {
         let covered = if no_filter.is_none() && !(st.net_udp && st.unix_connect) {
@@ -434,9 +556,14 @@ fn describe(spec: &Spec, st: &Status, abi: u32, rules: &Rules, no_filter: Option
         && inside(state, &spec.workspace)
     {
         line(format!(
-            "note: the state directory {} is inside the workspace, so the kernel rules \
-             cannot keep it out (the gate still does)",
-            state.display()
+            "note: the state directory {} is inside the workspace: Landlock cannot keep it \
+             out; {}",
+            state.display(),
+            if ns_lines.contains("namespaces: ") {
+                "the namespace view masks it"
+            } else {
+                "without namespaces only the gate does"
+            }
         ));
     }
     out
@@ -463,16 +590,40 @@ impl Prepared {
         &self.description
     }
 
+    /// Whether children get namespaces of their own (the view).
+    pub fn has_namespaces(&self) -> bool {
+        self.view.is_some()
+    }
+
+    /// The walls below the namespaces alone (Landlock, seccomp, the rest):
+    /// for tests that hold each wall on its own.
+    pub fn without_namespaces(mut self) -> Prepared {
+        self.view = None;
+        self
+    }
+
+    /// The namespace view, for tests and `policy show`.
+    pub fn view(&self) -> Option<&view::View> {
+        self.view.as_deref()
+    }
+
+    /// [`Prepared::install_as`] for a program that is not git.
+    pub fn install(&self, cmd: &mut Command) {
+        self.install_as(cmd, view::Kind::Other);
+    }
+
     /// Makes `cmd`'s child, between fork and exec: die with latchclaw
     /// (`PR_SET_PDEATHSIG`, which follows the spawning *thread*: spawn from
-    /// a thread that outlives the child), gain no privileges on exec
-    /// (`PR_SET_NO_NEW_PRIVS`: setuid programs do not elevate), lose
-    /// CAP_SYS_ADMIN and CAP_PERFMON (see [`BYPASS_CAPS`]), keep no
-    /// descriptor but stdin, stdout and stderr across exec, take the socket
-    /// filter ([`seccomp`]) and enter the ruleset. Under `required` a
-    /// failure fails the spawn; under `best_effort` the child runs without
-    /// the part that failed. With `off` nothing is added.
-    pub fn install(&self, cmd: &mut Command) {
+    /// a thread that outlives the child), enter namespaces of its own and
+    /// the view ([`view`], as `kind` runs), gain no privileges on exec
+    /// (`PR_SET_NO_NEW_PRIVS`: setuid programs do not elevate), lose every
+    /// capability, keep no descriptor but stdin, stdout and stderr across
+    /// exec, take the seccomp filter ([`seccomp`]) and enter the Landlock
+    /// ruleset. A failure to enter the namespaces fails the spawn (they
+    /// were probed); of the rest, under `required` a failure fails the
+    /// spawn, under `best_effort` the child runs without the part that
+    /// failed. With `off` nothing is added.
+    pub fn install_as(&self, cmd: &mut Command, kind: view::Kind) {
         if self.mode == Mode::Off {
             return;
         }
@@ -481,11 +632,26 @@ impl Prepared {
         // The hook owns a duplicate, so `self` may be dropped before the spawn.
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
         let filter = self.filter;
+        let view = self.view.clone();
         // The hook makes system calls only (`sys`'s hook-safe functions): no
         // allocation, no lock, which is all that is safe after fork in a
         // multithreaded parent.
         sys::process::set_pre_exec(cmd, move || {
-            child_setup(parent, ruleset.as_ref(), filter, required)
+            let _ = sys::process::die_with_parent();
+            // latchclaw died before the line above: nothing would bound this run.
+            if sys::process::parent_id() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            let ruleset = ruleset.as_ref();
+            match &view {
+                // The rest runs in the namespace's init, before it forks
+                // the program: both are confined.
+                Some(v) => {
+                    let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());
+                    v.enter(kind, rs, || walls(ruleset, filter, required))
+                }
+                None => walls(ruleset, filter, required),
+            }
         });
     }
 }
@@ -493,23 +659,20 @@ impl Prepared {
 /// Runs in the forked child: hook-safe calls only. Under `required` a
 /// failure fails the spawn; under `best_effort` the child runs without the
 /// part that failed.
-fn child_setup(
-    parent: u32,
+fn walls(
     ruleset: Option<&io::Result<OwnedFd>>,
     filter: Option<&[seccomp::Insn]>,
     required: bool,
 ) -> io::Result<()> {
-    let _ = sys::process::die_with_parent();
-    // latchclaw died before the line above: nothing would bound this run.
-    if sys::process::parent_id() != parent {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-    }
     if let Err(e) = sys::sandbox::set_no_new_privs()
         && required
     {
         return Err(e);
     }
-    if !sys::sandbox::drop_capabilities(&BYPASS_CAPS) && required {
+    // Root's powers (CAP_SYS_ADMIN and CAP_PERFMON would also read another
+    // process's `environ` past Landlock's ptrace rule); a child in a user
+    // namespace drops the ones it holds there.
+    if !sys::ns::drop_all_capabilities() && required {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
     // A socket latchclaw inherited without FD_CLOEXEC would otherwise pass
@@ -546,13 +709,6 @@ fn child_setup(
     }
 }
 
-/// CAP_SYS_ADMIN and CAP_PERFMON: with either, the kernel lets a process
-/// read another's `environ` and `maps` without the ptrace check, and so
-/// past Landlock (`mm_access` waves PTRACE_MODE_READ through for
-/// `perfmon_capable()`). Root children lose both; nothing they are for
-/// (mounts, tracing) belongs in a shell call.
-const BYPASS_CAPS: [u32; 2] = [21, 38];
-
 /// What `policy show` prints for shell confinement under `cfg`.
 pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> String {
     match prepare(&Spec::new(cfg, workspace, autonomy, None)) {
@@ -587,6 +743,10 @@ mod tests {
             tmp_dir: None,
             mode,
             state_dir: None,
+            secret_files_allow: Vec::new(),
+            forbidden: Vec::new(),
+            network: false,
+            cwd: None,
         }
     }
 
@@ -707,6 +867,7 @@ mod tests {
         let required = Prepared {
             ruleset: bogus(),
             filter: None,
+            view: None,
             mode: Mode::Required,
             description: String::new(),
         };
@@ -716,6 +877,7 @@ mod tests {
         let best = Prepared {
             ruleset: bogus(),
             filter: None,
+            view: None,
             mode: Mode::BestEffort,
             description: String::new(),
         };
@@ -796,6 +958,7 @@ mod tests {
         let bare = |filter| Prepared {
             ruleset: None,
             filter,
+            view: None,
             mode: Mode::Required,
             description: String::new(),
         };
@@ -821,7 +984,7 @@ mod tests {
         .unwrap_err();
         assert!(
             err.starts_with(
-                "confinement = \"required\" but the seccomp socket filter cannot be installed"
+                "confinement = \"required\" but the seccomp filter cannot be installed"
             ),
             "{err}"
         );
@@ -844,20 +1007,32 @@ mod tests {
         assert!(text.contains(SOCKET_RULE), "{text}");
         let (arrived, out) = udp_arrives(&p);
         assert!(!arrived && !out.status.success(), "{out:?}");
-        // Neither: the description says so, and the datagram goes through.
+        // Neither: the description says so, and the datagram goes through
+        // unless the child has a network namespace of its own.
         let p = prepare_both(&s, &Status::missing("disabled"), Err("no seccomp")).unwrap();
         assert!(!p.is_confined() && !p.filters_sockets());
         assert!(
             p.description()
-                .ends_with("; no socket filter either: no seccomp")
+                .ends_with("\n  no seccomp filter either: no seccomp")
         );
         let (arrived, out) = udp_arrives(&p);
-        assert!(arrived && out.status.success(), "{out:?}");
+        if p.has_namespaces() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !arrived && err.contains("Network is unreachable"),
+                "{out:?}"
+            );
+        } else {
+            assert!(arrived && out.status.success(), "{out:?}");
+        }
         // Landlock without the filter: its own rules, and the gap named.
         if landlock_or_skip().is_some() {
             let p = prepare_both(&s, &status(), Err("no seccomp")).unwrap();
             assert!(p.is_confined() && !p.filters_sockets());
-            assert!(p.description().contains("\n  no socket filter: no seccomp"));
+            assert!(
+                p.description()
+                    .contains("\n  no seccomp filter: no seccomp")
+            );
             assert!(!p.description().contains(SOCKET_RULE));
         }
     }
@@ -874,6 +1049,7 @@ mod tests {
         let with = |mode| Prepared {
             ruleset: None,
             filter: Some(&BOGUS),
+            view: None,
             mode,
             description: String::new(),
         };
@@ -884,6 +1060,50 @@ mod tests {
         let mut cmd = Command::new("/bin/true");
         with(Mode::BestEffort).install(&mut cmd);
         assert!(cmd.status().unwrap().success());
+    }
+
+    /// What the namespace view adds to a spawn, printed for the record
+    /// (`cargo test --release --lib cost_of_the_namespaces -- --ignored
+    /// --nocapture`): medians of spawn+wait of /bin/true with the whole
+    /// sandbox and with everything but the namespaces, interleaved.
+    #[test]
+    #[ignore]
+    fn cost_of_the_namespaces() {
+        if namespace_status().is_err() {
+            eprintln!("SKIPPED: no namespaces here");
+            return;
+        }
+        let d = temp();
+        let s = spec(&d.0.join("ws"), Mode::BestEffort);
+        let with = prepare(&s).unwrap();
+        assert!(with.has_namespaces());
+        let mut without = prepare(&s).unwrap();
+        without.view = None;
+        let time = |p: &Prepared| {
+            let mut cmd = Command::new("/bin/true");
+            p.install(&mut cmd);
+            let t = std::time::Instant::now();
+            assert!(cmd.status().unwrap().success());
+            t.elapsed()
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            a.push(time(&without));
+            b.push(time(&with));
+        }
+        a.sort();
+        b.sort();
+        let t = std::time::Instant::now();
+        for _ in 0..20 {
+            let _ = view::build(&s).unwrap();
+        }
+        println!(
+            "namespaces (medians): spawn+wait /bin/true {} µs without, {} µs with; building \
+             the view {} µs",
+            a[100].as_micros(),
+            b[100].as_micros(),
+            t.elapsed().as_micros() / 20,
+        );
     }
 
     /// What the socket filter adds, printed for the record (`cargo test
@@ -905,6 +1125,7 @@ mod tests {
         let bare = |filter| Prepared {
             ruleset: None,
             filter,
+            view: None,
             mode: Mode::Required,
             description: String::new(),
         };

@@ -58,7 +58,7 @@ const INTERPRETERS: &[&str] = &[
 #[rustfmt::skip]
 const HARMLESS: &[&str] = &[
     "pwd", "echo", "printf", "true", "false", "date", "whoami", "id", "uname", "which",
-    "basename", "dirname", "expr",
+    "basename", "dirname", "expr", "sleep", "printenv",
 ];
 
 /// `NAME=value` prefixes that only change formatting or language.
@@ -395,9 +395,15 @@ fn judge_command(
     if lower == "diff" {
         argv.insert(1, "--no-dereference".to_string());
     }
-    if lower == "git" || target == "git" {
+    let is_git = lower == "git" || target == "git";
+    if is_git {
         super::git::repo::harden(&mut argv, &mut env, cwd, gate)?;
     }
+    let git = match (is_git, writes) {
+        (false, _) => super::plan::GitAccess::None,
+        (true, false) => super::plan::GitAccess::Read,
+        (true, true) => super::plan::GitAccess::Write,
+    };
     Ok((
         verdict,
         Cmd {
@@ -405,6 +411,7 @@ fn judge_command(
             argv,
             env,
             redirs,
+            git,
         },
         Writes {
             any: writes,
@@ -670,16 +677,28 @@ fn judge_program(
     };
     let Some(parsed) = table else {
         // Allowlisted by the user without a table: its path arguments are
-        // judged, nothing else is known about it.
-        scan_args(args, cwd, gate, true)?;
+        // judged, and an argument naming a forbidden command is refused
+        // (`npm exec -- rm -rf x`, `make CC=sudo`): a code runner may run it.
+        scan_args(args, cwd, gate, by_path_trusted)?;
         if HARMLESS.contains(&lower) && !by_path_trusted {
             return Ok((Judgement::low(format!("`{name}` only prints")), false));
         }
-        // Unknown to latchclaw: it may write anything, links included.
+        // Unknown to latchclaw: a code runner (`npm exec`, `make`, an
+        // interpreter) that may do anything, links included; only the
+        // kernel sandbox holds what it does. The operator's own script,
+        // allowlisted by its path, is the one they vouched for.
+        if by_path_trusted {
+            return Ok((
+                Judgement::medium(format!(
+                    "`{name}` is allowlisted by its path (the kernel sandbox holds what it does)"
+                )),
+                true,
+            ));
+        }
         return Ok((
-            Judgement::medium(format!(
-                "`{name}` is on the shell allowlist (no option table: judged by its path \
-                 arguments only)"
+            Judgement::high(format!(
+                "`{name}` runs code latchclaw cannot read (no option table: the gate judges \
+                 its path arguments only; the kernel sandbox holds the rest)"
             )),
             true,
         ));

@@ -859,14 +859,23 @@ impl Gate {
                 out.push_str(&d);
             }
         }
-        if !without.is_empty() {
+        // Judged by their path arguments only; the kernel sandbox alone
+        // holds what they do.
+        let (by_path, runners): (Vec<&String>, Vec<&String>) =
+            without.into_iter().partition(|p| p.contains('/'));
+        let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        if !runners.is_empty() {
             out.push_str(&format!(
-                "\n  without an option table (judged by their path arguments only): {}",
-                without
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "\n  without an option table: code runners, high risk, judged by their path \
+                 arguments only; only the kernel sandbox holds what they do: {}",
+                join(&runners)
+            ));
+        }
+        if !by_path.is_empty() {
+            out.push_str(&format!(
+                "\n  allowlisted by path, without an option table (judged by their path \
+                 arguments only; only the kernel sandbox holds what they do): {}",
+                join(&by_path)
             ));
         }
         out

@@ -42,6 +42,19 @@ pub struct Cmd {
     /// The whole environment of the child (nothing else is inherited).
     pub env: Vec<(String, String)>,
     pub redirs: Vec<Redir>,
+    /// What the sandbox lets this command do to git directories: it is git,
+    /// and the gate judged a write (which still may not touch what runs
+    /// code: `security::confine::view`).
+    pub git: GitAccess,
+}
+
+/// See [`Cmd::git`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitAccess {
+    /// Not git: `.git` read-only and its config masked.
+    None,
+    Read,
+    Write,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 
 pub mod fs;
 pub mod net;
+pub mod ns;
 pub mod poll;
 pub mod process;
 pub mod rand;

@@ -56,6 +56,14 @@ pub fn set_undumpable() -> io::Result<()> {
     )?)
 }
 
+/// Hook-safe: makes this process dumpable again, so that its /proc files
+/// belong to its own user (a user namespace's maps are written there).
+pub fn set_dumpable() -> io::Result<()> {
+    Ok(rustix::process::set_dumpable_behavior(
+        rustix::process::DumpableBehavior::Dumpable,
+    )?)
+}
+
 /// Makes orphaned descendants this process's children instead of init's
 /// (`PR_SET_CHILD_SUBREAPER`).
 pub fn become_subreaper() -> io::Result<()> {
@@ -101,4 +109,12 @@ pub fn wait_any() {
 /// This process's effective user id.
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
+}
+
+/// This process's effective user and group ids.
+pub fn ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
 }

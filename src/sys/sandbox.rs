@@ -9,7 +9,7 @@
 //! has no Landlock, seccomp or close_range, so those stay raw `libc`
 //! syscalls; no_new_privs and the capabilities go through rustix.
 
-use rustix::thread::{CapabilitySet, CapabilitySets};
+use rustix::thread::CapabilitySet;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -72,36 +72,6 @@ pub fn seccomp_active() -> io::Result<bool> {
         rustix::thread::secure_computing_mode()?,
         rustix::thread::SecureComputingMode::Disabled
     ))
-}
-
-/// Hook-safe: drops the capabilities numbered `caps` from this process's
-/// bounding, effective, permitted and inheritable sets; true when none of
-/// them is left permitted (with no_new_privs that bounds what any later
-/// exec can have).
-pub fn drop_capabilities(caps: &[u32]) -> bool {
-    let mut drop = CapabilitySet::empty();
-    for &cap in caps {
-        let bit = CapabilitySet::from_bits_retain(1u64 << cap);
-        // Fails without CAP_SETPCAP (a non-root parent): then the caps
-        // were never permitted and cannot be gained under no_new_privs.
-        let _ = rustix::thread::remove_capability_from_bounding_set(bit);
-        drop |= bit;
-    }
-    let Ok(sets) = rustix::thread::capabilities(None) else {
-        return false;
-    };
-    if !sets.permitted.intersects(drop) {
-        return true;
-    }
-    let less = CapabilitySets {
-        effective: sets.effective - drop,
-        permitted: sets.permitted - drop,
-        inheritable: sets.inheritable - drop,
-    };
-    if rustix::thread::set_capabilities(None, less).is_err() {
-        return false;
-    }
-    rustix::thread::capabilities(None).is_ok_and(|s| !s.permitted.intersects(drop))
 }
 
 /// Hook-safe: marks every descriptor above stderr close-on-exec, so an exec
@@ -201,4 +171,10 @@ pub fn seccomp_action_available(action: u32) -> bool {
         )
     };
     r == 0
+}
+
+/// Whether this process holds CAP_SYS_ADMIN (it can make namespaces
+/// without a user namespace of its own).
+pub fn has_sys_admin() -> bool {
+    rustix::thread::capabilities(None).is_ok_and(|s| s.effective.contains(CapabilitySet::SYS_ADMIN))
 }

@@ -12,7 +12,7 @@
 use super::beneath;
 use super::{Tool, ToolCtx, ToolResult};
 use crate::security::grammar::Connector;
-use crate::security::plan::{Cmd, OpenMode, Plan, Redir, Step};
+use crate::security::plan::{Cmd, GitAccess, OpenMode, Plan, Redir, Step};
 use crate::security::{confine, estop_engaged};
 use crate::sys;
 use serde_json::{Value, json};
@@ -345,7 +345,12 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
     if let Some(t) = &call.tmp {
         c.env("TMPDIR", t);
     }
-    call.confine.install(&mut c);
+    let kind = match cmd.git {
+        GitAccess::None => confine::view::Kind::Other,
+        GitAccess::Read => confine::view::Kind::GitRead,
+        GitAccess::Write => confine::view::Kind::GitWrite,
+    };
+    call.confine.install_as(&mut c, kind);
     c.spawn()
 }
 
@@ -469,7 +474,8 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         Err(e) => return ToolResult::err(e),
     };
     let tmp = private_tmp();
-    let spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
+    let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
+    spec.cwd = Some(plan.cwd.clone());
     let confine = match confine::prepare(&spec) {
         Ok(p) => p,
         Err(e) => {

@@ -1,4 +1,13 @@
-//! The socket wall: a seccomp-BPF filter on every confined shell child.
+//! The system-call wall: a seccomp-BPF filter on every confined child.
+//!
+//! It refuses with `EPERM` what root could do to the machine and what no
+//! command needs — reboot, kexec, module loading, mount and pivot_root
+//! (after the namespace view is set up), swap, clock setting, device
+//! `mknod`, ptrace and process_vm_*, keyrings, bpf, perf_event_open,
+//! userfaultfd, open_by_handle_at, iopl/ioperm, unshare, setns and
+//! clone(2) with namespace flags (clone3 is "not implemented", so glibc
+//! falls back to clone(2)) — whatever capabilities a child kept. The rest
+//! is the socket wall.
 //!
 //! Landlock refuses TCP from ABI 4, but pathname UNIX socket connects only
 //! from ABI 9 and UDP only from ABI 10, so on most kernels a confined
@@ -76,13 +85,28 @@ const fn arg_low(i: usize) -> u32 {
 const NR: u32 = offset_of!(libc::seccomp_data, nr) as u32;
 const ARCH_OFF: u32 = offset_of!(libc::seccomp_data, arch) as u32;
 
-/// Where a jump goes: the next instruction, the socketpair block, or a
+/// Where a jump goes: the next instruction, a labelled block, or a
 /// `return action` placed at the end.
 #[derive(Clone, Copy, PartialEq)]
 enum To {
     Next,
-    Pair,
+    Label(Block),
     Ret(u32),
+}
+
+/// The blocks that look at a call's arguments.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Block {
+    /// socketpair: which family and type.
+    Pair,
+    /// clone: namespace flags.
+    Clone,
+    /// mknod: the file type (argument 1).
+    Mknod,
+    /// mknodat: the file type (argument 2).
+    Mknodat,
+    /// Both: device or not.
+    NodeType,
 }
 
 /// A tiny forward-only assembler: jumps name their targets and the offsets
@@ -90,7 +114,7 @@ enum To {
 #[derive(Default)]
 struct Asm {
     body: Vec<(u16, u32, To, To)>,
-    pair: Option<usize>,
+    labels: Vec<(Block, usize)>,
 }
 
 impl Asm {
@@ -109,8 +133,8 @@ impl Asm {
     fn ret(&mut self, action: u32) {
         self.body.push((RET_K, action, To::Next, To::Next));
     }
-    fn pair_here(&mut self) {
-        self.pair = Some(self.body.len());
+    fn label(&mut self, b: Block) {
+        self.labels.push((b, self.body.len()));
     }
 
     fn finish(self) -> Option<Vec<Insn>> {
@@ -127,7 +151,7 @@ impl Asm {
         let end = self.body.len();
         let target = |t: To| match t {
             To::Next => None,
-            To::Pair => self.pair,
+            To::Label(b) => self.labels.iter().find(|(l, _)| *l == b).map(|&(_, at)| at),
             To::Ret(a) => actions.iter().position(|&x| x == a).map(|p| end + p),
         };
         // `None` for a jump without a forward target, or one too far for
@@ -162,6 +186,48 @@ impl Asm {
     }
 }
 
+/// Calls refused with EPERM: what root could do to the machine (reboot,
+/// modules, clocks, swap, mounts once the view is set up, raw I/O ports),
+/// reach into other processes (ptrace, process_vm_*, keyrings,
+/// open_by_handle_at past the mount view), or the kernel attack surface no
+/// shell command needs (bpf, perf_event_open, userfaultfd), and new
+/// namespaces.
+#[cfg(any(
+    all(target_arch = "x86_64", target_pointer_width = "64"),
+    target_arch = "aarch64"
+))]
+#[rustfmt::skip]
+const PRIVILEGED: &[libc::c_long] = &[
+    libc::SYS_reboot, libc::SYS_kexec_load, libc::SYS_kexec_file_load,
+    libc::SYS_init_module, libc::SYS_finit_module, libc::SYS_delete_module,
+    libc::SYS_mount, libc::SYS_umount2, libc::SYS_pivot_root, libc::SYS_move_mount,
+    libc::SYS_open_tree, libc::SYS_fsopen, libc::SYS_fsmount, libc::SYS_fsconfig,
+    libc::SYS_fspick, libc::SYS_mount_setattr, libc::SYS_chroot,
+    libc::SYS_swapon, libc::SYS_swapoff, libc::SYS_settimeofday, libc::SYS_clock_settime,
+    libc::SYS_clock_adjtime, libc::SYS_adjtimex, libc::SYS_ptrace,
+    libc::SYS_process_vm_readv, libc::SYS_process_vm_writev, libc::SYS_keyctl,
+    libc::SYS_add_key, libc::SYS_request_key, libc::SYS_bpf, libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd, libc::SYS_open_by_handle_at, libc::SYS_name_to_handle_at,
+    libc::SYS_unshare, libc::SYS_setns, libc::SYS_acct, libc::SYS_quotactl, libc::SYS_syslog,
+    libc::SYS_vhangup, libc::SYS_pidfd_getfd,
+    #[cfg(target_arch = "x86_64")] libc::SYS_iopl,
+    #[cfg(target_arch = "x86_64")] libc::SYS_ioperm,
+];
+
+/// clone(2) flags that make a namespace (CLONE_NEWTIME shares its bit
+/// with the exit signal in clone(2), and exists only for unshare/clone3).
+#[cfg(any(
+    all(target_arch = "x86_64", target_pointer_width = "64"),
+    target_arch = "aarch64"
+))]
+const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
+
 #[cfg(any(
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
@@ -176,21 +242,40 @@ fn build(arch: u32) -> Option<Vec<Insn>> {
         a.jge(bit, To::Ret(errno(libc::ENOSYS)), To::Next);
     }
     a.jeq(nr(libc::SYS_socket), To::Ret(errno(libc::EACCES)), To::Next);
-    a.jeq(nr(libc::SYS_socketpair), To::Pair, To::Next);
+    a.jeq(nr(libc::SYS_socketpair), To::Label(Block::Pair), To::Next);
     for n in [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,
+        // glibc falls back to clone(2), whose flags a filter can read
+        // (clone3 passes them in memory).
+        libc::SYS_clone3,
     ] {
         a.jeq(nr(n), To::Ret(errno(libc::ENOSYS)), To::Next);
     }
-    a.jeq(
-        nr(libc::SYS_pidfd_getfd),
-        To::Ret(errno(libc::EPERM)),
-        To::Next,
-    );
+    for &n in PRIVILEGED {
+        a.jeq(nr(n), To::Ret(errno(libc::EPERM)), To::Next);
+    }
+    a.jeq(nr(libc::SYS_clone), To::Label(Block::Clone), To::Next);
+    #[cfg(target_arch = "x86_64")]
+    a.jeq(nr(libc::SYS_mknod), To::Label(Block::Mknod), To::Next);
+    a.jeq(nr(libc::SYS_mknodat), To::Label(Block::Mknodat), To::Next);
     a.ret(ALLOW);
-    a.pair_here();
+    a.label(Block::Clone);
+    // The flags are the first argument on both architectures.
+    a.load(arg_low(0));
+    a.and(NAMESPACE_FLAGS);
+    a.jeq(0, To::Ret(ALLOW), To::Ret(errno(libc::EPERM)));
+    a.label(Block::Mknod);
+    a.load(arg_low(1));
+    a.jeq(0, To::Label(Block::NodeType), To::Label(Block::NodeType));
+    a.label(Block::Mknodat);
+    a.load(arg_low(2));
+    a.label(Block::NodeType);
+    a.and(libc::S_IFMT);
+    a.jeq(libc::S_IFCHR, To::Ret(errno(libc::EPERM)), To::Next);
+    a.jeq(libc::S_IFBLK, To::Ret(errno(libc::EPERM)), To::Ret(ALLOW));
+    a.label(Block::Pair);
     a.load(arg_low(0));
     a.jeq(libc::AF_UNIX as u32, To::Next, To::Ret(errno(libc::EACCES)));
     a.load(arg_low(1));
@@ -285,7 +370,7 @@ mod tests {
                 }
             }
         }
-        assert!(prog.len() < 40, "{}", prog.len());
+        assert!(prog.len() < 120, "{}", prog.len());
         // The first check is the architecture, killing on a mismatch.
         assert_eq!((prog[0].code, prog[0].k), (LD_W_ABS, ARCH_OFF));
         let kill = prog[1 + 1 + prog[1].jf as usize];

@@ -1,0 +1,719 @@
+//! The namespace wall: what a sandboxed child sees and which kernel
+//! objects it shares with the host.
+//!
+//! Each child gets new mount, PID, IPC, UTS and network namespaces (and a
+//! user namespace when latchclaw is not root). Its root is a fresh,
+//! read-only tmpfs holding only bind mounts: the system's program
+//! directories and a few `/etc` files read-only, `/dev/{null,zero,random,
+//! urandom}`, a `/proc` of its own PID namespace (read-only), the
+//! workspace (read-only under `readonly` autonomy) and the call's own tmp
+//! directory. Home, latchclaw's state and the rest of `/tmp` are not there.
+//! Inside the workspace, every `.git` and `.latchclaw` is bound read-only
+//! over itself (an approved git write gets `.git` writable but for what
+//! makes code run later: `config`, `hooks`, `info`, …), and every
+//! secret-named file, forbidden path and the state directory has an empty
+//! read-only file or directory bound over it. None of this depends on what
+//! the gate decided: a child the gate misjudged sees the same.
+//!
+//! The plan of system calls is built in the parent ([`build`]); the forked
+//! child only walks it ([`View::enter`]), which allocates nothing. The PID
+//! namespace takes one more fork: the child that unshares stays outside,
+//! waits and mirrors the exit status; its child is the namespace's init
+//! (PID 1), which forks the program and dies with its parent — and when
+//! init dies the kernel kills everything left in the namespace, so no
+//! process a call started outlives it.
+
+use super::Spec;
+use crate::sys;
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Where the new root is staged before `pivot_root`: hidden by it only in
+/// the child's own mount namespace, and found again under `OLD` after.
+const STAGE: &str = "/tmp";
+const OLD: &str = "/oldroot";
+/// The empty things bound over what a child must not read.
+const EMPTY_FILE: &str = "/.latchclaw-masked";
+const EMPTY_DIR: &str = "/.latchclaw-masked.d";
+
+/// Entries of the workspace looked at for masks before the walk gives up.
+const WALK_MAX: usize = 100_000;
+const DEPTH_MAX: usize = 128;
+
+/// Directories inside the workspace that hold what makes code run later
+/// outside the sandbox (git's hooks and config; latchclaw's own skills and
+/// config): read-only in every child.
+pub const PROTECTED_DIRS: &[&str] = &[".git", ".latchclaw"];
+
+/// Entries of a git directory that an approved git write still may not
+/// change: each makes a program run, or points git at other files.
+const GIT_CODE: &[&str] = &[
+    "config",
+    "config.worktree",
+    "hooks",
+    "info",
+    "modules",
+    "worktrees",
+    "commondir",
+    "gitdir",
+    "objects/info/alternates",
+    "shallow",
+];
+
+#[derive(Debug)]
+enum Step {
+    Dir(CString),
+    File(CString),
+    Link {
+        target: CString,
+        path: CString,
+    },
+    Mount {
+        src: Option<CString>,
+        dst: CString,
+        fstype: Option<CString>,
+        flags: u64,
+        data: Option<CString>,
+    },
+    ReadOnly {
+        dst: CString,
+        recursive: bool,
+    },
+    /// A procfs of the child's PID namespace at /proc, or the host's bound
+    /// when the kernel refuses a new one (it does in a user namespace when
+    /// the host's /proc has parts masked, as in many containers).
+    Proc,
+    Pivot,
+    Detach(CString),
+    Chdir(CString),
+}
+
+/// What one child runs as: which parts of `.git` it may write, and
+/// whether git's own secret-named config is masked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Any program: `.git` read-only and its `config` masked.
+    Other,
+    /// git reading: `.git` read-only, its config readable.
+    GitRead,
+    /// git writing what the gate approved: `.git` writable but for
+    /// [`GIT_CODE`].
+    GitWrite,
+}
+
+/// A child's view, ready for [`View::enter`].
+#[derive(Debug)]
+pub struct View {
+    shared: &'static Shared,
+    /// Whether children keep the host's network (not the shared empty one).
+    network: bool,
+    setup: Vec<Step>,
+    git_masks: Vec<Step>,
+    git_read_only: Vec<Step>,
+    git_write: Vec<Step>,
+    finish: Vec<Step>,
+    /// Workspace paths with an empty thing bound over them.
+    pub masked: Vec<PathBuf>,
+    /// Workspace paths bound read-only over themselves.
+    pub read_only: Vec<PathBuf>,
+    /// The walk for masks stopped early (too many entries or too deep).
+    pub incomplete: Option<String>,
+}
+
+fn cstr(p: impl AsRef<OsStr>) -> Result<CString, String> {
+    CString::new(p.as_ref().as_bytes()).map_err(|_| format!("{:?} holds a NUL byte", p.as_ref()))
+}
+
+fn old(p: &Path) -> Result<CString, String> {
+    cstr(Path::new(OLD).join(p.strip_prefix("/").unwrap_or(p)))
+}
+
+const MS_BIND: u64 = libc::MS_BIND;
+const MS_REC: u64 = libc::MS_REC;
+
+/// Whether latchclaw can make namespaces without a user namespace (root
+/// with CAP_SYS_ADMIN); otherwise it needs an unprivileged one.
+pub fn needs_user_namespace() -> bool {
+    sys::process::effective_uid() != 0 || !sys::sandbox::has_sys_admin()
+}
+
+/// The namespaces a child gets, named.
+pub fn namespaces_shown(user: bool) -> String {
+    let mut v = vec![];
+    if user {
+        v.push("user");
+    }
+    v.extend(["mount", "pid", "ipc", "uts", "net"]);
+    v.join("+")
+}
+
+struct Builder {
+    steps: Vec<Step>,
+    /// Directories already made in the new root.
+    made: Vec<PathBuf>,
+}
+
+impl Builder {
+    /// Mount points for `p` and every directory above it.
+    fn dirs_to(&mut self, p: &Path) -> Result<(), String> {
+        let mut acc = PathBuf::from("/");
+        for c in p.components().skip(1) {
+            acc.push(c);
+            if !self.made.contains(&acc) {
+                self.made.push(acc.clone());
+                self.steps.push(Step::Dir(cstr(&acc)?));
+            }
+        }
+        Ok(())
+    }
+
+    fn parent_dirs(&mut self, p: &Path) -> Result<(), String> {
+        match p.parent() {
+            Some(parent) => self.dirs_to(parent),
+            None => Ok(()),
+        }
+    }
+
+    /// Binds the host's `p` at the same place, read-only unless `write`;
+    /// a symbolic link is recreated as one. `Ok(false)` when `p` is
+    /// missing.
+    fn bind(&mut self, p: &Path, write: bool) -> Result<bool, String> {
+        let Ok(md) = std::fs::symlink_metadata(p) else {
+            return Ok(false);
+        };
+        self.parent_dirs(p)?;
+        if md.file_type().is_symlink() {
+            let target = std::fs::read_link(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            self.steps.push(Step::Link {
+                target: cstr(&target)?,
+                path: cstr(p)?,
+            });
+            return Ok(true);
+        }
+        if md.is_dir() {
+            self.dirs_to(p)?;
+        } else {
+            self.steps.push(Step::File(cstr(p)?));
+        }
+        self.steps.push(Step::Mount {
+            src: Some(old(p)?),
+            dst: cstr(p)?,
+            fstype: None,
+            flags: MS_BIND | MS_REC,
+            data: None,
+        });
+        if !write {
+            self.steps.push(Step::ReadOnly {
+                dst: cstr(p)?,
+                recursive: true,
+            });
+        }
+        Ok(true)
+    }
+}
+
+/// A bind of `p` over itself, read-only (inside an already bound tree).
+fn read_only_over_itself(p: &Path, out: &mut Vec<Step>) -> Result<(), String> {
+    let c = cstr(p)?;
+    out.push(Step::Mount {
+        src: Some(c.clone()),
+        dst: c.clone(),
+        fstype: None,
+        flags: MS_BIND | MS_REC,
+        data: None,
+    });
+    out.push(Step::ReadOnly {
+        dst: c,
+        recursive: true,
+    });
+    Ok(())
+}
+
+/// An empty read-only file or directory bound over `p`.
+fn mask(p: &Path, dir: bool, out: &mut Vec<Step>) -> Result<(), String> {
+    let c = cstr(p)?;
+    out.push(Step::Mount {
+        src: Some(cstr(if dir { EMPTY_DIR } else { EMPTY_FILE })?),
+        dst: c.clone(),
+        fstype: None,
+        flags: MS_BIND,
+        data: None,
+    });
+    out.push(Step::ReadOnly {
+        dst: c,
+        recursive: false,
+    });
+    Ok(())
+}
+
+/// What the walk of the workspace found.
+#[derive(Default)]
+struct Found {
+    /// (path, is a directory) to mask in every child.
+    masks: Vec<(PathBuf, bool)>,
+    /// Secret-named files inside git directories (git's config): masked
+    /// for every program but git.
+    git_masks: Vec<PathBuf>,
+    /// `.git` and `.latchclaw` entries.
+    protected: Vec<PathBuf>,
+    incomplete: Option<String>,
+}
+
+fn walk(spec: &Spec, ws: &Path) -> Found {
+    use std::collections::HashSet;
+    use std::os::unix::fs::MetadataExt;
+    let allow = super::super::secret_files::Allow::new(&spec.secret_files_allow);
+    let mut found = Found::default();
+    let mut secret_inodes: HashSet<(u64, u64)> = HashSet::new();
+    let mut linked: Vec<(PathBuf, (u64, u64))> = Vec::new();
+    let mut stack = vec![(ws.to_path_buf(), 0usize, false)];
+    let mut seen = 0usize;
+    while let Some((dir, depth, in_git)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > WALK_MAX {
+                found.incomplete = Some(format!(
+                    "the workspace has more than {WALK_MAX} entries; secret-named files past \
+                     them are not masked (the gate still refuses them by name)"
+                ));
+                return found;
+            }
+            let path = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            let lower = name.to_string_lossy().to_lowercase();
+            if !in_git && PROTECTED_DIRS.iter().any(|d| lower == *d) {
+                found.protected.push(path.clone());
+                // Inside a git directory only its config is secret-named
+                // (remote URLs with tokens): listed, not walked.
+                if ft.is_dir() && lower == ".git" {
+                    for c in ["config", "config.worktree"] {
+                        let p = path.join(c);
+                        if p.is_file() {
+                            found.git_masks.push(p);
+                        }
+                    }
+                    continue;
+                }
+            }
+            let rel = path.strip_prefix(ws).unwrap_or(&path);
+            if ft.is_dir() {
+                if depth + 1 > DEPTH_MAX {
+                    found.incomplete = Some(format!(
+                        "{} is deeper than {DEPTH_MAX} levels; secret-named files below it \
+                         are not masked (the gate still refuses them by name)",
+                        path.display()
+                    ));
+                    continue;
+                }
+                stack.push((path, depth + 1, in_git));
+                continue;
+            }
+            let secret = super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
+            if ft.is_file()
+                && let Ok(md) = e.metadata()
+            {
+                let id = (md.dev(), md.ino());
+                if secret {
+                    secret_inodes.insert(id);
+                } else if md.nlink() > 1 {
+                    linked.push((path.clone(), id));
+                }
+            }
+            // A link to a secret resolves to its mask; the name alone is
+            // masked when it is one (dangling or not).
+            if secret && !ft.is_dir() {
+                found.masks.push((path, false));
+            }
+        }
+    }
+    // A hard link is the same file under a name no rule matches.
+    for (p, id) in linked {
+        if secret_inodes.contains(&id) {
+            found.masks.push((p, false));
+        }
+    }
+    found
+}
+
+/// A file of /proc/self and what to write there.
+type Map = (CString, Vec<u8>);
+
+/// The namespaces every child of this process joins instead of making its
+/// own: the user namespace (when latchclaw is not root) and an empty
+/// network namespace. Making a network namespace costs about a millisecond
+/// and its teardown holds up the next one; an empty one is as good shared
+/// (nothing in it but a loopback that is down, and the socket filter).
+#[derive(Debug)]
+pub struct Shared {
+    user: Option<OwnedFd>,
+    net: OwnedFd,
+}
+
+/// The shared namespaces, made once per process by a short-lived child:
+/// `Err` says why this machine gives children no namespaces (then the
+/// walls below them hold alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set
+/// makes it say no (for tests of the fallback).
+pub fn shared() -> Result<&'static Shared, String> {
+    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+    SHARED
+        .get_or_init(make_shared)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn make_shared() -> Result<Shared, String> {
+    if std::env::var_os("LATCHCLAW_SIMULATE_NO_NAMESPACES").is_some() {
+        return Err("LATCHCLAW_SIMULATE_NO_NAMESPACES is set".into());
+    }
+    let user = needs_user_namespace();
+    let mut flags = sys::ns::NEWNET;
+    let mut maps: Vec<Map> = Vec::new();
+    if user {
+        flags |= sys::ns::NEWUSER;
+        let (uid, gid) = sys::process::ids();
+        maps.push((cstr("/proc/self/setgroups")?, b"deny".to_vec()));
+        maps.push((
+            cstr("/proc/self/uid_map")?,
+            format!("{uid} {uid} 1").into_bytes(),
+        ));
+        maps.push((
+            cstr("/proc/self/gid_map")?,
+            format!("{gid} {gid} 1").into_bytes(),
+        ));
+    }
+    // The child opens its new namespaces and hands them over: latchclaw
+    // could not open another process's /proc/PID/ns (neither is dumpable).
+    let (ours, theirs) =
+        std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
+    let theirs = OwnedFd::from(theirs);
+    // An errno no step of the set-up returns: the child got as far as the
+    // end (it never executes anything).
+    const DONE: i32 = libc::ENOTRECOVERABLE;
+    let mut cmd = std::process::Command::new("/");
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    sys::process::set_pre_exec(&mut cmd, move || {
+        sys::ns::unshare(flags)?;
+        if !maps.is_empty() {
+            // latchclaw is not dumpable, which makes /proc/self root's; the
+            // maps are written by this process's own user.
+            sys::process::set_dumpable()?;
+            let written = maps
+                .iter()
+                .try_for_each(|(path, data)| sys::ns::write_file(path, data));
+            sys::process::set_undumpable()?;
+            written?;
+        }
+        let net = sys::ns::open_ns(c"/proc/self/ns/net")?;
+        if user {
+            let user = sys::ns::open_ns(c"/proc/self/ns/user")?;
+            sys::ns::send_fds(theirs.as_fd(), &[user.as_fd(), net.as_fd()])?;
+        } else {
+            sys::ns::send_fds(theirs.as_fd(), &[net.as_fd()])?;
+        }
+        Err(io::Error::from_raw_os_error(DONE))
+    });
+    match cmd.spawn() {
+        Err(e) if e.raw_os_error() == Some(DONE) => {}
+        Err(e) => return Err(why_not(&e)),
+        Ok(mut child) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the namespace maker ran a program it should not have".into());
+        }
+    }
+    drop(cmd);
+    let mut fds = sys::ns::recv_fds(ours.as_fd())
+        .map_err(|e| format!("receiving the namespaces: {e}"))?
+        .into_iter();
+    let mut next = || {
+        fds.next()
+            .ok_or("the namespace maker sent too few descriptors")
+    };
+    Ok(Shared {
+        user: if user { Some(next()?) } else { None },
+        net: next()?,
+    })
+}
+
+fn why_not(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => format!(
+            "the kernel refused new namespaces ({e}): unprivileged user namespaces are off \
+             (kernel.unprivileged_userns_clone, user.max_user_namespaces, or an \
+             AppArmor/container policy)"
+        ),
+        Some(libc::ENOSPC | libc::EUSERS) => format!("no namespaces are left ({e})"),
+        Some(libc::EINVAL | libc::ENOSYS) => {
+            format!("this kernel lacks a namespace latchclaw needs ({e})")
+        }
+        _ => format!("making namespaces failed ({e})"),
+    }
+}
+
+/// The namespaces each child makes for itself.
+const OWN: i32 = sys::ns::NEWNS | sys::ns::NEWPID | sys::ns::NEWIPC | sys::ns::NEWUTS;
+
+/// The first steps of every view: no mount propagation either way, and an
+/// empty tmpfs as the new root, the old one under [`OLD`] until the end.
+fn stage() -> Result<Builder, String> {
+    let mut b = Builder {
+        steps: Vec::new(),
+        made: vec![PathBuf::from("/")],
+    };
+    b.steps.push(Step::Mount {
+        src: None,
+        dst: cstr("/")?,
+        fstype: None,
+        flags: MS_REC | libc::MS_PRIVATE,
+        data: None,
+    });
+    b.steps.push(Step::Mount {
+        src: Some(cstr("tmpfs")?),
+        dst: cstr(STAGE)?,
+        fstype: Some(cstr("tmpfs")?),
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+        data: Some(cstr("mode=0755")?),
+    });
+    b.steps
+        .push(Step::Dir(cstr(Path::new(STAGE).join(&OLD[1..]))?));
+    b.steps.push(Step::Pivot);
+    b.dirs_to(Path::new("/proc"))?;
+    b.steps.push(Step::Proc);
+    b.steps.push(Step::ReadOnly {
+        dst: cstr("/proc")?,
+        recursive: true,
+    });
+    Ok(b)
+}
+
+/// Builds the view of one call's children (see the module comment).
+pub fn build(spec: &Spec) -> Result<View, String> {
+    let shared = shared()?;
+    let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    let ws = canon(&spec.workspace)?;
+    let mut b = stage()?;
+    b.steps.push(Step::File(cstr(EMPTY_FILE)?));
+    b.steps.push(Step::Dir(cstr(EMPTY_DIR)?));
+    for dir in super::SYSTEM_DIRS {
+        b.bind(Path::new(dir), false)?;
+    }
+    for name in super::ETC_FILES {
+        b.bind(&Path::new("/etc").join(name), false)?;
+    }
+    for dev in super::DEV_READ {
+        b.bind(Path::new(dev), false)?;
+    }
+    b.bind(Path::new("/dev/null"), true)?;
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        b.steps.push(Step::Link {
+            target: cstr(target)?,
+            path: cstr(Path::new("/dev").join(name))?,
+        });
+    }
+    if !b.bind(&ws, spec.workspace_writable)? {
+        return Err(format!("the workspace {} does not exist", ws.display()));
+    }
+    if let Some(tmp) = &spec.tmp_dir {
+        b.bind(&canon(tmp)?, true)?;
+    }
+    let found = walk(spec, &ws);
+    let mut masked = Vec::new();
+    for (p, dir) in &found.masks {
+        mask(p, *dir, &mut b.steps)?;
+        masked.push(p.clone());
+    }
+    // The state directory and forbidden paths, where the workspace holds
+    // them.
+    let mut inside: Vec<PathBuf> = spec.forbidden.clone();
+    inside.extend(spec.state_dir.iter().cloned());
+    for p in inside {
+        let Ok(p) = std::fs::canonicalize(&p) else {
+            continue;
+        };
+        if p.starts_with(&ws) && p != ws {
+            mask(&p, p.is_dir(), &mut b.steps)?;
+            masked.push(p);
+        }
+    }
+    let mut git_masks = Vec::new();
+    for p in &found.git_masks {
+        mask(p, false, &mut git_masks)?;
+    }
+    let mut git_read_only = Vec::new();
+    let mut git_write = Vec::new();
+    for p in &found.protected {
+        read_only_over_itself(p, &mut git_read_only)?;
+        let is_git = p
+            .file_name()
+            .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
+        if is_git && p.is_dir() {
+            for c in GIT_CODE {
+                let q = p.join(c);
+                if q.symlink_metadata().is_ok() {
+                    read_only_over_itself(&q, &mut git_write)?;
+                }
+            }
+        } else {
+            read_only_over_itself(p, &mut git_write)?;
+        }
+    }
+    let cwd = spec.cwd.as_deref().unwrap_or(&ws);
+    let finish = vec![
+        Step::Detach(cstr(OLD)?),
+        Step::ReadOnly {
+            dst: cstr("/")?,
+            recursive: false,
+        },
+        Step::Chdir(cstr(cwd)?),
+    ];
+    masked.extend(found.git_masks.iter().cloned());
+    Ok(View {
+        shared,
+        network: spec.network,
+        setup: b.steps,
+        git_masks,
+        git_read_only,
+        git_write,
+        finish,
+        masked,
+        read_only: found.protected,
+        incomplete: found.incomplete,
+    })
+}
+
+impl View {
+    /// Whether this view makes a user namespace.
+    pub fn user_namespace(&self) -> bool {
+        self.shared.user.is_some()
+    }
+
+    /// Hook-safe: runs in the forked child. Enters the namespaces; the
+    /// process that called it stays outside the PID namespace, waits for
+    /// the namespace's init and exits as it does (never returning). Init
+    /// sets up the view, forks the program's process and, in turn, waits
+    /// for it: `Ok` returns only in that last process, which goes on to
+    /// exec. `ruleset`: the Landlock ruleset to give the new /proc.
+    /// `walls` runs in init once the view is up, before the fork, so the
+    /// program inherits them and init is held by them too.
+    pub fn enter(
+        &self,
+        kind: Kind,
+        ruleset: Option<BorrowedFd>,
+        walls: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
+        if let Some(user) = &self.shared.user {
+            sys::ns::setns(user.as_fd(), sys::ns::NEWUSER)?;
+        }
+        if !self.network {
+            sys::ns::setns(self.shared.net.as_fd(), sys::ns::NEWNET)?;
+        }
+        sys::ns::unshare(OWN)?;
+        if let Some(init) = sys::ns::fork()? {
+            sys::ns::close_from_3();
+            sys::ns::exit_like(init);
+        }
+        // Init: dies with the process above, and the namespace with it. It
+        // is a copy of latchclaw's memory until it dies: not dumpable, so
+        // no process in the namespace reads it through /proc/1.
+        sys::process::die_with_parent()?;
+        sys::process::set_undumpable()?;
+        let git: &[Step] = match kind {
+            Kind::Other => &self.git_read_only,
+            Kind::GitRead => &self.git_read_only,
+            Kind::GitWrite => &self.git_write,
+        };
+        let masks: &[Step] = match kind {
+            Kind::Other => &self.git_masks,
+            _ => &[],
+        };
+        for step in self
+            .setup
+            .iter()
+            .chain(git)
+            .chain(masks)
+            .chain(&self.finish)
+        {
+            run(step, ruleset)?;
+        }
+        walls()?;
+        if let Some(program) = sys::ns::fork()? {
+            sys::ns::close_from_3();
+            sys::ns::exit_like(program);
+        }
+        Ok(())
+    }
+}
+
+fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
+    match step {
+        Step::Dir(p) => sys::ns::mkdir(p, 0o755),
+        Step::File(p) => sys::ns::touch(p, 0o444),
+        Step::Link { target, path } => sys::ns::symlink(target, path),
+        Step::Mount {
+            src,
+            dst,
+            fstype,
+            flags,
+            data,
+        } => sys::ns::mount(
+            src.as_deref(),
+            dst,
+            fstype.as_deref(),
+            *flags,
+            data.as_deref(),
+        ),
+        Step::ReadOnly { dst, recursive } => match sys::ns::set_read_only(dst, *recursive) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                // Before Linux 5.12: a remount, which covers the one mount.
+                sys::ns::mount(
+                    None,
+                    dst,
+                    None,
+                    libc::MS_REMOUNT | MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+                    None,
+                )
+            }
+            r => r,
+        },
+        Step::Proc => {
+            let proc_ = c"/proc";
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            match sys::ns::mount(Some(c"proc"), proc_, Some(c"proc"), flags, None) {
+                Ok(()) => {
+                    if let Some(r) = ruleset {
+                        sys::ns::landlock_allow_beneath(r, proc_, LANDLOCK_READ)?;
+                    }
+                    Ok(())
+                }
+                Err(_) => {
+                    sys::ns::mount(Some(c"/oldroot/proc"), proc_, None, MS_BIND | MS_REC, None)
+                }
+            }
+        }
+        Step::Pivot => {
+            // STAGE and STAGE/OLD.
+            sys::ns::pivot_root(c"/tmp", c"/tmp/oldroot")?;
+            sys::ns::chdir(c"/")
+        }
+        Step::Detach(p) => sys::ns::detach(p),
+        Step::Chdir(p) => sys::ns::chdir(p),
+    }
+}
+
+/// Landlock's READ_FILE and READ_DIR rights.
+const LANDLOCK_READ: u64 = (1 << 2) | (1 << 3);

@@ -1,0 +1,353 @@
+//! The kernel calls of the namespace sandbox: unshare, the user-namespace
+//! maps, the fork that makes a PID namespace's init, mounts, pivot_root,
+//! and dropping every capability. `security::confine::view` decides what
+//! a child sees; this only makes the calls.
+//!
+//! Everything here is hook-safe (see `process::set_pre_exec`): paths and
+//! data arrive as `CStr`s built in the parent, and no function allocates.
+//! `libc` for mount, fork and waitpid: rustix has mount only with typed
+//! flags that cannot say MS_REMOUNT|MS_BIND, and no safe fork.
+
+use std::ffi::CStr;
+use std::io;
+
+/// The namespaces a sandboxed child gets (`CLONE_NEW*` bits).
+pub const NEWUSER: i32 = libc::CLONE_NEWUSER;
+pub const NEWNS: i32 = libc::CLONE_NEWNS;
+pub const NEWPID: i32 = libc::CLONE_NEWPID;
+pub const NEWIPC: i32 = libc::CLONE_NEWIPC;
+pub const NEWUTS: i32 = libc::CLONE_NEWUTS;
+pub const NEWNET: i32 = libc::CLONE_NEWNET;
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn opt(s: Option<&CStr>) -> *const libc::c_char {
+    s.map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+/// Hook-safe: unshare(2) of `flags` (`CLONE_NEW*` only: never CLONE_FILES
+/// or CLONE_VM, so no other thread's view of memory or descriptors moves).
+pub fn unshare(flags: i32) -> io::Result<()> {
+    let only_namespaces = NEWUSER | NEWNS | NEWPID | NEWIPC | NEWUTS | NEWNET;
+    if flags & !only_namespaces != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: integer argument; namespace flags change only which
+    // namespaces this process (and its later children) belongs to.
+    check(unsafe { libc::unshare(flags) })
+}
+
+/// Hook-safe: writes `data` to the existing file `path` in one write(2)
+/// (the user-namespace maps must arrive in one).
+pub fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let n = rustix::io::write(&fd, data)?;
+    if n == data.len() {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+/// Hook-safe: fork(2). `Ok(None)` in the child, `Ok(Some(pid))` in the
+/// parent.
+pub fn fork() -> io::Result<Option<i32>> {
+    // SAFETY: called only between fork and exec of a `std::process` child
+    // (single-threaded from then on), and both sides keep to hook-safe
+    // calls afterwards: the child goes on to exec, the parent to
+    // `exit_like`.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}
+
+/// Hook-safe: waits for the child `pid` and ends this process the way it
+/// ended: the same exit code, or the same signal (128+N if the signal
+/// would not kill). Never returns.
+pub fn exit_like(pid: i32) -> ! {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: writes the one integer `status`, which outlives the call.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // SAFETY: _exit ends the process at once; nothing to unwind.
+            unsafe { libc::_exit(127) }
+        }
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: restores the default action of `sig` (no handler runs in
+        // this process again) and sends it to this process; _exit ends it
+        // if the signal does not.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig)
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
+}
+
+/// Hook-safe: closes (not just marks) every descriptor from 3 up, so this
+/// process holds no pipe end that a reader waits to see closed.
+pub fn close_from_3() {
+    // SAFETY: integer system call; closes descriptors, touches no memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        );
+    }
+}
+
+/// Hook-safe: mount(2) as the kernel takes it (`flags` are `MS_*` bits).
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: u64,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    // SAFETY: every pointer is a NUL-terminated string that outlives the
+    // call, or null where mount(2) allows it; the kernel only reads them.
+    check(unsafe {
+        libc::mount(
+            opt(source),
+            target.as_ptr(),
+            opt(fstype),
+            flags as libc::c_ulong,
+            opt(data).cast(),
+        )
+    })
+}
+
+/// Hook-safe: makes the mount at `target` (and, with `recursive`, every
+/// mount below it) read-only, leaving its other flags as they are
+/// (`mount_setattr`, Linux 5.12). ENOSYS on older kernels.
+pub fn set_read_only(target: &CStr, recursive: bool) -> io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: the path is NUL-terminated and `attr` is the kernel's
+    // `struct mount_attr` (size passed), both alive across the call; the
+    // kernel only reads them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Hook-safe: umount2(2) with MNT_DETACH.
+pub fn detach(target: &CStr) -> io::Result<()> {
+    Ok(rustix::mount::unmount(
+        target,
+        rustix::mount::UnmountFlags::DETACH,
+    )?)
+}
+
+/// Hook-safe: pivot_root(2).
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    Ok(rustix::process::pivot_root(new_root, put_old)?)
+}
+
+/// Hook-safe: chdir(2).
+pub fn chdir(path: &CStr) -> io::Result<()> {
+    Ok(rustix::process::chdir(path)?)
+}
+
+/// Hook-safe: mkdir(2); an existing entry is fine.
+pub fn mkdir(path: &CStr, mode: u32) -> io::Result<()> {
+    match rustix::fs::mkdir(path, rustix::fs::Mode::from_bits_retain(mode)) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Hook-safe: creates the empty file `path` (a mount point for a file);
+/// an existing one is fine.
+pub fn touch(path: &CStr, mode: u32) -> io::Result<()> {
+    use rustix::fs::OFlags;
+    rustix::fs::open(
+        path,
+        OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        rustix::fs::Mode::from_bits_retain(mode),
+    )?;
+    Ok(())
+}
+
+/// Hook-safe: drops every capability from the bounding, ambient,
+/// effective, permitted and inheritable sets. True when none is left
+/// (checked by reading the sets back).
+pub fn drop_all_capabilities() -> bool {
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    // 64 covers every capability a kernel may know (CAP_LAST_CAP is 40
+    // today); numbers it does not know fail with EINVAL and are skipped.
+    for cap in 0..64u32 {
+        let bit = CapabilitySet::from_bits_retain(1u64 << cap);
+        let _ = rustix::thread::remove_capability_from_bounding_set(bit);
+    }
+    let _ = rustix::thread::clear_ambient_capability_set();
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    let _ = rustix::thread::set_capabilities(None, none);
+    rustix::thread::capabilities(None)
+        .is_ok_and(|s| s.effective.is_empty() && s.permitted.is_empty() && s.inheritable.is_empty())
+}
+
+/// Hook-safe: the symbolic link `path` → `target`; an existing entry is
+/// fine.
+pub fn symlink(target: &CStr, path: &CStr) -> io::Result<()> {
+    match rustix::fs::symlink(target, path) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Hook-safe: adds "`access` beneath the directory `path`" to the Landlock
+/// ruleset `ruleset` (for a file system mounted after the ruleset was
+/// built in the parent: the sandbox's own /proc).
+pub fn landlock_allow_beneath(
+    ruleset: std::os::fd::BorrowedFd,
+    path: &CStr,
+    access: u64,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let dir = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )?;
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: dir.as_raw_fd(),
+    };
+    // SAFETY: `attr` is the kernel's packed `landlock_path_beneath_attr`,
+    // alive across the call, which only reads it; both descriptors are
+    // open for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0 as libc::c_uint,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Hook-safe: setns(2) into the namespace `fd` refers to (`nstype` one of
+/// the `NEW*` bits, checked by the kernel against what `fd` is).
+pub fn setns(fd: std::os::fd::BorrowedFd, nstype: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: integer arguments; the descriptor is borrowed for the call.
+    check(unsafe { libc::setns(fd.as_raw_fd(), nstype) })
+}
+
+/// Hook-safe: opens `path` (a /proc/self/ns file) read-only.
+pub fn open_ns(path: &CStr) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
+/// Hook-safe: sends `fds` over the UNIX socket `sock` (SCM_RIGHTS), with a
+/// one-byte message; the control buffer is on the stack.
+pub fn send_fds(sock: std::os::fd::BorrowedFd, fds: &[std::os::fd::BorrowedFd]) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::mem::MaybeUninit;
+    if fds.len() > 2 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+    }
+    rustix::net::sendmsg(
+        sock,
+        &[io::IoSlice::new(b"n")],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    Ok(())
+}
+
+/// Receives the descriptors [`send_fds`] sent (in order).
+pub fn recv_fds(sock: std::os::fd::BorrowedFd) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    use std::mem::MaybeUninit;
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    rustix::net::recvmsg(
+        sock,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut out = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = msg {
+            out.extend(fds);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,591 @@
+//! The namespace sandbox by effect, on the real binary: what a program the
+//! operator approved under `full` still cannot do (read a secret-named
+//! file, write git's hooks or config, reboot, load a module, make a device
+//! node, set the clock, make namespaces, see latchclaw's processes), that a
+//! call's end — timeout, estop, Ctrl-C — takes every process it started
+//! with it, even a fork-and-exit chain, what `policy show` says, and the
+//! fallback when namespaces are unavailable.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{BASIC_TOOLS, Env, Run, git, output, processes_with, skip};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn env_with(top: &str, security_extra: &str) -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "{top}\n[security]\nautonomy = \"full\"\n{security_extra}\n[channels.cli]\n{BASIC_TOOLS}\n"
+    ));
+    env
+}
+
+/// Whether this machine gives children namespaces (`policy show` says).
+fn namespaces_or_skip(env: &Env) -> bool {
+    let r = env.run(&["policy", "show"]);
+    let up = r.stdout.contains("\n  namespaces: ");
+    if !up {
+        skip(format!(
+            "no namespace sandbox on this machine: {}",
+            r.stdout
+                .lines()
+                .find(|l| l.contains("no namespaces"))
+                .unwrap_or("?")
+        ));
+    }
+    up
+}
+
+fn script(env: &Env, name: &str, body: &str) {
+    let p = env.ws.join(name);
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs `command` in the shell tool after the operator approved it, as a
+/// high-risk call under `full` is: asked, approved with `approve --yes`,
+/// asked again.
+fn approved(env: &Env, command: &str) -> (Run, Value) {
+    let (r, v) = env.shell(command);
+    assert_eq!(r.code, 4, "{r:?}");
+    let reason = v["reason"].as_str().unwrap();
+    let id = reason
+        .split_whitespace()
+        .find(|w| w.starts_with("approval-"))
+        .unwrap()
+        .trim_end_matches([',', ')', '('])
+        .to_string();
+    let a = env.run(&["approve", &id, "--yes"]);
+    assert_eq!(a.code, 0, "{a:?}");
+    env.shell(command)
+}
+
+/// A python program that tries what no child may, and prints one line a
+/// try: `name=ok` or `name=errno`.
+const PROBE: &str = r##"
+import ctypes, os, socket, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def sys(name, f):
+    r = f()
+    e = ctypes.get_errno()
+    print(f"{name}={'ok' if r == 0 else errno.errorcode.get(e, e)}")
+def try_(name, f):
+    try:
+        f(); print(f"{name}=ok")
+    except OSError as e:
+        print(f"{name}={errno.errorcode.get(e.errno, e.errno)}")
+def read(p):
+    with open(p) as f:
+        print(f"read {p}: {f.read()!r}")
+try_("env", lambda: read(".env"))
+try_("key", lambda: read("deploy/id_rsa"))
+try_("linked", lambda: read("innocent.txt"))
+try_("hook", lambda: open(".git/hooks/post-checkout", "w").write("#!/bin/sh\ntouch PWNED\n"))
+try_("config", lambda: open(".git/config", "a").write("[core]\n\tfsmonitor = ./x\n"))
+try_("gitobj", lambda: open(".git/objects/planted", "w").write("x"))
+try_("skill", lambda: open(".latchclaw/skills/s/SKILL.md", "w").write("obey"))
+# Wrong magic numbers and bad arguments: with the power to act the kernel
+# would answer EINVAL/EBADF/EFAULT, never do anything.
+sys("reboot", lambda: libc.syscall(169, 1, 2, 3, 0))
+sys("init_module", lambda: libc.syscall(175, 0, 0, 0))
+sys("finit_module", lambda: libc.syscall(313, -1, 0, 0))
+sys("settime", lambda: libc.clock_settime(1, ctypes.byref((ctypes.c_long * 2)(0, 0))))
+sys("unshare", lambda: libc.unshare(0x10000000))
+sys("mount", lambda: libc.mount(b"none", b"/", b"tmpfs", 0, None))
+try_("mknod", lambda: os.mknod("sda", 0o600 | 0o060000, os.makedev(8, 0)))
+try_("mkfifo", lambda: (os.mkfifo("fifo"), os.unlink("fifo")))
+try_("socket", lambda: socket.socket())
+print("pids=" + ",".join(sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int)))
+print("caps=" + [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0])
+try_("home", lambda: os.listdir(os.environ.get("PROBE_HOME", "/root")))
+print("done")
+"##;
+
+fn results(out: &str) -> std::collections::HashMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn planted_workspace(env: &Env) {
+    std::fs::write(env.ws.join(".env"), "SECRET=canary-env-7731\n").unwrap();
+    std::fs::create_dir_all(env.ws.join("deploy")).unwrap();
+    std::fs::write(env.ws.join("deploy/id_rsa"), "canary-key-7732\n").unwrap();
+    // The same file under a name no rule matches.
+    std::fs::hard_link(env.ws.join(".env"), env.ws.join("innocent.txt")).unwrap();
+    std::fs::create_dir_all(env.ws.join(".latchclaw/skills/s")).unwrap();
+    std::fs::write(env.ws.join(".latchclaw/skills/s/SKILL.md"), "be nice\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+}
+
+#[test]
+fn an_approved_interpreter_under_full_cannot_reach_past_the_view() {
+    if !cfg!(target_arch = "x86_64") {
+        skip("the probe's system-call numbers are x86_64's");
+        return;
+    }
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        skip("no /usr/bin/python3");
+        return;
+    }
+    let env = env_with("shell_timeout_secs = 20", "shell_allowlist = [\"python3\"]");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    planted_workspace(&env);
+    let config_before = std::fs::read(env.ws.join(".git/config")).unwrap();
+    std::fs::write(env.ws.join("probe.py"), PROBE).unwrap();
+    let (r, v) = approved(&env, "python3 probe.py");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = output(&v);
+    assert!(out.contains("done"), "{out}");
+    assert!(!out.contains("canary"), "a secret reached the child: {out}");
+    let got = results(out);
+    let want = [
+        ("hook", "EROFS"),
+        ("gitobj", "EROFS"),
+        ("reboot", "EPERM"),
+        ("init_module", "EPERM"),
+        ("finit_module", "EPERM"),
+        ("settime", "EPERM"),
+        ("unshare", "EPERM"),
+        ("mount", "EPERM"),
+        ("mknod", "EPERM"),
+        ("mkfifo", "ok"),
+        ("socket", "EACCES"),
+        ("caps", "0000000000000000"),
+        ("home", "ENOENT"),
+    ];
+    for (k, v) in want {
+        assert_eq!(got.get(k).map(String::as_str), Some(v), "{k}: {out}");
+    }
+    // Masked: read as empty, and writing them fails.
+    for k in ["env", "key", "linked"] {
+        assert_eq!(got.get(k).map(String::as_str), Some("ok"), "{k}: {out}");
+    }
+    assert!(out.contains("read .env: ''"), "{out}");
+    assert!(
+        matches!(
+            got.get("config").map(String::as_str),
+            Some("EROFS" | "EACCES")
+        ),
+        "{out}"
+    );
+    assert!(
+        matches!(got.get("skill").map(String::as_str), Some("EROFS")),
+        "{out}"
+    );
+    // Its own PID namespace: its init, itself, nothing of the host's.
+    let pids = got["pids"].split(',').collect::<Vec<_>>();
+    assert!(pids.len() <= 3 && pids.contains(&"1"), "{pids:?}");
+    // Nothing changed on the host.
+    assert!(!env.ws.join(".git/hooks/post-checkout").exists());
+    assert!(!env.ws.join(".git/objects/planted").exists());
+    assert!(!env.ws.join("sda").exists());
+    assert_eq!(
+        std::fs::read(env.ws.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".latchclaw/skills/s/SKILL.md")).unwrap(),
+        "be nice\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".env")).unwrap(),
+        "SECRET=canary-env-7731\n"
+    );
+}
+
+#[test]
+fn a_git_write_the_gate_approved_changes_objects_but_not_what_runs_code() {
+    let env = env_with("", "");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    std::fs::write(env.ws.join("a.txt"), "one\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+    git(&env.ws, &["config", "user.name", "T"]);
+    git(&env.ws, &["config", "user.email", "t@example.invalid"]);
+    for step in ["git add a.txt", "git commit -qm first"] {
+        let (r, _) = env.shell(step);
+        assert_eq!(r.code, 0, "{step}: {r:?}");
+    }
+    let (r, v) = env.shell("git log --oneline");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(output(&v).contains("first"), "{v}");
+    // The gate refuses a config write; the kernel would too (below).
+    let before = std::fs::read(env.ws.join(".git/config")).unwrap();
+    let (r, _) = env.shell("git config user.name Planted");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(std::fs::read(env.ws.join(".git/config")).unwrap(), before);
+}
+
+/// git itself in the three views, through the library: a write view lets
+/// it commit but not change its config or hooks; a read view lets it
+/// change nothing in `.git`.
+#[test]
+fn the_git_views_hold_by_themselves() {
+    use latchclaw::security::confine::{self, Mode, Spec, view::Kind};
+    use std::process::Command;
+    let env = Env::new();
+    std::fs::write(env.ws.join("a.txt"), "one\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+    let spec = Spec {
+        workspace: env.ws.clone(),
+        workspace_writable: true,
+        tmp_dir: None,
+        mode: Mode::BestEffort,
+        state_dir: Some(env.state.clone()),
+        secret_files_allow: Vec::new(),
+        forbidden: Vec::new(),
+        network: false,
+        cwd: None,
+    };
+    let p = confine::prepare(&spec).unwrap();
+    if !p.has_namespaces() {
+        skip("no namespace sandbox on this machine");
+        return;
+    }
+    let run = |kind: Kind, args: &[&str]| {
+        let mut c = Command::new("git");
+        c.args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&env.ws)
+            .env("HOME", &env.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1");
+        p.install_as(&mut c, kind);
+        c.output().unwrap()
+    };
+    let before = std::fs::read(env.ws.join(".git/config")).unwrap();
+    for kind in [Kind::GitRead, Kind::Other] {
+        let o = run(kind, &["add", "a.txt"]);
+        assert!(!o.status.success(), "{kind:?}: {o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("Read-only"),
+            "{o:?}"
+        );
+    }
+    for args in [&["add", "a.txt"][..], &["commit", "-qm", "first"]] {
+        let o = run(Kind::GitWrite, args);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+    }
+    for args in [
+        &["config", "user.name", "Planted"][..],
+        &["config", "core.hooksPath", "hooks2"],
+    ] {
+        let o = run(Kind::GitWrite, args);
+        assert!(!o.status.success(), "{args:?}: {o:?}");
+    }
+    assert_eq!(std::fs::read(env.ws.join(".git/config")).unwrap(), before);
+    let o = Command::new("sh")
+        .args(["-c", "echo x > .git/hooks/pre-commit"])
+        .current_dir(&env.ws)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "control: {o:?}");
+    std::fs::remove_file(env.ws.join(".git/hooks/pre-commit")).unwrap();
+    let mut c = Command::new("sh");
+    c.args(["-c", "echo x > .git/hooks/pre-commit"])
+        .current_dir(&env.ws);
+    p.install_as(&mut c, Kind::GitWrite);
+    let o = c.output().unwrap();
+    assert!(!o.status.success(), "{o:?}");
+    assert!(!env.ws.join(".git/hooks/pre-commit").exists());
+}
+
+/// A chain of processes each of which forks the next and exits: no pid
+/// lives long enough to be killed one by one.
+const CHAIN: &str = "#!/bin/sh\nf() { echo t >> ticks; sleep 0.01; f & }\nf\nsleep 30\n";
+
+fn ticks(env: &Env) -> u64 {
+    std::fs::metadata(env.ws.join("ticks")).map_or(0, |m| m.len())
+}
+
+/// The chain stops growing once the call is over.
+fn assert_chain_gone(env: &Env) {
+    std::thread::sleep(Duration::from_millis(200));
+    let a = ticks(env);
+    std::thread::sleep(Duration::from_millis(400));
+    let b = ticks(env);
+    assert_eq!(a, b, "the fork-and-exit chain outlived the call");
+}
+
+fn wait_for_ticks(env: &Env) {
+    common::wait_until(Duration::from_secs(10), "the chain to start", || {
+        ticks(env) > 20
+    });
+}
+
+#[test]
+fn a_fork_and_exit_chain_ends_with_its_call_by_timeout() {
+    let env = env_with(
+        "shell_timeout_secs = 1",
+        "shell_allowlist = [\"./chain.sh\"]",
+    );
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    script(&env, "chain.sh", CHAIN);
+    let t = Instant::now();
+    let (r, v) = env.shell("./chain.sh");
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(ticks(&env) > 0);
+    assert_chain_gone(&env);
+}
+
+#[test]
+fn a_fork_and_exit_chain_ends_with_its_call_by_estop_and_by_ctrl_c() {
+    let env = env_with(
+        "shell_timeout_secs = 30",
+        "shell_allowlist = [\"./chain.sh\"]",
+    );
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    script(&env, "chain.sh", CHAIN);
+    // Estop from another process.
+    let child = env
+        .shell_command("./chain.sh")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_ticks(&env);
+    let t = Instant::now();
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["metadata"]["estop"], true, "{v}");
+    assert_chain_gone(&env);
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+    // Ctrl-C: SIGINT to latchclaw.
+    std::fs::remove_file(env.ws.join("ticks")).unwrap();
+    let child = env
+        .shell_command("./chain.sh")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_ticks(&env);
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert_chain_gone(&env);
+    assert!(processes_with("chain.sh").is_empty());
+}
+
+#[test]
+fn policy_show_lists_the_walls_up_on_this_machine() {
+    let env = env_with("", "");
+    let r = env.run(&["policy", "show"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for want in [
+        "every capability dropped",
+        "refused (seccomp, EPERM): reboot, kexec, module loading",
+    ] {
+        assert!(r.stdout.contains(want), "{want}\n{}", r.stdout);
+    }
+    if namespaces_or_skip(&env) {
+        for want in [
+            "namespaces: ",
+            "mount+pid+ipc+uts+net",
+            "no network: an empty network namespace",
+            "read-only in the workspace, in every child: .git .latchclaw",
+        ] {
+            assert!(r.stdout.contains(want), "{want}\n{}", r.stdout);
+        }
+    }
+}
+
+#[test]
+fn without_namespaces_required_refuses_and_best_effort_says_so() {
+    let env = env_with("", "confinement = \"required\"");
+    std::fs::write(env.ws.join("a.txt"), "x\n").unwrap();
+    let no_ns = [("LATCHCLAW_SIMULATE_NO_NAMESPACES", "1")];
+    let r = env.run_env(
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "cat a.txt"}"#,
+        ],
+        &no_ns,
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let err = v["error"].as_str().unwrap();
+    assert!(
+        err.contains("confinement = \"required\" but children cannot get namespaces"),
+        "{err}"
+    );
+    let r = env.run_env(&["policy", "show"], &no_ns);
+    assert!(r.stdout.contains("required (refused: "), "{}", r.stdout);
+    // best_effort: the call runs behind the other walls, and stderr says
+    // once that the namespaces are missing.
+    env.config(&format!(
+        "[security]\nautonomy = \"full\"\n[channels.cli]\n{BASIC_TOOLS}\n"
+    ));
+    let r = env.run_env(
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "cat a.txt"}"#,
+        ],
+        &no_ns,
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.stderr
+            .matches("shell commands run without namespaces")
+            .count(),
+        1,
+        "{r:?}"
+    );
+    let r = env.run_env(&["policy", "show"], &no_ns);
+    assert!(r.stdout.contains("no namespaces ("), "{}", r.stdout);
+}
+
+#[test]
+fn as_an_unprivileged_user_the_same_walls_hold() {
+    use std::os::unix::process::CommandExt;
+    if rustix::process::geteuid().as_raw() != 0 {
+        skip("not root: cannot start latchclaw as another user here");
+        return;
+    }
+    let env = env_with("", "shell_allowlist = [\"./show.sh\"]");
+    planted_workspace(&env);
+    std::fs::write(env.ws.join("a.txt"), "visible\n").unwrap();
+    let nobody = 65534;
+    for e in walkdir(&env.root) {
+        let _ = std::os::unix::fs::lchown(&e, Some(nobody), Some(nobody));
+    }
+    let as_nobody = |args: &[&str]| {
+        let mut c = env.command(args);
+        c.uid(nobody).gid(nobody);
+        c.output().map(Run::from)
+    };
+    let pol = match as_nobody(&["policy", "show"]) {
+        Ok(r) if r.code == 0 => r,
+        other => {
+            skip(format!("cannot run latchclaw as nobody here: {other:?}"));
+            return;
+        }
+    };
+    if !pol.stdout.contains("namespaces: user+") {
+        skip("no unprivileged user namespaces on this machine");
+        return;
+    }
+    // A script the operator allowlisted by path reads what it likes; only
+    // the kernel's masks stand between it and the secrets (innocent.txt
+    // is a hard link to `.env`).
+    script(
+        &env,
+        "show.sh",
+        "#!/bin/sh\ncat a.txt .env innocent.txt deploy/id_rsa\necho x > .git/hooks/post-checkout\n",
+    );
+    let _ = std::os::unix::fs::lchown(env.ws.join("show.sh"), Some(nobody), Some(nobody));
+    let r = as_nobody(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "./show.sh"}"#,
+    ])
+    .unwrap();
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert!(output(&v).starts_with("visible\n"), "{v}");
+    assert!(!output(&v).contains("canary"), "{v}");
+    assert!(!env.ws.join(".git/hooks/post-checkout").exists());
+}
+
+fn walkdir(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(rd) = std::fs::read_dir(&out[i]) {
+            out.extend(rd.flatten().map(|e| e.path()));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// A program on the allowlist without an option table runs code latchclaw
+/// cannot read: high risk at every autonomy, and an argument naming a
+/// forbidden command is refused outright (`npm exec -- rm -rf canary`).
+#[test]
+fn code_runners_are_high_risk_and_may_not_name_forbidden_commands() {
+    let env = env_with(
+        "",
+        "shell_allowlist = [\"npm\", \"make\", \"cargo\", \"python3\", \"ls\"]",
+    );
+    std::fs::write(env.ws.join("canary"), "alive\n").unwrap();
+    let check = |command: &str, autonomy: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let r = env.run(&[
+            "policy",
+            "check",
+            "shell",
+            "--json",
+            &args,
+            "--autonomy",
+            autonomy,
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        serde_json::from_str::<Value>(&r.stdout).unwrap()
+    };
+    let on_path = |p: &str| {
+        ["/usr/local/bin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(p).exists())
+    };
+    for (program, command) in [
+        ("npm", "npm exec -- rm -rf canary"),
+        ("npm", "npm exec -- sudo true"),
+        ("make", "make CC=rm canary"),
+        ("python3", "python3 -m shutil rm canary"),
+    ] {
+        if !on_path(program) {
+            continue;
+        }
+        for autonomy in ["readonly", "supervised", "full"] {
+            let v = check(command, autonomy);
+            assert_eq!(v["decision"], "deny", "{command} under {autonomy}: {v}");
+        }
+    }
+    for (program, command) in [
+        ("npm", "npm run build"),
+        ("make", "make all"),
+        ("cargo", "cargo build"),
+    ] {
+        if !on_path(program) {
+            continue;
+        }
+        let v = check(command, "full");
+        assert_eq!(v["risk"], "high", "{command}: {v}");
+        assert_ne!(v["decision"], "allow", "{command}: {v}");
+    }
+    // A program with a table keeps its own judgement.
+    let v = check("ls", "full");
+    assert_eq!(
+        (v["risk"].as_str(), v["decision"].as_str()),
+        (Some("medium"), Some("allow")),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("canary")).unwrap(),
+        "alive\n"
+    );
+}
