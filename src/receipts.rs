@@ -34,6 +34,10 @@ use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+mod anchor;
+
+pub use anchor::{Anchored, append_anchor, read_anchor};
+
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// A receipt's status: how far one call got, or a repair of the log.
@@ -112,6 +116,9 @@ fn read_full(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<u
 pub struct ReceiptLog {
     path: PathBuf,
     keying: Keying,
+    /// `receipts.anchor_file`: appends refuse a log that no longer holds
+    /// the head last anchored there.
+    anchor: Option<anchor::Anchor>,
 }
 
 /// The receipt key's file name in the state directory.
@@ -280,8 +287,9 @@ pub struct KeyReady {
 /// appended before the key appears under its name, so a log whose receipts
 /// all lack an hmac while the key exists can only be a stripped one.
 /// Creators serialise on a lock on the key's directory; a crash anywhere
-/// leaves `receipt.key.new`, which the next call finishes with.
-pub fn ensure_key(key_path: &Path, log: &Path) -> Result<KeyReady> {
+/// leaves `receipt.key.new`, which the next call finishes with. The
+/// `keyed` receipt is checked against `anchor` as any append is.
+pub fn ensure_key(key_path: &Path, log: &Path, anchor: Option<&Path>) -> Result<KeyReady> {
     if let Some(key) = Key::load(key_path)? {
         return Ok(KeyReady {
             key,
@@ -294,12 +302,12 @@ pub fn ensure_key(key_path: &Path, log: &Path) -> Result<KeyReady> {
     dir_file
         .lock()
         .ctx(|| format!("cannot lock {}", dir.display()))?;
-    let ready = create_key_locked(key_path, log);
+    let ready = create_key_locked(key_path, log, anchor);
     let _ = dir_file.unlock();
     ready
 }
 
-fn create_key_locked(key_path: &Path, log_path: &Path) -> Result<KeyReady> {
+fn create_key_locked(key_path: &Path, log_path: &Path, anchor: Option<&Path>) -> Result<KeyReady> {
     // Another process may have made it while this one waited.
     if let Some(key) = Key::load(key_path)? {
         return Ok(KeyReady {
@@ -330,10 +338,7 @@ fn create_key_locked(key_path: &Path, log_path: &Path) -> Result<KeyReady> {
         }
     };
     key.path = Some(key_path.to_path_buf());
-    let log = ReceiptLog {
-        path: log_path.to_path_buf(),
-        keying: Keying::Key(key.clone()),
-    };
+    let log = ReceiptLog::with_key(log_path, key.clone()).anchored(anchor);
     let unkeyed = match log.mark_keyed() {
         Ok(n) => n,
         Err(e) => {
@@ -438,6 +443,15 @@ impl Default for Checkpoint {
 pub struct Expect {
     pub position: Option<u64>,
     pub hash: String,
+    /// The anchor file it is the last line of; None for a flag given.
+    pub anchor: Option<AnchorLine>,
+}
+
+/// Where an anchored head came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchorLine {
+    pub file: PathBuf,
+    pub at: String,
 }
 
 /// Tracks the keyed part of the chain in log order: an unkeyed prefix,
@@ -501,11 +515,14 @@ impl Expected<'_> {
         for (e, found) in self.expect.iter().zip(self.found.iter_mut()) {
             match e.position {
                 Some(p) if p == position && e.hash != hash => {
-                    return Err(format!(
-                        "receipt {p} has the hash {hash}, not {} as recorded (--since {p}:{}): \
-                         the log was rewritten at or before receipt {p}",
-                        e.hash, e.hash
-                    ));
+                    return Err(match &e.anchor {
+                        Some(a) => anchor::rewritten(p, hash, &e.hash, a),
+                        None => format!(
+                            "receipt {p} has the hash {hash}, not {} as recorded (--since {p}:{}): \
+                             the log was rewritten at or before receipt {p}",
+                            e.hash, e.hash
+                        ),
+                    });
                 }
                 Some(p) if p != position => {}
                 _ if e.hash == hash => *found = true,
@@ -522,13 +539,14 @@ impl Expected<'_> {
             .iter()
             .zip(&self.found)
             .find(|(_, found)| !**found)?;
-        Some(match e.position {
-            Some(p) => format!(
+        Some(match (e.position, &e.anchor) {
+            (Some(p), Some(a)) => anchor::cut_short(count, p, &e.hash, a),
+            (Some(p), None) => format!(
                 "the log holds {count} receipts, but receipt {p} was recorded with the hash {} \
                  (--since {p}:{}): receipts were removed, or this is another log",
                 e.hash, e.hash
             ),
-            None => format!(
+            (None, _) => format!(
                 "the recorded head {} (--expect-head) is in no receipt of the chain: the log \
                  was rewritten or cut short, or this is another log",
                 e.hash
@@ -595,6 +613,7 @@ impl ReceiptLog {
         ReceiptLog {
             path: path.to_path_buf(),
             keying: Keying::Missing(None),
+            anchor: None,
         }
     }
 
@@ -610,6 +629,7 @@ impl ReceiptLog {
         ReceiptLog {
             path: path.to_path_buf(),
             keying,
+            anchor: None,
         }
     }
 
@@ -618,25 +638,30 @@ impl ReceiptLog {
         ReceiptLog {
             path: path.to_path_buf(),
             keying: Keying::Key(key),
+            anchor: None,
         }
     }
 
     /// The log for a run: the key is created first when the state
     /// directory exists and the key does not (`ensure_key`); a key that
     /// cannot be made or read leaves the log refusing appends, so no tool
-    /// runs unrecorded.
-    pub fn for_run(path: &Path, key_path: &Path) -> ReceiptLog {
+    /// runs unrecorded. Its appends are checked against `anchor`
+    /// (`receipts.anchor_file`), the `keyed` receipt's too.
+    pub fn for_run(path: &Path, key_path: &Path, anchor: Option<&Path>) -> ReceiptLog {
         let state_dir_exists = key_path.parent().is_some_and(Path::is_dir);
-        if !state_dir_exists {
-            return ReceiptLog::open(path, key_path);
-        }
-        match ensure_key(key_path, path) {
-            Ok(ready) => ReceiptLog::with_key(path, ready.key),
-            Err(e) => ReceiptLog {
-                path: path.to_path_buf(),
-                keying: Keying::Unusable(e.msg),
-            },
-        }
+        let log = if !state_dir_exists {
+            ReceiptLog::open(path, key_path)
+        } else {
+            match ensure_key(key_path, path, anchor) {
+                Ok(ready) => ReceiptLog::with_key(path, ready.key),
+                Err(e) => ReceiptLog {
+                    path: path.to_path_buf(),
+                    keying: Keying::Unusable(e.msg),
+                    anchor: None,
+                },
+            }
+        };
+        log.anchored(anchor)
     }
 
     #[cfg(test)]
@@ -649,14 +674,17 @@ impl ReceiptLog {
     /// receipt can be written afterwards.
     pub fn check_appendable(&self) -> Result<()> {
         let Some(file) = self.open_for_read()? else {
-            return Ok(());
+            return self.check_anchor(None, 0, GENESIS).map(|_| ());
         };
         let len = file
             .metadata()
             .ctx(|| format!("cannot stat {}", self.path.display()))?
             .len();
         let tail = self.last_hash(&file, len)?;
-        self.key_for_append(&tail, len, false).map(|_| ())
+        self.key_for_append(&tail, len, false)?;
+        let placed = self.check_anchor(Some(&file), len, &tail.hash)?;
+        self.remember(placed);
+        Ok(())
     }
 
     /// The key a new receipt is written with, or why none may be written:
@@ -812,17 +840,7 @@ impl ReceiptLog {
 
     /// Newlines in the first `len` bytes.
     fn count_lines(&self, file: &File, len: u64) -> Result<u64> {
-        let mut buf = vec![0u8; 1 << 20];
-        let mut at = 0u64;
-        let mut n = 0u64;
-        while at < len {
-            let want = buf.len().min((len - at) as usize);
-            file.read_exact_at(&mut buf[..want], at)
-                .ctx(|| format!("cannot read receipts log {}", self.path.display()))?;
-            n += memchr::memchr_iter(b'\n', &buf[..want]).count() as u64;
-            at += want as u64;
-        }
-        Ok(n)
+        self.count_to(file, len, 0).map(|(n, _)| n)
     }
 
     /// The number of receipts and the last one's hash, without replaying
@@ -847,6 +865,7 @@ impl ReceiptLog {
             .len();
         let tail = self.last_hash(file, len)?;
         let key = self.key_for_append(&tail, len, r.status == Status::Keyed)?;
+        let placed = self.check_anchor(Some(file), len, &tail.hash)?;
         let id = util::new_id("receipt");
         let mut stored = Stored {
             args_hash: hash_value(r.args).into(),
@@ -881,6 +900,7 @@ impl ReceiptLog {
             )));
         }
         log::info!(target: "event::receipt_written", "id={id} tool={} status={}", r.tool, r.status.as_str());
+        self.remember(placed.map(|p| p.next(&receipt_hash)));
         Ok(Written { id, receipt_hash })
     }
 
@@ -1143,9 +1163,12 @@ impl ReceiptLog {
             .ctx(|| format!("cannot stat {}", self.path.display()))?
             .len();
         let cut = self.after_last_newline(file, len)?;
+        // A log cut short of its anchor is not a torn write: refused before
+        // anything changes.
+        let anchored = self.anchor_expect()?;
         let mut whole = std::io::Read::take(self.rewound(file)?, cut);
         let (count, head, unfinished, keyed_before) =
-            match self.verify_from(&mut whole, VERIFY_BLOCK, &[])? {
+            match self.verify_from(&mut whole, VERIFY_BLOCK, &anchored)? {
                 Verify::Ok {
                     auth:
                         Auth {
@@ -1477,23 +1500,6 @@ impl ReceiptLog {
         let (lines, _) = self.page(0, usize::MAX)?;
         Ok(lines.into_iter().map(|(_, line)| line).collect())
     }
-}
-
-/// Appends `TIMESTAMP N HASH` to an anchor file (created 0600 if
-/// missing): a head `receipt verify --since N:HASH` checks later.
-pub fn append_anchor(path: &Path, count: u64, head: &str) -> Result<()> {
-    let line = format!("{} {count} {head}\n", util::now_rfc3339());
-    let mut f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-        .ctx(|| format!("cannot open the anchor file {}", path.display()))?;
-    // One write(2) of a short line to an O_APPEND file: lines of runs that
-    // end together do not interleave.
-    f.write_all(line.as_bytes())
-        .and_then(|_| f.sync_data())
-        .ctx(|| format!("cannot append to the anchor file {}", path.display()))
 }
 
 /// What `ReceiptLog::repair` did.
@@ -2433,9 +2439,9 @@ mod tests {
     fn ensure_key_marks_an_unkeyed_log_once_and_finishes_a_cut_off_creation() {
         let (plain, dir) = log_with(3);
         let key_path = dir.join(KEY_FILE);
-        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        let ready = ensure_key(&key_path, plain.path(), None).unwrap();
         assert_eq!((ready.created, ready.unkeyed), (true, 3));
-        let again = ensure_key(&key_path, plain.path()).unwrap();
+        let again = ensure_key(&key_path, plain.path(), None).unwrap();
         assert_eq!((again.created, again.unkeyed), (false, 0));
         let l = lines(&plain);
         assert_eq!(l.len(), 4);
@@ -2461,7 +2467,7 @@ mod tests {
         let mut pending = key_path.as_os_str().to_owned();
         pending.push(".new");
         std::fs::rename(&key_path, &pending).unwrap();
-        let ready = ensure_key(&key_path, plain.path()).unwrap();
+        let ready = ensure_key(&key_path, plain.path(), None).unwrap();
         assert_eq!((ready.created, ready.unkeyed), (true, 3));
         assert_eq!(lines(&plain).len(), 4);
         assert!(!Path::new(&pending).exists());

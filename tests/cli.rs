@@ -448,7 +448,9 @@ fn unreadable_receipts_log_is_a_clear_error() {
 #[test]
 fn eight_processes_fifty_receipts_each_keep_one_chain() {
     let env = Env::new();
-    env.config("");
+    // Each run anchors its head too: concurrent appends and anchors.
+    let anchor = env.root.join("anchor.log");
+    env.config(&format!("[receipts]\nanchor_file = {}", lit(&anchor)));
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let mut cmd = env.shell_command("echo hi");
@@ -482,6 +484,14 @@ fn eight_processes_fifty_receipts_each_keep_one_chain() {
             start.is_some_and(|i| lines[i]["status"] == "started"),
             "{o}"
         );
+    }
+    // Every anchored head is the receipt at its position.
+    let text = std::fs::read_to_string(&anchor).unwrap();
+    assert_eq!(text.lines().count(), 400);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        let n: usize = f[1].parse().unwrap();
+        assert_eq!(lines[n - 1]["receipt_hash"], f[2], "{l}");
     }
 }
 

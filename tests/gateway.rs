@@ -926,6 +926,75 @@ fn concurrent_chats_keep_receipts_and_memory_whole() {
     assert_eq!(convs.as_array().unwrap().len(), 8);
 }
 
+/// With `receipts.anchor_file` set, concurrent chats anchor heads the log
+/// holds; a log cut short of the last one takes no receipt from a chat.
+#[test]
+fn chats_anchor_their_heads_and_refuse_a_log_cut_short() {
+    let env = Env::new();
+    let anchor = env.root.join("anchor.log");
+    setup(
+        &env,
+        "workers = 4",
+        &format!("[receipts]\nanchor_file = {}", common::lit(&anchor)),
+    );
+    let t = token(&env);
+    let g = start(&env);
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let (addr, tok) = (g.addr.clone(), t.clone());
+            std::thread::spawn(move || {
+                let msg = ["what time is it", "read shadow"][i % 2];
+                let body = json!({"message": msg}).to_string();
+                request(&addr, "POST", "/chat", Some(&bearer(&tok)), Some(&body)).status
+            })
+        })
+        .collect();
+    for th in threads {
+        assert_eq!(th.join().unwrap(), 200);
+    }
+    let lines = env.receipt_lines();
+    assert_eq!(lines.len(), 8);
+    // Every anchored head is the receipt at its position.
+    let text = std::fs::read_to_string(&anchor).unwrap();
+    assert_eq!(text.lines().count(), 8, "{text}");
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        let n: usize = f[1].parse().unwrap();
+        assert_eq!(lines[n - 1]["receipt_hash"], f[2], "{text}");
+    }
+    let r = env.run(&["receipt", "verify"]);
+    assert!(
+        r.code == 0 && r.stdout.contains("anchor: receipt "),
+        "{r:?}"
+    );
+
+    // Cut by every receipt after the first: the next chat takes none.
+    let log = env.state.join("tool_receipts.log");
+    let whole = std::fs::read(&log).unwrap();
+    let first = whole.iter().position(|b| *b == b'\n').unwrap() + 1;
+    std::fs::write(&log, &whole[..first]).unwrap();
+    let r = post(&g, &t, "/chat", &json!({"message": "what time is it"}));
+    assert_eq!(
+        (r.status, &r.json()["code"]),
+        (500, &json!("integrity")),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body.contains("holds 1 receipt, but the anchor file")
+            && r.body.contains("`latchclaw receipt anchor --reset`"),
+        "{}",
+        r.body
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), &whole[..first]);
+    assert_eq!(std::fs::read_to_string(&anchor).unwrap(), text);
+    // Restored: chats go on.
+    std::fs::write(&log, &whole).unwrap();
+    let r = post(&g, &t, "/chat", &json!({"message": "what time is it"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+}
+
 #[test]
 fn cors_headers_only_for_listed_origins() {
     let env = Env::new();

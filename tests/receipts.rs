@@ -1067,6 +1067,351 @@ fn the_anchor_file_gets_the_head_after_every_run_that_wrote_receipts() {
     );
 }
 
+/// Autonomy full, `echo` allowed, receipts anchored in `<root>/heads/anchor.log`.
+fn anchored_env() -> (Env, std::path::PathBuf) {
+    let env = Env::new();
+    let anchor = env.root.join("heads/anchor.log");
+    std::fs::create_dir_all(anchor.parent().unwrap()).unwrap();
+    anchor_config(&env, Some(&anchor));
+    (env, anchor)
+}
+
+fn anchor_config(env: &Env, anchor: Option<&std::path::Path>) {
+    let receipts = anchor.map_or(String::new(), |a| {
+        format!("[receipts]\nanchor_file = {}\n", common::lit(a))
+    });
+    env.mock(
+        "file_list.toml",
+        "",
+        &format!(
+            "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\"]\n[channels.cli]\n{BASIC_TOOLS}\n{receipts}"
+        ),
+    );
+}
+
+/// The log's first `n` lines.
+fn first_lines(bytes: &[u8], n: usize) -> Vec<u8> {
+    let mut end = 0;
+    for _ in 0..n {
+        end += bytes[end..].iter().position(|b| *b == b'\n').unwrap() + 1;
+    }
+    bytes[..end].to_vec()
+}
+
+/// Every way a run can append refuses, and nothing is written: not the
+/// log, not the anchor file.
+fn runs_refuse(env: &Env, anchor: &std::path::Path, why: &[&str]) {
+    let log = log_bytes(env);
+    let anchored = std::fs::read(anchor).unwrap();
+    let says = |text: &str| why.iter().all(|w| text.contains(w));
+    for (tool, args) in [
+        ("time", json!({})),
+        ("shell", json!({"command": "echo hi"})),
+    ] {
+        let r = tool_refused(env, tool, args);
+        assert!(says(&r.stderr), "{r:?}");
+    }
+    let (r, v) = env.json(&["agent", "-m", "list", "--json"]);
+    assert_eq!(
+        (r.code, v["exit_reason"].as_str()),
+        (7, Some("integrity")),
+        "{r:?}"
+    );
+    assert!(says(v["error"].as_str().unwrap()), "{v}");
+    assert_eq!(log_bytes(env), log, "no receipt appended");
+    assert_eq!(std::fs::read(anchor).unwrap(), anchored, "nothing anchored");
+}
+
+#[test]
+fn a_log_cut_short_of_its_anchor_fails_verify_and_takes_no_receipt() {
+    let (env, anchor) = anchored_env();
+    // Set, but no run yet: nothing to hold.
+    let r = verify(&env, &[]);
+    assert!(r.code == 0 && !r.stdout.contains("anchor:"), "{r:?}");
+    echo_then_a_denial(&env);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+    let whole = log_bytes(&env);
+    let lines = env.receipt_lines();
+    let h4 = lines[3]["receipt_hash"].as_str().unwrap().to_string();
+    let last = std::fs::read_to_string(&anchor).unwrap();
+    assert!(last.ends_with(&format!(" 4 {h4}\n")), "{last}");
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "anchor: receipt 4 still has {h4}, as anchored in {} at ",
+            anchor.display()
+        )),
+        "{r:?}"
+    );
+    let (_, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!(
+        (&v["ok"], &v["anchor"]["receipts"], &v["anchor"]["head"]),
+        (&json!(true), &json!(4), &json!(h4)),
+        "{v}"
+    );
+
+    // The newest receipt dropped: verify names it.
+    std::fs::write(env.state.join("tool_receipts.log"), first_lines(&whole, 3)).unwrap();
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout
+            .starts_with("broken: the log holds 3 receipts, but receipt 4 was anchored")
+            && r.stdout
+                .contains(&format!("with the hash {h4} in {}", anchor.display()))
+            && r.stdout.contains("receipt 4 is missing (cut off)")
+            && r.stdout.contains("`latchclaw receipt anchor --reset`"),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!(
+        (r.code, &v["ok"], &v["receipts"], &v["broken_at"]),
+        (7, &json!(false), &json!(3), &Value::Null),
+        "{v}"
+    );
+    // The newest two: both named; `receipt head` prints no head either.
+    std::fs::write(env.state.join("tool_receipts.log"), first_lines(&whole, 2)).unwrap();
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 7 && r.stdout.contains("receipts 3–4 are missing (cut off)"),
+        "{r:?}"
+    );
+    let r = env.run(&["receipt", "head"]);
+    assert!(
+        r.code == 7 && r.stdout.contains("receipts 3–4 are missing"),
+        "{r:?}"
+    );
+
+    // No run appends to it, and each says what to do.
+    let refusal = [
+        "the receipts log ",
+        "holds 2 receipts, but the anchor file",
+        &format!("records receipt 4 with the hash {h4}"),
+        "receipts 3–4 were cut off",
+        "no receipt is appended",
+        "restore the one holding receipt 4 from a backup",
+        "`latchclaw receipt anchor --reset`",
+    ];
+    runs_refuse(&env, &anchor, &refusal);
+    // Nor does `receipt repair`, which has nothing to repair here.
+    let r = env.run(&["receipt", "repair"]);
+    assert!(
+        r.code == 7 && r.stderr.contains("not repaired: the log holds 2 receipts"),
+        "{r:?}"
+    );
+    assert!(backups(&env).is_empty());
+    assert_eq!(log_bytes(&env), first_lines(&whole, 2));
+
+    // The log restored from a backup: verify and runs go on.
+    std::fs::write(env.state.join("tool_receipts.log"), &whole).unwrap();
+    assert_eq!(verify(&env, &[]).code, 0);
+    let (r, out) = env.tool("time", json!({}));
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = std::fs::read_to_string(&anchor).unwrap();
+    let h5 = out["receipts_head"].as_str().unwrap();
+    assert!(text.ends_with(&format!(" 5 {h5}\n")), "{text}");
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 0
+            && r.stdout
+                .contains(&format!("anchor: receipt 5 still has {h5}")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_rewritten_anchored_receipt_fails_verify_and_takes_no_receipt() {
+    let (env, anchor) = anchored_env();
+    echo_then_a_denial(&env);
+    let whole = log_bytes(&env);
+    let h3 = env.receipt_lines()[2]["receipt_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Receipt 3 edited in place: its own hash no longer matches.
+    let edited = String::from_utf8(whole.clone())
+        .unwrap()
+        .replace("\"status\":\"denied\"", "\"status\":\"allowed\"");
+    std::fs::write(env.state.join("tool_receipts.log"), &edited).unwrap();
+    let r = verify(&env, &[]);
+    assert!(
+        r.code == 7 && r.stdout.starts_with("broken: receipt 3 of 3: "),
+        "{r:?}"
+    );
+
+    // Receipt 3 replaced by another that links and carries a good hmac
+    // (written by latchclaw itself while the anchor was not configured):
+    // only the anchor tells.
+    std::fs::write(env.state.join("tool_receipts.log"), first_lines(&whole, 2)).unwrap();
+    anchor_config(&env, None);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+    anchor_config(&env, Some(&anchor));
+    let other = env.receipt_lines()[2]["receipt_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = verify(&env, &[]);
+    assert_eq!(r.code, 7, "{r:?}");
+    assert!(
+        r.stdout.starts_with(&format!(
+            "broken: receipt 3 of 3: receipt 3 has the hash {other}, not {h3} as anchored in {}",
+            anchor.display()
+        )) && r.stdout.contains("rewritten at or before receipt 3"),
+        "{r:?}"
+    );
+    let (_, v) = env.json(&["receipt", "verify", "--json"]);
+    assert_eq!(v["broken_at"], 3, "{v}");
+    runs_refuse(
+        &env,
+        &anchor,
+        &[
+            &format!("has receipt 3, but it has the hash {other}, not {h3}"),
+            "rewritten at or before receipt 3",
+            "`latchclaw receipt anchor --reset`",
+        ],
+    );
+}
+
+#[test]
+fn receipt_anchor_records_the_head_and_reset_accepts_a_cut_log() {
+    let (env, anchor) = anchored_env();
+    let r = env.run(&["receipt", "anchor"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let genesis = "0".repeat(64);
+    assert_eq!(
+        r.stdout,
+        format!("anchored: 0 {genesis} in {}\n", anchor.display())
+    );
+    echo_then_a_denial(&env);
+    let whole = log_bytes(&env);
+    let (count, h3) = head(&env);
+    // Already the last line: nothing appended.
+    let before = std::fs::read_to_string(&anchor).unwrap();
+    let r = env.run(&["receipt", "anchor"]);
+    assert!(r.code == 0 && r.stdout.starts_with("ok: 3 "), "{r:?}");
+    assert_eq!(std::fs::read_to_string(&anchor).unwrap(), before);
+
+    // Cut: refused without --reset, nothing anchored.
+    std::fs::write(env.state.join("tool_receipts.log"), first_lines(&whole, 2)).unwrap();
+    let r = env.run(&["receipt", "anchor"]);
+    assert!(
+        r.code == 7 && r.stdout.contains("receipt 3 is missing"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&anchor).unwrap(), before);
+    // --reset: the log that is there becomes the anchor; the old line stays.
+    let (r, v) = env.json(&["receipt", "anchor", "--reset", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let h2 = env.receipt_lines()[1]["receipt_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        (
+            &v["anchored"],
+            &v["receipts"],
+            &v["head"],
+            &v["replaced"]["receipts"],
+            &v["replaced"]["head"]
+        ),
+        (
+            &json!(true),
+            &json!(2),
+            &json!(h2),
+            &json!(count),
+            &json!(h3)
+        ),
+        "{v}"
+    );
+    let text = std::fs::read_to_string(&anchor).unwrap();
+    assert!(
+        text.starts_with(&before) && text[before.len()..].ends_with(&format!(" 2 {h2}\n")),
+        "{text}"
+    );
+    assert_eq!(verify(&env, &[]).code, 0);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+    assert_eq!(env.receipt_lines().len(), 3);
+
+    // A new chain: the old log moved aside, then --reset records it empty.
+    std::fs::rename(
+        env.state.join("tool_receipts.log"),
+        env.root.join("old_receipts.log"),
+    )
+    .unwrap();
+    assert_eq!(verify(&env, &[]).code, 7);
+    let r = tool_refused(&env, "time", json!({}));
+    assert!(r.stderr.contains("holds 0 receipts"), "{r:?}");
+    let r = env.run(&["receipt", "anchor", "--reset"]);
+    assert!(
+        r.code == 0
+            && r.stdout.starts_with(&format!("anchored: 0 {genesis}"))
+            && r.stdout
+                .contains("reset: the log no longer holds receipt 3 "),
+        "{r:?}"
+    );
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+    assert_eq!(verify(&env, &[]).code, 0);
+
+    // Without receipts.anchor_file there is nothing to anchor to.
+    anchor_config(&env, None);
+    let r = env.run(&["receipt", "anchor"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("receipts.anchor_file is not set"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn an_anchor_file_latchclaw_did_not_write_is_a_clear_error() {
+    let (env, anchor) = anchored_env();
+    echo_then_a_denial(&env);
+    let (_, h3) = head(&env);
+    let before = std::fs::read_to_string(&anchor).unwrap();
+    let log = log_bytes(&env);
+    for (bad, why) in [
+        (
+            format!("{before}2026-11-22T23:51:04.147Z 3 {}\n", &h3[..60]),
+            "HASH is not 64 hex digits",
+        ),
+        (
+            format!("{before}3 {h3}\n"),
+            "2 space-separated fields, not 3",
+        ),
+        (
+            format!("{before}\0\0\0\0"),
+            "1 space-separated fields, not 3",
+        ),
+    ] {
+        std::fs::write(&anchor, &bad).unwrap();
+        let said = [
+            &format!(
+                "the anchor file {} does not end with a head latchclaw wrote",
+                anchor.display()
+            ),
+            why,
+            "restore the file from a copy",
+            "`latchclaw receipt anchor --reset`",
+        ];
+        let r = verify(&env, &[]);
+        assert!(
+            r.code == 7 && said.iter().all(|s| r.stderr.contains(s)),
+            "{r:?}"
+        );
+        assert!(!r.stderr.contains("panicked"), "{r:?}");
+        runs_refuse(&env, &anchor, &said);
+    }
+    assert_eq!(log_bytes(&env), log);
+    // --reset accepts the log as it is after a line it cannot read.
+    let r = env.run(&["receipt", "anchor", "--reset"]);
+    assert!(
+        r.code == 0 && r.stdout.starts_with(&format!("anchored: 3 {h3}")),
+        "{r:?}"
+    );
+    assert_eq!(verify(&env, &[]).code, 0);
+    assert_eq!(env.tool("time", json!({})).0.code, 0);
+}
+
 #[test]
 fn repair_keys_its_receipt_and_refuses_without_the_key() {
     let env = three_receipts();

@@ -107,6 +107,7 @@ const DATA: &[&str] = &[
     "receipt verify",
     "receipt head",
     "receipt repair",
+    "receipt anchor",
     "approvals list",
     "runs list",
     "prompt show",
@@ -324,6 +325,13 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         commands: &["approvals list"],
         help: "list decided and used approvals too",
+    },
+    Flag {
+        long: "reset",
+        short: None,
+        value: None,
+        commands: &["receipt anchor"],
+        help: "accept a log that no longer holds the last anchored head (restored from an older backup, a new chain)",
     },
     Flag {
         long: "clear",
@@ -546,8 +554,10 @@ authenticated), and one line per call that started and has no outcome
 a broken link, a bad or stripped hmac. A torn last line (a crash
 mid-append) is broken too; `latchclaw receipt repair` drops it. Keyed
 receipts with the key missing cannot be authenticated (exit 7).
---expect-head and --since check a head recorded earlier (`receipt head`,
-receipts.anchor_file): a log rewritten since then fails (exit 7).",
+--expect-head and --since check a head recorded earlier (`receipt head`):
+a log rewritten since then fails (exit 7). When receipts.anchor_file is
+set, the log is checked against its last line the same way: a log cut
+short of the anchored receipt, or with another hash there, fails (exit 7).",
         bare: false,
     },
     CommandDef {
@@ -575,6 +585,20 @@ receipt missing only its newline gets the newline. A log that verifies is
 left alone (exit 0). Any other damage (a bad hash, a broken link, a
 deleted, reordered or altered line) is refused with exit 7 and nothing is
 written: a repair never rewrites or removes a receipt.",
+        bare: false,
+    },
+    CommandDef {
+        path: "receipt anchor",
+        args: &[],
+        summary: "append the chain's head to receipts.anchor_file, as each run does",
+        about: "Verifies the chain as `receipt verify` does, then appends `TIMESTAMP N HASH`
+to receipts.anchor_file. Runs do this after writing receipts; `receipt
+verify` and every run check the log against the file's last line, and a
+log that no longer holds it (cut short or rewritten) fails verify and
+takes no receipt (exit 7). --reset accepts such a log as it is: the log
+you keep (restored from an older backup, or a new chain after the old log
+was moved aside) must verify, and its head is appended after the line it
+no longer holds, which stays in the file.",
         bare: false,
     },
     CommandDef {

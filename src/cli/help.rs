@@ -11,7 +11,7 @@ Exit codes:
   4  refused by policy: a tool call was denied
   5  emergency stop: a tool call was refused because ESTOP is on
   6  limit reached: max_tool_rounds or the run's --timeout
-  7  integrity: the receipt chain is broken or damaged
+  7  integrity: the receipt chain is broken, damaged or cut short of its anchor
   8  another run holds the --lock";
 
 /// Where a command's help points for the table above.

@@ -146,6 +146,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ReceiptVerify { json, expect } => cmd::receipt::verify(&ctx, json, &expect),
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),
         Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
+        Command::ReceiptAnchor { json, reset } => cmd::receipt::anchor(&ctx, json, reset),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
         #[cfg(feature = "gateway")]
         Command::Gateway { bind } => {

@@ -165,7 +165,11 @@ pub fn install(
     )?;
     // The setup stands without it; the problem is named, and the first
     // run meets it again.
-    let key = crate::receipts::ensure_key(&cfg.receipt_key_path(), &cfg.receipts.path);
+    let key = crate::receipts::ensure_key(
+        &cfg.receipt_key_path(),
+        &cfg.receipts.path,
+        cfg.receipts.anchor_file.as_deref(),
+    );
     println!("state dir  {}", cfg.state_dir.display());
     println!("config     {} ({action})", path.display());
     println!("memory     {}", cfg.memory.path.display());

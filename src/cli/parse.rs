@@ -88,6 +88,10 @@ pub enum Command {
     ReceiptRepair {
         json: bool,
     },
+    ReceiptAnchor {
+        json: bool,
+        reset: bool,
+    },
     Estop {
         clear: bool,
     },
@@ -550,6 +554,7 @@ fn expected_heads(o: &Given) -> Result<Vec<crate::receipts::Expect>> {
         out.push(Expect {
             position: None,
             hash: hash("expect-head", &v)?,
+            anchor: None,
         });
     }
     if let Some(v) = o.value("since") {
@@ -561,6 +566,7 @@ fn expected_heads(o: &Given) -> Result<Vec<crate::receipts::Expect>> {
         out.push(Expect {
             position: Some(positive("since", n.trim(), "a receipt number (1 or more)")?),
             hash: hash("since", h)?,
+            anchor: None,
         });
     }
     Ok(out)
@@ -634,6 +640,10 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "receipt head" => Command::ReceiptHead { json },
         "receipt repair" => Command::ReceiptRepair { json },
+        "receipt anchor" => Command::ReceiptAnchor {
+            json,
+            reset: o.on("reset"),
+        },
         "estop" => Command::Estop {
             clear: o.on("clear"),
         },

@@ -240,10 +240,10 @@ impl<'a> Runtime<'a> {
             gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
             redactor,
             memory,
-            receipts: cfg
-                .receipts
-                .enabled
-                .then(|| ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())),
+            receipts: cfg.receipts.enabled.then(|| {
+                ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())
+                    .anchored(cfg.receipts.anchor_file.as_deref())
+            }),
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
@@ -264,6 +264,7 @@ impl<'a> Runtime<'a> {
             self.receipts = Some(ReceiptLog::for_run(
                 &self.cfg.receipts.path,
                 &self.cfg.receipt_key_path(),
+                self.cfg.receipts.anchor_file.as_deref(),
             ));
         }
     }
@@ -273,7 +274,8 @@ impl<'a> Runtime<'a> {
         self.receipts_head.borrow().clone()
     }
 
-    /// After a run that wrote receipts: appends the chain's head to
+    /// After a run that wrote receipts: appends the chain's head (the last
+    /// receipt this run wrote, when the anchor placed it) to
     /// `receipts.anchor_file`, when one is set.
     pub fn anchor_head(&self) -> Result<()> {
         let (Some(anchor), Some(log)) = (&self.cfg.receipts.anchor_file, &self.receipts) else {
@@ -282,7 +284,7 @@ impl<'a> Runtime<'a> {
         if self.receipts_head.borrow().is_none() {
             return Ok(());
         }
-        let (count, head) = log.head()?;
+        let (count, head) = log.head_to_anchor()?;
         crate::receipts::append_anchor(anchor, count, &head)
     }
 

@@ -1,14 +1,33 @@
-//! `receipt list`, `receipt verify`, `receipt head`, `receipt repair`.
+//! `receipt list`, `receipt verify`, `receipt head`, `receipt repair`,
+//! `receipt anchor`.
 
 use crate::cli::{Ctx, one_line, print_json};
 use crate::config::Config;
 use crate::error::{Error, Kind, Outcome, Result, exit};
-use crate::receipts::{Auth, Expect, ReceiptLog, Repair, Verify, span};
+use crate::receipts::{Anchored, Auth, Expect, ReceiptLog, Repair, Verify, read_anchor, span};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 
-/// The log with its key, if the key exists (these commands never make one).
+/// The log with its key, if the key exists (these commands never make
+/// one), checked against its anchor file when it has one.
 fn log(cfg: &Config) -> ReceiptLog {
     ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())
+        .anchored(cfg.receipts.anchor_file.as_deref())
+}
+
+/// The last head in `receipts.anchor_file`, when one is set and has one.
+fn anchored(cfg: &Config) -> Result<Option<(PathBuf, Anchored)>> {
+    let Some(file) = &cfg.receipts.anchor_file else {
+        return Ok(None);
+    };
+    Ok(read_anchor(file)?.map(|a| (file.clone(), a)))
+}
+
+/// `expect`, and the anchored head.
+fn with_anchor(expect: &[Expect], anchor: Option<&(PathBuf, Anchored)>) -> Vec<Expect> {
+    let mut all = expect.to_vec();
+    all.extend(anchor.and_then(|(file, a)| Expect::anchored(file, a)));
+    all
 }
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
@@ -104,7 +123,8 @@ fn broken(json: bool, position: u64, count: u64, why: &str) -> i32 {
 
 pub fn verify(ctx: &Ctx, json: bool, expect: &[Expect]) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let report = log(&cfg).verify_expecting(expect)?;
+    let anchor = anchored(&cfg)?;
+    let report = log(&cfg).verify_expecting(&with_anchor(expect, anchor.as_ref()))?;
     let (count, head, unfinished, auth) = match report {
         Verify::Ok {
             count,
@@ -130,9 +150,13 @@ pub fn verify(ctx: &Ctx, json: bool, expect: &[Expect]) -> Result<i32> {
                        "status": UNFINISHED})
             })
             .collect();
+        let anchor = anchor.as_ref().map(|(file, a)| {
+            json!({"file": file.display().to_string(), "receipts": a.count, "head": a.head,
+                   "at": a.at})
+        });
         let mut v = json!({"ok": said.is_ok(), "receipts": count, "head": head,
                            "unfinished": calls, "unkeyed": auth.unkeyed, "keyed": auth.keyed,
-                           "hmac_checked": auth.checked, "key": key});
+                           "hmac_checked": auth.checked, "key": key, "anchor": anchor});
         if let Err(why) = &said {
             v["reason"] = why.clone().into();
         }
@@ -156,6 +180,21 @@ pub fn verify(ctx: &Ctx, json: bool, expect: &[Expect]) -> Result<i32> {
                 None => println!("expected head: {} is in the chain", e.hash),
             }
         }
+        if let Some((file, a)) = &anchor {
+            match a.count {
+                0 => println!(
+                    "anchor: an empty log, anchored in {} at {}",
+                    file.display(),
+                    a.at
+                ),
+                n => println!(
+                    "anchor: receipt {n} still has {}, as anchored in {} at {}",
+                    a.head,
+                    file.display(),
+                    a.at
+                ),
+            }
+        }
         for c in &unfinished {
             println!(
                 "{UNFINISHED}: receipt {} of {count}, tool {}, id {}, conversation {}, at {}",
@@ -172,16 +211,18 @@ pub fn verify(ctx: &Ctx, json: bool, expect: &[Expect]) -> Result<i32> {
 /// `N HASH` of a chain that verifies (and, when keyed, authenticates).
 pub fn head(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let (count, head, auth) = match log(&cfg).verify()? {
-        Verify::Ok {
-            count, head, auth, ..
-        } => (count, head, auth),
-        Verify::Broken {
-            position,
-            count,
-            why,
-        } => return Ok(broken(json, position, count, &why)),
-    };
+    let anchor = anchored(&cfg)?;
+    let (count, head, auth) =
+        match log(&cfg).verify_expecting(&with_anchor(&[], anchor.as_ref()))? {
+            Verify::Ok {
+                count, head, auth, ..
+            } => (count, head, auth),
+            Verify::Broken {
+                position,
+                count,
+                why,
+            } => return Ok(broken(json, position, count, &why)),
+        };
     if let Err(why) = authenticated(&cfg, count, auth) {
         if json {
             print_json(&json!({"ok": false, "receipts": count, "reason": why}));
@@ -262,17 +303,105 @@ pub fn repair(ctx: &Ctx, json: bool) -> Result<i32> {
                                    "broken_at": position, "reason": why}));
                 return Ok(Outcome::Failed(Kind::Integrity).code());
             }
+            let what = match position {
+                0 => why,
+                p => format!("receipt {p} of {count} is damaged: {why}"),
+            };
+            let anchor = match cfg.receipts.anchor_file {
+                Some(_) => " and record its start with `latchclaw receipt anchor --reset`",
+                None => "",
+            };
             Err(Error::new(
                 Kind::Integrity,
                 format!(
-                    "not repaired: receipt {position} of {count} is damaged: {why}. \
-                     `receipt repair` only drops a torn last line (a crash mid-append); it never \
-                     rewrites or removes a receipt, so the log is unchanged. Keep it as evidence; \
-                     to start a new chain, move it aside (receipts.path)"
+                    "not repaired: {what}. `receipt repair` only drops a torn last line (a crash \
+                     mid-append); it never rewrites or removes a receipt, so the log is \
+                     unchanged. Keep it as evidence; to start a new chain, move it aside \
+                     (receipts.path){anchor}"
                 ),
             ))
         }
     }
+}
+
+/// Appends the head of a chain that verifies to `receipts.anchor_file`, as
+/// a run does after writing receipts. The log must still hold the last
+/// anchored head, unless `reset`: then the operator accepts the log as it
+/// is (restored from an older backup, or a new chain after the old one was
+/// moved aside), and the anchor file keeps the head it no longer holds.
+pub fn anchor(ctx: &Ctx, json: bool, reset: bool) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let Some(file) = cfg.receipts.anchor_file.clone() else {
+        return Err(Error::usage(
+            "receipt anchor: receipts.anchor_file is not set in the config (README: anchored \
+             heads)",
+        ));
+    };
+    // A last line that cannot be read is one more thing --reset accepts.
+    let last = match read_anchor(&file) {
+        Err(e) if reset && e.kind == Kind::Integrity => {
+            eprintln!("latchclaw: {}", e.msg);
+            None
+        }
+        other => other?,
+    };
+    let log = log(&cfg);
+    let held = last.as_ref().and_then(|a| Expect::anchored(&file, a));
+    let mut report = log.verify_expecting(held.as_slice())?;
+    let mut replaced = None;
+    if reset && held.is_some() && matches!(report, Verify::Broken { .. }) {
+        report = log.verify()?;
+        replaced = last.clone();
+    }
+    let (count, head, auth) = match report {
+        Verify::Ok {
+            count, head, auth, ..
+        } => (count, head, auth),
+        Verify::Broken {
+            position,
+            count,
+            why,
+        } => return Ok(broken(json, position, count, &why)),
+    };
+    if let Err(why) = authenticated(&cfg, count, auth) {
+        if json {
+            print_json(&json!({"ok": false, "receipts": count, "reason": why}));
+        } else {
+            println!("{why}; nothing anchored");
+        }
+        return Ok(Outcome::Failed(Kind::Integrity).code());
+    }
+    let already = last
+        .as_ref()
+        .is_some_and(|a| a.count == count && a.head == head);
+    if !already {
+        crate::receipts::append_anchor(&file, count, &head)?;
+    }
+    if json {
+        let replaced = replaced
+            .as_ref()
+            .map(|a| json!({"receipts": a.count, "head": a.head, "at": a.at}));
+        let v = json!({"ok": true, "anchored": !already, "receipts": count, "head": head,
+                       "file": file.display().to_string(), "replaced": replaced});
+        print_json(&v);
+        return Ok(exit::OK);
+    }
+    if already {
+        println!(
+            "ok: {count} {head} is already the last head in {}",
+            file.display()
+        );
+    } else {
+        println!("anchored: {count} {head} in {}", file.display());
+    }
+    if let Some(a) = replaced {
+        println!(
+            "reset: the log no longer holds receipt {} {} (anchored at {}); that line stays in \
+             the anchor file, the new one after it",
+            a.count, a.head, a.at
+        );
+    }
+    Ok(exit::OK)
 }
 
 const UNFINISHED: &str = "started, no outcome (the process was cut off)";
