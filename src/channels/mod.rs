@@ -231,10 +231,8 @@ pub struct CliChannel {
 impl CliChannel {
     fn deliver(&mut self, outcome: &TurnOutcome, progress: &TermProgress) -> Result<()> {
         if self.json {
-            println!(
-                "{}",
-                serde_json::to_string(outcome).unwrap_or_else(|_| "{}".into())
-            );
+            let text = serde_json::to_string(outcome).unwrap_or_else(|_| "{}".into());
+            println!("{}", crate::util::json_visible(&text));
             return Ok(());
         }
         // On a terminal the answer may be on the screen already.
