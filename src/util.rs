@@ -158,7 +158,10 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
     )
 }
 
+mod frame;
 mod unicode_tables;
+
+pub use frame::frame;
 
 /// Whether `c` is shown to the operator as an escape: by Unicode property
 /// (not a list of known tricks), every character a terminal may draw as

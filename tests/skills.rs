@@ -154,7 +154,11 @@ fn enabled_skills_join_the_system_prompt_in_order_and_reach_the_provider() {
     let skills_bytes = v["layers"][3]["bytes"].as_u64().unwrap();
     assert!(skills_bytes > 60, "{v}");
     let r = env.run(&["prompt", "show"]);
-    assert!(r.stdout.contains("## Skill beta: The beta skill."), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("<skill name=\"beta\" description=\"The beta skill.\">\nBETA-BODY"),
+        "{r:?}"
+    );
 
     let r = env.run(&["agent", "-m", "hello"]);
     assert_eq!(r.code, 0, "{r:?}");
