@@ -1,7 +1,13 @@
-//! Small helpers shared by several modules: time stamps, ids, hashing, output caps.
+//! Small helpers shared by several modules: time stamps, ids, hashing, output caps,
+//! what the operator is shown (`hidden`, `printable`) and data framed for a model (`frame`).
 
 use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+mod frame;
+mod unicode_tables;
+
+pub use frame::frame;
 
 /// Seconds and nanoseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_unix() -> (i64, u32) {
@@ -158,18 +164,14 @@ pub fn truncate_middle(s: &str, max: usize) -> String {
     )
 }
 
-mod frame;
-mod unicode_tables;
-
-pub use frame::frame;
-
 /// Whether `c` is shown to the operator as an escape: by Unicode property
 /// (not a list of known tricks), every character a terminal may draw as
-/// nothing or as something it is not — controls (Cc), format characters (Cf: bidi controls, zero-width
-/// characters, tags), separators but the space (Zs, Zl, Zp), private use
-/// (Co), unassigned code points (Cn: a later Unicode may make them
-/// format characters) and Default_Ignorable_Code_Point (variation
-/// selectors, Hangul fillers). Tables: `util/unicode_tables.rs`.
+/// nothing or as something it is not — controls (Cc), format characters
+/// (Cf: bidi controls, zero-width characters, tags), separators but the
+/// space (Zs, Zl, Zp), private use (Co), unassigned code points (Cn: a
+/// later Unicode may make them format characters) and
+/// Default_Ignorable_Code_Point (variation selectors, Hangul fillers).
+/// Tables: `util/unicode_tables.rs`.
 pub fn hidden(c: char) -> bool {
     use unicode_tables::{DEFAULT_IGNORABLE, FORMAT, PRIVATE_USE, SEPARATOR, UNASSIGNED};
     let u = u32::from(c);

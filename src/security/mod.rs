@@ -987,9 +987,9 @@ impl Gate {
     }
 
     /// What a program that writes throughout `dir` (`git checkout`, `git
-    /// clean`, `rm -r`) would reach that no write may: a forbidden or state
-    /// path, or the workspace's own protected directory that work-tree
-    /// writes reach.
+    /// clean`, `find -delete`) would reach that no write may: a forbidden or
+    /// state path, or the workspace's own protected directory that
+    /// work-tree writes reach.
     pub(crate) fn write_refused_beneath(&self, dir: &Path) -> Option<String> {
         if let Some(hit) = self.forbidden_beneath(dir) {
             return Some(format!("the forbidden path {hit}"));

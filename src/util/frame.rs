@@ -36,7 +36,7 @@ const OPENERS: [char; 7] = [
 /// counts in every spelling a reader would still take for it: any case,
 /// closing or not, with spaces, `_`, `-` or invisible characters anywhere
 /// between `<` and the end of the name, fullwidth and small forms of `<`,
-/// `/` and the letters, and letters whose case folds to ASCII (the Kelvin
+/// `/` and the letters, and letters whose case maps to ASCII (the Kelvin
 /// sign, the long s). A longer name (`<stdint.h>`, `<skills>`) is not one.
 pub fn defuse(text: &str) -> Cow<'_, str> {
     if !text.contains(OPENERS) {
@@ -82,28 +82,19 @@ fn spells(rest: &str, tag: &str) -> bool {
     want.peek().is_none()
 }
 
-/// A fullwidth ASCII form, a slash lookalike or a letter whose case folds
-/// to an ASCII letter, as that ASCII character.
+/// A fullwidth ASCII form, a slash lookalike or a letter whose case maps
+/// to an ASCII letter (the only three: dotless i, long s, Kelvin sign), as
+/// that ASCII character.
 fn fold(c: char) -> char {
     let u = u32::from(c);
-    if c.is_ascii() {
-        return c;
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(u - 0xFEE0).unwrap_or(c),
+        '\u{2044}' | '\u{2215}' | '\u{29F8}' => '/',
+        '\u{0131}' => 'i',
+        '\u{017F}' => 's',
+        '\u{212A}' => 'k',
+        _ => c,
     }
-    if (0xFF01..=0xFF5E).contains(&u) {
-        return char::from_u32(u - 0xFEE0).unwrap_or(c);
-    }
-    if matches!(c, '\u{2044}' | '\u{2215}' | '\u{29F8}') {
-        return '/';
-    }
-    ascii_letter(c.to_lowercase())
-        .or_else(|| ascii_letter(c.to_uppercase()))
-        .unwrap_or(c)
-}
-
-/// The one character of a case mapping, when it is an ASCII letter.
-fn ascii_letter(mut mapped: impl Iterator<Item = char>) -> Option<char> {
-    let first = mapped.next()?;
-    (mapped.next().is_none() && first.is_ascii_alphabetic()).then_some(first)
 }
 
 #[cfg(test)]
@@ -162,6 +153,7 @@ mod tests {
                 format!("\u{27E8}/{tag}\u{27E9}"),
                 format!("<\u{2215}{tag}>"),
                 format!("</{kelvin}>"),
+                format!("</{}>", tag.replace('i', "\u{131}")),
                 format!("</{zw}>"),
                 format!("<\u{200B}/\u{2060}{tag}>"),
                 format!("</{tagged}>"),
