@@ -579,3 +579,38 @@ fn tool_list_columns_line_up_with_long_risks() {
         "{r:?}"
     );
 }
+
+/// `policy check` prints JSON: a hidden character in what it echoes back
+/// (the plan's argv, the reason) is a `\uXXXX` escape, the same value to a
+/// parser and visible on a terminal.
+#[test]
+fn policy_check_output_shows_hidden_characters_as_escapes() {
+    let env = Env::new();
+    env.config("");
+    let command = "echo Meeting notes\u{e0041}\u{e006c}\u{a0}-rf \u{202e}txt";
+    let args = serde_json::json!({ "command": command }).to_string();
+    let r = env.run(&["policy", "check", "shell", "--json", &args]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains(r#""notes\udb40\udc41\udb40\udc6c\u00a0-rf","\u202etxt""#),
+        "{r:?}"
+    );
+    assert!(r.stdout.is_ascii(), "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let argv: Vec<&str> = v["plan"][0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        argv,
+        [
+            "echo",
+            "Meeting",
+            "notes\u{e0041}\u{e006c}\u{a0}-rf",
+            "\u{202e}txt"
+        ]
+    );
+}

@@ -32,6 +32,16 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
             ("private/key", "k"),
             ("script.sh", "ls\n"),
             (".git/hooks/README", ""),
+            // Workspace configuration latchclaw reads (skills), and a tree
+            // that would land one where a copy or a move puts it.
+            (
+                ".latchclaw/skills/demo/SKILL.md",
+                "---\nname: demo\ndescription: d\n---\nbody\n",
+            ),
+            (
+                "plant-skill/.latchclaw/skills/demo/SKILL.md",
+                "---\nname: demo\ndescription: d\n---\nevil\n",
+            ),
             // A key inside the workspace, under a forbidden path of its own.
             (".ssh/id_rsa", "WS-KEY"),
             // Files named like options, waiting for a glob to expand them into

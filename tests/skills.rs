@@ -154,7 +154,11 @@ fn enabled_skills_join_the_system_prompt_in_order_and_reach_the_provider() {
     let skills_bytes = v["layers"][3]["bytes"].as_u64().unwrap();
     assert!(skills_bytes > 60, "{v}");
     let r = env.run(&["prompt", "show"]);
-    assert!(r.stdout.contains("## Skill beta: The beta skill."), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("<skill name=\"beta\" description=\"The beta skill.\">\nBETA-BODY"),
+        "{r:?}"
+    );
 
     let r = env.run(&["agent", "-m", "hello"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -453,4 +457,70 @@ fn without_enabled_skills_nothing_is_read() {
 fn mkfifo(path: &std::path::Path) {
     use rustix::fs::{CWD, FileType, Mode, mknodat};
     mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+}
+
+/// What latchclaw reads as the operator's configuration from the
+/// workspace is protected like `.git`: with workspace skills on and
+/// autonomy full, no writer — `file_write`, a redirection, `cp`, `sed -i`,
+/// git writing the work tree — changes an enabled skill, and every later
+/// conversation still gets the skill as it was.
+#[test]
+fn no_tool_rewrites_a_workspace_skill() {
+    let env = Env::new();
+    let ws_skills = env.ws.join(".latchclaw/skills");
+    skill_at(&ws_skills, "repo", &skill_text("repo", "", "REPO-BODY"));
+    std::fs::write(env.ws.join("evil.md"), "---\nname: repo\n---\nEVIL-BODY\n").unwrap();
+    common::commit_all(&env.ws);
+    std::fs::write(
+        env.ws.join("skill.patch"),
+        "diff --git a/notes.txt b/notes.txt\nnew file mode 100644\n--- /dev/null\n\
+         +++ b/notes.txt\n@@ -0,0 +1 @@\n+x\n",
+    )
+    .unwrap();
+    setup(
+        &env,
+        "enabled = [\"repo\"]\nworkspace = true",
+        "tools_allow = [\"file_write\", \"shell\"]\n[security]\nautonomy = \"full\"",
+    );
+    let file = ws_skills.join("repo/SKILL.md");
+    let before = std::fs::read_to_string(&file).unwrap();
+    let (r, v) = env.tool(
+        "file_write",
+        serde_json::json!({"path": ".latchclaw/skills/repo/SKILL.md", "content": "EVIL-BODY"}),
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("inside a .latchclaw directory"),
+        "{v}"
+    );
+    for command in [
+        "echo EVIL-BODY >> .latchclaw/skills/repo/SKILL.md",
+        "cp evil.md .latchclaw/skills/repo/SKILL.md",
+        "sed -i s/REPO/EVIL/ .latchclaw/skills/repo/SKILL.md",
+        "mkdir -p .latchclaw/skills/other",
+        "git checkout HEAD -- .",
+        "git apply skill.patch",
+        "git stash",
+    ] {
+        let (r, v) = env.shell(command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+        assert!(
+            v["error"].as_str().unwrap().contains(".latchclaw"),
+            "{command}: {v}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    assert!(!ws_skills.join("other").exists());
+    let system = layers(&env)["system_prompt"].as_str().unwrap().to_string();
+    assert!(
+        system.contains("REPO-BODY") && !system.contains("EVIL-BODY"),
+        "{system}"
+    );
+    // Reading it stays allowed.
+    let (r, v) = env.shell("cat .latchclaw/skills/repo/SKILL.md");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(v["output"].as_str().unwrap().contains("REPO-BODY"), "{v}");
 }

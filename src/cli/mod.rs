@@ -202,12 +202,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
     }
 }
 
-/// Every `--json` output: one compact object (or array) on one line.
+/// Every `--json` output: one compact object (or array) on one line, its
+/// hidden characters written as `\uXXXX` (the same value to a parser).
 pub(crate) fn print_json(v: &impl serde::Serialize) {
-    println!(
-        "{}",
-        serde_json::to_string(v).unwrap_or_else(|_| "null".into())
-    );
+    let text = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+    println!("{}", crate::util::json_visible(&text));
 }
 
 /// Rows under a header, each column as wide as its widest cell (in chars)

@@ -716,12 +716,13 @@ fn judge_program(
     for w in &parsed.writes {
         let resolved = gate.check_write_dir_ok(&absolute(cwd, w))?;
         // A directory written to may be written throughout (`git rm -r .`,
-        // `git checkout dir`): not one holding a forbidden path.
+        // `git checkout dir`): not one holding a forbidden path or the
+        // workspace's `.latchclaw`.
         if resolved.is_dir()
-            && let Some(hit) = gate.forbidden_beneath(&resolved)
+            && let Some(hit) = gate.write_refused_beneath(&resolved)
         {
             return Err(format!(
-                "`{name}` would write into {} ({w}), which holds the forbidden path {hit}",
+                "`{name}` would write into {} ({w}), which holds {hit}",
                 resolved.display()
             ));
         }
@@ -747,9 +748,9 @@ fn judge_program(
     }
     for d in &parsed.write_dirs_recursive {
         let resolved = gate.check_write_dir_ok(&absolute(cwd, d))?;
-        if let Some(hit) = gate.forbidden_beneath(&resolved) {
+        if let Some(hit) = gate.write_refused_beneath(&resolved) {
             return Err(format!(
-                "`{name}` would write throughout {} ({d}), which holds the forbidden path {hit}",
+                "`{name}` would write throughout {} ({d}), which holds {hit}",
                 resolved.display()
             ));
         }

@@ -173,6 +173,47 @@ impl fmt::Display for Decision {
     }
 }
 
+/// A directory inside the workspace that no tool writes, at any depth:
+/// what it holds runs code or instructs latchclaw later.
+#[derive(Debug)]
+pub struct ProtectedDir {
+    /// Its name: any path component so named, inside the workspace.
+    pub name: &'static str,
+    /// Why, as a refusal says it.
+    pub why: &'static str,
+    /// Work-tree writes reach into it (git checks `.latchclaw/` out like
+    /// any directory, never `.git/`): a write throughout a directory that
+    /// holds the workspace's own is refused too.
+    pub tree_writes_reach: bool,
+}
+
+/// The workspace's configuration directories, protected in one place: the
+/// gate refuses every write into them (`Gate::check_write_path`,
+/// `refused_lexically`, `write_refused_beneath`), and a kernel sandbox that
+/// makes them read-only in every child takes them from here.
+pub const PROTECTED_WORKSPACE_DIRS: &[ProtectedDir] = &[
+    ProtectedDir {
+        name: ".git",
+        why: "where hooks and config run code",
+        tree_writes_reach: false,
+    },
+    ProtectedDir {
+        name: ".latchclaw",
+        why: "which latchclaw reads as the operator's configuration (its skills)",
+        tree_writes_reach: true,
+    },
+];
+
+/// The protected directory `rel` (a path relative to the workspace) is in,
+/// or is.
+pub fn protected_workspace_dir(rel: &Path) -> Option<&'static ProtectedDir> {
+    rel.components().find_map(|c| {
+        PROTECTED_WORKSPACE_DIRS
+            .iter()
+            .find(|d| c.as_os_str() == d.name)
+    })
+}
+
 /// What the gate needs to know, resolved once per process.
 #[derive(Debug, Clone)]
 pub struct Gate {
@@ -681,8 +722,8 @@ impl Gate {
     }
 
     /// The read policy plus what writing adds: no symlink as the target, no
-    /// directory, nothing inside a `.git` directory (hooks and config there
-    /// run code later).
+    /// directory, nothing inside a protected directory (`.git`, `.latchclaw`:
+    /// [`PROTECTED_WORKSPACE_DIRS`]).
     pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
         self.check_write(raw, false)
     }
@@ -707,15 +748,11 @@ impl Gate {
         if !dir_ok && resolved.is_dir() {
             return Err(format!("\"{raw}\" is a directory"));
         }
-        let in_git = |p: &Path| {
-            p.strip_prefix(workspace)
-                .unwrap_or(p)
-                .components()
-                .any(|c| c.as_os_str() == ".git")
-        };
-        if in_git(&resolved) || in_git(&written) {
+        let within = |p: &Path| protected_workspace_dir(p.strip_prefix(workspace).unwrap_or(p));
+        if let Some(d) = within(&resolved).or_else(|| within(&written)) {
             return Err(format!(
-                "\"{raw}\" is inside a .git directory, where hooks and config run code"
+                "\"{raw}\" is inside a {} directory, {}",
+                d.name, d.why
             ));
         }
         Ok(resolved)
@@ -940,7 +977,8 @@ impl Gate {
     }
 
     /// What the write policy says of a path that has no link in it (the
-    /// caller made sure): state, forbidden, outside, or inside `.git`.
+    /// caller made sure): state, forbidden, outside, or inside a protected
+    /// directory.
     pub(crate) fn refused_lexically(&self, p: &Path) -> Option<String> {
         if let Some(hit) = self.protected().iter().find(|s| p.starts_with(s)) {
             return Some(format!("latchclaw's own state ({})", hit.display()));
@@ -950,12 +988,30 @@ impl Gate {
         }
         let ws = self.workspace().ok()?;
         match p.strip_prefix(ws) {
-            Ok(rel) if rel.components().any(|c| c.as_os_str() == ".git") => {
-                Some("inside a .git directory, where hooks and config run code".into())
-            }
+            Ok(rel) => protected_workspace_dir(rel)
+                .map(|d| format!("inside a {} directory, {}", d.name, d.why)),
             Err(_) if self.workspace_only => Some("outside the workspace".into()),
-            _ => None,
+            Err(_) => None,
         }
+    }
+
+    /// What a program that writes throughout `dir` (`git checkout`, `git
+    /// clean`, `find -delete`) would reach that no write may: a forbidden or
+    /// state path, or the workspace's own protected directory that
+    /// work-tree writes reach.
+    pub(crate) fn write_refused_beneath(&self, dir: &Path) -> Option<String> {
+        if let Some(hit) = self.forbidden_beneath(dir) {
+            return Some(format!("the forbidden path {hit}"));
+        }
+        let ws = self.workspace().ok()?;
+        PROTECTED_WORKSPACE_DIRS
+            .iter()
+            .filter(|d| d.tree_writes_reach)
+            .find_map(|d| {
+                let p = ws.join(d.name);
+                (p.starts_with(dir) && std::fs::symlink_metadata(&p).is_ok())
+                    .then(|| format!("{}: a {} directory, {}", p.display(), d.name, d.why))
+            })
     }
 
     /// The first executable file named `name` on the shell's fixed PATH.
@@ -1211,6 +1267,75 @@ mod tests {
         assert_eq!(
             read(&fx, "new/file.txt").unwrap(),
             fx.root.join("ws/new/file.txt")
+        );
+    }
+
+    /// `.git` and `.latchclaw` at any depth: no write reaches into them, as
+    /// named, through a link, lexically (what `cp -r` lands) or, for the
+    /// workspace's `.latchclaw`, throughout a directory that holds it.
+    /// Reading them, and names that only look alike, are fine.
+    #[test]
+    fn protected_workspace_dirs_are_never_written() {
+        let fx = fixture("");
+        let ws = fx.root.join("ws");
+        std::fs::create_dir_all(ws.join(".latchclaw/skills/demo")).unwrap();
+        std::fs::write(ws.join(".latchclaw/skills/demo/SKILL.md"), "x").unwrap();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        symlink(ws.join(".latchclaw/skills"), ws.join("skills-link")).unwrap();
+        symlink(".latchclaw", ws.join("conf")).unwrap();
+        for (p, dir) in [
+            (".latchclaw", ".latchclaw"),
+            (".latchclaw/skills/demo/SKILL.md", ".latchclaw"),
+            (".latchclaw/skills/new/SKILL.md", ".latchclaw"),
+            ("./sub/../.latchclaw/config.toml", ".latchclaw"),
+            ("sub/.latchclaw/skills/x/SKILL.md", ".latchclaw"),
+            ("skills-link/demo/SKILL.md", ".latchclaw"),
+            ("conf/skills/x/SKILL.md", ".latchclaw"),
+            (".git/hooks/pre-commit", ".git"),
+            ("sub/.git/info/attributes", ".git"),
+        ] {
+            let why = fx.gate.check_write_dir_ok(p).unwrap_err();
+            assert!(
+                why.contains(&format!("inside a {dir} directory")),
+                "{p}: {why}"
+            );
+            let lexical = lexical_normalize(&ws.join(p));
+            if !p.contains("link") && !p.starts_with("conf") {
+                assert!(fx.gate.refused_lexically(&lexical).is_some(), "{p}");
+            }
+        }
+        assert!(
+            fx.gate
+                .check_write_path(".latchclaw/x")
+                .unwrap_err()
+                .contains("the operator's configuration")
+        );
+        for p in [
+            ".latchclaw-notes/a",
+            "latchclaw/a",
+            "sub/x.latchclaw",
+            ".latchclawx",
+        ] {
+            assert!(fx.gate.check_write_path(p).is_ok(), "{p}");
+        }
+        assert!(read(&fx, ".latchclaw/skills/demo/SKILL.md").is_ok());
+        // Throughout a directory: the workspace's own `.latchclaw`, not
+        // `.git` (a gate without the fixture's forbidden path inside).
+        let text = format!("workspace_dir = \"{}\"\n", ws.display());
+        let cfg =
+            Config::from_text(&text, &fx.root.join("state/c.toml"), fx.root.join("state")).unwrap();
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
+        let hit = gate.write_refused_beneath(&ws).unwrap();
+        assert!(hit.contains(".latchclaw: a .latchclaw directory"), "{hit}");
+        assert!(gate.write_refused_beneath(&ws.join("sub")).is_none());
+        std::fs::remove_dir_all(ws.join(".latchclaw")).unwrap();
+        assert!(gate.write_refused_beneath(&ws).is_none());
+        assert_eq!(
+            PROTECTED_WORKSPACE_DIRS
+                .iter()
+                .map(|d| d.name)
+                .collect::<Vec<_>>(),
+            [".git", ".latchclaw"]
         );
     }
 

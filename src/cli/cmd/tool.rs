@@ -181,7 +181,7 @@ pub fn policy_check(
             })
             .collect();
     }
-    println!("{out}");
+    print_json(&out);
     Ok(exit::OK)
 }
 
