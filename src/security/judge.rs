@@ -396,7 +396,7 @@ fn judge_command(
         argv.insert(1, "--no-dereference".to_string());
     }
     if lower == "git" || target == "git" {
-        super::git::repo::harden(&mut argv, &mut env, cwd, gate)?;
+        super::git::repo::harden(&mut argv, &mut env, &program, cwd, gate)?;
     }
     Ok((
         verdict,
@@ -710,7 +710,7 @@ fn judge_program(
     let mut trees = parsed.read_dirs_recursive.clone();
     // Each program's own checks sit beside its option table.
     if lower == "git" {
-        super::git::judge(argv, &parsed, &mut trees, cwd, gate)?;
+        super::git::judge(argv, &parsed, &mut trees, program, cwd, gate)?;
     }
     let depth = if lower == "find" {
         options::find::walk_depth(args)
