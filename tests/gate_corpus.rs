@@ -119,6 +119,13 @@ fn lay_out(env: &Env) -> std::path::PathBuf {
             ("app/server.key", "k\n"),
             ("app/main.rs", "// KEY\n"),
             ("app/.git/config", "[core]\n\tbare = false\n"),
+            // Enough of a repository for git to use it (it asks git).
+            (".git/HEAD", "ref: refs/heads/main\n"),
+            (".git/objects/info/.keep", ""),
+            (".git/refs/heads/.keep", ""),
+            ("app/.git/HEAD", "ref: refs/heads/main\n"),
+            ("app/.git/objects/info/.keep", ""),
+            ("app/.git/refs/heads/.keep", ""),
             ("plant-tracked/.npmrc", "//r/:_authToken=t\n"),
             ("plant-tracked/src/a.rs", "fn a() {}\n"),
         ],

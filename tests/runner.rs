@@ -151,7 +151,8 @@ fn git_ignores_planted_config_that_would_run_programs() {
     let inc = env.ws.join("inc");
     git(&env.ws.join(""), &["init", "-q", "inc"]);
     let mut c = std::fs::read_to_string(inc.join(".git/config")).unwrap();
-    c.push_str("[include]\n\tpath = ../../x.cfg\n");
+    // From `inc/.git/`, three levels up is the workspace's parent.
+    c.push_str("[include]\n\tpath = ../../../x.cfg\n");
     std::fs::write(inc.join(".git/config"), c).unwrap();
     for command in [
         "git --git-dir=planted status",
@@ -563,10 +564,11 @@ fn forbidden_paths_in_a_repository_stay_out_of_git_and_option_parsing() {
         assert!(!output(&v).contains("CANARY-PRIVATE"), "{command}: {v}");
     }
     // A commit takes the user's identity from their own git config (the
-    // rest of that file is never read by git here).
+    // rest of that file is never read by git here), as git reads it: a
+    // byte-order mark, mixed case, a continued line.
     std::fs::write(
         env.home.join(".gitconfig"),
-        "[user]\n\tname = Home Person\n\temail = home@example.invalid\n[core]\n\tpager = false\n",
+        "\u{FEFF}[User]\n\tName = Home \\\nPerson\n\temail = home@example.invalid\n[core]\n\tpager = false\n",
     )
     .unwrap();
     let fresh = env.ws.join("fresh");

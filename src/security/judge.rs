@@ -397,7 +397,7 @@ fn judge_command(
     }
     let is_git = lower == "git" || target == "git";
     if is_git {
-        super::git::repo::harden(&mut argv, &mut env, cwd, gate)?;
+        super::git::repo::harden(&mut argv, &mut env, &program, cwd, gate)?;
     }
     let git = match (is_git, writes) {
         (false, _) => super::plan::GitAccess::None,
@@ -730,7 +730,7 @@ fn judge_program(
     let mut trees = parsed.read_dirs_recursive.clone();
     // Each program's own checks sit beside its option table.
     if lower == "git" {
-        super::git::judge(argv, &parsed, &mut trees, cwd, gate)?;
+        super::git::judge(argv, &parsed, &mut trees, program, cwd, gate)?;
     }
     let depth = if lower == "find" {
         options::find::walk_depth(args)

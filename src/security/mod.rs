@@ -237,6 +237,8 @@ pub struct Gate {
     child_env: OnceCell<Vec<(String, String)>>,
     /// Programs already looked up on the shell's PATH.
     programs: std::cell::RefCell<Vec<(String, Option<PathBuf>)>>,
+    /// What git said of its repositories, for the decision being made.
+    git_views: git::repo::Views,
     env_passthrough: Vec<String>,
     secret_envs: Vec<String>,
     file_write_max_bytes: usize,
@@ -351,6 +353,7 @@ impl Gate {
             shell_allowlist: cfg.security.shell_allowlist.clone(),
             child_env: OnceCell::new(),
             programs: Default::default(),
+            git_views: Default::default(),
             env_passthrough: cfg.security.shell_env_passthrough.clone(),
             secret_envs: cfg
                 .providers
@@ -467,6 +470,8 @@ impl Gate {
 
     /// The single decision point: risk, verdict and reason for one call.
     pub fn decide(&self, tool: ToolName, args: &Value) -> Decision {
+        // git is asked afresh for each decision: a command may have run since.
+        self.git_views.clear();
         let base = base_risk(tool);
         if let Some(reason) = estop_engaged(&self.estop_path) {
             return Decision {

@@ -1,11 +1,13 @@
 //! Everything the gate knows about git, in one place: `options` (git's
 //! per-subcommand option table, read as git 2.47 reads an argv), `repo`
 //! (git cannot be a launcher: the hardened environment and `-c` pins, the
-//! repository's own configuration vetted), `secrets` (what git shows
-//! without naming a file: config and remote views, the index read for
-//! tracked secret-named files) and `tool_args` (the `git` tool's arguments
-//! → the argv the gate judges).
+//! repository's own configuration vetted as git itself reports it),
+//! `ask` (the one place the gate starts git, to ask it), `secrets` (what
+//! git shows without naming a file: config and remote views, the index
+//! read for tracked secret-named files) and `tool_args` (the `git` tool's
+//! arguments → the argv the gate judges).
 
+mod ask;
 pub(in crate::security) mod options;
 pub mod repo;
 pub(in crate::security) mod secrets;
@@ -17,15 +19,17 @@ use std::path::Path;
 
 /// git's own checks after its table has read the argv: what it reads
 /// beyond its operands, and what it shows of secret-named files.
+/// `program` is the git that will run (the one asked about its repository).
 pub(in crate::security) fn judge(
     argv: &[String],
     parsed: &Parsed,
     trees: &mut Vec<String>,
+    program: &Path,
     cwd: &Path,
     gate: &Gate,
 ) -> Result<(), String> {
     reads(&argv[1..], parsed, trees, cwd, gate)?;
-    secrets::judge(argv, parsed, cwd, gate)
+    secrets::judge(argv, parsed, program, cwd, gate)
 }
 
 /// What git subcommands read beyond their operands: `grep` and `add -A`

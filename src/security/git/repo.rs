@@ -1,14 +1,23 @@
 //! git cannot be turned into a launcher. Every git the runner starts gets no
 //! system or global config, no repository discovery above the workspace,
-//! and `-c` settings that pin off each key that starts a program. Keys whose
-//! names are chosen by the repository (`filter.<name>.clean`,
-//! `diff.<name>.textconv`, `merge.<name>.driver`) are found by reading the
-//! config of the repository git will use, and pinned off by name; a
-//! repository whose files or work tree lie outside the workspace, or whose
-//! config includes files, is refused.
+//! and `-c` settings that pin off each key that starts a program. Which
+//! repository git will use and what its configuration says come from git
+//! itself ([`view`]: one `git config --list` that also reports the
+//! repository it set up, asked with the same environment and pins, in the
+//! sandbox), never from latchclaw reading git's files: every driver the configuration names
+//! (`filter.<name>.clean`, `diff.<name>.textconv`, …) is pinned off by the
+//! name git reported. A repository, common directory or work tree outside
+//! the workspace, a configuration git cannot read, one that includes files
+//! outside the workspace, and a work tree set elsewhere are refused.
 
+use super::ask::{Query, ask_git};
 use crate::security::Gate;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Repository settings that make git start a program. Command-line `-c`
 /// beats every config file, so a planted or hostile config cannot turn
@@ -30,34 +39,561 @@ const PINNED: &[&str] = &[
     "status.submoduleSummary=false", "fetch.recurseSubmodules=false",
 ];
 
-/// Per-driver keys that name a program, pinned empty for every driver the
-/// repository defines (an empty command is no command to git).
+/// Per-driver keys that name a program, pinned empty for every name the
+/// configuration gives (an empty command is no command to git). Keys git
+/// does not know are ignored by it, so a key of a later git (`hook.*`) may
+/// stand here already.
 const DRIVER_KEYS: &[(&str, &[&str])] = &[
     ("filter", &["clean", "smudge", "process"]),
     ("diff", &["command", "textconv"]),
     ("merge", &["driver"]),
     ("trailer", &["cmd", "command"]),
-    ("difftool", &["cmd"]),
-    ("mergetool", &["cmd"]),
+    ("difftool", &["cmd", "path"]),
+    ("mergetool", &["cmd", "path"]),
+    ("credential", &["helper"]),
+    ("man", &["cmd", "path"]),
+    ("browser", &["cmd", "path"]),
+    ("guitool", &["cmd"]),
+    ("tar", &["command"]),
+    ("remote", &["uploadpack", "receivepack", "vcs"]),
+    ("hook", &["command"]),
 ];
 
 /// Subcommands that write commits and so need an author.
 const COMMITS: &[&str] = &["commit", "merge", "revert", "cherry-pick", "stash", "tag"];
 
+/// Largest file the gate reads itself (the user's own git config, for
+/// the author's identity; a repository's index is read in `secrets`).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// What git says of the repository it uses from one directory. (Its
+/// common directory, which a linked work tree shares with its main
+/// repository, is checked and needed no further.)
+#[derive(Debug)]
+pub(crate) struct Repo {
+    /// The git directory, resolved.
+    pub gitdir: PathBuf,
+    /// The top of the work tree, resolved.
+    pub top: PathBuf,
+    /// Objects are named by SHA-256 (`extensions.objectFormat`).
+    pub sha256: bool,
+    /// Every configuration file git read there, includes too, resolved.
+    pub files: Vec<PathBuf>,
+    settings: Vec<Setting>,
+}
+
+/// One configuration entry as git names it: section and key as git
+/// lowercased them, the subsection's exact bytes.
+#[derive(Debug)]
+struct Setting {
+    section: String,
+    sub: Option<Vec<u8>>,
+    name: String,
+}
+
+/// git's answers for the decision being made, by (program, directory):
+/// `git status && git diff` asks once. Cleared when a decision starts, so
+/// nothing is reused once a command may have run.
+#[derive(Debug, Default)]
+pub(crate) struct Views(RefCell<Vec<(PathBuf, PathBuf, Viewed)>>);
+
+type Viewed = Result<Option<Rc<Repo>>, String>;
+
+impl Views {
+    pub fn clear(&self) {
+        self.0.borrow_mut().clear();
+    }
+}
+
+/// A copy of the gate asks afresh.
+impl Clone for Views {
+    fn clone(&self) -> Views {
+        Views::default()
+    }
+}
+
+/// What git says of the repository it will use when started in `start`
+/// (`None`: it finds none), asked once per decision.
+pub(super) fn view(program: &Path, start: &Path, gate: &Gate) -> Viewed {
+    let known = gate
+        .git_views
+        .0
+        .borrow()
+        .iter()
+        .find(|(p, s, _)| p == program && s == start)
+        .map(|(_, _, v)| v.clone());
+    if let Some(v) = known {
+        return v;
+    }
+    let v = ask(program, start, gate).map(|r| r.map(Rc::new));
+    gate.git_views
+        .0
+        .borrow_mut()
+        .push((program.to_path_buf(), start.to_path_buf(), v.clone()));
+    v
+}
+
+/// The variables every git the gate starts or judges gets: no system or
+/// global config, no discovery above the workspace, no terminal prompt,
+/// pager or editor, literal pathspecs.
+fn set_hardened(env: &mut Vec<(String, String)>, ws: &Path) {
+    let ceiling = ws.parent().unwrap_or(ws).to_string_lossy().into_owned();
+    for (k, v) in [
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_CEILING_DIRECTORIES", ceiling.as_str()),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_PAGER", "cat"),
+        ("PAGER", "cat"),
+        ("GIT_EDITOR", "false"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_ATTR_NOSYSTEM", "1"),
+        // Pathspecs are the paths the gate judged: no wildcards, no magic.
+        ("GIT_LITERAL_PATHSPECS", "1"),
+    ] {
+        match env.iter_mut().find(|(n, _)| n == k) {
+            Some(slot) => slot.1 = v.to_string(),
+            None => env.push((k.to_string(), v.to_string())),
+        }
+    }
+}
+
+/// The environment of the gate's own queries: the call's, hardened (a
+/// command's own `NAME=value` prefixes can only be locale and terminal
+/// variables, which change nothing git discovers or reads).
+fn query_env(gate: &Gate, ws: &Path) -> Vec<(String, String)> {
+    let mut env = gate.child_env().to_vec();
+    set_hardened(&mut env, ws);
+    env
+}
+
+/// `-c K=V` for each of `kvs`.
+fn config_args<'a>(kvs: impl Iterator<Item = &'a str>) -> Vec<String> {
+    kvs.flat_map(|kv| ["-c".to_string(), kv.to_string()])
+        .collect()
+}
+
+/// Asks git, in one run, where its repository is and what its
+/// configuration says: `git config -z --list --show-scope --show-origin`
+/// lists every setting with the file it came from, and the same process
+/// reports the repository it set up (`GIT_TRACE_SETUP`, the trace git's
+/// own repository-setup tests read) on the same stdout, written as setup
+/// ends and so before any setting. One process, so the repository and the
+/// settings cannot come from two moments.
+fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String> {
+    let ws = gate.workspace()?.to_path_buf();
+    let mut env = query_env(gate, &ws);
+    env.retain(|(k, _)| !k.starts_with("GIT_TRACE"));
+    env.push(("GIT_TRACE_SETUP".into(), "/proc/self/fd/1".into()));
+    env.push(("GIT_TRACE_BARE".into(), "1".into()));
+    let mut args = config_args(PINNED.iter().copied());
+    args.extend(["config", "-z", "--list", "--show-scope", "--show-origin"].map(String::from));
+    let answers = ask_git(program, start, &env, &[Query { args, stdin: None }], gate)?;
+    let [config] = &answers[..] else {
+        return Err("git gave no answer".into());
+    };
+    if !config.ok() {
+        return Err(format!(
+            "git cannot read the repository here or its configuration ({}); latchclaw does \
+             not run git where it cannot read every setting",
+            config.message()
+        ));
+    }
+    let (traced, listed) = split_trace(&config.stdout);
+    let records = records(listed, true)?;
+    let Some(setup) = setup(traced)? else {
+        // No repository: then git read no repository's settings either.
+        if records
+            .iter()
+            .any(|r| matches!(r.scope, b"local" | b"worktree"))
+        {
+            return Err("git read a repository's settings but did not say which repository".into());
+        }
+        return Ok(None);
+    };
+    let Setup {
+        gitdir,
+        common,
+        top,
+        cwd,
+    } = setup;
+    let mut out = Vec::with_capacity(3);
+    for (what, raw) in [
+        ("git directory", gitdir),
+        ("common git directory", common),
+        ("work tree", top),
+    ] {
+        // Relative paths are from where git works.
+        let resolved = crate::security::resolve(&cwd.join(raw))?;
+        if !resolved.starts_with(&ws) {
+            return Err(format!(
+                "git would use the {what} {}, outside the workspace; latchclaw does not run git \
+                 on a repository it cannot see",
+                resolved.display()
+            ));
+        }
+        out.push(resolved);
+    }
+    let [gitdir, common, top] = <[PathBuf; 3]>::try_from(out)
+        .map_err(|_| "git's repository setup is not one latchclaw reads".to_string())?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut checked: Option<&[u8]> = None;
+    let mut sha256 = false;
+    let mut settings = Vec::with_capacity(records.len());
+    for r in &records {
+        let setting = setting(r.key)?;
+        let shown = || {
+            format!(
+                "`{}` in {}",
+                crate::util::printable(&String::from_utf8_lossy(r.key)),
+                crate::util::printable(&String::from_utf8_lossy(r.origin))
+            )
+        };
+        // The work tree decides what git walks and rewrites; the gate
+        // judges the repository's own directory.
+        if setting.section == "core" && setting.sub.is_none() && setting.name == "worktree" {
+            return Err(format!(
+                "the repository's work tree is set elsewhere ({}); latchclaw runs git only where \
+                 the work tree is the repository's own directory",
+                shown()
+            ));
+        }
+        // The last one is the one git uses.
+        if setting.section == "extensions"
+            && setting.sub.is_none()
+            && setting.name == "objectformat"
+        {
+            sha256 = r.value == Some(b"sha256");
+        }
+        let origin = match (r.scope, r.origin.strip_prefix(b"file:")) {
+            (b"command", None) if r.origin == b"command line:" => None,
+            // `GIT_CONFIG_GLOBAL=/dev/null`: nothing is listed from it.
+            (b"global", Some(b"/dev/null")) => None,
+            (b"local" | b"worktree", Some(path)) => Some(path),
+            _ => {
+                return Err(format!(
+                    "git read {} from where latchclaw does not expect a repository's settings",
+                    shown()
+                ));
+            }
+        };
+        if let Some(path) = origin {
+            let raw = cwd.join(OsStr::from_bytes(path));
+            // Records come file by file: each file is judged once.
+            if checked != Some(path) {
+                let file = crate::security::resolve(&raw)?;
+                let inside = |d: &Path| file.starts_with(d);
+                if !file.starts_with(&ws) || !(inside(&gitdir) || inside(&common) || inside(&top)) {
+                    return Err(format!(
+                        "git reads settings from {} ({}), outside the repository; latchclaw does \
+                         not run git where settings come from elsewhere",
+                        file.display(),
+                        shown()
+                    ));
+                }
+                if !files.contains(&file) {
+                    files.push(file);
+                }
+                checked = Some(path);
+            }
+            let include = setting.name == "path"
+                && (setting.section == "include"
+                    || setting.section == "includeif" && setting.sub.is_some());
+            if include {
+                check_include(r.value.unwrap_or_default(), &raw, &ws, &shown)?;
+            }
+        }
+        settings.push(setting);
+    }
+    Ok(Some(Repo {
+        gitdir,
+        top,
+        sha256,
+        files,
+        settings,
+    }))
+}
+
+/// git's stdout: the setup trace (five lines, each path escaped onto its
+/// line; nothing when git found no repository), then the listing, whose
+/// first record starts with a scope, never with `setup: `.
+fn split_trace(out: &[u8]) -> (&[u8], &[u8]) {
+    if !out.starts_with(b"setup: ") {
+        return (b"", out);
+    }
+    let mut end = 0;
+    for _ in 0..5 {
+        match memchr::memchr(b'\n', &out[end..]) {
+            Some(i) => end += i + 1,
+            None => return (out, b""),
+        }
+    }
+    out.split_at(end)
+}
+
+/// The repository git set up, as its setup trace reports it: paths as git
+/// holds them (the git directories may be relative to `cwd`, where git
+/// works).
+#[derive(Debug, PartialEq)]
+struct Setup {
+    gitdir: PathBuf,
+    common: PathBuf,
+    top: PathBuf,
+    cwd: PathBuf,
+}
+
+/// Reads git's setup trace: nothing when git found no repository, else
+/// exactly five lines in git's order, each path with `\\`, `\n` and `\r`
+/// escaped. Anything else is refused; so is a repository without a work
+/// tree (git run inside a git directory).
+fn setup(trace: &[u8]) -> Result<Option<Setup>, String> {
+    if trace.is_empty() {
+        return Ok(None);
+    }
+    let unreadable = || {
+        format!(
+            "git's report of the repository it set up is not one latchclaw reads: {}",
+            crate::util::one_line(
+                &crate::util::printable(&String::from_utf8_lossy(trace)),
+                300
+            )
+        )
+    };
+    let body = trace.strip_suffix(b"\n").ok_or_else(unreadable)?;
+    let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').collect();
+    let [gitdir, common, top, cwd, _prefix] = lines[..] else {
+        return Err(unreadable());
+    };
+    let field = |line: &[u8], name: &str| -> Result<PathBuf, String> {
+        let value = line
+            .strip_prefix(format!("setup: {name}: ").as_bytes())
+            .ok_or_else(unreadable)?;
+        let mut out = Vec::with_capacity(value.len());
+        let mut i = 0;
+        while let Some(&b) = value.get(i) {
+            if b == b'\\' {
+                out.push(match value.get(i + 1) {
+                    Some(b'\\') => b'\\',
+                    Some(b'n') => b'\n',
+                    Some(b'r') => b'\r',
+                    _ => return Err(unreadable()),
+                });
+                i += 2;
+            } else {
+                out.push(b);
+                i += 1;
+            }
+        }
+        Ok(PathBuf::from(OsStr::from_bytes(&out)))
+    };
+    let setup = Setup {
+        gitdir: field(gitdir, "git_dir")?,
+        common: field(common, "git_common_dir")?,
+        top: field(top, "worktree")?,
+        cwd: field(cwd, "cwd")?,
+    };
+    if !setup.cwd.is_absolute() {
+        return Err(unreadable());
+    }
+    if !setup.top.is_absolute() {
+        return Err(format!(
+            "git would work in {} without a work tree; latchclaw runs git only in a \
+             repository's work tree",
+            setup.gitdir.display()
+        ));
+    }
+    Ok(Some(setup))
+}
+
+/// An include directive (`include.path`, `includeIf.<cond>.path`) names a
+/// file inside the workspace, whether or not it exists now or its
+/// condition holds: one that appears later is read by the next git.
+/// `origin` is the including file as git opened it; git reads a relative
+/// path from that file's directory.
+fn check_include(
+    value: &[u8],
+    origin: &Path,
+    ws: &Path,
+    shown: &dyn Fn() -> String,
+) -> Result<(), String> {
+    let outside = |what: String| {
+        Err(format!(
+            "the repository config includes {what} ({}), outside the workspace; latchclaw does \
+             not run git where it cannot read every setting",
+            shown()
+        ))
+    };
+    // `~/…` is a home directory, `%(prefix)/…` git's installation.
+    if value.starts_with(b"~") || value.starts_with(b"%(") {
+        return outside(crate::util::printable(&String::from_utf8_lossy(value)));
+    }
+    let target = Path::new(OsStr::from_bytes(value));
+    let target = match origin.parent() {
+        Some(dir) if target.is_relative() => dir.join(target),
+        _ => target.to_path_buf(),
+    };
+    // As the kernel will open it: a link's `..` is the link target's parent.
+    let resolved = crate::security::resolve(&target)?;
+    if !resolved.starts_with(ws) {
+        return outside(resolved.display().to_string());
+    }
+    Ok(())
+}
+
+/// One record of `git config -z --list` (with `--show-scope
+/// --show-origin`: `scope NUL origin NUL key [LF value] NUL`; without:
+/// `key [LF value] NUL`). A key set without `=` has no value.
+struct Record<'a> {
+    scope: &'a [u8],
+    origin: &'a [u8],
+    key: &'a [u8],
+    value: Option<&'a [u8]>,
+}
+
+fn records(out: &[u8], with_origin: bool) -> Result<Vec<Record<'_>>, String> {
+    let bad = || "git's listing of its configuration is not one latchclaw reads".to_string();
+    let Some(body) = out.strip_suffix(b"\0") else {
+        return if out.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(bad())
+        };
+    };
+    let fields: Vec<&[u8]> = body.split(|b| *b == 0).collect();
+    let per = if with_origin { 3 } else { 1 };
+    if !fields.len().is_multiple_of(per) {
+        return Err(bad());
+    }
+    let mut out = Vec::with_capacity(fields.len() / per);
+    for f in fields.chunks(per) {
+        let (scope, origin, kv) = match f {
+            [s, o, kv] => (*s, *o, *kv),
+            [kv] => (&b""[..], &b""[..], *kv),
+            _ => return Err(bad()),
+        };
+        let (key, value) = match kv.iter().position(|b| *b == b'\n') {
+            Some(i) => (&kv[..i], Some(&kv[i + 1..])),
+            None => (kv, None),
+        };
+        out.push(Record {
+            scope,
+            origin,
+            key,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// A key as git prints it: `section.name` or `section.subsection.name`,
+/// the subsection being everything between the first and the last dot
+/// (which is how `-c` reads it back).
+fn setting(key: &[u8]) -> Result<Setting, String> {
+    let bad = || {
+        format!(
+            "git listed a setting `{}` latchclaw cannot read",
+            crate::util::printable(&String::from_utf8_lossy(key))
+        )
+    };
+    let (Some(first), Some(last)) = (
+        key.iter().position(|b| *b == b'.'),
+        key.iter().rposition(|b| *b == b'.'),
+    ) else {
+        return Err(bad());
+    };
+    let ascii = |b: &[u8]| {
+        (!b.is_empty() && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-'))
+            .then(|| String::from_utf8_lossy(b).to_ascii_lowercase())
+    };
+    let (Some(section), Some(name)) = (ascii(&key[..first]), ascii(&key[last + 1..])) else {
+        return Err(bad());
+    };
+    Ok(Setting {
+        section,
+        sub: (first < last).then(|| key[first + 1..last].to_vec()),
+        name,
+    })
+}
+
+impl Repo {
+    /// `-c` pins for every driver the configuration names; refuses a name
+    /// `-c SECTION.NAME.KEY=` cannot spell.
+    fn pins(&self) -> Result<Vec<String>, String> {
+        let mut seen: HashSet<String> = PINNED.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        let mut add = |kv: String| {
+            if seen.insert(kv.clone()) {
+                out.push(kv);
+            }
+        };
+        for s in &self.settings {
+            // `pager.<command>` names the pager of that command.
+            if s.section == "pager" && s.sub.is_none() {
+                add(format!("pager.{}=false", s.name));
+                continue;
+            }
+            let Some(sub) = &s.sub else {
+                continue;
+            };
+            let keys = DRIVER_KEYS
+                .iter()
+                .find(|(sec, _)| *sec == s.section)
+                .map(|(_, k)| *k);
+            if keys.is_none() && s.section != "protocol" {
+                continue;
+            }
+            // `-c` splits at the first `=`; argv is text.
+            let name = std::str::from_utf8(sub)
+                .ok()
+                .filter(|n| !n.contains(['=', '\n', '\0']))
+                .ok_or_else(|| {
+                    format!(
+                        "the repository config names a {} `{}` that cannot be pinned off",
+                        s.section,
+                        crate::util::printable(&String::from_utf8_lossy(sub))
+                    )
+                })?;
+            for k in keys.unwrap_or_default() {
+                add(format!("{}.{name}.{k}=", s.section));
+            }
+            match s.section.as_str() {
+                "filter" => add(format!("filter.{name}.required=false")),
+                // A transport allowed by name would run its helper.
+                "protocol" => add(format!("protocol.{name}.allow=never")),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    fn sets(&self, section: &str, name: &str) -> bool {
+        self.settings
+            .iter()
+            .any(|s| s.section == section && s.sub.is_none() && s.name == name)
+    }
+}
+
 /// The user's name and email from their own git config, which git no
 /// longer reads (`GIT_CONFIG_GLOBAL=/dev/null`): only those two values,
 /// as `GIT_AUTHOR_*`/`GIT_COMMITTER_*`, and only when the repository does
-/// not set them itself.
-fn identity(gitdir: &Path, env: &mut Vec<(String, String)>) {
-    let has = |text: &str, key: &str| {
-        entries(text)
-            .iter()
-            .any(|(s, sub, k, _)| s == "user" && sub.is_none() && k == key)
-    };
-    let repo = read_small(&gitdir.join("config"))
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+/// not set them itself. git reads the files (given on stdin, so the
+/// sandbox need not open the home directory); a file git cannot read
+/// gives nothing, and the commit fails as git says.
+fn identity(
+    repo: &Repo,
+    program: &Path,
+    start: &Path,
+    env: &mut Vec<(String, String)>,
+    gate: &Gate,
+) {
+    let wanted: Vec<(&str, [&str; 2])> = [
+        ("name", ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]),
+        ("email", ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]),
+    ]
+    .into_iter()
+    .filter(|(k, _)| !repo.sets("user", k))
+    .collect();
     let Some(home) = env
         .iter()
         .find(|(k, _)| k == "HOME")
@@ -65,36 +601,55 @@ fn identity(gitdir: &Path, env: &mut Vec<(String, String)>) {
     else {
         return;
     };
-    let global: String = [home.join(".gitconfig"), home.join(".config/git/config")]
+    if wanted.is_empty() {
+        return;
+    }
+    // git reads the XDG file first; ~/.gitconfig wins over it.
+    let texts: Vec<Vec<u8>> = [home.join(".config/git/config"), home.join(".gitconfig")]
         .iter()
-        .filter_map(|p| read_small(p).ok().flatten())
-        .collect::<Vec<_>>()
-        .join("\n");
-    for (key, vars) in [
-        ("name", ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]),
-        ("email", ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]),
-    ] {
-        if has(&repo, key) {
-            continue;
-        }
-        let Some(value) = entries(&global)
-            .into_iter()
-            .filter(|(s, sub, k, _)| s == "user" && sub.is_none() && k == key)
-            .map(|e| e.3)
-            .next_back()
-        else {
+        .filter_map(|p| read_bounded(p, MAX_CONFIG_BYTES).ok().flatten())
+        .collect();
+    if texts.is_empty() {
+        return;
+    }
+    let Ok(ws) = gate.workspace() else {
+        return;
+    };
+    let queries: Vec<Query<'_>> = texts
+        .iter()
+        .map(|t| Query {
+            args: ["config", "-z", "--file", "-", "--list"]
+                .map(String::from)
+                .to_vec(),
+            stdin: Some(t),
+        })
+        .collect();
+    let Ok(answers) = ask_git(program, start, &query_env(gate, ws), &queries, gate) else {
+        return;
+    };
+    for (key, vars) in wanted {
+        let value = answers
+            .iter()
+            .filter(|a| a.ok())
+            .flat_map(|a| records(&a.stdout, false).unwrap_or_default())
+            .filter(|r| r.key == format!("user.{key}").as_bytes())
+            .filter_map(|r| r.value)
+            .next_back();
+        let Some(value) = value.and_then(|v| std::str::from_utf8(v).ok()) else {
             continue;
         };
         for v in vars {
-            env.push((v.to_string(), value.clone()));
+            env.push((v.to_string(), value.to_string()));
         }
     }
 }
 
 /// Hardens one git argv and its environment. `cwd` is where it runs.
+/// `program` is the git the call runs (the gate asks that same git).
 pub fn harden(
     argv: &mut Vec<String>,
     env: &mut Vec<(String, String)>,
+    program: &Path,
     cwd: &Path,
     gate: &Gate,
 ) -> Result<(), String> {
@@ -130,26 +685,7 @@ pub fn harden(
         }
     }
     let ws = gate.workspace()?.to_path_buf();
-    let ceiling = ws.parent().unwrap_or(&ws).to_string_lossy().into_owned();
-    for (k, v) in [
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_CEILING_DIRECTORIES", ceiling.as_str()),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_PAGER", "cat"),
-        ("PAGER", "cat"),
-        ("GIT_EDITOR", "false"),
-        ("GIT_OPTIONAL_LOCKS", "0"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("GIT_ATTR_NOSYSTEM", "1"),
-        // Pathspecs are the paths the gate judged: no wildcards, no magic.
-        ("GIT_LITERAL_PATHSPECS", "1"),
-    ] {
-        match env.iter_mut().find(|(n, _)| n == k) {
-            Some(slot) => slot.1 = v.to_string(),
-            None => env.push((k.to_string(), v.to_string())),
-        }
-    }
+    set_hardened(env, &ws);
     let (start, sub) = start_dir_and_subcommand(argv, cwd, gate)?;
     if let Some(i) = sub {
         let flags: &[&str] = match argv[i].as_str() {
@@ -165,18 +701,11 @@ pub fn harden(
         // that would turn them back on (`--ext-diff`, `--textconv`).
         argv.splice(i + 1..i + 1, flags.iter().map(|f| f.to_string()));
     }
-    let mut pinned: Vec<String> = Vec::with_capacity(PINNED.len() * 2);
-    for kv in PINNED {
-        pinned.push("-c".into());
-        pinned.push((*kv).into());
-    }
-    if let Some(repo) = find_repo(&start, &ws)? {
-        for kv in driver_overrides(&repo, &ws)? {
-            pinned.push("-c".into());
-            pinned.push(kv);
-        }
+    let mut pinned = config_args(PINNED.iter().copied());
+    if let Some(repo) = view(program, &start, gate)? {
+        pinned.extend(config_args(repo.pins()?.iter().map(String::as_str)));
         if sub.is_some_and(|i| COMMITS.contains(&argv[i].as_str())) {
-            identity(&repo, env);
+            identity(&repo, program, &start, env, gate);
         }
     }
     argv.splice(1..1, pinned);
@@ -214,66 +743,6 @@ pub(super) fn start_dir_and_subcommand(
     Ok((dir, None))
 }
 
-/// The git directory git will use from `start`: the nearest `.git` at or
-/// above it, not above the workspace (`GIT_CEILING_DIRECTORIES` stops git
-/// there too). A `.git` file must point inside the workspace.
-fn find_repo(start: &Path, ws: &Path) -> Result<Option<PathBuf>, String> {
-    Ok(find_repo_top(start, ws)?.map(|(gitdir, _)| gitdir))
-}
-
-/// [`find_repo`], and the top of the work tree it serves.
-pub(super) fn find_repo_top(start: &Path, ws: &Path) -> Result<Option<(PathBuf, PathBuf)>, String> {
-    let mut dir = start.to_path_buf();
-    loop {
-        let dot = dir.join(".git");
-        match std::fs::symlink_metadata(&dot) {
-            Ok(md) if md.is_dir() => return Ok(Some((dot, dir))),
-            Ok(md) if md.is_file() => {
-                let text = read_small(&dot)?.unwrap_or_default();
-                let Some(target) = text.trim().strip_prefix("gitdir:") else {
-                    return Err(format!("{} is not a usable git link", dot.display()));
-                };
-                let target = dir.join(target.trim());
-                let resolved =
-                    crate::security::resolve(&crate::security::lexical_normalize(&target))
-                        .map_err(|e| format!("{}: {e}", dot.display()))?;
-                if !resolved.starts_with(ws) {
-                    return Err(format!(
-                        "{} points git at {}, outside the workspace; latchclaw does not run git \
-                         on a repository it cannot see",
-                        dot.display(),
-                        resolved.display()
-                    ));
-                }
-                return Ok(Some((resolved, dir)));
-            }
-            Ok(_) => {
-                return Err(format!(
-                    "{} is a symbolic link; latchclaw does not run git through it",
-                    dot.display()
-                ));
-            }
-            Err(_) => {}
-        }
-        if dir == ws || !dir.pop() || !dir.starts_with(ws) {
-            return Ok(None);
-        }
-    }
-}
-
-/// Largest repository file (config, git link) the gate reads.
-const MAX_CONFIG_BYTES: u64 = 1 << 20;
-
-/// A small regular file's text; `None` when it does not exist. A link, a
-/// device or a file over [`MAX_CONFIG_BYTES`] is refused: the gate reads
-/// these outside the sandbox and must not follow a planted link or hang
-/// on `/dev/zero`.
-pub(super) fn read_small(path: &Path) -> Result<Option<String>, String> {
-    read_bounded(path, MAX_CONFIG_BYTES)?
-        .map(|b| String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display())))
-        .transpose()
-}
-
 /// The bytes of a regular file of at most `max` bytes, opened without
 /// following a link and without blocking on a FIFO; `None` when it does
 /// not exist; anything else is an error naming the file.
@@ -305,205 +774,168 @@ pub(super) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Str
     Ok(Some(data))
 }
 
-/// `-c` pins for the drivers a repository's config defines; refuses a
-/// config that reaches outside (includes, a work tree elsewhere).
-fn driver_overrides(gitdir: &Path, ws: &Path) -> Result<Vec<String>, String> {
-    let mut files = vec![gitdir.join("config"), gitdir.join("config.worktree")];
-    // A linked work tree shares its main repository's config.
-    if let Some(common) = read_small(&gitdir.join("commondir"))? {
-        let c = crate::security::resolve(&crate::security::lexical_normalize(
-            &gitdir.join(common.trim()),
-        ))?;
-        if !c.starts_with(ws) {
-            return Err(format!(
-                "{} points git at {}, outside the workspace",
-                gitdir.join("commondir").display(),
-                c.display()
-            ));
-        }
-        files.push(c.join("config"));
-        files.push(c.join("config.worktree"));
-    }
-    let mut out = Vec::new();
-    for f in files {
-        let Some(text) = read_small(&f)? else {
-            continue;
-        };
-        let Some(all) = entries_checked(&text) else {
-            return Err(format!(
-                "{} has a section header latchclaw cannot read the way git does; it will \
-                 not run git on that repository",
-                f.display()
-            ));
-        };
-        for (section, sub, key, value) in all {
-            let shown = || {
-                format!(
-                    "{} (in {})",
-                    [section.as_str(), key.as_str()].join("."),
-                    f.display()
-                )
-            };
-            match (section.as_str(), key.as_str()) {
-                ("include" | "includeif", _) => {
-                    return Err(format!(
-                        "the repository config includes other files ({}); latchclaw does not \
-                         run git where it cannot read every setting",
-                        shown()
-                    ));
-                }
-                // The work tree decides what git walks and rewrites; the gate
-                // judges the repository's own directory.
-                ("core", "worktree") => {
-                    let wt = crate::security::lexical_normalize(&gitdir.join(&value));
-                    return Err(format!(
-                        "the repository's work tree is set to {} ({}); latchclaw runs git \
-                         only where the work tree is the repository's own directory",
-                        wt.display(),
-                        shown()
-                    ));
-                }
-                _ => {}
-            }
-            if let (Some(sub), Some((_, keys))) = (
-                sub,
-                DRIVER_KEYS.iter().find(|(s, _)| *s == section.as_str()),
-            ) {
-                // A name `-c SECTION.NAME.KEY=` cannot spell is refused.
-                if sub.contains(['=', '\n', '\r', '\0']) {
-                    return Err(format!(
-                        "the repository config names a {section} driver `{sub}` that cannot \
-                         be pinned off ({})",
-                        f.display()
-                    ));
-                }
-                for k in *keys {
-                    let kv = format!("{section}.{sub}.{k}=");
-                    if !out.contains(&kv) {
-                        out.push(kv);
-                    }
-                }
-                if section == "filter" {
-                    out.push(format!("filter.{sub}.required=false"));
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `(section, subsection, key, value)` of a git config file, sections and
-/// keys lowercased (git compares them case-insensitively).
-/// One setting: section, subsection, key (lowercased), value.
-pub(super) type Entry = (String, Option<String>, String, String);
-
-pub(super) fn entries(text: &str) -> Vec<Entry> {
-    entries_checked(text).unwrap_or_default()
-}
-
-/// [`entries`], or `None` when a section header is not in the form this
-/// reader is sure it reads as git does (then the config is refused).
-fn entries_checked(text: &str) -> Option<Vec<Entry>> {
-    let mut out = Vec::new();
-    let (mut section, mut sub): (String, Option<String>) = (String::new(), None);
-    for raw in text.lines() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let mut rest = line;
-        if let Some(h) = line.strip_prefix('[') {
-            let name_end = h
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
-                .unwrap_or(h.len());
-            let name = &h[..name_end];
-            let mut after = &h[name_end..];
-            if name.is_empty() {
-                return None;
-            }
-            if after.starts_with(' ') || after.starts_with('\t') {
-                // `[section "sub"]`: the quoted name, escapes and all, up to
-                // its closing quote, then `]`.
-                let q = after.trim_start().strip_prefix('"')?;
-                let mut name_sub = String::new();
-                let mut chars = q.char_indices();
-                let mut close = None;
-                while let Some((i, c)) = chars.next() {
-                    match c {
-                        '\\' => name_sub.push(chars.next()?.1),
-                        '"' => {
-                            close = Some(i);
-                            break;
-                        }
-                        c => name_sub.push(c),
-                    }
-                }
-                after = q[close? + 1..].strip_prefix(']')?;
-                section = name.to_ascii_lowercase();
-                sub = Some(name_sub);
-            } else {
-                after = after.strip_prefix(']')?;
-                // `[section.sub]`, the old spelling.
-                match name.split_once('.') {
-                    Some((n, s)) => {
-                        section = n.to_ascii_lowercase();
-                        sub = Some(s.to_ascii_lowercase());
-                    }
-                    None => {
-                        section = name.to_ascii_lowercase();
-                        sub = None;
-                    }
-                }
-            }
-            rest = after.trim();
-            if rest.is_empty() || rest.starts_with('#') || rest.starts_with(';') {
-                continue;
-            }
-        }
-        let (key, value) = match rest.split_once('=') {
-            Some((k, v)) => (k.trim(), v.trim().trim_matches('"')),
-            None => (rest, "true"),
-        };
-        out.push((
-            section.clone(),
-            sub.clone(),
-            key.to_ascii_lowercase(),
-            value.to_string(),
-        ));
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
+    fn repo(keys: &[&[u8]]) -> Repo {
+        Repo {
+            gitdir: PathBuf::from("/ws/.git"),
+            top: PathBuf::from("/ws"),
+            sha256: false,
+            files: Vec::new(),
+            settings: keys.iter().map(|k| setting(k).unwrap()).collect(),
+        }
+    }
+
     #[test]
-    fn reads_sections_subsections_and_keys() {
-        let e = entries(
-            "[core]\n\tbare = false\n[filter \"lfs\"]\n\tclean = git-lfs clean\n\
-             [Diff \"x\"] textconv = sh\n[merge.y]\ndriver=z\n[include]\n path = a\n",
+    fn reads_gits_listing_record_by_record() {
+        let out = b"local\0file:.git/config\0filter.a.b c.clean\nx\n y\0\
+                    worktree\0file:/w/config.worktree\0diff.x.textconv\0\
+                    command\0command line:\0core.pager\ncat\0";
+        let r = records(out, true).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            (r[0].scope, r[0].origin, r[0].key, r[0].value),
+            (
+                &b"local"[..],
+                &b"file:.git/config"[..],
+                &b"filter.a.b c.clean"[..],
+                Some(&b"x\n y"[..])
+            )
         );
-        assert!(e.contains(&(
-            "filter".into(),
-            Some("lfs".into()),
-            "clean".into(),
-            "git-lfs clean".into()
-        )));
-        assert!(e.iter().any(|x| x.0 == "diff" && x.2 == "textconv"));
-        assert!(
-            e.iter()
-                .any(|x| x.0 == "merge" && x.1.as_deref() == Some("y"))
+        // A key set without `=` has no value.
+        assert_eq!((r[1].key, r[1].value), (&b"diff.x.textconv"[..], None));
+        assert!(records(b"", true).unwrap().is_empty());
+        // Fields that do not come in threes, or no final NUL: not read.
+        assert!(records(b"local\0file:x\0", true).is_err());
+        assert!(records(b"local\0file:x\0a.b\nc", true).is_err());
+        let plain = records(b"user.name\nA B\0user.email\na@b\0", false).unwrap();
+        assert_eq!(plain[1].value, Some(&b"a@b"[..]));
+    }
+
+    #[test]
+    fn keys_split_as_dash_c_reads_them_back() {
+        let s = setting(b"filter.a.b c\"d.clean").unwrap();
+        assert_eq!(
+            (s.section.as_str(), s.sub.as_deref(), s.name.as_str()),
+            ("filter", Some(&b"a.b c\"d"[..]), "clean")
         );
-        assert!(e.iter().any(|x| x.0 == "include"));
-        let e = entries("[filter \"a]b\"] clean = z\n");
-        assert_eq!(e[0].1.as_deref(), Some("a]b"));
-        assert!(entries_checked("[ filter \"x\"]\n").is_none());
-        assert!(entries_checked("[filter \"x\"\n").is_none());
-        // git drops a backslash before any character in a subsection name.
-        let e = entries("[filter \"e\\e\"]\n\tclean = x\n[diff \"a\\\"b\"]\n\tcommand = y\n");
-        assert_eq!(e[0].1.as_deref(), Some("ee"));
-        assert_eq!(e[1].1.as_deref(), Some("a\"b"));
+        let s = setting(b"core.fsmonitor").unwrap();
+        assert_eq!(
+            (s.section.as_str(), s.sub, s.name.as_str()),
+            ("core", None, "fsmonitor")
+        );
+        for bad in [&b"nodot"[..], b".x", b"a.", b"a b.c", b"\xff.x"] {
+            assert!(setting(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_driver_name_is_pinned_by_its_exact_spelling() {
+        let r = repo(&[
+            b"filter.Dots.In.Name.clean",
+            b"filter.x]y.smudge",
+            b"diff.q\"z.textconv",
+            b"merge.m.name",
+            b"pager.status",
+            b"protocol.ext.allow",
+            b"credential.https://h.helper",
+            b"core.bare",
+        ]);
+        let pins = r.pins().unwrap();
+        for want in [
+            "filter.Dots.In.Name.clean=",
+            "filter.Dots.In.Name.process=",
+            "filter.Dots.In.Name.required=false",
+            "filter.x]y.clean=",
+            "diff.q\"z.textconv=",
+            "diff.q\"z.command=",
+            "merge.m.driver=",
+            "protocol.ext.allow=never",
+            "credential.https://h.helper=",
+        ] {
+            assert!(pins.iter().any(|p| p == want), "{want}: {pins:?}");
+        }
+        // Already pinned, not repeated.
+        assert!(!pins.iter().any(|p| p == "pager.status=false"), "{pins:?}");
+        let mut r = repo(&[b"pager.newcmd"]);
+        assert_eq!(r.pins().unwrap(), ["pager.newcmd=false"]);
+        // `-c` cannot spell a name with `=`, nor argv one that is not text.
+        r = repo(&[b"filter.a=b.clean"]);
+        assert!(r.pins().is_err());
+        r = repo(&[b"diff.\xff.textconv"]);
+        assert!(r.pins().is_err());
+    }
+
+    #[test]
+    fn the_trace_comes_before_the_listing() {
+        let five = b"setup: git_dir: .git\nsetup: git_common_dir: .git\nsetup: worktree: /w\n\
+                     setup: cwd: /w\nsetup: prefix: (null)\n";
+        let mut out = five.to_vec();
+        out.extend(b"local\0file:.git/config\0a.b\nsetup: x\n\0");
+        let (trace, listed) = split_trace(&out);
+        assert_eq!(trace, five);
+        assert_eq!(records(listed, true).unwrap()[0].key, b"a.b");
+        let none = b"command\0command line:\0a.b\nc\0";
+        assert_eq!(split_trace(none), (&b""[..], &none[..]));
+        // Cut short: all of it is trace, which is then refused.
+        assert!(setup(split_trace(b"setup: git_dir: .git\n").0).is_err());
+    }
+
+    #[test]
+    fn reads_gits_setup_trace_strictly() {
+        let trace = b"setup: git_dir: .git\nsetup: git_common_dir: .git\n\
+                      setup: worktree: /w/a\\\\b\\nc\nsetup: cwd: /w\nsetup: prefix: sub/\n";
+        assert_eq!(
+            setup(trace).unwrap(),
+            Some(Setup {
+                gitdir: ".git".into(),
+                common: ".git".into(),
+                top: PathBuf::from(OsStr::from_bytes(b"/w/a\\b\nc")),
+                cwd: "/w".into(),
+            })
+        );
+        // No repository: no trace.
+        assert_eq!(setup(b"").unwrap(), None);
+        let five = |top: &str, cwd: &str| {
+            format!(
+                "setup: git_dir: .git\nsetup: git_common_dir: .git\nsetup: worktree: {top}\n\
+                 setup: cwd: {cwd}\nsetup: prefix: (null)\n"
+            )
+        };
+        // Inside a git directory: no work tree.
+        let e = setup(five("(null)", "/w/.git").as_bytes()).unwrap_err();
+        assert!(e.contains("without a work tree"), "{e}");
+        for bad in [
+            five("/w", "w"),
+            five("/w\\x", "/w"),
+            five("/w", "/w").replace("cwd", "cwdx"),
+            five("/w", "/w").trim_end().to_string(),
+            format!("{}{}", five("/w", "/w"), five("/v", "/v")),
+            "setup: git_dir: .git\n".to_string(),
+        ] {
+            assert!(setup(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn includes_must_name_a_file_in_the_workspace() {
+        let ws = Path::new("/ws");
+        let origin = Path::new("/ws/.git/config");
+        let shown = || "x".to_string();
+        for ok in [&b"extra.cfg"[..], b"../shared.cfg", b"/ws/a/b.cfg"] {
+            assert!(check_include(ok, origin, ws, &shown).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            &b"../../x.cfg"[..],
+            b"/etc/x",
+            b"~/x",
+            b"~root/x",
+            b"%(prefix)/x",
+        ] {
+            assert!(check_include(bad, origin, ws, &shown).is_err(), "{bad:?}");
+        }
     }
 }

@@ -39,6 +39,7 @@ const SENSITIVE: &[&str] = &[
 pub(crate) fn judge(
     argv: &[String],
     parsed: &Parsed,
+    program: &Path,
     cwd: &Path,
     gate: &Gate,
 ) -> Result<(), String> {
@@ -48,14 +49,13 @@ pub(crate) fn judge(
     };
     let sub = argv[i].as_str();
     let rest = &argv[i + 1..];
-    let ws = gate.workspace()?.to_path_buf();
-    let repo = super::repo::find_repo_top(&start, &ws)?;
+    let repo = super::repo::view(program, &start, gate)?;
     // `git diff A B` outside a repository, or with a path outside its work
     // tree, compares the files themselves, directories like `diff -r`.
     if sub == "diff" {
         for r in &parsed.reads {
             let p = gate.check_path(&crate::security::judge::absolute(cwd, r))?;
-            if repo.as_ref().is_some_and(|(_, top)| p.starts_with(top)) {
+            if repo.as_ref().is_some_and(|repo| p.starts_with(&repo.top)) {
                 continue;
             }
             if let Some((f, rule)) = gate.secret_within(&p, false)? {
@@ -63,9 +63,10 @@ pub(crate) fn judge(
             }
         }
     }
-    let Some((gitdir, top)) = repo else {
+    let Some(repo) = repo else {
         return Ok(());
     };
+    let top = &repo.top;
     // Untracked files are read from the work tree (ignored ones too, with
     // --no-exclude-standard).
     if sub == "grep"
@@ -88,7 +89,7 @@ pub(crate) fn judge(
         _ => false,
     };
     if prints_config {
-        for f in config_files(&gitdir)? {
+        for f in &repo.files {
             gate.check_path(&f.to_string_lossy()).map_err(|e| {
                 format!("`git {sub}` would print values from the repository's configuration: {e}")
             })?;
@@ -100,7 +101,7 @@ pub(crate) fn judge(
     if !shows_content(sub, rest) && !tags_id {
         return Ok(());
     }
-    let tracked = tracked_secrets(&gitdir, &top, gate)?;
+    let tracked = tracked_secrets(&repo.gitdir, top, repo.sha256, gate)?;
     let Some((first, rule)) = tracked.first() else {
         return Ok(());
     };
@@ -155,16 +156,6 @@ fn secret_in_tree(what: &str, gate: &Gate, dir: &Path, f: &Path, rule: &str) -> 
         gate.shown(dir),
         gate.shown(f)
     )
-}
-
-/// The repository's config files git reads (a linked work tree shares its
-/// main repository's).
-fn config_files(gitdir: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut files = vec![gitdir.join("config")];
-    if let Some(common) = super::repo::read_small(&gitdir.join("commondir"))? {
-        files.push(lexical_normalize(&gitdir.join(common.trim())).join("config"));
-    }
-    Ok(files)
 }
 
 /// Whether a reading `git config` prints values of the repository's own
@@ -305,6 +296,7 @@ fn looks_like_object_id(op: &str) -> bool {
 fn tracked_secrets(
     gitdir: &Path,
     top: &Path,
+    sha256: bool,
     gate: &Gate,
 ) -> Result<Vec<(String, &'static str)>, String> {
     let path = gitdir.join("index");
@@ -312,11 +304,7 @@ fn tracked_secrets(
         Some(d) => d,
         None => return Ok(Vec::new()),
     };
-    let hash_len = if object_format_sha256(gitdir)? {
-        32
-    } else {
-        20
-    };
+    let hash_len = if sha256 { 32 } else { 20 };
     let names = index_paths(&data, hash_len).map_err(|e| {
         format!(
             "{}: {e}; latchclaw cannot tell which files git tracks",
@@ -336,24 +324,6 @@ fn tracked_secrets(
 fn read_index(path: &Path) -> Result<Option<Vec<u8>>, String> {
     super::repo::read_bounded(path, MAX_INDEX_BYTES)
         .map_err(|e| format!("{e}; latchclaw cannot tell which files git tracks"))
-}
-
-fn object_format_sha256(gitdir: &Path) -> Result<bool, String> {
-    for f in config_files(gitdir)? {
-        let Some(text) = super::repo::read_small(&f)? else {
-            continue;
-        };
-        let sha256 = super::repo::entries(&text).iter().any(|(s, sub, k, v)| {
-            s == "extensions"
-                && sub.is_none()
-                && k == "objectformat"
-                && v.eq_ignore_ascii_case("sha256")
-        });
-        if sha256 {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// The path of every entry of a git index (versions 2, 3 and 4). A split
@@ -578,10 +548,6 @@ mod tests {
                     .map(|n| String::from_utf8(n).unwrap())
                     .collect();
                 assert_eq!(got, names, "{format} v{version}");
-                assert_eq!(
-                    object_format_sha256(&repo.join(".git")).unwrap(),
-                    hash_len == 32
-                );
             }
             git(&repo, &["update-index", "--split-index"]);
             let data = std::fs::read(repo.join(".git/index")).unwrap();
