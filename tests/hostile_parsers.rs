@@ -391,3 +391,28 @@ mod gateway {
         }
     }
 }
+
+/// `.gitignore` files are workspace content too: 28,000 rules that each
+/// retry a star across every name of a 3.7 KB path make one entry of the
+/// walk cost seconds (the call took 3.9 s against a 1 s limit before).
+#[test]
+fn gitignore_rules_built_to_be_slow_end_at_the_deadline() {
+    let env = Env::new();
+    setup(&env, 1, "");
+    let rule = format!("**/*{}b\n", "a".repeat(30));
+    std::fs::write(
+        env.ws.join(".gitignore"),
+        rule.repeat(1_000_000 / rule.len()),
+    )
+    .unwrap();
+    let deep = (0..15).fold(env.ws.clone(), |p, _| p.join("a".repeat(250)));
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("x.txt"), "x\n").unwrap();
+    let at = Instant::now();
+    let (r, v) = env.tool("grep", json!({"pattern": "x"}));
+    let took = at.elapsed();
+    eprintln!("the walk with a 1 s limit took {took:?}");
+    assert!(took < Duration::from_millis(1600), "took {took:?}: {r:?}");
+    assert_eq!(v["metadata"]["truncated"], true, "{r:?}");
+    assert!(said(&v).contains("time limit"), "{r:?}");
+}

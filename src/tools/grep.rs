@@ -527,9 +527,21 @@ impl Search<'_> {
                 continue;
             }
             let rel_key = format!("{key}{text}");
-            if self.ignores.ignored(&rel_key, is_dir) {
-                self.s.ignored += 1;
-                continue;
+            let watch = &self.watch;
+            match self
+                .ignores
+                .ignored(&rel_key, is_dir, &mut || watch.stop().is_some())
+            {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.s.ignored += 1;
+                    continue;
+                }
+                Err(_) => {
+                    // Stopped meanwhile: the check says why.
+                    self.over();
+                    continue;
+                }
             }
             let rel_label = format!("{label}{text}");
             let rel_top = rel_label.as_str();
