@@ -1,7 +1,7 @@
 //! `latchclaw`: a small, local-first, synchronous agent runtime.
 //! Everything lives in the library (`lib.rs`); this is the process edge.
 
-use latchclaw::{cli, logging, sys};
+use latchclaw::{cli, logging, sys, tools};
 use std::io::Write;
 
 fn main() {
@@ -27,6 +27,12 @@ fn main() {
         eprintln!("latchclaw: internal error (a bug; please report it): {info}");
         std::process::exit(1);
     }));
+    // A parser child (`tools::isolate`): no config, no log, no secret;
+    // requests on stdin, answers on stdout.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(tools::isolate::ARG)) {
+        std::process::exit(tools::isolate::serve(args.next().as_deref()));
+    }
     // The process's one redactor: the patterns now; the command adds the
     // secrets its config names, the gateway its token. The logger and the
     // command share it, so what it learns reaches every log line.

@@ -182,7 +182,21 @@ struct Rule {
     glob: Glob,
     negated: bool,
     dir_only: bool,
+    /// The pattern's length: what matching it costs, per path byte.
+    cost: usize,
 }
+
+/// `.gitignore` lines longer than this are skipped: one rule then costs
+/// at most this many steps per byte of the path it is matched against.
+const MAX_RULE: usize = 1024;
+
+/// How much matching (pattern bytes times path bytes, what a rule costs
+/// at most) is done between two looks at whether the walk must stop.
+const CHECK_EVERY: usize = 1 << 20;
+
+/// The walk was stopped while rules were matched.
+#[derive(Debug, PartialEq)]
+pub struct Halted;
 
 /// The rules of one `.gitignore`, for paths relative to its directory.
 #[derive(Debug)]
@@ -207,7 +221,7 @@ impl IgnoreFile {
                 Some(r) => (true, r),
                 None => (false, rest),
             };
-            if rest.is_empty() {
+            if rest.is_empty() || rest.len() > MAX_RULE {
                 continue;
             }
             // A `/` anywhere (a leading one included) anchors it; `**/x`
@@ -221,18 +235,35 @@ impl IgnoreFile {
                 glob,
                 negated,
                 dir_only,
+                cost: rest.len(),
             });
         }
         IgnoreFile { rules }
     }
 
     /// `Some(true)` ignored, `Some(false)` re-included, `None` no rule said.
-    pub fn decide(&self, rel: &str, is_dir: bool) -> Option<bool> {
-        self.rules
-            .iter()
-            .rev()
-            .find(|r| (!r.dir_only || is_dir) && r.glob.matches(rel))
-            .map(|r| !r.negated)
+    /// `stop` is asked every [`CHECK_EVERY`] steps of matching at most (a
+    /// file of rules is workspace content, built to be slow or not).
+    pub fn decide(
+        &self,
+        rel: &str,
+        is_dir: bool,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<bool>, Halted> {
+        let mut spent = 0;
+        for r in self.rules.iter().rev() {
+            spent += r.cost * rel.len().max(1);
+            if spent >= CHECK_EVERY {
+                spent = 0;
+                if stop() {
+                    return Err(Halted);
+                }
+            }
+            if (!r.dir_only || is_dir) && r.glob.matches(rel) {
+                return Ok(Some(!r.negated));
+            }
+        }
+        Ok(None)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -264,17 +295,22 @@ impl IgnoreStack {
     }
 
     /// Whether `rel` (relative to the top) is ignored: the deepest file
-    /// with a matching rule decides.
-    pub fn ignored(&self, rel: &str, is_dir: bool) -> bool {
+    /// with a matching rule decides. `stop`: see [`IgnoreFile::decide`].
+    pub fn ignored(
+        &self,
+        rel: &str,
+        is_dir: bool,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, Halted> {
         for (base, f) in self.files.iter().rev() {
             let Some(sub) = rel.strip_prefix(base.as_str()) else {
                 continue;
             };
-            if let Some(v) = f.decide(sub, is_dir) {
-                return v;
+            if let Some(v) = f.decide(sub, is_dir, stop)? {
+                return Ok(v);
             }
         }
-        false
+        Ok(false)
     }
 }
 
@@ -312,7 +348,7 @@ mod tests {
         let f = IgnoreFile::parse(
             "# comment\n\n*.log\n!keep.log\nbuild/\n/root-only\ndocs/*.tmp\n**/gen/**\n\\#hash\n",
         );
-        let d = |p: &str, dir: bool| f.decide(p, dir);
+        let d = |p: &str, dir: bool| f.decide(p, dir, &mut || false).unwrap();
         assert_eq!(d("x.log", false), Some(true));
         assert_eq!(d("a/b/x.log", false), Some(true));
         assert_eq!(d("keep.log", false), Some(false));
@@ -330,9 +366,41 @@ mod tests {
         let mut s = IgnoreStack::default();
         s.push(String::new(), IgnoreFile::parse("*.out\n"));
         s.push("sub/".into(), IgnoreFile::parse("!*.out\n"));
-        assert!(s.ignored("a.out", false));
-        assert!(!s.ignored("sub/a.out", false), "the deeper file wins");
+        let mut go_on = || false;
+        assert_eq!(s.ignored("a.out", false, &mut go_on), Ok(true));
+        assert_eq!(
+            s.ignored("sub/a.out", false, &mut go_on),
+            Ok(false),
+            "the deeper file wins"
+        );
         s.leave_to("other/");
-        assert!(s.ignored("sub/a.out", false));
+        assert_eq!(s.ignored("sub/a.out", false, &mut go_on), Ok(true));
+    }
+
+    #[test]
+    fn long_rules_are_skipped_and_many_rules_ask_to_stop() {
+        let long = format!("{}x\n*.log\n", "*a".repeat(MAX_RULE));
+        let f = IgnoreFile::parse(&long);
+        assert_eq!(f.rules.len(), 1);
+        // A thousand rules of 100 bytes against a path of 1024: asked
+        // about every 11 of them (a MiB of steps), and a yes ends the
+        // matching at once.
+        let many = format!("{}\n", "a".repeat(100)).repeat(1000);
+        let f = IgnoreFile::parse(&many);
+        let path = "b".repeat(1024);
+        let mut asked = 0;
+        let r = f.decide(&path, false, &mut || {
+            asked += 1;
+            false
+        });
+        assert_eq!((r, asked), (Ok(None), 1000 / 11));
+        assert_eq!(f.decide(&path, false, &mut || true), Err(Halted));
+        // A short path: rarely asked.
+        let mut asked = 0;
+        let _ = f.decide("b", false, &mut || {
+            asked += 1;
+            false
+        });
+        assert_eq!(asked, 0);
     }
 }

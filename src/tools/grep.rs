@@ -9,10 +9,18 @@
 //! ([`crate::security::Gate::secret_rule`]), files with more than one hard
 //! link (as `file_read` refuses them). It also skips `.git`, binary files
 //! (a NUL in the first 8 KiB), what `.gitignore` files ignore, and files
-//! over [`MAX_FILE_BYTES`]. `regex-lite` matches in time linear in the text.
+//! over [`MAX_FILE_BYTES`].
+//!
+//! A pattern without regex syntax is found in process (memmem, linear in
+//! the text). A regular expression is matched in a parser child
+//! ([`super::isolate`]): regex-lite's time grows with the pattern times the
+//! text, once per matching line, so a pattern and a file built for it take
+//! hours; the child is killed at the call's deadline, a cancel or the
+//! emergency stop, and the search ends with what it found before.
 
 use super::beneath::{self, Kind, Symlinks};
 use super::glob::{self, Glob, IgnoreFile, IgnoreStack};
+use super::isolate::{self, Child, Failure, Stopped, Watch};
 use super::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::ffi::OsString;
@@ -22,6 +30,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub struct Grep;
 
@@ -36,6 +45,10 @@ const MAX_MATCHES: u64 = 10_000;
 const MAX_CONTEXT: u64 = 10;
 const MAX_PATTERN: usize = 1000;
 const MAX_DEPTH: usize = 64;
+/// A batch of files for the parser child is sent at this many bytes or
+/// files.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_FILES: usize = 256;
 
 struct Opts {
     finder: Finder,
@@ -49,18 +62,110 @@ struct Opts {
 enum Finder {
     /// A pattern with no regex syntax, matched case-sensitively: memmem.
     Literal(Box<memchr::memmem::Finder<'static>>),
-    Regex(regex_lite::Regex),
+    /// A regular expression (checked here), matched in a parser child.
+    Regex { pattern: String, ci: bool },
 }
 
-impl Finder {
-    /// The start and end of the first match at or after `from`.
-    fn find(&self, text: &str, from: usize) -> Option<(usize, usize)> {
-        match self {
-            Finder::Literal(f) => f
-                .find(&text.as_bytes()[from..])
-                .map(|i| (from + i, from + i + f.needle().len())),
-            Finder::Regex(r) => r.find_at(text, from).map(|m| (m.start(), m.end())),
+fn regex(pattern: &str, ci: bool) -> Result<regex_lite::Regex, String> {
+    regex_lite::RegexBuilder::new(pattern)
+        .case_insensitive(ci)
+        // `^` and `$` at line ends, as grep users expect.
+        .multi_line(true)
+        .size_limit(4 * 1024 * 1024)
+        .build()
+        .map_err(|e| format!("\"pattern\" is not a valid regular expression: {e}"))
+}
+
+/// One matching line: where its first match starts, where the line
+/// starts, and its number.
+struct Hit {
+    at: usize,
+    line_start: usize,
+    line_no: usize,
+}
+
+/// The lines of `text` with a match, one hit each, at most `budget`
+/// (the first only for `files_only`). `find(from)`: where the first match
+/// at or after `from` starts.
+fn line_hits(
+    text: &str,
+    budget: usize,
+    files_only: bool,
+    mut find: impl FnMut(usize) -> Option<usize>,
+) -> Vec<Hit> {
+    let mut hits = Vec::new();
+    let (mut pos, mut line_no, mut counted_to) = (0usize, 1usize, 0usize);
+    while pos <= text.len() && hits.len() < budget {
+        let Some(s) = find(pos) else {
+            break;
+        };
+        // An empty match past the last newline is no line.
+        if s == text.len() && (text.is_empty() || text.ends_with('\n')) {
+            break;
         }
+        line_no += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..s]).count();
+        let line_start = memchr::memrchr(b'\n', &text.as_bytes()[..s]).map_or(0, |i| i + 1);
+        let line_end = memchr::memchr(b'\n', &text.as_bytes()[s..]).map_or(text.len(), |i| s + i);
+        counted_to = s;
+        hits.push(Hit {
+            at: s,
+            line_start,
+            line_no,
+        });
+        if files_only {
+            break;
+        }
+        // On from the next line: one result per line.
+        pos = line_end + 1;
+    }
+    hits
+}
+
+/// The parser child's matcher: the pattern compiled once, then a batch of
+/// files a request (their texts one after the other, `lens` long each),
+/// answered with where each file's hits start, the budget shared by the
+/// batch in order.
+#[derive(Default)]
+pub(super) struct Matcher {
+    compiled: Option<(String, bool, regex_lite::Regex)>,
+}
+
+impl super::isolate::Parser for Matcher {
+    fn answer(&mut self, req: super::isolate::Request) -> Value {
+        let head = &req.head;
+        let pattern = head["pattern"].as_str().unwrap_or_default();
+        let ci = head["ci"].as_bool().unwrap_or(false);
+        let mut budget = head["budget"].as_u64().unwrap_or(0) as usize;
+        let files_only = head["files_only"].as_bool().unwrap_or(false);
+        if self
+            .compiled
+            .as_ref()
+            .is_none_or(|(p, c, _)| p != pattern || *c != ci)
+        {
+            match regex(pattern, ci) {
+                Ok(re) => self.compiled = Some((pattern.to_string(), ci, re)),
+                Err(e) => return json!({ "error": e }),
+            }
+        }
+        let Some((_, _, re)) = &self.compiled else {
+            return json!({ "error": "no pattern" });
+        };
+        let mut per_file = Vec::new();
+        let mut rest = req.body.as_slice();
+        for len in head["lens"].as_array().into_iter().flatten() {
+            let len = len.as_u64().unwrap_or(u64::MAX) as usize;
+            let Some((bytes, after)) = rest.split_at_checked(len) else {
+                return json!({ "error": "a batch shorter than its lengths" });
+            };
+            rest = after;
+            let text = String::from_utf8_lossy(bytes);
+            let hits = line_hits(&text, budget, files_only, |from| {
+                re.find_at(&text, from).map(|m| m.start())
+            });
+            budget -= hits.len();
+            per_file.push(hits.iter().map(|h| h.at).collect::<Vec<_>>());
+        }
+        json!({ "starts": per_file })
     }
 }
 
@@ -100,14 +205,13 @@ fn opts(args: &Value) -> Result<Opts, String> {
             memchr::memmem::Finder::new(pattern.as_bytes()).into_owned(),
         ))
     } else {
-        let re = regex_lite::RegexBuilder::new(pattern)
-            .case_insensitive(ci)
-            // `^` and `$` at line ends, as grep users expect.
-            .multi_line(true)
-            .size_limit(4 * 1024 * 1024)
-            .build()
-            .map_err(|e| format!("\"pattern\" is not a valid regular expression: {e}"))?;
-        Finder::Regex(re)
+        // Compiled here too, for the error before any file is read: the
+        // size limit bounds the time it takes.
+        regex(pattern, ci)?;
+        Finder::Regex {
+            pattern: pattern.to_string(),
+            ci,
+        }
     };
     let list = |key: &str| match args.get(key).and_then(Value::as_str) {
         None => Ok(Vec::new()),
@@ -152,6 +256,17 @@ struct Search<'a> {
     s: Stats,
     ignores: IgnoreStack,
     max_entries: usize,
+    /// The deadline, the run and the emergency stop.
+    watch: Watch<'a>,
+    /// The parser child matching a regular expression, once started.
+    child: Option<Child>,
+    /// Files read and not yet sent to the child: how they are shown, their
+    /// text; and its size.
+    batch: Vec<(String, String)>,
+    batch_bytes: usize,
+    /// Why the search ended without an answer: stopped from outside, or
+    /// the child failed.
+    end: Option<Failure>,
 }
 
 impl Tool for Grep {
@@ -197,6 +312,11 @@ impl Tool for Grep {
             s: Stats::default(),
             ignores: IgnoreStack::default(),
             max_entries: MAX_ENTRIES,
+            watch: Watch::of(ctx),
+            child: None,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            end: None,
         };
         if let Err(e) = search.run(start) {
             return ToolResult::err(e);
@@ -211,6 +331,13 @@ fn rel_str(p: &Path) -> String {
 
 impl Search<'_> {
     fn run(&mut self, start: &Path) -> Result<(), String> {
+        let walked = self.walk_from(start);
+        // The last files read for the child.
+        self.flush();
+        walked
+    }
+
+    fn walk_from(&mut self, start: &Path) -> Result<(), String> {
         let ws = self.ctx.gate.workspace()?.to_path_buf();
         let shown = super::files::display_rel(self.ctx, start);
         let (root, rel) = super::files::anchor(self.ctx, start)?;
@@ -271,19 +398,94 @@ impl Search<'_> {
         Ok(())
     }
 
+    /// Whether the search must end: a cap reached, or stopped from
+    /// outside (looked at every entry: a clock read and an atomic load).
     fn over(&mut self) -> bool {
-        if self.s.stopped.is_some() {
+        if self.s.stopped.is_some() || self.end.is_some() {
             return true;
         }
-        if self.s.entries % 256 == 1 {
-            if std::time::Instant::now() >= self.ctx.deadline {
-                self.s.stopped =
-                    Some("the call's time limit was reached (tool_timeout_secs)".into());
-            } else if self.ctx.control.stop().is_some() {
-                self.s.stopped = Some("the run was stopped".into());
-            }
+        if let Some(s) = self.watch.stop() {
+            self.halt(Failure::Stopped(s));
         }
         self.s.stopped.is_some()
+    }
+
+    /// Ends the search: a timeout or a cancel keeps what was found (the
+    /// result says it was cut short), an emergency stop or a failed child
+    /// makes the call fail.
+    fn halt(&mut self, why: Failure) {
+        if let Failure::Stopped(s @ (Stopped::Timeout | Stopped::Cancelled)) = why {
+            self.s.stopped.get_or_insert_with(|| s.why().into());
+        } else {
+            self.end = Some(why);
+        }
+    }
+
+    /// Sends the files read for the parser child (started at the first
+    /// batch) and reports each one's hits in order; on a stop, what the
+    /// batch would have found is lost and the search ends.
+    fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        // Read before a cap ended the walk: still searched. `ask` looks at
+        // the deadline and the stops first.
+        if batch.is_empty() || self.end.is_some() {
+            return;
+        }
+        let Finder::Regex { pattern, ci } = &self.o.finder else {
+            return;
+        };
+        let budget = self.o.max_matches - self.s.matches;
+        let files_only = self.o.files_only;
+        let lens: Vec<usize> = batch.iter().map(|(_, t)| t.len()).collect();
+        let head = json!({
+            "pattern": pattern, "ci": ci, "budget": budget, "files_only": files_only, "lens": lens,
+        });
+        if self.child.is_none() {
+            match Child::spawn(isolate::Kind::Grep) {
+                Ok(c) => self.child = Some(c),
+                Err(e) => return self.halt(Failure::Failed(e)),
+            }
+        }
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        let body: Vec<&[u8]> = batch.iter().map(|(_, t)| t.as_bytes()).collect();
+        let mut answer = match child.ask(&self.watch, &head, &body, Duration::ZERO) {
+            Ok(a) => a,
+            Err(f) => {
+                self.child = None;
+                return self.halt(f);
+            }
+        };
+        if let Some(e) = answer["error"].as_str() {
+            return self.halt(Failure::Failed(e.to_string()));
+        }
+        let per_file = match answer["starts"].take() {
+            Value::Array(a) => a,
+            _ => Vec::new(),
+        };
+        for (i, (shown, text)) in batch.iter().enumerate() {
+            if self.s.stopped.is_some() {
+                break;
+            }
+            self.s.files_searched += 1;
+            // The lines are found here: from the child, only starts in
+            // the text, on character boundaries, in order, are taken.
+            let starts = per_file.get(i).and_then(Value::as_array);
+            let mut next = starts
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_u64().map(|v| v as usize))
+                .peekable();
+            let budget = self.o.max_matches - self.s.matches;
+            let hits = line_hits(text, budget, files_only, |from| {
+                while next.next_if(|&s| s < from).is_some() {}
+                next.next()
+                    .filter(|&s| s <= text.len() && text.is_char_boundary(s))
+            });
+            self.report(text, shown, &hits);
+        }
     }
 
     /// `abs`: the directory's path (for the gate's checks); `key`: its path
@@ -325,9 +527,21 @@ impl Search<'_> {
                 continue;
             }
             let rel_key = format!("{key}{text}");
-            if self.ignores.ignored(&rel_key, is_dir) {
-                self.s.ignored += 1;
-                continue;
+            let watch = &self.watch;
+            match self
+                .ignores
+                .ignored(&rel_key, is_dir, &mut || watch.stop().is_some())
+            {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.s.ignored += 1;
+                    continue;
+                }
+                Err(_) => {
+                    // Stopped meanwhile: the check says why.
+                    self.over();
+                    continue;
+                }
             }
             let rel_label = format!("{label}{text}");
             let rel_top = rel_label.as_str();
@@ -407,39 +621,32 @@ impl Search<'_> {
             self.s.binary += 1;
             return;
         }
-        self.s.files_searched += 1;
-        let text = String::from_utf8_lossy(&buf);
-        self.search_text(&text, shown);
+        let text = String::from_utf8(buf)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        if let Finder::Literal(f) = &self.o.finder {
+            self.s.files_searched += 1;
+            let budget = self.o.max_matches - self.s.matches;
+            let hits = line_hits(&text, budget, self.o.files_only, |from| {
+                f.find(&text.as_bytes()[from..]).map(|i| from + i)
+            });
+            return self.report(&text, shown, &hits);
+        }
+        // A regular expression: matched in the parser child, files sent
+        // in batches (one round trip per file would cost more than most
+        // searches).
+        self.batch_bytes += text.len();
+        self.batch.push((shown.to_string(), text));
+        if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_FILES {
+            self.flush();
+        }
     }
 
-    fn search_text(&mut self, text: &str, shown: &str) {
-        // Line numbers of matching lines, in order, one per line.
-        let mut hits: Vec<(usize, usize)> = Vec::new(); // (line start, line number)
-        let (mut pos, mut line_no, mut counted_to) = (0usize, 1usize, 0usize);
-        let budget = self.o.max_matches - self.s.matches;
-        while pos <= text.len() && hits.len() < budget {
-            let Some((s, _)) = self.o.finder.find(text, pos) else {
-                break;
-            };
-            // An empty match past the last newline is no line.
-            if s == text.len() && (text.is_empty() || text.ends_with('\n')) {
-                break;
-            }
-            line_no += memchr::memchr_iter(b'\n', &text.as_bytes()[counted_to..s]).count();
-            let line_start = memchr::memrchr(b'\n', &text.as_bytes()[..s]).map_or(0, |i| i + 1);
-            let line_end =
-                memchr::memchr(b'\n', &text.as_bytes()[s..]).map_or(text.len(), |i| s + i);
-            counted_to = s;
-            hits.push((line_start, line_no));
-            if self.o.files_only {
-                break;
-            }
-            // On from the next line: one result per line.
-            pos = line_end + 1;
-        }
+    /// One file's hits into the output and the counts.
+    fn report(&mut self, text: &str, shown: &str, hits: &[Hit]) {
         if hits.is_empty() {
             return;
         }
+        let hits: Vec<(usize, usize)> = hits.iter().map(|h| (h.line_start, h.line_no)).collect();
         self.s.files_matched += 1;
         if self.o.files_only {
             self.s.matches += 1;
@@ -518,7 +725,18 @@ impl Search<'_> {
         self.out.push_str(s);
     }
 
-    fn finish(self) -> ToolResult {
+    fn finish(mut self) -> ToolResult {
+        match self.end.take() {
+            Some(Failure::Stopped(Stopped::Estop)) => {
+                return ToolResult {
+                    estop: true,
+                    ..ToolResult::err(format!("{}; the search was ended", Stopped::Estop.why()))
+                };
+            }
+            Some(Failure::Stopped(s)) => return ToolResult::err(s.why()),
+            Some(Failure::Failed(e)) => return ToolResult::err(e),
+            None => {}
+        }
         let s = &self.s;
         let mut out = self.out;
         let mut skipped = Vec::new();
@@ -668,6 +886,11 @@ mod tests {
             s: Stats::default(),
             ignores: IgnoreStack::default(),
             max_entries,
+            watch: Watch::of(&ctx),
+            child: None,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            end: None,
         };
         s.run(ctx.path().unwrap()).unwrap();
         s.finish()

@@ -9,6 +9,7 @@ pub mod git;
 mod glob;
 mod grep;
 mod http;
+pub mod isolate;
 pub mod memory;
 #[cfg(feature = "pdf")]
 mod pdf;

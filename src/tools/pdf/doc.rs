@@ -667,6 +667,9 @@ impl<'a> Doc<'a> {
         self.xref = found.iter().map(|(&n, &o)| (n, Entry::At(o))).collect();
         let mut trailer = None;
         for at in memchr::memmem::find_iter(self.data, b"trailer") {
+            // Each may read to the end of the file: quadratic in a file
+            // of `trailer`s.
+            self.check()?;
             let mut lx = Lexer::new(self.data, at + 7);
             if let Ok(Obj::Dict(d)) = lx.object(0)
                 && get(&d, b"Root").is_some()

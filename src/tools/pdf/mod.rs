@@ -11,10 +11,11 @@ mod doc;
 mod text;
 
 use super::files::{display_rel, open_regular};
+use super::isolate::{Child, Failure, Kind, Stopped, Watch};
 use super::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct PdfExtract;
 
@@ -245,23 +246,66 @@ impl Tool for PdfExtract {
                 MAX_FILE >> 20
             ));
         }
-        let want = Want {
-            first,
-            last,
-            max_chars,
-            max_bytes: ctx.cfg.tool_output_max_bytes,
-            deadline: ctx.deadline,
-            control: Some(ctx.control),
-        };
-        match extract(&data, &want) {
-            Ok((out, mut meta)) => {
-                meta["path"] = json!(shown);
-                ToolResult {
-                    metadata: Some(meta),
-                    ..ToolResult::ok(out)
+        // The reader runs in a parser child, killed when the call must stop;
+        // it watches the deadline itself too, to answer with the pages it
+        // has read, so its kill waits `GRACE` past the deadline.
+        let head = json!({
+            "first": first,
+            "last": last,
+            "max_chars": max_chars,
+            "max_bytes": ctx.cfg.tool_output_max_bytes,
+            "ms": ctx.deadline.saturating_duration_since(Instant::now()).as_millis() as u64,
+        });
+        let watch = Watch::of(ctx);
+        let answer = Child::spawn(Kind::Pdf)
+            .map_err(Failure::Failed)
+            .and_then(|mut c| c.ask(&watch, &head, &[&data], GRACE));
+        match answer {
+            Ok(a) => match (a["text"].as_str(), a["error"].as_str()) {
+                (Some(out), _) => {
+                    let mut meta = a["meta"].clone();
+                    meta["path"] = json!(shown);
+                    ToolResult {
+                        metadata: Some(meta),
+                        ..ToolResult::ok(out.to_string())
+                    }
                 }
-            }
-            Err(e) => ToolResult::err(format!("{shown}: {e}")),
+                (None, Some(e)) => ToolResult::err(format!("{shown}: {e}")),
+                (None, None) => {
+                    ToolResult::err(format!("{shown}: the PDF reader answered nothing"))
+                }
+            },
+            Err(Failure::Stopped(s)) => ToolResult {
+                estop: s == Stopped::Estop,
+                ..ToolResult::err(format!("{shown}: {}; the PDF reader was stopped", s.why()))
+            },
+            Err(Failure::Failed(e)) => ToolResult::err(format!("{shown}: {e}")),
+        }
+    }
+}
+
+/// How long past the deadline the child may take to answer with the pages
+/// it read before it is killed.
+const GRACE: Duration = Duration::from_millis(50);
+
+/// The parser child's reader: one PDF a request, its text or why not.
+pub(super) struct Reader;
+
+impl super::isolate::Parser for Reader {
+    fn answer(&mut self, req: super::isolate::Request) -> Value {
+        let h = &req.head;
+        let num = |k: &str| h[k].as_u64().map(|n| n as usize);
+        let want = Want {
+            first: num("first").unwrap_or(1),
+            last: num("last"),
+            max_chars: num("max_chars").unwrap_or(DEFAULT_CHARS as usize),
+            max_bytes: num("max_bytes").unwrap_or(0),
+            deadline: Instant::now() + Duration::from_millis(h["ms"].as_u64().unwrap_or(0)),
+            control: None,
+        };
+        match extract(&req.body, &want) {
+            Ok((text, meta)) => json!({"text": text, "meta": meta}),
+            Err(e) => json!({ "error": e }),
         }
     }
 }
