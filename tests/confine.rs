@@ -63,7 +63,7 @@ impl Fx {
             tmp_dir: Some(self.tmp.clone()),
             mode,
             state_dir: Some(self.state.clone()),
-            secret_files_allow: Vec::new(),
+            secret_allow: Default::default(),
             forbidden: Vec::new(),
             network: false,
             cwd: None,

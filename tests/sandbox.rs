@@ -241,7 +241,7 @@ fn the_git_views_hold_by_themselves() {
         tmp_dir: None,
         mode: Mode::BestEffort,
         state_dir: Some(env.state.clone()),
-        secret_files_allow: Vec::new(),
+        secret_allow: Default::default(),
         forbidden: Vec::new(),
         network: false,
         cwd: None,
@@ -588,4 +588,50 @@ fn code_runners_are_high_risk_and_may_not_name_forbidden_commands() {
         std::fs::read_to_string(env.ws.join("canary")).unwrap(),
         "alive\n"
     );
+}
+
+/// git is asked what its config names with the config in view (it is
+/// masked for every other program): a planted filter is pinned off even
+/// where the sandbox would let it write, under `full`.
+#[test]
+fn a_planted_filter_is_pinned_off_inside_the_sandbox() {
+    let env = Env::new();
+    env.config(
+        "[security]\nautonomy = \"full\"\n[channels.cli]\n\
+         tools_allow = [\"shell\", \"git\"]\n",
+    );
+    std::fs::write(env.ws.join("a.txt"), "one\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+    git(&env.ws, &["config", "user.name", "T"]);
+    git(&env.ws, &["config", "user.email", "t@example.invalid"]);
+    git(&env.ws, &["add", "a.txt"]);
+    git(&env.ws, &["commit", "-qm", "first"]);
+    git(
+        &env.ws,
+        &["config", "filter.x.clean", "touch PWNED-clean; cat"],
+    );
+    git(
+        &env.ws,
+        &["config", "filter.x.process", "touch PWNED-process"],
+    );
+    git(
+        &env.ws,
+        &["config", "diff.x.textconv", "touch PWNED-textconv; cat"],
+    );
+    std::fs::write(env.ws.join(".gitattributes"), "* filter=x diff=x\n").unwrap();
+    std::fs::write(env.ws.join("a.txt"), "two\n").unwrap();
+    for command in ["git status", "git diff", "git diff HEAD -- a.txt"] {
+        let (r, _) = env.shell(command);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+    }
+    let (r, v) = env.tool("git", serde_json::json!({"command": "diff"}));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(output(&v).contains("+two"), "{v}");
+    let planted: Vec<_> = std::fs::read_dir(&env.ws)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("PWNED"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(planted.is_empty(), "a planted driver ran: {planted:?}");
 }

@@ -161,7 +161,7 @@ pub struct Spec {
     /// (Landlock rules add up and cannot carve a hole; a mount can).
     pub state_dir: Option<PathBuf>,
     /// `[security] secret_files_allow`: secret-named files left unmasked.
-    pub secret_files_allow: Vec<String>,
+    pub secret_allow: super::secret_files::Allow,
     /// `[security] forbidden_paths`: masked where the workspace holds them.
     pub forbidden: Vec<PathBuf>,
     /// Whether children keep the host's network (none is granted it yet).
@@ -179,7 +179,7 @@ impl Spec {
             tmp_dir: tmp_dir.map(Path::to_path_buf),
             mode: cfg.security.confinement,
             state_dir: Some(cfg.state_dir.clone()),
-            secret_files_allow: cfg.security.secret_files_allow.clone(),
+            secret_allow: super::secret_files::Allow::new(&cfg.security.secret_files_allow),
             forbidden: cfg.security.forbidden_paths.clone(),
             network: false,
             cwd: None,
@@ -387,7 +387,11 @@ fn view_lines(spec: &Spec, v: &view::View) -> String {
     out.push_str(&format!(
         "\n  read-only in the workspace, in every child: {} (an approved git write may change \
          .git but not its config, hooks, info, modules, worktrees)",
-        view::PROTECTED_DIRS.join(" ")
+        super::PROTECTED_WORKSPACE_DIRS
+            .iter()
+            .map(|d| d.name)
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
     out.push_str(&format!(
         "\n  masked (an empty read-only file bound over each): {} secret-named files, \
@@ -743,7 +747,7 @@ mod tests {
             tmp_dir: None,
             mode,
             state_dir: None,
-            secret_files_allow: Vec::new(),
+            secret_allow: Default::default(),
             forbidden: Vec::new(),
             network: false,
             cwd: None,

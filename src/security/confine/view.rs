@@ -44,11 +44,6 @@ const EMPTY_DIR: &str = "/.latchclaw-masked.d";
 const WALK_MAX: usize = 100_000;
 const DEPTH_MAX: usize = 128;
 
-/// Directories inside the workspace that hold what makes code run later
-/// outside the sandbox (git's hooks and config; latchclaw's own skills and
-/// config): read-only in every child.
-pub const PROTECTED_DIRS: &[&str] = &[".git", ".latchclaw"];
-
 /// Entries of a git directory that an approved git write still may not
 /// change: each makes a program run, or points git at other files.
 const GIT_CODE: &[&str] = &[
@@ -266,7 +261,7 @@ struct Found {
 fn walk(spec: &Spec, ws: &Path) -> Found {
     use std::collections::HashSet;
     use std::os::unix::fs::MetadataExt;
-    let allow = super::super::secret_files::Allow::new(&spec.secret_files_allow);
+    let allow = &spec.secret_allow;
     let mut found = Found::default();
     let mut secret_inodes: HashSet<(u64, u64)> = HashSet::new();
     let mut linked: Vec<(PathBuf, (u64, u64))> = Vec::new();
@@ -289,7 +284,12 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
             let Ok(ft) = e.file_type() else { continue };
             let name = e.file_name();
             let lower = name.to_string_lossy().to_lowercase();
-            if !in_git && PROTECTED_DIRS.iter().any(|d| lower == *d) {
+            // `.git` and `.latchclaw`: what makes code run later, outside.
+            if !in_git
+                && super::super::PROTECTED_WORKSPACE_DIRS
+                    .iter()
+                    .any(|d| lower == d.name)
+            {
                 found.protected.push(path.clone());
                 // Inside a git directory only its config is secret-named
                 // (remote URLs with tokens): listed, not walked.

@@ -80,6 +80,11 @@ pub(super) fn ask_git(
         tmp_dir: None,
         mode: gate.confinement,
         state_dir: None,
+        secret_allow: gate.secret_allow.clone(),
+        forbidden: gate.forbidden().to_vec(),
+        network: false,
+        // The view enters it by path (std's `current_dir` is the host's).
+        cwd: Some(cwd.to_path_buf()),
     };
     let prepared = confine::prepare(&spec)?;
     let mut running: Vec<Running> = Vec::with_capacity(queries.len());
@@ -97,7 +102,9 @@ pub(super) fn ask_git(
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        prepared.install(&mut cmd);
+        // As the real call will run: git reads its own config (masked for
+        // every other program), and changes nothing.
+        prepared.install_as(&mut cmd, confine::view::Kind::GitRead);
         let spawned = cmd.spawn();
         let mut child = match spawned {
             Ok(c) => c,
