@@ -635,3 +635,36 @@ fn a_planted_filter_is_pinned_off_inside_the_sandbox() {
         .collect();
     assert!(planted.is_empty(), "a planted driver ran: {planted:?}");
 }
+
+/// The walk for masks meets links and repositories under other names: a
+/// link named like a secret covers what it leads to inside the workspace
+/// and breaks nothing when it leads outside or nowhere; a git directory
+/// found by its shape (a bare repository, a gitfile's target) is read-only.
+#[test]
+fn links_and_repositories_by_shape_are_covered() {
+    let env = env_with("", "shell_allowlist = [\"./x.sh\"]");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let ws = &env.ws;
+    std::fs::write(ws.join("data.txt"), "canary-data-9911\n").unwrap();
+    std::os::unix::fs::symlink("data.txt", ws.join(".env")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/key", ws.join("id_rsa")).unwrap();
+    std::os::unix::fs::symlink(&env.home, ws.join("secrets.d")).unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    git(&ws.join("sub"), &["init", "-q", "--bare", "repo"]);
+    script(
+        &env,
+        "x.sh",
+        "#!/bin/sh\ncat data.txt; echo x > sub/repo/hooks/post-update && echo WROTE-HOOK; \
+         echo x > sub/repo/config && echo WROTE-CONFIG; echo done\n",
+    );
+    let (r, v) = env.shell("./x.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = output(&v);
+    assert!(out.contains("done"), "{out}");
+    for leak in ["canary-data", "WROTE-HOOK", "WROTE-CONFIG"] {
+        assert!(!out.contains(leak), "{leak}: {out}");
+    }
+    assert!(!ws.join("sub/repo/hooks/post-update").exists());
+}

@@ -78,6 +78,14 @@ enum Step {
         dst: CString,
         recursive: bool,
     },
+    /// `src` bound over `dst`, read-only (`src == dst`: `dst` made
+    /// read-only in place). Skipped when `dst` is gone: the workspace may
+    /// change between the walk and the call, and a read-only flag set on
+    /// a mount that did not happen would fall on the workspace instead.
+    Cover {
+        src: CString,
+        dst: CString,
+    },
     /// A procfs of the child's PID namespace at /proc, or the host's bound
     /// when the kernel refuses a new one (it does in a user namespace when
     /// the host's /proc has parts masked, as in many containers).
@@ -214,33 +222,18 @@ impl Builder {
 /// A bind of `p` over itself, read-only (inside an already bound tree).
 fn read_only_over_itself(p: &Path, out: &mut Vec<Step>) -> Result<(), String> {
     let c = cstr(p)?;
-    out.push(Step::Mount {
-        src: Some(c.clone()),
-        dst: c.clone(),
-        fstype: None,
-        flags: MS_BIND | MS_REC,
-        data: None,
-    });
-    out.push(Step::ReadOnly {
+    out.push(Step::Cover {
+        src: c.clone(),
         dst: c,
-        recursive: true,
     });
     Ok(())
 }
 
 /// An empty read-only file or directory bound over `p`.
 fn mask(p: &Path, dir: bool, out: &mut Vec<Step>) -> Result<(), String> {
-    let c = cstr(p)?;
-    out.push(Step::Mount {
-        src: Some(cstr(if dir { EMPTY_DIR } else { EMPTY_FILE })?),
-        dst: c.clone(),
-        fstype: None,
-        flags: MS_BIND,
-        data: None,
-    });
-    out.push(Step::ReadOnly {
-        dst: c,
-        recursive: false,
+    out.push(Step::Cover {
+        src: cstr(if dir { EMPTY_DIR } else { EMPTY_FILE })?,
+        dst: cstr(p)?,
     });
     Ok(())
 }
@@ -284,12 +277,43 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
             let Ok(ft) = e.file_type() else { continue };
             let name = e.file_name();
             let lower = name.to_string_lossy().to_lowercase();
-            // `.git` and `.latchclaw`: what makes code run later, outside.
-            if !in_git
-                && super::super::PROTECTED_WORKSPACE_DIRS
-                    .iter()
-                    .any(|d| lower == d.name)
+            let rel = path.strip_prefix(ws).unwrap_or(&path);
+            let protected = super::super::PROTECTED_WORKSPACE_DIRS
+                .iter()
+                .any(|d| lower == d.name);
+            if ft.is_symlink() {
+                // A mount follows the link: what it leads to is covered,
+                // when that is inside the workspace (elsewhere is not in
+                // the view at all).
+                let secret =
+                    super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
+                if (protected || secret)
+                    && let Ok(to) = std::fs::canonicalize(&path)
+                    && to.starts_with(ws)
+                    && to != ws
+                {
+                    if protected {
+                        found.protected.push(to);
+                    } else {
+                        let dir = to.is_dir();
+                        found.masks.push((to, dir));
+                    }
+                }
+                continue;
+            }
+            // A git directory by its shape, whatever its name (a gitfile's
+            // target, a bare repository): its hooks and config run code.
+            if ft.is_dir()
+                && !protected
+                && path.join("HEAD").is_file()
+                && path.join("objects").is_dir()
+                && path.join("refs").is_dir()
             {
+                found.protected.push(path);
+                continue;
+            }
+            // `.git` and `.latchclaw`: what makes code run later, outside.
+            if !in_git && protected {
                 found.protected.push(path.clone());
                 // Inside a git directory only its config is secret-named
                 // (remote URLs with tokens): listed, not walked.
@@ -303,7 +327,6 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
                     continue;
                 }
             }
-            let rel = path.strip_prefix(ws).unwrap_or(&path);
             if ft.is_dir() {
                 if depth + 1 > DEPTH_MAX {
                     found.incomplete = Some(format!(
@@ -327,8 +350,6 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
                     linked.push((path.clone(), id));
                 }
             }
-            // A link to a secret resolves to its mask; the name alone is
-            // masked when it is one (dangling or not).
             if secret && !ft.is_dir() {
                 found.masks.push((path, false));
             }
@@ -677,6 +698,19 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             *flags,
             data.as_deref(),
         ),
+        Step::Cover { src, dst } => {
+            match sys::ns::mount(Some(src), dst, None, MS_BIND | MS_REC, None) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(()),
+                Err(e) => Err(e),
+                Ok(()) => run(
+                    &Step::ReadOnly {
+                        dst: dst.clone(),
+                        recursive: true,
+                    },
+                    ruleset,
+                ),
+            }
+        }
         Step::ReadOnly { dst, recursive } => match sys::ns::set_read_only(dst, *recursive) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 // Before Linux 5.12: a remount, which covers the one mount.
