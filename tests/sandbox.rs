@@ -668,3 +668,52 @@ fn links_and_repositories_by_shape_are_covered() {
     }
     assert!(!ws.join("sub/repo/hooks/post-update").exists());
 }
+
+/// One gate keeps git's answers between decisions only while nothing they
+/// rest on changed: in a REPL session a driver planted (or an include
+/// pointed) after the first git call is still pinned off on the next.
+#[test]
+fn git_answers_are_asked_again_when_the_repository_changed() {
+    let env = Env::new();
+    env.config("[security]\nautonomy = \"full\"\n");
+    let ws = &env.ws;
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(ws, &["init", "-q"]);
+    git(ws, &["config", "user.name", "T"]);
+    git(ws, &["config", "user.email", "t@example.invalid"]);
+    git(ws, &["add", "a.txt"]);
+    git(ws, &["commit", "-qm", "first"]);
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    use latchclaw::config::Config;
+    use latchclaw::security::Gate;
+    let path = env.state.join("config.toml");
+    let cfg = Config::from_text(
+        &std::fs::read_to_string(&path).unwrap(),
+        &path,
+        env.state.clone(),
+    )
+    .unwrap();
+    let gate = Gate::new(&cfg, &latchclaw::tools::ToolName::ALL);
+    let args = serde_json::json!({"command": "git diff"});
+    let plan = |gate: &Gate| {
+        let d = gate.decide(latchclaw::tools::ToolName::Shell, &args);
+        serde_json::to_string(&d.plan.as_ref().map(|p| format!("{p:?}"))).unwrap()
+    };
+    let first = plan(&gate);
+    assert!(!first.contains("filter.late.clean"), "{first}");
+    // Planted after the first answer: the next decision must pin it.
+    git(ws, &["config", "filter.late.clean", "touch PWNED; cat"]);
+    let second = plan(&gate);
+    assert!(second.contains("filter.late.clean"), "{second}");
+    // An include pointed at a file that appears later.
+    git(ws, &["config", "include.path", "../later.cfg"]);
+    let third = plan(&gate);
+    std::fs::write(
+        ws.join("later.cfg"),
+        "[filter \"inc\"]\n\tclean = touch PWNED2\n",
+    )
+    .unwrap();
+    let fourth = plan(&gate);
+    assert!(!third.contains("filter.inc.clean"), "{third}");
+    assert!(fourth.contains("filter.inc.clean"), "{fourth}");
+}

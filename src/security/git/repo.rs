@@ -79,6 +79,10 @@ pub(crate) struct Repo {
     pub sha256: bool,
     /// Every configuration file git read there, includes too, resolved.
     pub files: Vec<PathBuf>,
+    /// The common git directory, resolved.
+    common: PathBuf,
+    /// Every include's target as written there (it may not exist yet).
+    includes: Vec<PathBuf>,
     settings: Vec<Setting>,
 }
 
@@ -91,17 +95,84 @@ struct Setting {
     name: String,
 }
 
-/// git's answers for the decision being made, by (program, directory):
-/// `git status && git diff` asks once. Cleared when a decision starts, so
-/// nothing is reused once a command may have run.
+/// git's answers by (program, directory): `git status && git diff` asks
+/// once, and a later decision reuses an answer only while nothing it
+/// rests on changed ([`Cached`]).
 #[derive(Debug, Default)]
-pub(crate) struct Views(RefCell<Vec<(PathBuf, PathBuf, Viewed)>>);
+pub(crate) struct Views(RefCell<Vec<Cached>>);
 
 type Viewed = Result<Option<Rc<Repo>>, String>;
 
+/// One answer, and what it rests on: every path git looked at to find the
+/// repository and read its settings, with what was there. Within one
+/// decision it is reused as is; in a later one only while every path is
+/// unchanged (a command may have run between them).
+#[derive(Debug)]
+struct Cached {
+    program: PathBuf,
+    start: PathBuf,
+    viewed: Viewed,
+    stamps: Vec<(PathBuf, Stamp)>,
+    fresh: bool,
+}
+
+/// What is at a path: its metadata and, through a link, its target's;
+/// `None` for nothing. Inode, size, and modification and change times to
+/// the nanosecond: a write changes the change time, which no one can set.
+type Stamp = Option<[i64; 9]>;
+
+fn stamp(p: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let of = |m: std::fs::Metadata| {
+        [
+            m.dev() as i64,
+            m.ino() as i64,
+            m.size() as i64,
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            i64::from(m.mode()),
+        ]
+    };
+    let link = of(std::fs::symlink_metadata(p).ok()?);
+    let target = std::fs::metadata(p).ok().map(of).map_or(-1, |t| t[1]);
+    let [a, b, c, d, e, f, g, h] = link;
+    Some([a, b, c, d, e, f, g, h, target])
+}
+
+/// The paths an answer for `start` rests on: a `.git` in every directory
+/// from `start` up to the workspace (where git looks for one), and for a
+/// repository its git directories (a new file in one changes the
+/// directory), every settings file git read and every include's target
+/// and the directory it would appear in.
+fn watched(start: &Path, ws: &Path, viewed: &Viewed) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = start
+        .ancestors()
+        .take_while(|d| d.starts_with(ws))
+        .map(|d| d.join(".git"))
+        .collect();
+    if let Ok(Some(repo)) = viewed {
+        out.push(repo.gitdir.clone());
+        out.push(repo.common.clone());
+        for f in repo.files.iter().chain(&repo.includes) {
+            out.push(f.clone());
+            if let Some(d) = f.parent() {
+                out.push(d.to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 impl Views {
+    /// A decision starts: what was asked before must be checked again.
     pub fn clear(&self) {
-        self.0.borrow_mut().clear();
+        for c in self.0.borrow_mut().iter_mut() {
+            c.fresh = false;
+        }
     }
 }
 
@@ -113,23 +184,52 @@ impl Clone for Views {
 }
 
 /// What git says of the repository it will use when started in `start`
-/// (`None`: it finds none), asked once per decision.
+/// (`None`: it finds none): asked once per decision, and again only when
+/// something it rests on changed.
 pub(super) fn view(program: &Path, start: &Path, gate: &Gate) -> Viewed {
-    let known = gate
-        .git_views
-        .0
-        .borrow()
-        .iter()
-        .find(|(p, s, _)| p == program && s == start)
-        .map(|(_, _, v)| v.clone());
-    if let Some(v) = known {
-        return v;
+    {
+        let mut cache = gate.git_views.0.borrow_mut();
+        if let Some(i) = cache
+            .iter()
+            .position(|c| c.program == program && c.start == start)
+        {
+            let c = &mut cache[i];
+            if c.fresh || c.stamps.iter().all(|(p, s)| stamp(p) == *s) {
+                c.fresh = true;
+                return c.viewed.clone();
+            }
+            cache.swap_remove(i);
+        }
     }
+    let ws = gate.workspace()?.to_path_buf();
+    // Stamped before asking: a change while git reads shows next time.
+    let before = |v: &Viewed| {
+        watched(start, &ws, v)
+            .into_iter()
+            .map(|p| {
+                let s = stamp(&p);
+                (p, s)
+            })
+            .collect::<Vec<_>>()
+    };
+    let pre = before(&Ok(None));
     let v = ask(program, start, gate).map(|r| r.map(Rc::new));
-    gate.git_views
-        .0
-        .borrow_mut()
-        .push((program.to_path_buf(), start.to_path_buf(), v.clone()));
+    // An error is asked again each time: nothing it rests on is known.
+    if v.is_ok() {
+        let mut stamps = pre;
+        for (p, s) in before(&v) {
+            if !stamps.iter().any(|(q, _)| *q == p) {
+                stamps.push((p, s));
+            }
+        }
+        gate.git_views.0.borrow_mut().push(Cached {
+            program: program.to_path_buf(),
+            start: start.to_path_buf(),
+            viewed: v.clone(),
+            stamps,
+            fresh: true,
+        });
+    }
     v
 }
 
@@ -238,6 +338,7 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
     let [gitdir, common, top] = <[PathBuf; 3]>::try_from(out)
         .map_err(|_| "git's repository setup is not one latchclaw reads".to_string())?;
     let mut files: Vec<PathBuf> = Vec::new();
+    let mut includes: Vec<PathBuf> = Vec::new();
     let mut checked: Option<&[u8]> = None;
     let mut sha256 = false;
     let mut settings = Vec::with_capacity(records.len());
@@ -301,7 +402,13 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
                 && (setting.section == "include"
                     || setting.section == "includeif" && setting.sub.is_some());
             if include {
-                check_include(r.value.unwrap_or_default(), &raw, &ws, &shown)?;
+                let value = r.value.unwrap_or_default();
+                check_include(value, &raw, &ws, &shown)?;
+                let target = Path::new(OsStr::from_bytes(value));
+                includes.push(match raw.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target.to_path_buf(),
+                });
             }
         }
         settings.push(setting);
@@ -311,6 +418,8 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
         top,
         sha256,
         files,
+        common,
+        includes,
         settings,
     }))
 }
@@ -785,6 +894,8 @@ mod tests {
             top: PathBuf::from("/ws"),
             sha256: false,
             files: Vec::new(),
+            common: PathBuf::from("/ws/.git"),
+            includes: Vec::new(),
             settings: keys.iter().map(|k| setting(k).unwrap()).collect(),
         }
     }
