@@ -73,22 +73,27 @@ pub fn fork() -> io::Result<Option<i32>> {
     }
 }
 
-/// Hook-safe: waits for the child `pid` and ends this process the way it
-/// ended: the same exit code, or the same signal (128+N if the signal
-/// would not kill). Never returns.
-pub fn exit_like(pid: i32) -> ! {
+/// Hook-safe: waits for the child `pid`, reaping any other child that
+/// ends meanwhile (a namespace's init inherits orphans); its wait status,
+/// or `None` when waiting failed.
+pub fn wait_for(pid: i32) -> Option<i32> {
     let mut status: libc::c_int = 0;
     loop {
         // SAFETY: writes the one integer `status`, which outlives the call.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
         if r == pid {
-            break;
+            return Some(status);
         }
         if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // SAFETY: _exit ends the process at once; nothing to unwind.
-            unsafe { libc::_exit(127) }
+            return None;
         }
     }
+}
+
+/// Hook-safe: ends this process the way the wait status `status` says a
+/// process ended: the same exit code, or the same signal (128+N if the
+/// signal would not kill). Never returns.
+pub fn exit_with(status: i32) -> ! {
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
         // SAFETY: restores the default action of `sig` (no handler runs in
@@ -100,8 +105,58 @@ pub fn exit_like(pid: i32) -> ! {
             libc::_exit(128 + sig)
         }
     }
-    // SAFETY: as above.
+    // SAFETY: _exit ends the process at once; nothing to unwind.
     unsafe { libc::_exit(libc::WEXITSTATUS(status)) }
+}
+
+/// Hook-safe: [`wait_for`] then [`exit_with`] (127 if waiting failed).
+pub fn exit_like(pid: i32) -> ! {
+    match wait_for(pid) {
+        Some(status) => exit_with(status),
+        // SAFETY: _exit ends the process at once; nothing to unwind.
+        None => unsafe { libc::_exit(127) },
+    }
+}
+
+/// Hook-safe: SIGKILL to every process this one may signal but itself;
+/// from a PID namespace's init, every other process in the namespace.
+pub fn kill_all_others() {
+    // SAFETY: integer arguments; signals other processes, touches no memory.
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+    }
+}
+
+/// Hook-safe: a close-on-exec pipe (read end, write end).
+pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+/// Hook-safe: makes `fd` this process's stdin (which survives
+/// [`close_from_3`]).
+pub fn onto_stdin(fd: &std::os::fd::OwnedFd) -> io::Result<()> {
+    Ok(rustix::stdio::dup2_stdin(fd)?)
+}
+
+/// Hook-safe: writes a wait status to stdin (made a pipe's write end).
+pub fn send_status(status: i32) {
+    let _ = rustix::io::write(rustix::stdio::stdin(), &status.to_ne_bytes());
+}
+
+/// Hook-safe: reads a wait status from stdin (made a pipe's read end);
+/// `None` at end of file.
+pub fn receive_status() -> Option<i32> {
+    let mut b = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match rustix::io::read(rustix::stdio::stdin(), &mut b[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(i32::from_ne_bytes(b))
 }
 
 /// Hook-safe: closes (not just marks) every descriptor from 3 up, so this

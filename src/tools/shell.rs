@@ -468,7 +468,6 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     let Some(plan) = ctx.decision.plan.clone() else {
         return ToolResult::err("the gate returned no plan for this command");
     };
-    become_subreaper();
     let ws = match ctx.gate.workspace() {
         Ok(w) => w.to_path_buf(),
         Err(e) => return ToolResult::err(e),
@@ -483,6 +482,12 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
             return ToolResult::err(e);
         }
     };
+    // Without namespaces, orphans must stay latchclaw's to be killed; with
+    // them, a call's processes die with its PID namespace, and a dying
+    // namespace's init is left to the system to reap.
+    if !confine.has_namespaces() {
+        become_subreaper();
+    }
     let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
         let root_fd = beneath::open_workspace(std::path::Path::new("/"))?;
         // The directory the gate judged, by the same route as every

@@ -481,8 +481,9 @@ fn why_not(e: &io::Error) -> String {
     }
 }
 
-/// The namespaces each child makes for itself.
-const OWN: i32 = sys::ns::NEWNS | sys::ns::NEWPID | sys::ns::NEWIPC | sys::ns::NEWUTS;
+/// The namespaces each child makes for itself (and, after the fork, its
+/// init a mount namespace).
+const OWN: i32 = sys::ns::NEWPID | sys::ns::NEWIPC | sys::ns::NEWUTS;
 
 /// The first steps of every view: no mount propagation either way, and an
 /// empty tmpfs as the new root, the old one under [`OLD`] until the end.
@@ -644,10 +645,24 @@ impl View {
             sys::ns::setns(self.shared.net.as_fd(), sys::ns::NEWNET)?;
         }
         sys::ns::unshare(OWN)?;
+        // Init reports the program's end through this pipe and dies after
+        // it: this process answers for the call at once, while the kernel
+        // tears the namespaces down behind it (which waits for RCU, some
+        // milliseconds no one needs to wait for).
+        let (report, reporter) = sys::ns::pipe()?;
         if let Some(init) = sys::ns::fork()? {
+            drop(reporter);
+            let _ = sys::ns::onto_stdin(&report);
             sys::ns::close_from_3();
-            sys::ns::exit_like(init);
+            match sys::ns::receive_status() {
+                Some(status) => sys::ns::exit_with(status),
+                None => sys::ns::exit_like(init),
+            }
         }
+        drop(report);
+        // Its own mount namespace: the process above stays in the host's,
+        // so its exit drops no mounts.
+        sys::ns::unshare(sys::ns::NEWNS)?;
         // Init: dies with the process above, and the namespace with it. It
         // is a copy of latchclaw's memory until it dies: not dumpable, so
         // no process in the namespace reads it through /proc/1.
@@ -673,9 +688,15 @@ impl View {
         }
         walls()?;
         if let Some(program) = sys::ns::fork()? {
+            let _ = sys::ns::onto_stdin(&reporter);
             sys::ns::close_from_3();
-            sys::ns::exit_like(program);
+            let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
+            // Nothing the program left behind outlives the report.
+            sys::ns::kill_all_others();
+            sys::ns::send_status(status);
+            sys::ns::exit_with(0);
         }
+        drop(reporter);
         Ok(())
     }
 }

@@ -147,11 +147,17 @@ fn stamp(p: &Path) -> Stamp {
 /// directory), every settings file git read and every include's target
 /// and the directory it would appear in.
 fn watched(start: &Path, ws: &Path, viewed: &Viewed) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = start
-        .ancestors()
-        .take_while(|d| d.starts_with(ws))
-        .map(|d| d.join(".git"))
-        .collect();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for d in start.ancestors().take_while(|d| d.starts_with(ws)) {
+        let git = d.join(".git");
+        // Where a refusal came from: a `.git` directory's own settings.
+        if viewed.is_err() {
+            for f in ["config", "config.worktree", "commondir"] {
+                out.push(git.join(f));
+            }
+        }
+        out.push(git);
+    }
     if let Ok(Some(repo)) = viewed {
         out.push(repo.gitdir.clone());
         out.push(repo.common.clone());
@@ -202,7 +208,8 @@ pub(super) fn view(program: &Path, start: &Path, gate: &Gate) -> Viewed {
         }
     }
     let ws = gate.workspace()?.to_path_buf();
-    // Stamped before asking: a change while git reads shows next time.
+    // Stamped before asking (a change while git reads shows next time),
+    // with what a refusal could rest on.
     let before = |v: &Viewed| {
         watched(start, &ws, v)
             .into_iter()
@@ -212,10 +219,9 @@ pub(super) fn view(program: &Path, start: &Path, gate: &Gate) -> Viewed {
             })
             .collect::<Vec<_>>()
     };
-    let pre = before(&Ok(None));
+    let pre = before(&Err(String::new()));
     let v = ask(program, start, gate).map(|r| r.map(Rc::new));
-    // An error is asked again each time: nothing it rests on is known.
-    if v.is_ok() {
+    {
         let mut stamps = pre;
         for (p, s) in before(&v) {
             if !stamps.iter().any(|(q, _)| *q == p) {
