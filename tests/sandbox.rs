@@ -717,3 +717,102 @@ fn git_answers_are_asked_again_when_the_repository_changed() {
     assert!(!third.contains("filter.inc.clean"), "{third}");
     assert!(fourth.contains("filter.inc.clean"), "{fourth}");
 }
+
+/// Red-team round on the sandbox: a later command of the same call cannot
+/// move a covered path out from under its cover (the covers are set up
+/// once for the call and follow renames), a directory the walk cannot read
+/// refuses the call, and secret-named files inside `.git` are masked.
+#[test]
+fn covers_follow_renames_within_a_call() {
+    let env = env_with("", "shell_allowlist = [\"./x.sh\"]");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let ws = &env.ws;
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    git(&ws.join("sub"), &["init", "-q"]);
+    let config = std::fs::read(ws.join("sub/.git/config")).unwrap();
+    std::fs::create_dir_all(ws.join("deploy")).unwrap();
+    std::fs::write(ws.join("deploy/id_rsa"), "canary-idrsa-5151\n").unwrap();
+    script(
+        &env,
+        "x.sh",
+        "#!/bin/sh\nif [ ! -e stage1 ]; then touch stage1\n\
+         mv sub sub2 && mkdir -p sub/.git && touch sub/.git/config\n\
+         mv deploy deploy2 && mkdir deploy && touch deploy/id_rsa\n\
+         else cat deploy2/id_rsa\n\
+         echo x > sub2/.git/hooks/pre-commit && echo WROTE-HOOK\n\
+         echo x >> sub2/.git/config && echo WROTE-CONFIG\n\
+         fi\necho done\n",
+    );
+    let (r, v) = env.shell("./x.sh; ./x.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = output(&v);
+    assert_eq!(out.matches("done").count(), 2, "{out}");
+    for leak in ["canary-idrsa", "WROTE-HOOK", "WROTE-CONFIG"] {
+        assert!(!out.contains(leak), "{leak}: {out}");
+    }
+    assert!(!ws.join("sub2/.git/hooks/pre-commit").exists());
+    assert_eq!(std::fs::read(ws.join("sub2/.git/config")).unwrap(), config);
+}
+
+#[test]
+fn an_unwalkable_workspace_refuses_the_call_and_git_secrets_are_masked() {
+    let env = env_with("", "shell_allowlist = [\"./x.sh\"]");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let ws = &env.ws;
+    git(ws, &["init", "-q"]);
+    git(
+        ws,
+        &[
+            "config",
+            "remote.origin.url",
+            "https://u:canary-token-6161@example.invalid/r",
+        ],
+    );
+    std::fs::create_dir_all(ws.join(".git/modules/m")).unwrap();
+    std::fs::write(ws.join(".git/modules/m/config"), "canary-module-6262\n").unwrap();
+    std::fs::hard_link(ws.join(".git/config"), ws.join("notes.txt")).unwrap();
+    script(
+        &env,
+        "x.sh",
+        "#!/bin/sh\ncat .git/config .git/modules/m/config notes.txt; echo done\n",
+    );
+    let (r, v) = env.shell("./x.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = output(&v);
+    assert!(out.contains("done"), "{out}");
+    assert!(!out.contains("canary"), "{out}");
+    // A tree past PATH_MAX: the walk cannot name what is in it, so the
+    // call is refused rather than run with it uncovered.
+    let deep = std::fs::File::open(ws).unwrap();
+    let mut dir: std::os::fd::OwnedFd = deep.into();
+    let name = "d".repeat(250);
+    for _ in 0..18 {
+        rustix::fs::mkdirat(&dir, name.as_str(), rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+        dir = rustix::fs::openat(
+            &dir,
+            name.as_str(),
+            rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap();
+    }
+    rustix::fs::mkdirat(&dir, "hidden", rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+    let (r, v) = env.shell("./x.sh");
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("view of the workspace cannot be built"),
+        "{v}"
+    );
+    // Remove it the same way (a path this long defeats remove_dir_all).
+    let _ = std::process::Command::new("rm")
+        .args(["-rf", &name])
+        .current_dir(ws)
+        .status();
+}

@@ -331,15 +331,20 @@ pub fn namespace_status() -> Result<(), String> {
 fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, String), String> {
     let required = spec.mode == Mode::Required;
     let why = match namespace_status() {
+        // This workspace's view, not the machine: refused whatever the mode
+        // (falling back would drop the masks a child may have set out to
+        // defeat).
         Ok(()) => match view::build(spec) {
             Ok(v) => {
-                if let Some(inc) = &v.incomplete {
-                    warn_once(3, inc);
-                }
                 let lines = view_lines(spec, &v);
                 return Ok((Some(std::sync::Arc::new(v)), lines));
             }
-            Err(e) => format!("the namespace view could not be built: {e}"),
+            Err(e) => {
+                return Err(format!(
+                    "the sandbox's view of the workspace cannot be built: {e}; the call is \
+                     refused"
+                ));
+            }
         },
         Err(e) => e,
     };
@@ -637,6 +642,16 @@ impl Prepared {
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
         let filter = self.filter;
         let view = self.view.clone();
+        // The call's base, made now (before this child, the first of the
+        // call, or after the others): a duplicate for the hook.
+        let base = view.as_ref().map(|v| {
+            v.base()
+                .map_err(|e| {
+                    log::warn!(target: "event::confinement_unavailable", "{e}");
+                    io::Error::from_raw_os_error(libc::EPERM)
+                })
+                .and_then(|fd| fd.try_clone_to_owned())
+        });
         // The hook makes system calls only (`sys`'s hook-safe functions): no
         // allocation, no lock, which is all that is safe after fork in a
         // multithreaded parent.
@@ -651,8 +666,17 @@ impl Prepared {
                 // The rest runs in the namespace's init, before it forks
                 // the program: both are confined.
                 Some(v) => {
+                    let base = match &base {
+                        Some(Ok(fd)) => fd.as_fd(),
+                        Some(Err(e)) => {
+                            return Err(io::Error::from_raw_os_error(
+                                e.raw_os_error().unwrap_or(libc::EPERM),
+                            ));
+                        }
+                        None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
+                    };
                     let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());
-                    v.enter(kind, rs, || walls(ruleset, filter, required))
+                    v.enter(base, kind, rs, || walls(ruleset, filter, required))
                 }
                 None => walls(ruleset, filter, required),
             }

@@ -406,3 +406,19 @@ pub fn recv_fds(sock: std::os::fd::BorrowedFd) -> io::Result<Vec<std::os::fd::Ow
     }
     Ok(out)
 }
+
+/// Hook-safe: reads stdin until it ends (the writer closed it or died),
+/// then exits. For a process whose only job is to hold namespaces until
+/// its creator is done with them.
+pub fn hold_until_stdin_closes() -> ! {
+    let mut buf = [0u8; 16];
+    loop {
+        match rustix::io::read(rustix::stdio::stdin(), &mut buf) {
+            Ok(0) => break,
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+    }
+    // SAFETY: _exit ends the process at once; nothing to unwind.
+    unsafe { libc::_exit(0) }
+}

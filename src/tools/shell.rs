@@ -222,9 +222,25 @@ fn private_tmp() -> Option<std::path::PathBuf> {
 }
 
 fn remove_tmp(p: Option<&std::path::Path>) {
-    if let Some(p) = p {
-        let _ = std::fs::remove_dir_all(p);
+    let Some(p) = p else { return };
+    if std::fs::remove_dir_all(p).is_ok() {
+        return;
     }
+    // A command may have left a directory it cannot be walked into (`chmod
+    // 000`): opened up again (it is the call's own), then removed.
+    use std::os::unix::fs::PermissionsExt;
+    let mut dirs = vec![p.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(e.path());
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(p);
 }
 
 /// The three standard descriptors of one command.

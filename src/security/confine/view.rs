@@ -38,6 +38,8 @@ const STAGE: &str = "/tmp";
 const OLD: &str = "/oldroot";
 /// The empty things bound over what a child must not read.
 const EMPTY_FILE: &str = "/.latchclaw-masked";
+/// The host's /proc in the base, until a child's own is mounted.
+const HOST_PROC: &str = "/.latchclaw-host-proc";
 const EMPTY_DIR: &str = "/.latchclaw-masked.d";
 
 /// Entries of the workspace looked at for masks before the walk gives up.
@@ -59,7 +61,7 @@ const GIT_CODE: &[&str] = &[
     "shallow",
 ];
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Step {
     Dir(CString),
     File(CString),
@@ -86,13 +88,16 @@ enum Step {
         src: CString,
         dst: CString,
     },
+    /// Unmounts what covers `dst` (a mask, a read-only bind); nothing when
+    /// nothing is mounted there (a child moved it: the cover went along,
+    /// and stays).
+    Uncover(CString),
     /// A procfs of the child's PID namespace at /proc, or the host's bound
     /// when the kernel refuses a new one (it does in a user namespace when
     /// the host's /proc has parts masked, as in many containers).
     Proc,
     Pivot,
     Detach(CString),
-    Chdir(CString),
 }
 
 /// What one child runs as: which parts of `.git` it may write, and
@@ -108,23 +113,55 @@ pub enum Kind {
     GitWrite,
 }
 
-/// A child's view, ready for [`View::enter`].
+/// A call's view, ready for [`View::enter`]: the base every child of the
+/// call shares, made once before the first child starts, and what a git
+/// child's own copy relaxes.
 #[derive(Debug)]
 pub struct View {
     shared: &'static Shared,
     /// Whether children keep the host's network (not the shared empty one).
     network: bool,
-    setup: Vec<Step>,
-    git_masks: Vec<Step>,
-    git_read_only: Vec<Step>,
-    git_write: Vec<Step>,
-    finish: Vec<Step>,
+    /// The base: the new root, the binds, every mask, every protected
+    /// directory read-only, `.git/config` masked. Run once, by
+    /// [`View::base`]'s maker, before any child of the call runs, so no
+    /// child can move a path between the walk and its cover (covers are
+    /// mounts on the directory entries: they follow a rename).
+    base: Vec<Step>,
+    made: OnceLock<Result<Base, String>>,
+    /// A git child reading: its own copy without the config masks.
+    relax_read: Vec<Step>,
+    /// A git child writing: as reading, and `.git` writable but for
+    /// [`GIT_CODE`].
+    relax_write: Vec<Step>,
+    cwd: CString,
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
     /// Workspace paths bound read-only over themselves.
     pub read_only: Vec<PathBuf>,
-    /// The walk for masks stopped early (too many entries or too deep).
-    pub incomplete: Option<String>,
+}
+
+/// A call's base mount namespace, and the process that holds it until the
+/// call is over (so that the kernel's teardown of it, which waits for RCU,
+/// happens in that process's exit, not in latchclaw's).
+#[derive(Debug)]
+struct Base {
+    ns: OwnedFd,
+    holder: Option<std::process::Child>,
+    release: Option<OwnedFd>,
+}
+
+impl Drop for Base {
+    fn drop(&mut self) {
+        // Closing the pipe ends the holder; it is reaped off this thread.
+        self.release = None;
+        if let Some(mut holder) = self.holder.take() {
+            let _ = std::thread::Builder::new()
+                .name("view-reaper".into())
+                .spawn(move || {
+                    let _ = holder.wait();
+                });
+        }
+    }
 }
 
 fn cstr(p: impl AsRef<OsStr>) -> Result<CString, String> {
@@ -243,15 +280,18 @@ fn mask(p: &Path, dir: bool, out: &mut Vec<Step>) -> Result<(), String> {
 struct Found {
     /// (path, is a directory) to mask in every child.
     masks: Vec<(PathBuf, bool)>,
-    /// Secret-named files inside git directories (git's config): masked
-    /// for every program but git.
+    /// Secret-named files inside git directories (git's config, a
+    /// submodule's, a worktree's): masked for every program but git.
     git_masks: Vec<PathBuf>,
-    /// `.git` and `.latchclaw` entries.
+    /// `.git` and `.latchclaw` entries, and git directories by shape.
     protected: Vec<PathBuf>,
-    incomplete: Option<String>,
 }
 
-fn walk(spec: &Spec, ws: &Path) -> Found {
+/// Walks the workspace for what to mask and protect. Fails closed: a
+/// directory it cannot read, a tree deeper than [`DEPTH_MAX`] or more than
+/// [`WALK_MAX`] entries refuse the call (a child could otherwise hide a
+/// secret or a repository where the walk does not look).
+fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
     use std::collections::HashSet;
     use std::os::unix::fs::MetadataExt;
     let allow = &spec.secret_allow;
@@ -261,32 +301,40 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
     let mut stack = vec![(ws.to_path_buf(), 0usize, false)];
     let mut seen = 0usize;
     while let Some((dir, depth, in_git)) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            // Gone since its parent was read: nothing to cover.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(format!(
+                    "{} cannot be read to find what to mask in it ({e})",
+                    dir.display()
+                ));
+            }
         };
-        for e in rd.flatten() {
+        for e in rd {
+            let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
             seen += 1;
             if seen > WALK_MAX {
-                found.incomplete = Some(format!(
-                    "the workspace has more than {WALK_MAX} entries; secret-named files past \
-                     them are not masked (the gate still refuses them by name)"
+                return Err(format!(
+                    "the workspace holds more than {WALK_MAX} entries, more than latchclaw \
+                     walks to find what to mask"
                 ));
-                return found;
             }
             let path = e.path();
             let Ok(ft) = e.file_type() else { continue };
             let name = e.file_name();
             let lower = name.to_string_lossy().to_lowercase();
             let rel = path.strip_prefix(ws).unwrap_or(&path);
-            let protected = super::super::PROTECTED_WORKSPACE_DIRS
-                .iter()
-                .any(|d| lower == d.name);
+            let protected = !in_git
+                && super::super::PROTECTED_WORKSPACE_DIRS
+                    .iter()
+                    .any(|d| lower == d.name);
+            let secret = super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
             if ft.is_symlink() {
                 // A mount follows the link: what it leads to is covered,
                 // when that is inside the workspace (elsewhere is not in
                 // the view at all).
-                let secret =
-                    super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
                 if (protected || secret)
                     && let Ok(to) = std::fs::canonicalize(&path)
                     && to.starts_with(ws)
@@ -301,45 +349,33 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
                 }
                 continue;
             }
-            // A git directory by its shape, whatever its name (a gitfile's
-            // target, a bare repository): its hooks and config run code.
-            if ft.is_dir()
-                && !protected
-                && path.join("HEAD").is_file()
-                && path.join("objects").is_dir()
-                && path.join("refs").is_dir()
-            {
-                found.protected.push(path);
-                continue;
-            }
-            // `.git` and `.latchclaw`: what makes code run later, outside.
-            if !in_git && protected {
-                found.protected.push(path.clone());
-                // Inside a git directory only its config is secret-named
-                // (remote URLs with tokens): listed, not walked.
-                if ft.is_dir() && lower == ".git" {
-                    for c in ["config", "config.worktree"] {
-                        let p = path.join(c);
-                        if p.is_file() {
-                            found.git_masks.push(p);
-                        }
-                    }
+            if ft.is_dir() {
+                // A git directory by its shape, whatever its name (a
+                // gitfile's target, a bare repository): its hooks and
+                // config run code.
+                let by_shape = !in_git
+                    && !protected
+                    && path.join("HEAD").is_file()
+                    && path.join("objects").is_dir()
+                    && path.join("refs").is_dir();
+                if protected || by_shape {
+                    found.protected.push(path.clone());
+                }
+                // Object stores hold hex names only, and many.
+                if in_git && (lower == "objects" || lower == "lfs") {
                     continue;
                 }
-            }
-            if ft.is_dir() {
                 if depth + 1 > DEPTH_MAX {
-                    found.incomplete = Some(format!(
-                        "{} is deeper than {DEPTH_MAX} levels; secret-named files below it \
-                         are not masked (the gate still refuses them by name)",
+                    return Err(format!(
+                        "{} is deeper than {DEPTH_MAX} levels, deeper than latchclaw walks to \
+                         find what to mask",
                         path.display()
                     ));
-                    continue;
                 }
-                stack.push((path, depth + 1, in_git));
+                let git = in_git || by_shape || (protected && lower == ".git");
+                stack.push((path, depth + 1, git));
                 continue;
             }
-            let secret = super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
             if ft.is_file()
                 && let Ok(md) = e.metadata()
             {
@@ -350,8 +386,12 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
                     linked.push((path.clone(), id));
                 }
             }
-            if secret && !ft.is_dir() {
-                found.masks.push((path, false));
+            if secret {
+                if in_git {
+                    found.git_masks.push(path);
+                } else {
+                    found.masks.push((path, false));
+                }
             }
         }
     }
@@ -361,7 +401,7 @@ fn walk(spec: &Spec, ws: &Path) -> Found {
             found.masks.push((p, false));
         }
     }
-    found
+    Ok(found)
 }
 
 /// A file of /proc/self and what to write there.
@@ -509,11 +549,18 @@ fn stage() -> Result<Builder, String> {
     b.steps
         .push(Step::Dir(cstr(Path::new(STAGE).join(&OLD[1..]))?));
     b.steps.push(Step::Pivot);
+    // Each child mounts its own PID namespace's /proc here. In a user
+    // namespace the kernel lets it only where a procfs is already in full
+    // view: the host's, bound aside, which each child unmounts once its
+    // own is up.
     b.dirs_to(Path::new("/proc"))?;
-    b.steps.push(Step::Proc);
-    b.steps.push(Step::ReadOnly {
-        dst: cstr("/proc")?,
-        recursive: true,
+    b.dirs_to(Path::new(HOST_PROC))?;
+    b.steps.push(Step::Mount {
+        src: Some(old(Path::new("/proc"))?),
+        dst: cstr(HOST_PROC)?,
+        fstype: None,
+        flags: MS_BIND | MS_REC,
+        data: None,
     });
     Ok(b)
 }
@@ -553,7 +600,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     if let Some(tmp) = &spec.tmp_dir {
         b.bind(&canon(tmp)?, true)?;
     }
-    let found = walk(spec, &ws);
+    let found = walk(spec, &ws)?;
     let mut masked = Vec::new();
     for (p, dir) in &found.masks {
         mask(p, *dir, &mut b.steps)?;
@@ -572,53 +619,106 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             masked.push(p);
         }
     }
-    let mut git_masks = Vec::new();
-    for p in &found.git_masks {
-        mask(p, false, &mut git_masks)?;
-    }
-    let mut git_read_only = Vec::new();
-    let mut git_write = Vec::new();
     for p in &found.protected {
-        read_only_over_itself(p, &mut git_read_only)?;
+        read_only_over_itself(p, &mut b.steps)?;
+    }
+    let mut relax_read = Vec::new();
+    for p in &found.git_masks {
+        mask(p, false, &mut b.steps)?;
+        relax_read.push(Step::Uncover(cstr(p)?));
+        masked.push(p.clone());
+    }
+    let mut relax_write = relax_read.clone();
+    for p in &found.protected {
         let is_git = p
             .file_name()
             .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
         if is_git && p.is_dir() {
+            relax_write.push(Step::Uncover(cstr(p)?));
             for c in GIT_CODE {
                 let q = p.join(c);
                 if q.symlink_metadata().is_ok() {
-                    read_only_over_itself(&q, &mut git_write)?;
+                    read_only_over_itself(&q, &mut relax_write)?;
                 }
             }
-        } else {
-            read_only_over_itself(p, &mut git_write)?;
         }
     }
-    let cwd = spec.cwd.as_deref().unwrap_or(&ws);
-    let finish = vec![
-        Step::Detach(cstr(OLD)?),
-        Step::ReadOnly {
-            dst: cstr("/")?,
-            recursive: false,
-        },
-        Step::Chdir(cstr(cwd)?),
-    ];
-    masked.extend(found.git_masks.iter().cloned());
+    b.steps.push(Step::Detach(cstr(OLD)?));
+    b.steps.push(Step::ReadOnly {
+        dst: cstr("/")?,
+        recursive: false,
+    });
+    let cwd = cstr(spec.cwd.as_deref().unwrap_or(&ws))?;
     Ok(View {
         shared,
         network: spec.network,
-        setup: b.steps,
-        git_masks,
-        git_read_only,
-        git_write,
-        finish,
+        base: b.steps,
+        made: OnceLock::new(),
+        relax_read,
+        relax_write,
+        cwd,
         masked,
         read_only: found.protected,
-        incomplete: found.incomplete,
     })
 }
 
 impl View {
+    /// The call's base mount namespace, made on first use: by the parent,
+    /// before the first child of the call starts.
+    pub fn base(&self) -> Result<BorrowedFd<'_>, String> {
+        match self.made.get_or_init(|| self.make_base()) {
+            Ok(b) => Ok(b.ns.as_fd()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    fn make_base(&self) -> Result<Base, String> {
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
+        let theirs = OwnedFd::from(theirs);
+        let (hold, release) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+        let user = match &self.shared.user {
+            Some(u) => Some(
+                u.try_clone()
+                    .map_err(|e| format!("the user namespace: {e}"))?,
+            ),
+            None => None,
+        };
+        let steps = self.base.clone();
+        let mut cmd = std::process::Command::new("/");
+        cmd.stdin(std::process::Stdio::from(OwnedFd::from(hold)))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        sys::process::set_pre_exec(&mut cmd, move || {
+            if let Some(u) = &user {
+                sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
+            }
+            sys::ns::unshare(sys::ns::NEWNS)?;
+            // Opened while the host's /proc is still in view.
+            let ns = sys::ns::open_ns(c"/proc/self/ns/mnt")?;
+            for step in &steps {
+                run(step, None)?;
+            }
+            sys::ns::send_fds(theirs.as_fd(), &[ns.as_fd()])?;
+            // Closing std's exec-error pipe tells the parent it is done;
+            // then it holds the namespace until the call is over.
+            sys::ns::close_from_3();
+            sys::ns::hold_until_stdin_closes()
+        });
+        let holder = cmd
+            .spawn()
+            .map_err(|e| format!("the call's view could not be set up: {e}"))?;
+        let ns = sys::ns::recv_fds(ours.as_fd())
+            .map_err(|e| format!("receiving the call's view: {e}"))?
+            .pop()
+            .ok_or("the call's view was not handed over")?;
+        Ok(Base {
+            ns,
+            holder: Some(holder),
+            release: Some(OwnedFd::from(release)),
+        })
+    }
+
     /// Whether this view makes a user namespace.
     pub fn user_namespace(&self) -> bool {
         self.shared.user.is_some()
@@ -634,6 +734,7 @@ impl View {
     /// program inherits them and init is held by them too.
     pub fn enter(
         &self,
+        base: BorrowedFd,
         kind: Kind,
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
@@ -660,32 +761,32 @@ impl View {
             }
         }
         drop(report);
-        // Its own mount namespace: the process above stays in the host's,
-        // so its exit drops no mounts.
-        sys::ns::unshare(sys::ns::NEWNS)?;
         // Init: dies with the process above, and the namespace with it. It
         // is a copy of latchclaw's memory until it dies: not dumpable, so
         // no process in the namespace reads it through /proc/1.
         sys::process::die_with_parent()?;
         sys::process::set_undumpable()?;
-        let git: &[Step] = match kind {
-            Kind::Other => &self.git_read_only,
-            Kind::GitRead => &self.git_read_only,
-            Kind::GitWrite => &self.git_write,
+        // The call's base, then a copy of its own (its /proc, a git
+        // child's relaxations): the base stays as it is for the others.
+        sys::ns::setns(base, sys::ns::NEWNS)?;
+        sys::ns::unshare(sys::ns::NEWNS)?;
+        let relax: &[Step] = match kind {
+            Kind::Other => &[],
+            Kind::GitRead => &self.relax_read,
+            Kind::GitWrite => &self.relax_write,
         };
-        let masks: &[Step] = match kind {
-            Kind::Other => &self.git_masks,
-            _ => &[],
-        };
-        for step in self
-            .setup
-            .iter()
-            .chain(git)
-            .chain(masks)
-            .chain(&self.finish)
-        {
+        let own = [
+            Step::Proc,
+            Step::ReadOnly {
+                dst: c"/proc".into(),
+                recursive: true,
+            },
+            Step::Uncover(c"/.latchclaw-host-proc".into()),
+        ];
+        for step in own.iter().chain(relax) {
             run(step, ruleset)?;
         }
+        sys::ns::chdir(&self.cwd)?;
         walls()?;
         if let Some(program) = sys::ns::fork()? {
             let _ = sys::ns::onto_stdin(&reporter);
@@ -755,9 +856,13 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
                     }
                     Ok(())
                 }
-                Err(_) => {
-                    sys::ns::mount(Some(c"/oldroot/proc"), proc_, None, MS_BIND | MS_REC, None)
-                }
+                Err(_) => sys::ns::mount(
+                    Some(c"/.latchclaw-host-proc"),
+                    proc_,
+                    None,
+                    MS_BIND | MS_REC,
+                    None,
+                ),
             }
         }
         Step::Pivot => {
@@ -766,7 +871,10 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             sys::ns::chdir(c"/")
         }
         Step::Detach(p) => sys::ns::detach(p),
-        Step::Chdir(p) => sys::ns::chdir(p),
+        Step::Uncover(p) => match sys::ns::detach(p) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOENT)) => Ok(()),
+            r => r,
+        },
     }
 }
 
