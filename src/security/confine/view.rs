@@ -97,7 +97,6 @@ enum Step {
     /// the host's /proc has parts masked, as in many containers).
     Proc,
     Pivot,
-    Detach(CString),
 }
 
 /// What one child runs as: which parts of `.git` it may write, and
@@ -643,7 +642,14 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             }
         }
     }
-    b.steps.push(Step::Detach(cstr(OLD)?));
+    // The old root stays mounted under an empty cover, not unmounted: an
+    // unmount waits for the kernel's RCU grace period (milliseconds, on the
+    // call's path), and no child can lift a cover (no capability to
+    // unmount, and seccomp refuses umount).
+    b.steps.push(Step::Cover {
+        src: cstr(EMPTY_DIR)?,
+        dst: cstr(OLD)?,
+    });
     b.steps.push(Step::ReadOnly {
         dst: cstr("/")?,
         recursive: false,
@@ -781,7 +787,11 @@ impl View {
                 dst: c"/proc".into(),
                 recursive: true,
             },
-            Step::Uncover(c"/.latchclaw-host-proc".into()),
+            // Covered, not unmounted (see `build`).
+            Step::Cover {
+                src: c"/.latchclaw-masked.d".into(),
+                dst: c"/.latchclaw-host-proc".into(),
+            },
         ];
         for step in own.iter().chain(relax) {
             run(step, ruleset)?;
@@ -870,7 +880,6 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             sys::ns::pivot_root(c"/tmp", c"/tmp/oldroot")?;
             sys::ns::chdir(c"/")
         }
-        Step::Detach(p) => sys::ns::detach(p),
         Step::Uncover(p) => match sys::ns::detach(p) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOENT)) => Ok(()),
             r => r,
