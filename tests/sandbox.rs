@@ -816,3 +816,56 @@ fn an_unwalkable_workspace_refuses_the_call_and_git_secrets_are_masked() {
         .current_dir(ws)
         .status();
 }
+
+/// Red-team round 2: git after a command that may change files, on the
+/// same line, is refused (its drivers were pinned as the gate read the
+/// config, which that command could change first); a secret moved into a
+/// git directory's object store is still masked.
+#[test]
+fn git_after_a_writer_is_refused_and_object_stores_are_walked() {
+    let env = env_with(
+        "",
+        "shell_allowlist = [\"./x.sh\", \"./y.sh\", \"git\", \"echo\"]",
+    );
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let ws = &env.ws;
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    git(&ws.join("sub"), &["init", "-q"]);
+    script(&env, "x.sh", "#!/bin/sh\necho '[core]' > sub/inc.cfg\n");
+    for line in [
+        "./x.sh; git -C sub status",
+        "git -C sub status; ./x.sh",
+        "./x.sh | git -C sub status",
+        "echo x > a.txt && git -C sub status",
+    ] {
+        let (r, v) = env.shell(line);
+        assert_eq!(r.code, 4, "{line}: {r:?}");
+        assert!(
+            v["reason"].as_str().unwrap_or("").contains("separate call"),
+            "{line}: {v}"
+        );
+    }
+    let (r, _) = env.shell("git -C sub status");
+    assert_ne!(r.code, 4, "git alone stays allowed: {r:?}");
+    std::fs::create_dir_all(ws.join("deploy")).unwrap();
+    std::fs::write(ws.join("deploy/id_rsa"), "canary-moved-7171\n").unwrap();
+    script(
+        &env,
+        "x.sh",
+        "#!/bin/sh\nmkdir -p g/.git && mv deploy g/.git/objects && echo moved\n",
+    );
+    let (r, v) = env.shell("./x.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(output(&v).contains("moved"), "{v}");
+    script(
+        &env,
+        "y.sh",
+        "#!/bin/sh\ncat g/.git/objects/id_rsa; echo done\n",
+    );
+    let (r, v) = env.shell("./y.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(output(&v).contains("done"), "{v}");
+    assert!(!output(&v).contains("canary"), "{v}");
+}

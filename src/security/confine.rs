@@ -616,6 +616,20 @@ impl Prepared {
         self.view.as_deref()
     }
 
+    /// Makes the call's base views for `kinds` now: before the first child
+    /// of the call runs, so that no child can change the workspace between
+    /// the walk and the covers. A base not made here is made at the first
+    /// install of its kind.
+    pub fn ready(&self, kinds: &[view::Kind]) {
+        if let Some(v) = &self.view {
+            for &k in kinds {
+                if let Err(e) = v.base(k) {
+                    log::warn!(target: "event::confinement_unavailable", "{e}");
+                }
+            }
+        }
+    }
+
     /// [`Prepared::install_as`] for a program that is not git.
     pub fn install(&self, cmd: &mut Command) {
         self.install_as(cmd, view::Kind::Other);
@@ -645,7 +659,7 @@ impl Prepared {
         // The call's base, made now (before this child, the first of the
         // call, or after the others): a duplicate for the hook.
         let base = view.as_ref().map(|v| {
-            v.base()
+            v.base(kind)
                 .map_err(|e| {
                     log::warn!(target: "event::confinement_unavailable", "{e}");
                     io::Error::from_raw_os_error(libc::EPERM)
@@ -676,7 +690,7 @@ impl Prepared {
                         None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
                     };
                     let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());
-                    v.enter(base, kind, rs, || walls(ruleset, filter, required))
+                    v.enter(base, rs, || walls(ruleset, filter, required))
                 }
                 None => walls(ruleset, filter, required),
             }

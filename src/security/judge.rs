@@ -211,10 +211,46 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     let mut verdict = Judgement::low("harmless command");
     let mut steps = Vec::new();
     let total: usize = items.iter().map(|(_, p)| p.commands.len()).sum();
+    // git runs with its drivers pinned off as the gate read its config; a
+    // command before it on the line that may change files (a code runner, a
+    // script, a write) could change that config or swap the repository
+    // first. (Positions on the line of the writers and of the gits.)
+    let (mut writers, mut gits): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let mut at = 0usize;
     for (connector, pipeline) in items {
         let mut commands = Vec::new();
         for (i, raw) in pipeline.commands.iter().enumerate() {
             let (j, cmd, writes) = judge_command(raw, i > 0, &cwd, gate, false)?;
+            let redirects_a_write = cmd.redirs.iter().any(|r| {
+                matches!(
+                    r,
+                    super::plan::Redir::Open {
+                        mode: super::plan::OpenMode::Truncate | super::plan::OpenMode::Append,
+                        ..
+                    }
+                )
+            });
+            if (writes.any && cmd.git == super::plan::GitAccess::None) || redirects_a_write {
+                writers.push(at);
+            }
+            if cmd.git != super::plan::GitAccess::None {
+                gits.push(at);
+            }
+            at += 1;
+            // One command may be both (`git log > out.txt`).
+            if writers.iter().any(|w| gits.iter().any(|g| g != w)) {
+                return Err(format!(
+                    "git reads its repository's configuration as the gate saw it, and another \
+                     command on this line may change files first (`{}`); run git in a \
+                     separate call",
+                    raw.words
+                        .iter()
+                        .take(2)
+                        .map(|w| w.display())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
             if writes.links && total > 1 {
                 return Err(format!(
                     "`{}` changes files and may create or move links, and the other commands \

@@ -339,6 +339,15 @@ impl CallEnv {
     }
 }
 
+/// The sandbox's view a command runs in.
+fn view_kind(git: GitAccess) -> confine::view::Kind {
+    match git {
+        GitAccess::None => confine::view::Kind::Other,
+        GitAccess::Read => confine::view::Kind::GitRead,
+        GitAccess::Write => confine::view::Kind::GitWrite,
+    }
+}
+
 fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
     let [i, o, e] = fds.slots;
     let mut c = Command::new(&cmd.program);
@@ -361,12 +370,7 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
     if let Some(t) = &call.tmp {
         c.env("TMPDIR", t);
     }
-    let kind = match cmd.git {
-        GitAccess::None => confine::view::Kind::Other,
-        GitAccess::Read => confine::view::Kind::GitRead,
-        GitAccess::Write => confine::view::Kind::GitWrite,
-    };
-    call.confine.install_as(&mut c, kind);
+    call.confine.install_as(&mut c, view_kind(cmd.git));
     c.spawn()
 }
 
@@ -527,6 +531,14 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
             ));
         }
     };
+    // Every view the plan's commands need, before the first one runs.
+    let kinds: Vec<confine::view::Kind> = plan
+        .steps
+        .iter()
+        .flat_map(|s| &s.commands)
+        .map(|c| view_kind(c.git))
+        .collect();
+    confine.ready(&kinds);
     let call = CallEnv {
         ws,
         ws_fd,

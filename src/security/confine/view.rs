@@ -88,10 +88,6 @@ enum Step {
         src: CString,
         dst: CString,
     },
-    /// Unmounts what covers `dst` (a mask, a read-only bind); nothing when
-    /// nothing is mounted there (a child moved it: the cover went along,
-    /// and stays).
-    Uncover(CString),
     /// A procfs of the child's PID namespace at /proc, or the host's bound
     /// when the kernel refuses a new one (it does in a user namespace when
     /// the host's /proc has parts masked, as in many containers).
@@ -102,6 +98,7 @@ enum Step {
 /// What one child runs as: which parts of `.git` it may write, and
 /// whether git's own secret-named config is masked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
 pub enum Kind {
     /// Any program: `.git` read-only and its `config` masked.
     Other,
@@ -114,24 +111,22 @@ pub enum Kind {
 
 /// A call's view, ready for [`View::enter`]: the base every child of the
 /// call shares, made once before the first child starts, and what a git
-/// child's own copy relaxes.
+/// child's own copy adds (its /proc).
 #[derive(Debug)]
 pub struct View {
     shared: &'static Shared,
     /// Whether children keep the host's network (not the shared empty one).
     network: bool,
-    /// The base: the new root, the binds, every mask, every protected
-    /// directory read-only, `.git/config` masked. Run once, by
-    /// [`View::base`]'s maker, before any child of the call runs, so no
-    /// child can move a path between the walk and its cover (covers are
-    /// mounts on the directory entries: they follow a rename).
-    base: Vec<Step>,
-    made: OnceLock<Result<Base, String>>,
-    /// A git child reading: its own copy without the config masks.
-    relax_read: Vec<Step>,
-    /// A git child writing: as reading, and `.git` writable but for
-    /// [`GIT_CODE`].
-    relax_write: Vec<Step>,
+    /// The bases, one per [`Kind`]: the new root, the binds, every mask,
+    /// every protected directory read-only (a git child's own without
+    /// `.git/config` masked; a git writer's with `.git` writable but for
+    /// [`GIT_CODE`]). Each is made once per call by [`View::base`]'s maker
+    /// before any child of the call runs ([`super::Prepared::ready`]), so
+    /// no child can move a path between the walk and its cover, and none
+    /// is changed by path after a child ran (covers are mounts on the
+    /// directory entries: they follow a rename).
+    bases: [Vec<Step>; 3],
+    made: [OnceLock<Result<Base, String>>; 3],
     cwd: CString,
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
@@ -360,10 +355,8 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
                 if protected || by_shape {
                     found.protected.push(path.clone());
                 }
-                // Object stores hold hex names only, and many.
-                if in_git && (lower == "objects" || lower == "lfs") {
-                    continue;
-                }
+                // Object stores too: a child can move a secret's directory
+                // into one.
                 if depth + 1 > DEPTH_MAX {
                     return Err(format!(
                         "{} is deeper than {DEPTH_MAX} levels, deeper than latchclaw walks to \
@@ -561,6 +554,10 @@ fn stage() -> Result<Builder, String> {
         flags: MS_BIND | MS_REC,
         data: None,
     });
+    b.steps.push(Step::ReadOnly {
+        dst: cstr(HOST_PROC)?,
+        recursive: true,
+    });
     Ok(b)
 }
 
@@ -618,50 +615,59 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             masked.push(p);
         }
     }
+    let common = b.steps;
+    let mut other = common.clone();
+    let mut git_read = common.clone();
+    let mut git_write = common;
     for p in &found.protected {
-        read_only_over_itself(p, &mut b.steps)?;
-    }
-    let mut relax_read = Vec::new();
-    for p in &found.git_masks {
-        mask(p, false, &mut b.steps)?;
-        relax_read.push(Step::Uncover(cstr(p)?));
-        masked.push(p.clone());
-    }
-    let mut relax_write = relax_read.clone();
-    for p in &found.protected {
+        read_only_over_itself(p, &mut other)?;
+        read_only_over_itself(p, &mut git_read)?;
         let is_git = p
             .file_name()
             .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
         if is_git && p.is_dir() {
-            relax_write.push(Step::Uncover(cstr(p)?));
             for c in GIT_CODE {
                 let q = p.join(c);
                 if q.symlink_metadata().is_ok() {
-                    read_only_over_itself(&q, &mut relax_write)?;
+                    read_only_over_itself(&q, &mut git_write)?;
                 }
             }
+        } else {
+            read_only_over_itself(p, &mut git_write)?;
         }
     }
-    // The old root stays mounted under an empty cover, not unmounted: an
+    for p in &found.git_masks {
+        mask(p, false, &mut other)?;
+        masked.push(p.clone());
+    }
+    // The old root stays mounted, read-only, under an empty cover: an
     // unmount waits for the kernel's RCU grace period (milliseconds, on the
-    // call's path), and no child can lift a cover (no capability to
-    // unmount, and seccomp refuses umount).
-    b.steps.push(Step::Cover {
-        src: cstr(EMPTY_DIR)?,
-        dst: cstr(OLD)?,
-    });
-    b.steps.push(Step::ReadOnly {
-        dst: cstr("/")?,
-        recursive: false,
-    });
+    // call's path), and nothing after this point unmounts anything (no
+    // child has the capability, seccomp refuses umount, and no step runs
+    // by path once a child has run).
+    let finish = [
+        Step::ReadOnly {
+            dst: cstr(OLD)?,
+            recursive: true,
+        },
+        Step::Cover {
+            src: cstr(EMPTY_DIR)?,
+            dst: cstr(OLD)?,
+        },
+        Step::ReadOnly {
+            dst: cstr("/")?,
+            recursive: false,
+        },
+    ];
+    for steps in [&mut other, &mut git_read, &mut git_write] {
+        steps.extend(finish.iter().cloned());
+    }
     let cwd = cstr(spec.cwd.as_deref().unwrap_or(&ws))?;
     Ok(View {
         shared,
         network: spec.network,
-        base: b.steps,
-        made: OnceLock::new(),
-        relax_read,
-        relax_write,
+        bases: [other, git_read, git_write],
+        made: Default::default(),
         cwd,
         masked,
         read_only: found.protected,
@@ -671,14 +677,15 @@ pub fn build(spec: &Spec) -> Result<View, String> {
 impl View {
     /// The call's base mount namespace, made on first use: by the parent,
     /// before the first child of the call starts.
-    pub fn base(&self) -> Result<BorrowedFd<'_>, String> {
-        match self.made.get_or_init(|| self.make_base()) {
+    pub fn base(&self, kind: Kind) -> Result<BorrowedFd<'_>, String> {
+        let i = kind as usize;
+        match self.made[i].get_or_init(|| self.make_base(&self.bases[i])) {
             Ok(b) => Ok(b.ns.as_fd()),
             Err(e) => Err(e.clone()),
         }
     }
 
-    fn make_base(&self) -> Result<Base, String> {
+    fn make_base(&self, base: &[Step]) -> Result<Base, String> {
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
         let theirs = OwnedFd::from(theirs);
@@ -690,7 +697,7 @@ impl View {
             ),
             None => None,
         };
-        let steps = self.base.clone();
+        let steps = base.to_vec();
         let mut cmd = std::process::Command::new("/");
         cmd.stdin(std::process::Stdio::from(OwnedFd::from(hold)))
             .stdout(std::process::Stdio::null())
@@ -741,7 +748,6 @@ impl View {
     pub fn enter(
         &self,
         base: BorrowedFd,
-        kind: Kind,
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
@@ -772,15 +778,10 @@ impl View {
         // no process in the namespace reads it through /proc/1.
         sys::process::die_with_parent()?;
         sys::process::set_undumpable()?;
-        // The call's base, then a copy of its own (its /proc, a git
-        // child's relaxations): the base stays as it is for the others.
+        // The call's base for this kind, then a copy of its own (its own
+        // /proc): the base stays as it is for the others.
         sys::ns::setns(base, sys::ns::NEWNS)?;
         sys::ns::unshare(sys::ns::NEWNS)?;
-        let relax: &[Step] = match kind {
-            Kind::Other => &[],
-            Kind::GitRead => &self.relax_read,
-            Kind::GitWrite => &self.relax_write,
-        };
         let own = [
             Step::Proc,
             Step::ReadOnly {
@@ -793,7 +794,7 @@ impl View {
                 dst: c"/.latchclaw-host-proc".into(),
             },
         ];
-        for step in own.iter().chain(relax) {
+        for step in &own {
             run(step, ruleset)?;
         }
         sys::ns::chdir(&self.cwd)?;
@@ -880,10 +881,6 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             sys::ns::pivot_root(c"/tmp", c"/tmp/oldroot")?;
             sys::ns::chdir(c"/")
         }
-        Step::Uncover(p) => match sys::ns::detach(p) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOENT)) => Ok(()),
-            r => r,
-        },
     }
 }
 
