@@ -869,3 +869,81 @@ fn git_after_a_writer_is_refused_and_object_stores_are_walked() {
     assert!(output(&v).contains("done"), "{v}");
     assert!(!output(&v).contains("canary"), "{v}");
 }
+
+/// Red-team round 3: latchclaw's own files inside the workspace (the state
+/// dir, a receipts log, the memory database) are covered in every child,
+/// and the directories above them are pinned: a child cannot move the real
+/// state dir aside and put a config of its own (`confinement = "off"`) in
+/// its place for the next call.
+#[test]
+fn state_inside_the_workspace_is_covered_and_cannot_be_swapped() {
+    let env = Env::new();
+    let state = env.ws.join("a/st");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(env.ws.join("logs")).unwrap();
+    std::fs::write(
+        state.join("config.toml"),
+        format!(
+            "workspace_dir = {ws:?}\n[security]\nautonomy = \"full\"\n\
+             shell_allowlist = [\"./x.sh\", \"./y.sh\"]\n\
+             [receipts]\npath = {log:?}\n[channels.cli]\n{BASIC_TOOLS}\n",
+            ws = env.ws.display().to_string(),
+            log = env.ws.join("logs/receipts.log").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let run = |command: &str| {
+        let mut c = env.command(&[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            &serde_json::json!({ "command": command }).to_string(),
+        ]);
+        c.env("LATCHCLAW_HOME", &state);
+        Run::from(c.output().unwrap())
+    };
+    let pol = {
+        let mut c = env.command(&["policy", "show"]);
+        c.env("LATCHCLAW_HOME", &state);
+        Run::from(c.output().unwrap())
+    };
+    if !pol.stdout.contains("\n  namespaces: ") {
+        skip("no namespace sandbox on this machine");
+        return;
+    }
+    script(
+        &env,
+        "x.sh",
+        "#!/bin/sh\nls a/st logs 2>&1 | head -5\ncat logs/receipts.log a/st/config.toml 2>&1 | head -3\n\
+         mkdir -p a2/st && printf '[security]\\nconfinement = \"off\"\\n' > a2/st/config.toml\n\
+         mv a a_old && mv a2 a && echo SWAPPED\nmv logs logs_old && echo MOVED-LOGS\necho done\n",
+    );
+    let r = run("./x.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let out = output(&v);
+    assert!(out.contains("done"), "{out}");
+    for leak in ["SWAPPED", "MOVED-LOGS", "workspace_dir", "\"tool\""] {
+        assert!(!out.contains(leak), "{leak}: {out}");
+    }
+    // The next call still runs confined, from the real config.
+    script(
+        &env,
+        "y.sh",
+        "#!/bin/sh\ncat /proc/1/comm; ls /tmp | head -3; echo done\n",
+    );
+    let r = run("./y.sh");
+    assert_eq!(r.code, 0, "{r:?}");
+    let pol = {
+        let mut c = env.command(&["policy", "show"]);
+        c.env("LATCHCLAW_HOME", &state);
+        Run::from(c.output().unwrap())
+    };
+    assert!(pol.stdout.contains("\n  namespaces: "), "{}", pol.stdout);
+    assert!(
+        std::fs::read_to_string(state.join("config.toml"))
+            .unwrap()
+            .contains("./y.sh")
+    );
+}

@@ -180,7 +180,14 @@ impl Spec {
             mode: cfg.security.confinement,
             state_dir: Some(cfg.state_dir.clone()),
             secret_allow: super::secret_files::Allow::new(&cfg.security.secret_files_allow),
-            forbidden: cfg.security.forbidden_paths.clone(),
+            // latchclaw's own files are as forbidden to a child.
+            forbidden: cfg
+                .security
+                .forbidden_paths
+                .iter()
+                .cloned()
+                .chain(cfg.protected_paths())
+                .collect(),
             network: false,
             cwd: None,
         }

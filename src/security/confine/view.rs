@@ -597,23 +597,59 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         b.bind(&canon(tmp)?, true)?;
     }
     let found = walk(spec, &ws)?;
-    let mut masked = Vec::new();
-    for (p, dir) in &found.masks {
-        mask(p, *dir, &mut b.steps)?;
-        masked.push(p.clone());
-    }
-    // The state directory and forbidden paths, where the workspace holds
-    // them.
-    let mut inside: Vec<PathBuf> = spec.forbidden.clone();
-    inside.extend(spec.state_dir.iter().cloned());
-    for p in inside {
-        let Ok(p) = std::fs::canonicalize(&p) else {
+    // latchclaw's own state where the workspace holds it (the state dir,
+    // a config, the receipts log and its anchor, the memory database and
+    // its journals) and the forbidden paths: covered, a file's directory
+    // too (a journal that does not exist yet would be read when it does).
+    // latchclaw finds these by path next time, so every directory between
+    // the workspace and them is pinned (bound over itself: a mount point
+    // cannot be renamed) before anything is covered, lest a child move the
+    // real one aside and put its own in its place.
+    let mut state: Vec<(PathBuf, bool)> = Vec::new();
+    for p in spec.forbidden.iter().chain(&spec.state_dir) {
+        let Ok(p) = std::fs::canonicalize(p) else {
             continue;
         };
-        if p.starts_with(&ws) && p != ws {
-            mask(&p, p.is_dir(), &mut b.steps)?;
-            masked.push(p);
+        if !p.starts_with(&ws) || p == ws {
+            continue;
         }
+        let dir = p.is_dir();
+        state.push((p.clone(), dir));
+        if !dir
+            && let Some(parent) = p.parent()
+            && parent != ws
+            && parent.starts_with(&ws)
+        {
+            state.push((parent.to_path_buf(), true));
+        }
+    }
+    let mut pins: Vec<PathBuf> = Vec::new();
+    for (p, _) in &state {
+        for a in p.ancestors().skip(1) {
+            if a == ws || !a.starts_with(&ws) {
+                break;
+            }
+            if !pins.iter().any(|q| q == a) {
+                pins.push(a.to_path_buf());
+            }
+        }
+    }
+    // Outermost first: a bind over a directory hides what is mounted below.
+    pins.sort_by_key(|p| p.components().count());
+    for p in &pins {
+        let c = cstr(p)?;
+        b.steps.push(Step::Mount {
+            src: Some(c.clone()),
+            dst: c,
+            fstype: None,
+            flags: MS_BIND,
+            data: None,
+        });
+    }
+    let mut masked = Vec::new();
+    for (p, dir) in found.masks.iter().chain(&state) {
+        mask(p, *dir, &mut b.steps)?;
+        masked.push(p.clone());
     }
     let common = b.steps;
     let mut other = common.clone();
