@@ -618,11 +618,6 @@ impl Prepared {
         self
     }
 
-    /// The namespace view, for tests and `policy show`.
-    pub fn view(&self) -> Option<&view::View> {
-        self.view.as_deref()
-    }
-
     /// Makes the call's base views for `kinds` now: before the first child
     /// of the call runs, so that no child can change the workspace between
     /// the walk and the covers. A base not made here is made at the first

@@ -234,14 +234,6 @@ pub fn set_read_only(target: &CStr, recursive: bool) -> io::Result<()> {
     }
 }
 
-/// Hook-safe: umount2(2) with MNT_DETACH.
-pub fn detach(target: &CStr) -> io::Result<()> {
-    Ok(rustix::mount::unmount(
-        target,
-        rustix::mount::UnmountFlags::DETACH,
-    )?)
-}
-
 /// Hook-safe: pivot_root(2).
 pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
     Ok(rustix::process::pivot_root(new_root, put_old)?)

@@ -130,8 +130,6 @@ pub struct View {
     cwd: CString,
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
-    /// Workspace paths bound read-only over themselves.
-    pub read_only: Vec<PathBuf>,
 }
 
 /// A call's base mount namespace, and the process that holds it until the
@@ -442,52 +440,31 @@ fn make_shared() -> Result<Shared, String> {
             format!("{gid} {gid} 1").into_bytes(),
         ));
     }
-    // The child opens its new namespaces and hands them over: latchclaw
-    // could not open another process's /proc/PID/ns (neither is dumpable).
-    let (ours, theirs) =
-        std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
-    let theirs = OwnedFd::from(theirs);
-    // An errno no step of the set-up returns: the child got as far as the
-    // end (it never executes anything).
-    const DONE: i32 = libc::ENOTRECOVERABLE;
-    let mut cmd = std::process::Command::new("/");
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    sys::process::set_pre_exec(&mut cmd, move || {
-        sys::ns::unshare(flags)?;
-        if !maps.is_empty() {
-            // latchclaw is not dumpable, which makes /proc/self root's; the
-            // maps are written by this process's own user.
-            sys::process::set_dumpable()?;
-            let written = maps
-                .iter()
-                .try_for_each(|(path, data)| sys::ns::write_file(path, data));
-            sys::process::set_undumpable()?;
-            written?;
-        }
-        let net = sys::ns::open_ns(c"/proc/self/ns/net")?;
-        if user {
-            let user = sys::ns::open_ns(c"/proc/self/ns/user")?;
-            sys::ns::send_fds(theirs.as_fd(), &[user.as_fd(), net.as_fd()])?;
-        } else {
-            sys::ns::send_fds(theirs.as_fd(), &[net.as_fd()])?;
-        }
-        Err(io::Error::from_raw_os_error(DONE))
-    });
-    match cmd.spawn() {
-        Err(e) if e.raw_os_error() == Some(DONE) => {}
-        Err(e) => return Err(why_not(&e)),
-        Ok(mut child) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err("the namespace maker ran a program it should not have".into());
-        }
-    }
-    drop(cmd);
-    let mut fds = sys::ns::recv_fds(ours.as_fd())
-        .map_err(|e| format!("receiving the namespaces: {e}"))?
-        .into_iter();
+    let fds = hand_over(
+        move || {
+            sys::ns::unshare(flags)?;
+            if !maps.is_empty() {
+                // latchclaw is not dumpable, which makes /proc/self root's;
+                // the maps are written by this process's own user.
+                sys::process::set_dumpable()?;
+                let written = maps
+                    .iter()
+                    .try_for_each(|(path, data)| sys::ns::write_file(path, data));
+                sys::process::set_undumpable()?;
+                written?;
+            }
+            let net = sys::ns::open_ns(c"/proc/self/ns/net")?;
+            Ok(if user {
+                [Some(sys::ns::open_ns(c"/proc/self/ns/user")?), Some(net)]
+            } else {
+                [Some(net), None]
+            })
+        },
+        None,
+    )
+    .map_err(|e| why_not(&e))?
+    .0;
+    let mut fds = fds.into_iter();
     let mut next = || {
         fds.next()
             .ok_or("the namespace maker sent too few descriptors")
@@ -496,6 +473,56 @@ fn make_shared() -> Result<Shared, String> {
         user: if user { Some(next()?) } else { None },
         net: next()?,
     })
+}
+
+/// What a namespace maker hands over: one or two descriptors, in order.
+type Opened = [Option<OwnedFd>; 2];
+
+/// Starts a child that never executes anything: `setup` (hook-safe) makes
+/// namespaces in it and opens them, and the child hands them to latchclaw
+/// over a socket (latchclaw could not open another process's /proc/PID/ns:
+/// neither is dumpable). Without `hold` the child then ends; with it, the
+/// child keeps the namespaces until the pipe's other end closes, and is
+/// returned.
+fn hand_over(
+    mut setup: impl FnMut() -> io::Result<Opened> + Send + Sync + 'static,
+    hold: Option<std::io::PipeReader>,
+) -> io::Result<(Vec<OwnedFd>, Option<std::process::Child>)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let theirs = OwnedFd::from(theirs);
+    // An errno no step of the set-up returns: the child got to the end.
+    const DONE: i32 = libc::ENOTRECOVERABLE;
+    let holds = hold.is_some();
+    let mut cmd = std::process::Command::new("/");
+    cmd.stdin(hold.map_or_else(std::process::Stdio::null, std::process::Stdio::from))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    sys::process::set_pre_exec(&mut cmd, move || {
+        match setup()? {
+            [Some(a), Some(b)] => sys::ns::send_fds(theirs.as_fd(), &[a.as_fd(), b.as_fd()])?,
+            [Some(a), None] => sys::ns::send_fds(theirs.as_fd(), &[a.as_fd()])?,
+            _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+        if holds {
+            // Closing std's exec-error pipe tells the parent it is done.
+            sys::ns::close_from_3();
+            sys::ns::hold_until_stdin_closes()
+        }
+        Err(io::Error::from_raw_os_error(DONE))
+    });
+    let child = match cmd.spawn() {
+        Err(e) if !holds && e.raw_os_error() == Some(DONE) => None,
+        Err(e) => return Err(e),
+        Ok(child) if holds => Some(child),
+        Ok(mut child) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other(
+                "the namespace maker ran a program it should not have",
+            ));
+        }
+    };
+    Ok((sys::ns::recv_fds(ours.as_fd())?, child))
 }
 
 fn why_not(e: &io::Error) -> String {
@@ -706,7 +733,6 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         made: Default::default(),
         cwd,
         masked,
-        read_only: found.protected,
     })
 }
 
@@ -722,9 +748,6 @@ impl View {
     }
 
     fn make_base(&self, base: &[Step]) -> Result<Base, String> {
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|e| format!("a socket pair: {e}"))?;
-        let theirs = OwnedFd::from(theirs);
         let (hold, release) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
         let user = match &self.shared.user {
             Some(u) => Some(
@@ -734,36 +757,26 @@ impl View {
             None => None,
         };
         let steps = base.to_vec();
-        let mut cmd = std::process::Command::new("/");
-        cmd.stdin(std::process::Stdio::from(OwnedFd::from(hold)))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        sys::process::set_pre_exec(&mut cmd, move || {
-            if let Some(u) = &user {
-                sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
-            }
-            sys::ns::unshare(sys::ns::NEWNS)?;
-            // Opened while the host's /proc is still in view.
-            let ns = sys::ns::open_ns(c"/proc/self/ns/mnt")?;
-            for step in &steps {
-                run(step, None)?;
-            }
-            sys::ns::send_fds(theirs.as_fd(), &[ns.as_fd()])?;
-            // Closing std's exec-error pipe tells the parent it is done;
-            // then it holds the namespace until the call is over.
-            sys::ns::close_from_3();
-            sys::ns::hold_until_stdin_closes()
-        });
-        let holder = cmd
-            .spawn()
-            .map_err(|e| format!("the call's view could not be set up: {e}"))?;
-        let ns = sys::ns::recv_fds(ours.as_fd())
-            .map_err(|e| format!("receiving the call's view: {e}"))?
-            .pop()
-            .ok_or("the call's view was not handed over")?;
+        let (mut fds, holder) = hand_over(
+            move || {
+                if let Some(u) = &user {
+                    sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
+                }
+                sys::ns::unshare(sys::ns::NEWNS)?;
+                // Opened while the host's /proc is still in view.
+                let ns = sys::ns::open_ns(c"/proc/self/ns/mnt")?;
+                for step in &steps {
+                    run(step, None)?;
+                }
+                Ok([Some(ns), None])
+            },
+            Some(hold),
+        )
+        .map_err(|e| format!("the call's view could not be set up: {e}"))?;
+        let ns = fds.pop().ok_or("the call's view was not handed over")?;
         Ok(Base {
             ns,
-            holder: Some(holder),
+            holder,
             release: Some(OwnedFd::from(release)),
         })
     }
