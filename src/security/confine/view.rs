@@ -1,8 +1,9 @@
 //! The namespace wall: what a sandboxed child sees and which kernel
 //! objects it shares with the host.
 //!
-//! Each child gets new mount, PID, IPC, UTS and network namespaces (and a
-//! user namespace when latchclaw is not root). Its root is a fresh,
+//! Each child gets new mount, PID, IPC and UTS namespaces, and joins an
+//! empty network namespace (and a user namespace when latchclaw is not
+//! root) that every child of the process shares. Its root is a fresh,
 //! read-only tmpfs holding only bind mounts: the system's program
 //! directories and a few `/etc` files read-only, `/dev/{null,zero,random,
 //! urandom}`, a `/proc` of its own PID namespace (read-only), the
@@ -15,13 +16,17 @@
 //! read-only file or directory bound over it. None of this depends on what
 //! the gate decided: a child the gate misjudged sees the same.
 //!
-//! The plan of system calls is built in the parent ([`build`]); the forked
-//! child only walks it ([`View::enter`]), which allocates nothing. The PID
-//! namespace takes one more fork: the child that unshares stays outside,
-//! waits and mirrors the exit status; its child is the namespace's init
-//! (PID 1), which forks the program and dies with its parent — and when
-//! init dies the kernel kills everything left in the namespace, so no
-//! process a call started outlives it.
+//! The plan of system calls is built in the parent from one walk of the
+//! workspace ([`build`]). A maker child that never executes anything sets
+//! it up once per call and kind of child, before the call's first child
+//! runs, and holds the resulting mount namespace ([`View::base`]); each
+//! child joins it and takes a copy of its own ([`View::enter`], which
+//! allocates nothing). The PID namespace takes one more fork: the child
+//! that unshares stays outside and exits as the program did; its child is
+//! the namespace's init (PID 1), which forks the program, reports its end,
+//! kills what it left and dies with its parent — and when init dies the
+//! kernel kills everything left in the namespace, so no process a call
+//! started outlives it.
 
 use super::Spec;
 use crate::sys;
