@@ -140,8 +140,16 @@ fn an_approved_interpreter_under_full_cannot_reach_past_the_view() {
     planted_workspace(&env);
     let config_before = std::fs::read(env.ws.join(".git/config")).unwrap();
     std::fs::write(env.ws.join("probe.py"), PROBE).unwrap();
-    let (r, v) = approved(&env, "python3 probe.py");
-    assert_eq!(r.code, 0, "{r:?}");
+    // One command builds its view in its own init; a command after another
+    // joins the call's base view: the same walls either way.
+    for line in ["python3 probe.py", "true; python3 probe.py"] {
+        probe_holds(&env, line, &config_before);
+    }
+}
+
+fn probe_holds(env: &Env, line: &str, config_before: &[u8]) {
+    let (r, v) = approved(env, line);
+    assert_eq!(r.code, 0, "{line}: {r:?}");
     let out = output(&v);
     assert!(out.contains("done"), "{out}");
     assert!(!out.contains("canary"), "a secret reached the child: {out}");

@@ -143,6 +143,9 @@ mod started {
         /// tool whose receipt cannot be written does not run.
         pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
             let c = admitted.call.call;
+            if admitted.acting().plan.is_some() {
+                crate::security::confine::start_early(self.cfg.security.confinement);
+            }
             let id = if admitted.call.tool.takes_effect() {
                 self.append_receipt(&NewReceipt {
                     conversation_id: c.conversation_id,

@@ -326,6 +326,21 @@ fn warn_once(slot: usize, what: &str) {
     }
 }
 
+/// Starts making the namespaces every child of this process shares, on a
+/// thread of its own, for a call that will start children: the empty
+/// network namespace is about a millisecond of kernel work, which then
+/// runs beside the call's started receipt and the workspace walk instead
+/// of before the first child. Nothing if they are made or `mode` is off.
+pub fn start_early(mode: crate::config::Confinement) {
+    if mode == crate::config::Confinement::Off || view::shared_made() {
+        return;
+    }
+    // Without the thread the first child makes them, as before.
+    let _ = std::thread::Builder::new()
+        .name("namespaces".into())
+        .spawn(|| view::shared().map(|_| ()));
+}
+
 /// Whether this machine lets latchclaw give a child namespaces of its own
 /// (see [`view::shared`]).
 pub fn namespace_status() -> Result<(), String> {
@@ -624,6 +639,10 @@ impl Prepared {
     /// install of its kind.
     pub fn ready(&self, kinds: &[view::Kind]) {
         if let Some(v) = &self.view {
+            if let [only] = kinds {
+                v.direct(*only);
+                return;
+            }
             for &k in kinds {
                 if let Err(e) = v.base(k) {
                     log::warn!(target: "event::confinement_unavailable", "{e}");
@@ -660,7 +679,8 @@ impl Prepared {
         let view = self.view.clone();
         // The call's base, made now (before this child, the first of the
         // call, or after the others): a duplicate for the hook.
-        let base = view.as_ref().map(|v| {
+        let direct = view.as_ref().is_some_and(|v| v.takes_direct(kind));
+        let base = view.as_ref().filter(|_| !direct).map(|v| {
             v.base(kind)
                 .map_err(|e| {
                     log::warn!(target: "event::confinement_unavailable", "{e}");
@@ -683,12 +703,13 @@ impl Prepared {
                 // the program: both are confined.
                 Some(v) => {
                     let base = match &base {
-                        Some(Ok(fd)) => fd.as_fd(),
+                        Some(Ok(fd)) => Ok(fd.as_fd()),
                         Some(Err(e)) => {
                             return Err(io::Error::from_raw_os_error(
                                 e.raw_os_error().unwrap_or(libc::EPERM),
                             ));
                         }
+                        None if direct => Err(kind),
                         None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
                     };
                     let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());

@@ -17,11 +17,12 @@
 //! the gate decided: a child the gate misjudged sees the same.
 //!
 //! The plan of system calls is built in the parent from one walk of the
-//! workspace ([`build`]). A maker child that never executes anything sets
-//! it up once per call and kind of child, before the call's first child
-//! runs, and holds the resulting mount namespace ([`View::base`]); each
-//! child joins it and takes a copy of its own ([`View::enter`], which
-//! allocates nothing). The PID namespace takes one more fork: the child
+//! workspace ([`build`]). For a call of one command its init runs the plan
+//! itself ([`View::direct`]). For more, a maker child that never executes
+//! anything sets it up once per call and kind of child, before the call's
+//! first child runs, and holds the resulting mount namespace
+//! ([`View::base`]); each child joins it and takes a copy of its own
+//! ([`View::enter`], which allocates nothing). The PID namespace takes one more fork: the child
 //! that unshares stays outside and exits as the program did; its child is
 //! the namespace's init (PID 1), which forks the program, reports its end,
 //! kills what it left and dies with its parent — and when init dies the
@@ -36,6 +37,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Where the new root is staged before `pivot_root`: hidden by it only in
 /// the child's own mount namespace, and found again under `OLD` after.
@@ -132,6 +134,9 @@ pub struct View {
     /// directory entries: they follow a rename).
     bases: [Vec<Step>; 3],
     made: [OnceLock<Result<Base, String>>; 3],
+    /// Set by [`View::direct`]: the next child of this kind builds the
+    /// view in its own init instead of joining a base.
+    direct: [AtomicBool; 3],
     cwd: CString,
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
@@ -418,12 +423,18 @@ pub struct Shared {
 /// walls below them hold alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set
 /// makes it say no (for tests of the fallback).
 pub fn shared() -> Result<&'static Shared, String> {
-    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
     SHARED
         .get_or_init(make_shared)
         .as_ref()
         .map_err(Clone::clone)
 }
+
+/// Whether [`shared`] has its answer already.
+pub fn shared_made() -> bool {
+    SHARED.get().is_some()
+}
+
+static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
 
 fn make_shared() -> Result<Shared, String> {
     if std::env::var_os("LATCHCLAW_SIMULATE_NO_NAMESPACES").is_some() {
@@ -736,6 +747,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         network: spec.network,
         bases: [other, git_read, git_write],
         made: Default::default(),
+        direct: Default::default(),
         cwd,
         masked,
     })
@@ -750,6 +762,20 @@ impl View {
             Ok(b) => Ok(b.ns.as_fd()),
             Err(e) => Err(e.clone()),
         }
+    }
+
+    /// The call has one child, of `kind`: it builds the view itself, in
+    /// its init, from the same steps. Nothing else of the call runs
+    /// between the walk and its mounts, which is all a base gives, so the
+    /// maker's fork and the join are saved (most calls are one command).
+    pub fn direct(&self, kind: Kind) {
+        self.direct[kind as usize].store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the next child of `kind` builds its own view (once: a
+    /// second child of the kind joins a base).
+    pub fn takes_direct(&self, kind: Kind) -> bool {
+        self.direct[kind as usize].swap(false, Ordering::SeqCst)
     }
 
     fn make_base(&self, base: &[Step]) -> Result<Base, String> {
@@ -801,7 +827,7 @@ impl View {
     /// program inherits them and init is held by them too.
     pub fn enter(
         &self,
-        base: BorrowedFd,
+        base: Result<BorrowedFd, Kind>,
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
@@ -833,9 +859,20 @@ impl View {
         sys::process::die_with_parent()?;
         sys::process::set_undumpable()?;
         // The call's base for this kind, then a copy of its own (its own
-        // /proc): the base stays as it is for the others.
-        sys::ns::setns(base, sys::ns::NEWNS)?;
-        sys::ns::unshare(sys::ns::NEWNS)?;
+        // /proc): the base stays as it is for the others. Or, for the one
+        // child of a call, the base's steps here.
+        match base {
+            Ok(fd) => {
+                sys::ns::setns(fd, sys::ns::NEWNS)?;
+                sys::ns::unshare(sys::ns::NEWNS)?;
+            }
+            Err(kind) => {
+                sys::ns::unshare(sys::ns::NEWNS)?;
+                for step in &self.bases[kind as usize] {
+                    run(step, None)?;
+                }
+            }
+        }
         let own = [
             Step::Proc,
             Step::ReadOnly {
