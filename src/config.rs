@@ -68,6 +68,32 @@ impl Confinement {
     }
 }
 
+/// When notes and turns of other conversations go with a message
+/// (`[memory] recall`): a one-shot or piped run gives the same request for
+/// the same input unless the operator asks for more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recall {
+    /// In the REPL and the gateway's chats; never in a one-shot run.
+    Repl,
+    Always,
+    Never,
+}
+
+impl Recall {
+    pub const ALLOWED: &'static [&'static str] = &["repl", "always", "never"];
+    pub fn parse(s: &str) -> Option<Recall> {
+        match s {
+            "repl" => Some(Recall::Repl),
+            "always" => Some(Recall::Always),
+            "never" => Some(Recall::Never),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::ALLOWED[self as usize]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     Mock,
@@ -480,6 +506,8 @@ pub struct MemoryConfig {
     pub context_turns: u32,
     /// Relevant turns from other conversations sent with a message.
     pub context_hits: u32,
+    /// Which runs send them (and the stored notes).
+    pub recall: Recall,
     pub context_bytes: usize,
     /// What `memory_store` may file a note under.
     pub categories: Vec<String>,
@@ -492,6 +520,7 @@ impl Default for MemoryConfig {
             busy_timeout_ms: 5000,
             context_turns: 20,
             context_hits: 5,
+            recall: Recall::Repl,
             context_bytes: 4000,
             categories: strings(&["fact", "preference", "task", "note"]),
         }
@@ -1371,6 +1400,9 @@ fn read_memory(r: &mut Reader, top: &mut Section, d: MemoryConfig) -> MemoryConf
         busy_timeout_ms: r.int(&mut mem, "busy_timeout_ms", d.busy_timeout_ms, 0, 600_000),
         context_turns: r.int(&mut mem, "context_turns", d.context_turns.into(), 0, 1000) as u32,
         context_hits: r.int(&mut mem, "context_hits", d.context_hits.into(), 0, 100) as u32,
+        recall: r
+            .enum_str(&mut mem, "recall", Recall::parse, Recall::ALLOWED)
+            .unwrap_or(d.recall),
         context_bytes: r.int(
             &mut mem,
             "context_bytes",

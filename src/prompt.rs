@@ -50,11 +50,12 @@ pub fn memory_notes(
     memory: &Memory,
     message: &str,
     conversation: Option<&str>,
-) -> Result<Option<String>> {
+) -> Result<(Option<String>, usize)> {
     if cfg.memory.context_hits == 0 {
-        return Ok(None);
+        return Ok((None, 0));
     }
     let mut out = String::new();
+    let mut count = 0;
     // A long note that does not fit leaves room for shorter ones.
     for n in memory.notes_context(message, cfg.memory.context_hits)? {
         let day = n.created_at.get(..10).unwrap_or(&n.created_at);
@@ -66,6 +67,7 @@ pub fn memory_notes(
         );
         if out.len() + line.len() <= cfg.memory.context_bytes {
             out.push_str(&line);
+            count += 1;
         }
     }
     for h in memory.search_context(message, cfg.memory.context_hits, conversation)? {
@@ -75,13 +77,15 @@ pub fn memory_notes(
             break;
         }
         out.push_str(&line);
+        count += 1;
     }
-    Ok((!out.is_empty()).then(|| {
+    let notes = (!out.is_empty()).then(|| {
         format!(
             "{NOTES_HEAD}\n{}\n{NOTES_TAIL}",
             crate::util::frame("notes", &[], out.trim_end())
         )
-    }))
+    });
+    Ok((notes, count))
 }
 
 fn one_line(text: &str) -> String {

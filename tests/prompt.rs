@@ -65,7 +65,8 @@ fn layers_come_in_the_documented_order_and_stay_the_same_bytes() {
 #[test]
 fn notes_travel_with_the_message_quoted_and_unmarked() {
     let env = Env::new();
-    env.mock("by_message.toml", "", "");
+    // One-shot runs recall only when asked (`memory.recall`).
+    env.mock("by_message.toml", "", "[memory]\nrecall = \"always\"\n");
     env.run(&["agent", "-m", "the Aardvark adapter needs a new cable"]);
     let (_, v) = env.json(&["agent", "-m", "what about the aardvark?", "--json"]);
     let reqs = env.requests();

@@ -94,6 +94,8 @@ pub trait Channel {
 pub struct TermProgress {
     text: bool,
     status: bool,
+    /// Say on stderr when memory notes go with a message (off with `-q`).
+    notes: bool,
     /// What this round showed of its answer on stdout.
     shown: RefCell<String>,
     /// stdout has text with no line end after it.
@@ -109,6 +111,7 @@ impl TermProgress {
         TermProgress {
             text: !json && std::io::stdout().is_terminal(),
             status: std::io::stderr().is_terminal(),
+            notes: true,
             shown: RefCell::new(String::new()),
             open: Cell::new(false),
             line: RefCell::new(String::new()),
@@ -122,6 +125,7 @@ impl TermProgress {
         TermProgress {
             text: false,
             status: false,
+            notes: false,
             ..TermProgress::new(true)
         }
     }
@@ -187,6 +191,17 @@ impl Progress for TermProgress {
         eprint!("{shown}");
         self.line_width.set(shown.chars().count());
         *self.line.borrow_mut() = line;
+    }
+
+    fn notes(&self, count: usize) {
+        if self.notes {
+            self.close_line();
+            eprintln!(
+                "latchclaw: {count} note{} from memory sent with the message ([memory] recall; \
+                 --no-memory for none)",
+                if count == 1 { "" } else { "s" }
+            );
+        }
     }
 
     fn tool_end(&self, _tool: &str, status: &str, ms: u128) {

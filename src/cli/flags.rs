@@ -296,7 +296,7 @@ pub const FLAGS: &[Flag] = &[
         short: None,
         value: None,
         commands: &["agent"],
-        help: "do not save this run's turns (receipts and the run record are still written)",
+        help: "do not save this run's turns, nor send memory notes with its messages (receipts and the run record are still written)",
     },
     Flag {
         long: "quiet",

@@ -60,6 +60,10 @@ pub trait Progress {
     fn tool_end(&self, tool: &str, status: &str, ms: u128) {
         let _ = (tool, status, ms);
     }
+    /// `count` notes from memory go with the message.
+    fn notes(&self, count: usize) {
+        let _ = count;
+    }
 }
 
 /// Shows nothing (`--json`, tests, anything without a screen).
@@ -149,6 +153,10 @@ pub struct Runtime<'a> {
     /// Provider calls of this run that failed: the gateway adds them to
     /// its metrics and answers a turn that failed after one with 502.
     pub provider_errors: std::cell::Cell<u64>,
+    /// Whether stored notes and other conversations' turns go with a
+    /// message (`[memory] recall`; a one-shot run sets it off under
+    /// `repl`, `--no-memory` always).
+    pub recall: bool,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -254,6 +262,7 @@ impl<'a> Runtime<'a> {
             round: Default::default(),
             calls_in_run: Default::default(),
             provider_errors: Default::default(),
+            recall: cfg.memory.recall != crate::config::Recall::Never,
         })
     }
 
@@ -323,12 +332,16 @@ impl<'a> Runtime<'a> {
         serde_json::to_string(&calls).unwrap_or_default()
     }
 
-    /// Memory notes for a message (see `prompt::memory_notes`).
+    /// Memory notes for a message (see `prompt::memory_notes`) and how
+    /// many there are; none when this run does not recall.
     pub fn memory_notes(
         &self,
         message: &str,
         conversation: Option<&str>,
-    ) -> Result<Option<String>> {
+    ) -> Result<(Option<String>, usize)> {
+        if !self.recall {
+            return Ok((None, 0));
+        }
         crate::prompt::memory_notes(self.cfg, &self.memory, message, conversation)
     }
 
@@ -542,8 +555,12 @@ impl<'a> Runtime<'a> {
         if conversation_id.is_some() {
             messages.extend(self.approved_note(&conv)?);
         }
+        let (notes, count) = self.memory_notes(message, Some(&conv))?;
+        if count > 0 {
+            progress.notes(count);
+        }
         messages.push(Message {
-            notes: self.memory_notes(message, Some(&conv))?,
+            notes,
             ..Message::new(Role::User, message)
         });
         let req = ChatRequest {

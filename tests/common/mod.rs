@@ -163,6 +163,20 @@ impl Env {
         self.command(args).output().unwrap().into()
     }
 
+    /// `run` with `input` piped to stdin.
+    pub fn run_with_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut c = self.command(args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap().into()
+    }
+
     pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut c = self.command(args);
         for (k, v) in env {

@@ -263,6 +263,12 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     if a.no_memory {
         rt.memory.keep_turns_in_process();
     }
+    // The same input gives the same request: a one-shot or piped run
+    // recalls nothing unless `[memory] recall = "always"`.
+    let one_shot = message.is_some();
+    if a.no_memory || (one_shot && cfg.memory.recall == crate::config::Recall::Repl) {
+        rt.recall = false;
+    }
     rt.hint = a.hint.clone();
     let run_id = match rt.memory.run_started(&ctx.line, a.lock.as_deref()) {
         Ok(id) => id,

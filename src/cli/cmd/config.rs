@@ -165,6 +165,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "context_turns": cfg.memory.context_turns,
             "context_hits": cfg.memory.context_hits,
             "context_bytes": cfg.memory.context_bytes,
+            "recall": cfg.memory.recall.as_str(),
             "categories": cfg.memory.categories,
         },
         "receipts": {

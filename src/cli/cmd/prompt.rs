@@ -20,7 +20,7 @@ pub fn show(
     let notes = if message.is_empty() {
         None
     } else {
-        rt.memory_notes(message, conversation)?
+        rt.memory_notes(message, conversation)?.0
     };
     let layers = crate::prompt::layers(&cfg, &rt.gate)?;
     let system = crate::prompt::build(&cfg, &rt.gate)?;
