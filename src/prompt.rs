@@ -204,9 +204,10 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        let block = memory_notes(&cfg, &memory, "which machine is kestrel?", None)
-            .unwrap()
-            .unwrap();
+        let (block, count) =
+            memory_notes(&cfg, &memory, "which machine is kestrel?", None).unwrap();
+        let block = block.unwrap();
+        assert_eq!(count, 1);
         let _ = std::fs::remove_dir_all(&dir);
         let head = format!("{NOTES_HEAD}\n<notes>\n");
         let tail = format!("\n</notes>\n{NOTES_TAIL}");
