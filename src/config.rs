@@ -615,6 +615,9 @@ pub struct Config {
     pub config_path: PathBuf,
     pub state_dir: PathBuf,
     pub workspace_dir: PathBuf,
+    /// `workspace_dir = "."`: the directory latchclaw was started in (then
+    /// `workspace_dir` is it), not the config file's.
+    pub workspace_here: bool,
     pub default_provider: String,
     pub default_model: String,
     pub max_tool_rounds: u32,
@@ -1030,6 +1033,7 @@ impl Config {
             source: None,
             config_path,
             workspace_dir,
+            workspace_here: false,
             default_provider: "local".into(),
             providers: BTreeMap::from([("local".into(), builtin_local(&default_model))]),
             default_model,
@@ -1168,7 +1172,21 @@ impl Config {
 /// Reads the file over `d` (the defaults): every key it sets replaces the
 /// default, every problem is an error with its key path.
 fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
-    let workspace_dir = r.path(&mut top, "workspace_dir").unwrap_or(d.workspace_dir);
+    let workspace_here = top.t.get("workspace_dir").and_then(|v| v.as_str()) == Some(".");
+    let workspace_dir = if workspace_here {
+        top.t.remove("workspace_dir");
+        match std::env::current_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                r.err(format!(
+                    "workspace_dir: \".\" is the current directory, which cannot be read: {e}"
+                ));
+                d.workspace_dir
+            }
+        }
+    } else {
+        r.path(&mut top, "workspace_dir").unwrap_or(d.workspace_dir)
+    };
     if workspace_dir.starts_with(&d.state_dir) {
         r.err(format!(
             "workspace_dir: {} is inside the state directory {}, which tools can never reach",
@@ -1251,6 +1269,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         config_path: d.config_path,
         state_dir: d.state_dir,
         workspace_dir,
+        workspace_here,
         default_provider,
         default_model,
         max_tool_rounds,

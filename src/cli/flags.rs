@@ -288,8 +288,9 @@ pub const FLAGS: &[Flag] = &[
         long: "workspace",
         short: Some('w'),
         value: Some("DIR"),
-        commands: &["agent"],
-        help: "this run's workspace, instead of workspace_dir (tools are confined to it)",
+        commands: &["agent", "tool run", "policy check"],
+        help: "this run's workspace, instead of the git work tree it is started in or \
+               workspace_dir (tools are confined to it)",
     },
     Flag {
         long: "no-memory",

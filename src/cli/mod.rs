@@ -12,6 +12,7 @@ mod lock;
 mod onboard;
 pub mod parse;
 pub(crate) mod toml_text;
+pub(crate) mod workspace;
 
 use crate::config::Config;
 use crate::error::{Result, exit};
@@ -122,12 +123,17 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ProviderList { json } => cmd::provider::list(&ctx, json),
         Command::ProviderTest { name, json } => cmd::provider::test(&ctx, &name, json),
         Command::ToolList { json } => cmd::tool::list(&ctx, json),
-        Command::ToolRun { tool, args } => cmd::tool::run(&ctx, &tool, args.as_deref()),
+        Command::ToolRun {
+            tool,
+            args,
+            workspace,
+        } => cmd::tool::run(&ctx, &tool, args.as_deref(), workspace.as_deref()),
         Command::PolicyCheck {
             tool,
             args,
             autonomy,
-        } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy),
+            workspace,
+        } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy, workspace.as_deref()),
         Command::PolicyShow { json } => cmd::tool::policy_show(&ctx, json),
         Command::Agent(a) => cmd::agent::run(&ctx, a),
         Command::MemoryList { limit, json } => cmd::memory::list(&ctx, limit, json),

@@ -40,11 +40,14 @@ pub enum Command {
     ToolRun {
         tool: String,
         args: Option<String>,
+        /// `-w DIR`.
+        workspace: Option<PathBuf>,
     },
     PolicyCheck {
         tool: String,
         args: Option<String>,
         autonomy: Option<Autonomy>,
+        workspace: Option<PathBuf>,
     },
     PolicyShow {
         json: bool,
@@ -598,10 +601,12 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "tool run" => Command::ToolRun {
             tool: arg(0),
             args: o.value("json"),
+            workspace: o.value("workspace").map(PathBuf::from),
         },
         "policy check" => Command::PolicyCheck {
             tool: arg(0),
             args: o.value("json"),
+            workspace: o.value("workspace").map(PathBuf::from),
             autonomy: o
                 .value("autonomy")
                 .map(|level| {
@@ -764,6 +769,7 @@ mod tests {
         let want = Command::ToolRun {
             tool: "time".into(),
             args: Some("{}".into()),
+            workspace: None,
         };
         assert_eq!(
             parse_str(&["tool", "run", "time", "--json", "{}"]).unwrap(),

@@ -178,36 +178,16 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
         }
     }
     cfg.prompt.base_text = a.system.clone();
-    match &a.workspace {
-        Some(dir) => cfg.workspace_dir = run_workspace(&cfg, dir)?,
-        None => create_workspace(&cfg, a.quiet)?,
+    let from = crate::cli::workspace::choose(&mut cfg, a.workspace.as_deref())?;
+    if let crate::cli::workspace::From::Config(_) = from {
+        create_workspace(&cfg, a.quiet)?;
+        if let Some(note) = crate::cli::workspace::note(&cfg, &from)
+            && !a.quiet
+        {
+            eprintln!("{note}");
+        }
     }
     Ok((cfg, name))
-}
-
-/// `-w DIR`: it must exist (a typo should not become a new empty
-/// workspace) and lie outside the state directory.
-fn run_workspace(cfg: &Config, dir: &std::path::Path) -> Result<std::path::PathBuf> {
-    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    if !abs.is_dir() {
-        return Err(Error::usage(format!(
-            "--workspace: {} {}; create it first (mkdir -p {0}) or give another directory",
-            abs.display(),
-            if abs.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            }
-        )));
-    }
-    if abs.starts_with(&cfg.state_dir) {
-        return Err(Error::usage(format!(
-            "--workspace: {} is inside the state directory {}, which tools can never reach",
-            abs.display(),
-            cfg.state_dir.display()
-        )));
-    }
-    Ok(abs)
 }
 
 /// The configured workspace is created on first use, as `init` would, so

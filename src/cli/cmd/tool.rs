@@ -64,12 +64,31 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
+/// The config with this run's workspace (`-w`, the git work tree it is
+/// started in, or `workspace_dir`, named on stderr when it is elsewhere).
+fn config_here(
+    ctx: &Ctx,
+    workspace: Option<&std::path::Path>,
+) -> Result<(crate::config::Config, crate::cli::workspace::From)> {
+    let mut cfg = ctx.load_config()?;
+    let from = crate::cli::workspace::choose(&mut cfg, workspace)?;
+    if let Some(note) = crate::cli::workspace::note(&cfg, &from) {
+        eprintln!("{note}");
+    }
+    Ok((cfg, from))
+}
+
+pub fn run(
+    ctx: &Ctx,
+    name: &str,
+    raw: Option<&str>,
+    workspace: Option<&std::path::Path>,
+) -> Result<i32> {
     let (tool, args) = parse_tool_args(name, raw)?;
     // `policy check` leaves this out: it shows what the gate alone decides.
     crate::tools::check_args(crate::tools::tool(tool), &args)
         .map_err(|e| Error::usage(format!("--json: {e}")))?;
-    let cfg = ctx.load_config()?;
+    let (cfg, from) = config_here(ctx, workspace)?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor))?;
     rt.prepare_receipts();
@@ -78,8 +97,16 @@ pub fn run(ctx: &Ctx, name: &str, raw: Option<&str>) -> Result<i32> {
         Some(p) => format!(" --config {}", shell_quote(&p.display().to_string())),
         None => String::new(),
     };
+    // Run again from anywhere, it works in the same workspace.
+    let ws = match from {
+        crate::cli::workspace::From::Config(_) => String::new(),
+        _ => format!(
+            " -w {}",
+            shell_quote(&cfg.workspace_dir.display().to_string())
+        ),
+    };
     rt.rerun = Some(format!(
-        "latchclaw{config} tool run {name} --json {}",
+        "latchclaw{config} tool run {name}{ws} --json {}",
         shell_quote(&args.to_string())
     ));
     let executed = rt.execute_tool("cli-tool-run", name, &args);
@@ -141,10 +168,11 @@ pub fn policy_check(
     name: &str,
     raw: Option<&str>,
     autonomy: Option<Autonomy>,
+    workspace: Option<&std::path::Path>,
 ) -> Result<i32> {
     use crate::security::plan::{OpenMode, Redir};
     let (tool, args) = parse_tool_args(name, raw)?;
-    let cfg = ctx.load_config()?;
+    let (cfg, _) = config_here(ctx, workspace)?;
     let mut gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
     if let Some(autonomy) = autonomy {
         gate = gate.with_autonomy(autonomy);

@@ -1,0 +1,178 @@
+//! The workspace is where you are: a run started inside a git work tree
+//! works there, `-w` overrides, `workspace_dir = "."` is the current
+//! directory, and otherwise the configured workspace is named on stderr.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn run_in(env: &Env, dir: &Path, args: &[&str]) -> Run {
+    env.command(args).current_dir(dir).output().unwrap().into()
+}
+
+fn read(env: &Env, dir: &Path, extra: &[&str]) -> (Run, Value) {
+    let mut args = vec!["tool", "run", "file_read"];
+    args.extend_from_slice(extra);
+    args.extend(["--json", r#"{"path": "marker.txt"}"#]);
+    let r = run_in(env, dir, &args);
+    let v = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+    (r, v)
+}
+
+fn workspace_notes(r: &Run) -> usize {
+    r.stderr
+        .lines()
+        .filter(|l| l.starts_with("latchclaw: workspace "))
+        .count()
+}
+
+fn repo(env: &Env, name: &str, marker: &str) -> std::path::PathBuf {
+    let dir = env.root.join(name);
+    std::fs::create_dir_all(dir.join("src/deep")).unwrap();
+    std::fs::write(dir.join("marker.txt"), marker).unwrap();
+    git(&dir, &["init", "-q"]);
+    dir
+}
+
+#[test]
+fn a_run_inside_a_git_work_tree_works_there() {
+    let env = Env::new();
+    env.config("");
+    std::fs::write(env.ws.join("marker.txt"), "configured\n").unwrap();
+    let repo = repo(&env, "proj", "in the repo\n");
+    for dir in [repo.clone(), repo.join("src/deep")] {
+        let (r, v) = read(&env, &dir, &[]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(output(&v), "in the repo\n", "{dir:?}: {v}");
+        assert_eq!(workspace_notes(&r), 0, "{r:?}");
+    }
+    // The gate's boundary is the work tree: a path out of it is refused.
+    let r = run_in(
+        &env,
+        &repo,
+        &[
+            "tool",
+            "run",
+            "file_read",
+            "--json",
+            r#"{"path": "../home/ws/marker.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    // `policy check` judges against the same workspace.
+    let r = run_in(
+        &env,
+        &repo.join("src"),
+        &[
+            "policy",
+            "check",
+            "file_read",
+            "--json",
+            r#"{"path": "marker.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // -w overrides the work tree.
+    let (r, v) = read(&env, &repo, &["-w", env.ws.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(output(&v), "configured\n", "{v}");
+}
+
+#[test]
+fn elsewhere_the_configured_workspace_is_used_and_named_once() {
+    let env = Env::new();
+    env.config("");
+    std::fs::write(env.ws.join("marker.txt"), "configured\n").unwrap();
+    let plain = env.root.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let (r, v) = read(&env, &plain, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(output(&v), "configured\n", "{v}");
+    assert_eq!(workspace_notes(&r), 1, "{r:?}");
+    assert!(r.stderr.contains(env.ws.to_str().unwrap()), "{r:?}");
+    // From inside the configured workspace there is nothing to say.
+    let (r, _) = read(&env, &env.ws, &[]);
+    assert_eq!(workspace_notes(&r), 0, "{r:?}");
+    // The agent names it too, and -q silences it.
+    let a = run_in(&env, &plain, &["agent", "-m", "hello"]);
+    assert_eq!(a.code, 0, "{a:?}");
+    assert_eq!(workspace_notes(&a), 1, "{a:?}");
+    let q = run_in(&env, &plain, &["agent", "-q", "-m", "hello"]);
+    assert_eq!(workspace_notes(&q), 0, "{q:?}");
+}
+
+#[test]
+fn workspace_dir_dot_is_the_current_directory() {
+    let env = Env::new();
+    std::fs::write(env.state.join("config.toml"), "workspace_dir = \".\"\n").unwrap();
+    let here = env.root.join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::write(here.join("marker.txt"), "here\n").unwrap();
+    let (r, v) = read(&env, &here, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(output(&v), "here\n", "{v}");
+    assert_eq!(workspace_notes(&r), 0, "{r:?}");
+}
+
+#[test]
+fn a_home_or_state_dir_that_is_a_work_tree_is_not_taken() {
+    let env = Env::new();
+    env.config("");
+    std::fs::write(env.ws.join("marker.txt"), "configured\n").unwrap();
+    // A dotfiles repository: the whole home is a work tree.
+    std::fs::write(env.home.join("marker.txt"), "home\n").unwrap();
+    git(&env.home, &["init", "-q"]);
+    let (r, v) = read(&env, &env.home, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(output(&v), "configured\n", "{v}");
+    assert_eq!(workspace_notes(&r), 1, "{r:?}");
+    assert!(r.stderr.contains("home directory"), "{r:?}");
+}
+
+#[test]
+fn an_approval_from_a_work_tree_is_rerun_there() {
+    let env = Env::new();
+    env.config("[security]\nautonomy = \"supervised\"");
+    let repo = repo(&env, "proj", "x\n");
+    // A write: it waits for approval under supervised.
+    let r = run_in(
+        &env,
+        &repo,
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "touch out.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    let canon = std::fs::canonicalize(&repo).unwrap();
+    let w = format!("-w '{}'", canon.display());
+    assert!(
+        r.stderr.contains(&w),
+        "the rerun line names the work tree: {r:?}"
+    );
+    let id = r
+        .stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("approval-"))
+        .unwrap()
+        .trim_end_matches([',', ')', '('])
+        .to_string();
+    assert_eq!(env.run(&["approve", &id, "--yes"]).code, 0);
+    // Run again as told, from somewhere else: it acts in the work tree.
+    let again = env.run(&[
+        "tool",
+        "run",
+        "shell",
+        "-w",
+        canon.to_str().unwrap(),
+        "--json",
+        r#"{"command":"touch out.txt"}"#,
+    ]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(repo.join("out.txt").exists());
+    assert!(!env.ws.join("out.txt").exists());
+}
