@@ -2,6 +2,8 @@
 //! works there, `-w` overrides, `workspace_dir = "."` is the current
 //! directory, and otherwise the configured workspace is named on stderr.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::*;
 use serde_json::Value;
