@@ -144,6 +144,7 @@ fn unusable(cfg: &Config, top: &Path) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
