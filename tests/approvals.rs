@@ -153,12 +153,64 @@ fn a_write_repeated_at_once_opens_no_second_approval_before_or_after_resume() {
         std::fs::read_to_string(env.ws.join("report.txt")).unwrap(),
         "quarterly numbers"
     );
-    // The resumed request named the approved call to the model.
+    // The resumed request gave the model the approved call's result.
     let reqs = env.requests();
     let m = reqs.iter().rev().find(|q| {
         q["request"]["messages"]
-            .to_string()
-            .contains("the operator approved")
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool" && m["content"] == "wrote 17 bytes to report.txt")
     });
     assert!(m.is_some(), "{reqs:?}");
+}
+
+/// The model does not repeat the approved call after `--resume`: the
+/// runtime runs it, once, and gives the model its result; the run does not
+/// claim a success it did not have.
+#[test]
+fn an_approved_call_the_model_does_not_repeat_is_run_by_the_runtime_once() {
+    let env = Env::new();
+    env.mock(
+        "forgets_approved.toml",
+        "",
+        "[channels.cli]\ntools_allow = [\"file_write\", \"time\"]\n",
+    );
+    let report = env.ws.join("report.txt");
+    let (r, v) = env.json(&["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    let id = v["tool_calls"][0]["pending_approval"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(env.run(&["approve", &id, "--yes"]).code, 0);
+    let (r, v) = env.json(&["agent", "--resume", &conv, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let calls = v["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{v}");
+    assert_eq!(calls[0]["status"], "approved", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "quarterly numbers"
+    );
+    // The model was given the result (the mock quotes what it got).
+    let answer = v["answer"].as_str().unwrap_or_default();
+    assert!(answer.starts_with("Resumed with: "), "{v}");
+    assert!(answer.contains("report.txt"), "{v}");
+    let all = pending(&env, true);
+    assert_eq!((all.len(), &all[0]["status"]), (1, &"used".into()));
+    // Resumed again: nothing approved is left, nothing runs again.
+    std::fs::remove_file(&report).unwrap();
+    let (r, v) = env.json(&["agent", "--resume", &conv, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(v["tool_calls"].as_array().unwrap().is_empty(), "{v}");
+    assert!(!report.exists());
+    let statuses: Vec<String> = env
+        .receipts()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["denied", "approved"]);
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }

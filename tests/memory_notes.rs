@@ -529,7 +529,7 @@ fn one_shot_runs_recall_only_when_asked() {
     let said: Vec<&str> = r
         .stderr
         .lines()
-        .filter(|l| l.contains("from memory"))
+        .filter(|l| l.contains("[memory_recalled]"))
         .collect();
     assert_eq!(said.len(), 1, "{r:?}");
     let lines = sent.lines().filter(|l| l.starts_with("> (")).count();

@@ -210,7 +210,8 @@ fn secrets_stored_before_are_redacted_on_the_way_out() {
         call("call_1", "memory_search", json!({"query": "zanzibar"})),
         answer("Found it."),
     ]);
-    let env = env_for(&server, "");
+    // One-shot runs recall only when asked (`memory.recall`).
+    let env = env_for(&server, "[memory]\nrecall = \"always\"\n");
     let p = planted();
     let old = format!(
         "zanzibar deploy: key {} aws_secret_access_key={} and {}; provider {} db {}",

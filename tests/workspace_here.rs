@@ -25,7 +25,7 @@ fn read(env: &Env, dir: &Path, extra: &[&str]) -> (Run, Value) {
 fn workspace_notes(r: &Run) -> usize {
     r.stderr
         .lines()
-        .filter(|l| l.starts_with("latchclaw: workspace "))
+        .filter(|l| l.starts_with("latchclaw: warn: [workspace_configured] workspace "))
         .count()
 }
 

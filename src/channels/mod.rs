@@ -196,8 +196,10 @@ impl Progress for TermProgress {
     fn notes(&self, count: usize) {
         if self.notes {
             self.close_line();
-            eprintln!(
-                "latchclaw: {count} note{} from memory sent with the message ([memory] recall; \
+            // A log line: JSON under LATCHCLAW_LOG=json, like every other.
+            log::warn!(
+                target: "event::memory_recalled",
+                "{count} note{} from memory sent with the message ([memory] recall; \
                  --no-memory for none)",
                 if count == 1 { "" } else { "s" }
             );

@@ -45,8 +45,9 @@ pub fn choose(cfg: &mut Config, flag: Option<&Path>) -> Result<From> {
     }
 }
 
-/// The line a run prints on stderr when it works in the configured
-/// workspace from somewhere else: which directory its tools see.
+/// What a run says (a log line, `event::workspace_configured`) when it
+/// works in the configured workspace from somewhere else: which directory
+/// its tools see.
 pub fn note(cfg: &Config, from: &From) -> Option<String> {
     let From::Config(why) = from else {
         return None;
@@ -57,8 +58,7 @@ pub fn note(cfg: &Config, from: &From) -> Option<String> {
         return None;
     }
     Some(format!(
-        "latchclaw: workspace {} (workspace_dir; {}run inside a git work tree to work there, or \
-         -w DIR)",
+        "workspace {} (workspace_dir; {}run inside a git work tree to work there, or -w DIR)",
         cfg.workspace_dir.display(),
         why.as_ref().map(|w| format!("{w}; ")).unwrap_or_default()
     ))

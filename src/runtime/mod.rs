@@ -486,6 +486,9 @@ impl<'a> Runtime<'a> {
         progress: &dyn Progress,
     ) -> Result<TurnOutcome> {
         let mut turn = self.begin_turn(provider, conversation_id, message, progress)?;
+        if conversation_id.is_some() {
+            self.run_approved(&mut turn)?;
+        }
         loop {
             if let Some(stop) = self.control.stop() {
                 let (answer, reason) = stopped(&self.control, stop);
@@ -552,9 +555,6 @@ impl<'a> Runtime<'a> {
             model: Some(&model),
             ..Default::default()
         })?;
-        if conversation_id.is_some() {
-            messages.extend(self.approved_note(&conv)?);
-        }
         let (notes, count) = self.memory_notes(message, Some(&conv))?;
         if count > 0 {
             progress.notes(count);
@@ -592,31 +592,37 @@ impl<'a> Runtime<'a> {
         })
     }
 
-    /// Calls the operator approved since the last turn are named to the
-    /// model exactly, so it repeats them as they were (on a bare
-    /// "continue" a 1.5B model did not).
-    fn approved_note(&self, conv: &str) -> Result<Option<Message>> {
-        let approved: Vec<String> = self
-            .memory
-            .approved_unused(conv)?
-            .into_iter()
-            .map(|p| json!({"name": p.tool, "arguments": p.arguments}).to_string())
-            .collect();
+    /// Calls of this conversation the operator approved that have not
+    /// run: latchclaw runs them now, as a round of its own before the model
+    /// is asked, and the model continues from their results. A model that
+    /// does not repeat an approved call can then neither leave it unrun
+    /// nor have the run claim a success it did not have; each approval is
+    /// used once, here (a repeat by the model is answered from this
+    /// result, not run again).
+    fn run_approved(&self, turn: &mut Turn) -> Result<()> {
+        let approved = self.memory.approved_unused(&turn.conv)?;
         if approved.is_empty() {
-            return Ok(None);
+            return Ok(());
         }
-        Ok(Some(Message::runtime(format!(
-            "[latchclaw: the operator approved {}: {}. Call {} again exactly as written \
-             to run {}.]",
-            if approved.len() == 1 {
-                "this call"
-            } else {
-                "these calls"
-            },
-            approved.join(", "),
-            if approved.len() == 1 { "it" } else { "each" },
-            if approved.len() == 1 { "it" } else { "them" },
-        ))))
+        let ids: Vec<&str> = approved.iter().map(|p| p.id.as_str()).collect();
+        let meta =
+            json!({"answered_by": "latchclaw", "round": turn.rounds, "approved": ids}).to_string();
+        let resp = ChatResponse {
+            final_text: String::new(),
+            tool_calls: approved
+                .iter()
+                .map(|p| ToolCall {
+                    id: crate::util::new_id("call"),
+                    name: p.tool.clone(),
+                    arguments: p.arguments.clone(),
+                })
+                .collect(),
+            usage: None,
+            provider: "latchclaw".into(),
+            model: turn.model.clone(),
+            finish_reason: None,
+        };
+        self.tool_round(turn, resp, meta)
     }
 
     /// The last request: tools will not run after it, and small models

@@ -184,7 +184,7 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
         if let Some(note) = crate::cli::workspace::note(&cfg, &from)
             && !a.quiet
         {
-            eprintln!("{note}");
+            log::warn!(target: "event::workspace_configured", "{note}");
         }
     }
     Ok((cfg, name))
@@ -220,8 +220,9 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     let message = match (&a.conversation, a.message.as_deref()) {
         // Resuming: the operator's decisions are the new turn.
         (Continue::Resume(_), None) => Ok(Some(
-            "The operator has decided on the pending tool calls of this conversation. \
-             Continue the task: repeat a call that was approved and it will run."
+            "The operator has decided on the pending tool calls of this conversation; \
+             the approved ones have run and their results follow. Continue the task from \
+             them."
                 .to_string(),
         )),
         (_, m) => crate::channels::one_shot_input(m, cfg.max_input_bytes),

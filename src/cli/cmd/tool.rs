@@ -73,7 +73,7 @@ fn config_here(
     let mut cfg = ctx.load_config()?;
     let from = crate::cli::workspace::choose(&mut cfg, workspace)?;
     if let Some(note) = crate::cli::workspace::note(&cfg, &from) {
-        eprintln!("{note}");
+        log::warn!(target: "event::workspace_configured", "{note}");
     }
     Ok((cfg, from))
 }
