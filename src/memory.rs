@@ -1339,13 +1339,14 @@ impl Memory {
     pub fn add_pending(
         &self,
         conversation_id: &str,
+        workspace: &std::path::Path,
         tool: &str,
         args: &serde_json::Value,
         risk: Risk,
         reason: &str,
     ) -> Result<String> {
         let canonical = crate::receipts::canonical_json(args);
-        let hash = util::sha256_hex(canonical.as_bytes());
+        let hash = call_hash(&canonical, workspace);
         if let Some(id) = self
             .conn
             .query_row(
@@ -1455,10 +1456,11 @@ impl Memory {
     pub fn take_approved(
         &self,
         conversation_id: &str,
+        workspace: &std::path::Path,
         tool: &str,
         args: &serde_json::Value,
     ) -> Result<Option<String>> {
-        let hash = util::sha256_hex(crate::receipts::canonical_json(args).as_bytes());
+        let hash = call_hash(&crate::receipts::canonical_json(args), workspace);
         Ok(self
             .conn
             .query_row(
@@ -1588,6 +1590,18 @@ impl Memory {
             )
             .optional()?)
     }
+}
+
+/// What an approval is for: the call's canonical arguments and the
+/// workspace it was asked in. The same arguments do something else in
+/// another directory (a run works in the git work tree it starts in), so
+/// an approval given in one is never used in another.
+fn call_hash(canonical_args: &str, workspace: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = canonical_args.as_bytes().to_vec();
+    bytes.push(0);
+    bytes.extend_from_slice(workspace.as_os_str().as_bytes());
+    util::sha256_hex(&bytes)
 }
 
 #[cfg(test)]
@@ -2010,6 +2024,7 @@ mod tests {
         let id = m
             .add_pending(
                 "old",
+                std::path::Path::new("/w"),
                 "shell",
                 &serde_json::json!({"command": "ls"}),
                 Risk::High,

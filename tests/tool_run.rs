@@ -93,6 +93,7 @@ fn without_a_terminal_the_suggested_next_step_works() {
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(cmd)
+            .current_dir(&env.root)
             .env("PATH", path)
             .env("LATCHCLAW_HOME", &env.state)
             .env("HOME", &env.home)

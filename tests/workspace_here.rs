@@ -164,6 +164,22 @@ fn an_approval_from_a_work_tree_is_rerun_there() {
         .trim_end_matches([',', ')', '('])
         .to_string();
     assert_eq!(env.run(&["approve", &id, "--yes"]).code, 0);
+    // The same call started in another work tree is another call: the
+    // approval is not used there.
+    let other = self::repo(&env, "other", "y\n");
+    let there = run_in(
+        &env,
+        &other,
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command":"touch out.txt"}"#,
+        ],
+    );
+    assert_eq!(there.code, 4, "{there:?}");
+    assert!(!other.join("out.txt").exists());
     // Run again as told, from somewhere else: it acts in the work tree.
     let again = env.run(&[
         "tool",

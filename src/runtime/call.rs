@@ -417,10 +417,12 @@ impl Runtime<'_> {
                 return Ok(Next::End(ended));
             }
             Verdict::Allow => (Status::Allowed, d.reason.clone()),
-            Verdict::Ask => match self
-                .memory
-                .take_approved(c.conversation_id, c.name, c.args)?
-            {
+            Verdict::Ask => match self.memory.take_approved(
+                c.conversation_id,
+                &self.cfg.workspace_dir,
+                c.name,
+                c.args,
+            )? {
                 Some(id) => {
                     log::info!(target: "event::tool_approved", "tool={} approval={id}", c.name);
                     let reason = format!("{}; approved by the operator ({id})", d.reason);
@@ -466,9 +468,14 @@ impl Runtime<'_> {
             }
             Approval::Unavailable(why) => why,
         };
-        let id = self
-            .memory
-            .add_pending(c.conversation_id, c.name, c.args, d.risk, &d.reason)?;
+        let id = self.memory.add_pending(
+            c.conversation_id,
+            &self.cfg.workspace_dir,
+            c.name,
+            c.args,
+            d.risk,
+            &d.reason,
+        )?;
         let then = match &self.rerun {
             Some(cmd) => format!("run `{cmd}` again"),
             None => format!("`latchclaw agent --resume {}`", c.conversation_id),
