@@ -334,9 +334,15 @@ fn autonomy_by_rule_matrix() {
             ["deny", "ask", "allow"],
         ),
         (
-            "medium: allowlisted shell",
+            "low: a plan that only reads inside the workspace",
             "shell",
             json!({"command": "ls -la"}),
+            ["allow", "allow", "allow"],
+        ),
+        (
+            "medium: an allowlisted program that writes",
+            "shell",
+            json!({"command": "touch b.txt"}),
             ["deny", "ask", "allow"],
         ),
         (

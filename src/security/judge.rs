@@ -104,15 +104,22 @@ impl Judgement {
             Judgement::Risk(r, _) => *r as u8 + 1,
         }
     }
-    /// The riskier of two; the first wins ties.
+    /// The riskier of two; the first wins ties, but for the starting
+    /// [`HARMLESS_START`] or an empty reason (a redirection's), which say
+    /// nothing of what a command does.
     fn max(self, other: Judgement) -> Judgement {
-        if other.rank() > self.rank() {
+        let placeholder =
+            matches!(&self, Judgement::Risk(Risk::Low, r) if r == HARMLESS_START || r.is_empty());
+        if other.rank() > self.rank() || (placeholder && other.rank() == self.rank()) {
             other
         } else {
             self
         }
     }
 }
+
+/// What a line or command is judged before any of its parts is.
+const HARMLESS_START: &str = "harmless command";
 
 /// The verdict and, unless denied, the plan that runs.
 #[derive(Debug, Clone)]
@@ -208,7 +215,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
             ));
         }
     }
-    let mut verdict = Judgement::low("harmless command");
+    let mut verdict = Judgement::low(HARMLESS_START);
     let mut steps = Vec::new();
     let total: usize = items.iter().map(|(_, p)| p.commands.len()).sum();
     // git runs with its drivers pinned off as the gate read its config; a
@@ -362,7 +369,7 @@ fn judge_command(
         cwd,
         may_list: &may_list,
     };
-    let mut verdict = Judgement::low("harmless command");
+    let mut verdict = Judgement::low(HARMLESS_START);
     let mut env = base.clone();
     for (name, value) in &raw.assigns {
         let value = x.single(value)?;
@@ -694,7 +701,9 @@ fn judge_program(
         scan_args(args, cwd, gate, false)?;
         if !gate.allowlisted(name) {
             return Ok((
-                Judgement::high(format!("`{name}` runs code the gate cannot check")),
+                Judgement::high(format!(
+                    "runs code: `{name}` (the gate cannot check what it does)"
+                )),
                 true,
             ));
         }
@@ -733,13 +742,17 @@ fn judge_program(
         }
         return Ok((
             Judgement::high(format!(
-                "`{name}` runs code latchclaw cannot read (no option table: the gate judges \
-                 its path arguments only; the kernel sandbox holds the rest)"
+                "runs code: `{name}` (no option table: the gate judges its path arguments \
+                 only; the kernel sandbox holds the rest)"
             )),
             true,
         ));
     };
     let parsed = parsed?;
+    // What it reads outside the workspace (allowed with workspace_only =
+    // false): such a plan is not low risk.
+    let inside = |p: &Path| gate.workspace().is_ok_and(|ws| p.starts_with(ws));
+    let mut outside: Option<String> = None;
     for r in &parsed.reads {
         let abs = absolute(cwd, r);
         let resolved = gate.check_path(&abs)?;
@@ -747,7 +760,9 @@ fn judge_program(
         if lower == "mv" {
             gate.check_write_dir_ok(&abs)?;
         }
-        let _ = resolved;
+        if !inside(&resolved) {
+            outside.get_or_insert_with(|| r.clone());
+        }
     }
     for w in &parsed.writes {
         let resolved = gate.check_write_dir_ok(&absolute(cwd, w))?;
@@ -775,6 +790,9 @@ fn judge_program(
     };
     for d in &trees {
         let resolved = gate.check_path(&absolute(cwd, d))?;
+        if !inside(&resolved) {
+            outside.get_or_insert_with(|| d.clone());
+        }
         if let Some(hit) = gate.forbidden_within(&resolved, depth) {
             return Err(format!(
                 "`{name}` would walk {} ({d}), which holds the forbidden path {hit}",
@@ -802,15 +820,43 @@ fn judge_program(
              of the workspace; drop the option that follows links"
         ));
     }
+    // The reason says what the command does, as the operator would.
     let writes = parsed.writes_anything || !parsed.writes.is_empty();
     let j = if writes {
-        Judgement::medium(format!("`{name}` changes files in the workspace"))
+        Judgement::medium(if parsed.writes.is_empty() {
+            format!("`{name}` changes files in the workspace")
+        } else {
+            format!("`{name}` writes {}", named(&parsed.writes))
+        })
     } else if HARMLESS.contains(&lower) {
         Judgement::low(format!("`{name}` only prints"))
+    } else if let Some(path) = outside {
+        Judgement::medium(format!("`{name}` reads {path}, outside the workspace"))
+    } else if parsed.reads.is_empty() {
+        // By its option table it changes nothing and reaches nothing
+        // outside: low risk, which `supervised` runs without asking.
+        Judgement::low(format!("`{name}` only reads the workspace"))
     } else {
-        Judgement::medium(format!("`{name}` is on the shell allowlist"))
+        Judgement::low(format!("`{name}` only reads {}", named(&parsed.reads)))
     };
     Ok((j, writes))
+}
+
+/// Paths as a reason names them: the first three, then how many more.
+fn named(paths: &[String]) -> String {
+    let mut out = paths
+        .iter()
+        .take(3)
+        .map(|p| match p.as_str() {
+            "." => "the current directory".to_string(),
+            p => crate::util::printable(p),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > 3 {
+        out.push_str(&format!(" and {} more", paths.len() - 3));
+    }
+    out
 }
 
 /// Arguments of a program without a table: paths it may touch get the
