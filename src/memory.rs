@@ -127,6 +127,22 @@ CREATE TABLE tool_calls (
 );
 CREATE INDEX tool_calls_by_tool ON tool_calls(tool, at_ms);
 "#,
+    // "Always for this conversation": calls of `tool` whose programs are
+    // `scope` (a shell plan's, sorted; empty for other tools), in one
+    // workspace, up to `risk`, run without asking until revoked.
+    r#"
+CREATE TABLE standing_approvals (
+    id              TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    workspace       TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    scope           TEXT NOT NULL,
+    risk            TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    revoked_at      TEXT
+);
+CREATE INDEX standing_by_call ON standing_approvals(conversation_id, tool, scope);
+"#,
 ];
 
 pub struct Memory {
@@ -316,6 +332,21 @@ pub struct PendingApproval {
     pub status: ApprovalStatus,
     pub decided_at: Option<String>,
     pub used_at: Option<String>,
+}
+
+/// An "always for this conversation" answer, as `approvals list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Standing {
+    pub id: String,
+    pub conversation_id: String,
+    pub workspace: String,
+    pub tool: String,
+    /// The programs of a shell plan it covers (comma-separated); empty:
+    /// every call of the tool.
+    pub scope: String,
+    pub risk: Risk,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
 }
 
 /// One `agent` run, as `runs list` shows it.
@@ -1423,6 +1454,98 @@ impl Memory {
     }
 
     /// Approves or denies a pending call; anything not pending is refused.
+    /// Records "always for this conversation" for calls like this one.
+    pub fn add_standing(
+        &self,
+        conversation_id: &str,
+        workspace: &std::path::Path,
+        tool: &str,
+        scope: &str,
+        risk: Risk,
+    ) -> Result<String> {
+        let id = util::new_id("always");
+        self.conn.execute(
+            "INSERT INTO standing_approvals (id, conversation_id, workspace, tool, scope, risk,
+                                             created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                id,
+                conversation_id,
+                workspace.to_string_lossy(),
+                tool,
+                scope,
+                risk.as_str(),
+                util::now_rfc3339()
+            ],
+        )?;
+        Ok(id)
+    }
+
+    /// The standing approval that covers a call of `risk`, if one does.
+    pub fn standing_for(
+        &self,
+        conversation_id: &str,
+        workspace: &std::path::Path,
+        tool: &str,
+        scope: &str,
+        risk: Risk,
+    ) -> Result<Option<String>> {
+        Ok(self
+            .standings(false)?
+            .into_iter()
+            .find(|a| {
+                a.conversation_id == conversation_id
+                    && a.workspace == workspace.to_string_lossy()
+                    && a.tool == tool
+                    && a.scope == scope
+                    && risk <= a.risk
+            })
+            .map(|a| a.id))
+    }
+
+    /// Standing approvals in force, or all of them (revoked too) with `all`.
+    pub fn standings(&self, all: bool) -> Result<Vec<Standing>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, conversation_id, workspace, tool, scope, risk, created_at, revoked_at
+             FROM standing_approvals WHERE ?1 OR revoked_at IS NULL ORDER BY created_at, rowid",
+        )?;
+        let rows = stmt.query_map(params![all], |r| {
+            Ok((
+                Standing {
+                    id: r.get(0)?,
+                    conversation_id: r.get(1)?,
+                    workspace: r.get(2)?,
+                    tool: r.get(3)?,
+                    scope: r.get(4)?,
+                    risk: Risk::Low,
+                    created_at: r.get(6)?,
+                    revoked_at: r.get(7)?,
+                },
+                r.get::<_, String>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (mut a, risk) = row?;
+            a.risk = Risk::parse(&risk).ok_or_else(|| {
+                Error::new(
+                    crate::error::Kind::Integrity,
+                    format!("standing approval {}: unknown risk \"{risk}\"", a.id),
+                )
+            })?;
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    /// Revokes a standing approval; false when there is none in force.
+    pub fn revoke_standing(&self, id: &str) -> Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE standing_approvals SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, util::now_rfc3339()],
+        )? == 1)
+    }
+
     pub fn decide_approval(&self, id: &str, approve: bool) -> Result<()> {
         let n = self.conn.execute(
             "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",

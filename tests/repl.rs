@@ -57,7 +57,7 @@ text = "echo: {{user_message}}"
 
     // Inline approval on the same terminal.
     p.send("please write it\n");
-    p.expect("Approve? [y/N]");
+    p.expect("Approve? [y/N");
     p.send("y\n");
     p.expect("wrote: wrote 6 bytes");
     assert_eq!(
@@ -298,7 +298,7 @@ fn ctrl_c_at_the_prompt_clears_the_line_and_the_terminal_is_cooked_between_lines
     // whole line, and Ctrl-C would be a signal.
     p.expect("latchclaw> ");
     p.send("C3 write it\r");
-    p.expect("Approve? [y/N]");
+    p.expect("Approve? [y/N");
     assert!(is_cooked(&p.modes()), "cooked during a turn");
     p.send("n\n");
     p.expect("C3 done:");

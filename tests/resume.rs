@@ -228,7 +228,7 @@ fn stopped_by_the_timeout_while_waiting_for_approval_then_resumed() {
     });
     let env = env_for(&server, "supervised", "");
     let mut p = pty::Pty::spawn(&env, &["agent", "-m", "write the note", "--timeout", "3"]);
-    p.expect("Approve? [y/N]");
+    p.expect("Approve? [y/N");
     assert_eq!(p.wait(), Some(4));
     let conv = conversation(&env);
     resume(&env, &server, &conv, RESUMED);

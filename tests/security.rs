@@ -42,7 +42,7 @@ fn pty_run(env: &Env, args: &[&str], answer: Option<&str>, stdin_data: &str) -> 
     let mut answered = false;
     while Instant::now() < deadline {
         if let Some(answer) = answer.filter(|_| !answered)
-            && transcript.lock().unwrap().contains("Approve? [y/N]")
+            && transcript.lock().unwrap().contains("Approve? [y/N")
         {
             let line = format!("{answer}\n");
             // SAFETY: writing our own bytes to our own fd.
@@ -84,7 +84,7 @@ fn at6_file_write_asks_on_the_terminal_empty_denies_y_approves() {
         "{tty}"
     );
     assert!(
-        tty.contains("report.txt") && tty.contains("Approve? [y/N]"),
+        tty.contains("report.txt") && tty.contains("Approve? [y/N"),
         "{tty}"
     );
     assert_eq!(r.code, 4, "{r:?}");
@@ -126,7 +126,7 @@ fn an_unanswered_question_ends_at_the_deadline_or_ctrl_c() {
         None,
         "",
     );
-    assert!(tty.contains("Approve? [y/N]"), "{tty}");
+    assert!(tty.contains("Approve? [y/N"), "{tty}");
     assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
     // The call did not run: it waits for the operator, who can still
@@ -193,7 +193,7 @@ fn piped_stdin_cannot_answer_the_question_the_terminal_can() {
     let env = write_env("supervised");
     // "y" on stdin must not approve; the terminal says no.
     let (r, tty) = run_on_pty(&env, &["agent", "-m", "write"], "n", "y\ny\n");
-    assert!(tty.contains("Approve? [y/N]"), "{tty}");
+    assert!(tty.contains("Approve? [y/N"), "{tty}");
     assert_eq!(r.code, 4, "{r:?}");
     // The terminal says yes while stdin is a pipe: approved.
     let (r, _) = run_on_pty(&env, &["agent", "-m", "write"], "y", "n\n");
@@ -679,4 +679,82 @@ fn tool_timeout_secs_bounds_every_call_even_a_longer_shell_timeout() {
     // Within the bound a call runs to its end.
     let (r, v) = env.shell("sleep 0.2");
     assert_eq!(r.code, 0, "{r:?} {v}");
+}
+
+/// "Always for this conversation": `a` at a medium-risk prompt runs that
+/// call, and later calls of the same programs in the same conversation run
+/// without asking; another program asks; `approvals list` shows the answer
+/// and `deny` revokes it.
+#[test]
+fn always_for_this_conversation_is_recorded_scoped_and_revocable() {
+    let env = Env::new();
+    env.config(&format!(
+        "[security]\nautonomy = \"supervised\"\n[channels.cli]\n{BASIC_TOOLS}\n"
+    ));
+    let touch = |name: &str| serde_json::json!({"command": format!("touch {name}")}).to_string();
+    let (r, tty) = run_on_pty(
+        &env,
+        &["tool", "run", "shell", "--json", &touch("one.txt")],
+        "a",
+        "",
+    );
+    assert!(
+        tty.contains("Approve? [y/N/a]") && tty.contains("always: `touch`"),
+        "{tty}"
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("one.txt").exists());
+    // `tool run` is one conversation: the next touch runs without asking.
+    let (r, v) = env.json(&["tool", "run", "shell", "--json", &touch("two.txt")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("two.txt").exists());
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("for this conversation (always-"),
+        "{reason}"
+    );
+    // Another program is not covered.
+    let mkdir = serde_json::json!({"command": "mkdir d"}).to_string();
+    let (r, _) = env.json(&["tool", "run", "shell", "--json", &mkdir]);
+    assert_eq!(r.code, 4, "{r:?}");
+    // Listed, and revoked by deny.
+    let (_, list) = env.json(&["approvals", "list", "--json"]);
+    let always: Vec<&Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["status"] == "always")
+        .collect();
+    assert_eq!(always.len(), 1, "{list}");
+    assert_eq!(always[0]["scope"], "touch");
+    let id = always[0]["id"].as_str().unwrap();
+    assert_eq!(env.run(&["deny", id]).code, 0);
+    let (r, _) = env.json(&["tool", "run", "shell", "--json", &touch("three.txt")]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.ws.join("three.txt").exists());
+    assert_eq!(env.run(&["deny", id]).code, 2);
+    // High risk (asked under full) never offers it.
+    let full = Env::new();
+    full.config(&format!(
+        "[security]\nautonomy = \"full\"\nshell_allowlist = [\"ls\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
+    ));
+    let (r, tty) = run_on_pty(
+        &full,
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "touch x"}"#,
+        ],
+        "a",
+        "",
+    );
+    assert!(
+        tty.contains("risk: high") && tty.contains("Approve? [y/N] "),
+        "{tty}"
+    );
+    assert!(!tty.contains("[y/N/a]"), "{tty}");
+    assert_eq!(r.code, 4, "`a` is not an answer here: {r:?}");
+    assert!(!full.ws.join("x").exists());
 }

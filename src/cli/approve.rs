@@ -18,8 +18,8 @@ const WIDTH: usize = 100;
 /// call was printed in full just before, by `describe`).
 pub fn confirm(id: &str) -> Result<()> {
     let question = format!("Approve {id} (shown above)? [y/N] ");
-    match ask_tty(&question, &RunControl::new(None)) {
-        Approval::Approved => Ok(()),
+    match ask_tty(&question, &RunControl::new(None), false) {
+        Approval::Approved | Approval::Always => Ok(()),
         Approval::Unavailable(_) => Err(Error::usage(
             "approving needs a terminal to confirm on, or --yes typed by the operator",
         )),
@@ -105,11 +105,26 @@ pub struct TtyApprover;
 
 impl Approver for TtyApprover {
     fn ask(&self, tool: &str, d: &Decision, args: &Value, control: &RunControl) -> Approval {
+        // "Always" only for medium risk: code and unlisted programs ask
+        // each time.
+        let always = d.risk == crate::security::Risk::Medium;
+        let what = match crate::runtime::scope_of(d) {
+            s if s.is_empty() => format!("every {tool} call"),
+            s => format!("`{}`", s.replace(',', "`, `")),
+        };
         let prompt = format!(
-            "\nlatchclaw wants to run a tool\n{}Approve? [y/N] ",
-            describe(tool, d.risk.as_str(), &d.reason, args, "  ")
+            "\nlatchclaw wants to run a tool\n{}{}",
+            describe(tool, d.risk.as_str(), &d.reason, args, "  "),
+            if always {
+                format!(
+                    "  (a = always: {what} at medium risk, for the rest of this conversation)\n\
+                     Approve? [y/N/a] "
+                )
+            } else {
+                "Approve? [y/N] ".into()
+            }
         );
-        ask_tty(&prompt, control)
+        ask_tty(&prompt, control, always)
     }
 }
 
@@ -135,11 +150,12 @@ impl User for TtyApprover {
 }
 
 /// Writes `prompt` on the terminal and reads the answer: yes only for `y`
-/// or `yes`.
-fn ask_tty(prompt: &str, control: &RunControl) -> Approval {
+/// or `yes`; with `always` offered, `a` or `always` too.
+fn ask_tty(prompt: &str, control: &RunControl, always: bool) -> Approval {
     match tty_line(prompt, control, None) {
         Line::Text(answer) => match answer.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => Approval::Approved,
+            "a" | "always" if always => Approval::Always,
             _ => Approval::Denied("the operator did not approve".into()),
         },
         Line::Eof => Approval::Denied("the operator did not approve".into()),

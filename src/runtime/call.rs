@@ -428,11 +428,27 @@ impl Runtime<'_> {
                     let reason = format!("{}; approved by the operator ({id})", d.reason);
                     (Status::Approved, reason)
                 }
-                None => {
-                    // Nobody else's call waits on this one's operator.
-                    drop(lock);
-                    return self.ask_operator(call, d);
-                }
+                None => match self.memory.standing_for(
+                    c.conversation_id,
+                    &self.cfg.workspace_dir,
+                    c.name,
+                    &scope_of(&d),
+                    d.risk,
+                )? {
+                    Some(id) => {
+                        log::info!(target: "event::tool_approved", "tool={} approval={id}", c.name);
+                        let reason = format!(
+                            "{}; approved by the operator for this conversation ({id})",
+                            d.reason
+                        );
+                        (Status::Approved, reason)
+                    }
+                    None => {
+                        // Nobody else's call waits on this one's operator.
+                        drop(lock);
+                        return self.ask_operator(call, d);
+                    }
+                },
             },
         };
         Ok(Next::Go(Approved {
@@ -449,9 +465,20 @@ impl Runtime<'_> {
     fn ask_operator<'c>(&self, call: Valid<'c>, d: Decision) -> Result<Next<'c, Approved<'c>>> {
         let c = call.call;
         let why = match self.approver.ask(c.name, &d, c.args, &self.control) {
-            Approval::Approved => {
+            answer @ (Approval::Approved | Approval::Always) => {
                 log::info!(target: "event::tool_approved", "tool={}", c.name);
-                let reason = format!("{}; approved by the operator", d.reason);
+                let mut reason = format!("{}; approved by the operator", d.reason);
+                // Only medium risk is offered "always": high risk asks each time.
+                if answer == Approval::Always && d.risk == crate::security::Risk::Medium {
+                    let id = self.memory.add_standing(
+                        c.conversation_id,
+                        &self.cfg.workspace_dir,
+                        c.name,
+                        &scope_of(&d),
+                        d.risk,
+                    )?;
+                    reason.push_str(&format!(" for this conversation ({id})"));
+                }
                 return Ok(Next::Go(Approved {
                     call,
                     decision: d,
@@ -737,6 +764,25 @@ impl Runtime<'_> {
         *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
         Ok(Some(written.id))
     }
+}
+
+/// Which calls an "always for this conversation" covers: for a plan, the
+/// programs it runs (sorted, by name), so approving `touch` does not
+/// approve `cp`; for any other tool, every call of it.
+pub fn scope_of(d: &crate::security::Decision) -> String {
+    let Some(plan) = &d.plan else {
+        return String::new();
+    };
+    let mut names: Vec<String> = plan
+        .steps
+        .iter()
+        .flat_map(|s| &s.commands)
+        .filter_map(|c| c.program.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names.join(",")
 }
 
 #[cfg(test)]

@@ -21,10 +21,14 @@ use std::time::Instant;
 
 mod call;
 
-pub use call::CallRecord;
+pub use call::{CallRecord, scope_of};
 
+#[derive(Debug, PartialEq)]
 pub enum Approval {
     Approved,
+    /// Approved, and calls like it in this conversation from now on
+    /// (`Runtime::scope_of` says which are alike).
+    Always,
     Denied(String),
     /// Nobody to ask (no terminal): the call waits as a pending approval.
     Unavailable(String),

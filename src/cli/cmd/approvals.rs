@@ -7,14 +7,59 @@ use crate::memory::ApprovalStatus;
 use std::io::Write;
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
-    let list = match ctx.read_memory()? {
-        Some(m) => m.approvals(all)?,
-        None => Vec::new(),
+    let (list, standing) = match ctx.read_memory()? {
+        Some(m) => (m.approvals(all)?, m.standings(all)?),
+        None => (Vec::new(), Vec::new()),
     };
     if json {
-        print_json(&list);
-    } else if list.is_empty() {
-        eprintln!("no {}approvals", if all { "" } else { "pending " });
+        // The "always for this conversation" answers follow, status
+        // `always` (or `revoked`), with what they cover.
+        let mut out: Vec<serde_json::Value> = list
+            .iter()
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .collect();
+        out.extend(standing.iter().map(|a| {
+            let mut v = serde_json::to_value(a).unwrap_or_default();
+            v["status"] = if a.revoked_at.is_some() {
+                "revoked"
+            } else {
+                "always"
+            }
+            .into();
+            v
+        }));
+        print_json(&out);
+        return Ok(exit::OK);
+    }
+    for a in &standing {
+        println!(
+            "{}  {}  {}  {}",
+            a.id,
+            if a.revoked_at.is_some() {
+                "revoked"
+            } else {
+                "always"
+            },
+            a.created_at,
+            a.conversation_id
+        );
+        println!(
+            "  {} {} up to {} risk in {} (`latchclaw deny {}` revokes it)",
+            a.tool,
+            if a.scope.is_empty() {
+                "(every call)".to_string()
+            } else {
+                format!("running `{}`", a.scope.replace(',', "`, `"))
+            },
+            a.risk.as_str(),
+            a.workspace,
+            a.id
+        );
+    }
+    if list.is_empty() {
+        if standing.is_empty() {
+            eprintln!("no {}approvals", if all { "" } else { "pending " });
+        }
     } else {
         // Every argument in full, wrapped: the operator approves what the
         // whole command does, not its first 80 characters.
@@ -34,6 +79,21 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
 
 pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
     let memory = ctx.open_memory()?;
+    if id.starts_with("always-") {
+        if approve {
+            return Err(Error::usage(format!(
+                "{id} is an \"always for this conversation\" answer, in force until revoked \
+                 (`latchclaw deny {id}`)"
+            )));
+        }
+        if !memory.revoke_standing(id)? {
+            return Err(Error::usage(format!(
+                "no standing approval \"{id}\" in force; `latchclaw approvals list` shows them"
+            )));
+        }
+        println!("revoked {id}: its calls ask again");
+        return Ok(exit::OK);
+    }
     let Some(p) = memory.approval(id)? else {
         return Err(Error::usage(format!(
             "no approval \"{id}\"; `latchclaw approvals list` shows them"
