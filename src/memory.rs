@@ -143,6 +143,11 @@ CREATE TABLE standing_approvals (
 );
 CREATE INDEX standing_by_call ON standing_approvals(conversation_id, tool, scope);
 "#,
+    // The workspace a pending call was asked in (its hash covers it too):
+    // for the operator to see, and for `--resume` to run it only there.
+    r#"
+ALTER TABLE approvals ADD COLUMN workspace TEXT;
+"#,
 ];
 
 pub struct Memory {
@@ -332,6 +337,8 @@ pub struct PendingApproval {
     pub status: ApprovalStatus,
     pub decided_at: Option<String>,
     pub used_at: Option<String>,
+    /// Where it was asked (none for a call asked before this was kept).
+    pub workspace: Option<String>,
 }
 
 /// An "always for this conversation" answer, as `approvals list` shows it.
@@ -1393,8 +1400,8 @@ impl Memory {
         let id = util::new_id("approval");
         self.conn.execute(
             "INSERT INTO approvals (id, conversation_id, tool, arguments, args_hash, risk, reason,
-                                    created_at, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')",
+                                    created_at, status, workspace)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
             params![
                 id,
                 conversation_id,
@@ -1403,7 +1410,8 @@ impl Memory {
                 hash,
                 risk.as_str(),
                 reason,
-                util::now_rfc3339()
+                util::now_rfc3339(),
+                workspace.to_string_lossy()
             ],
         )?;
         Ok(id)
@@ -1433,7 +1441,7 @@ impl Memory {
     ) -> Result<Vec<PendingApproval>> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT id, conversation_id, tool, arguments, risk, reason, created_at, status,
-                    decided_at, used_at
+                    decided_at, used_at, workspace
              FROM approvals WHERE {filter} ORDER BY created_at, rowid"
         ))?;
         let rows = stmt.query_map(args, |r| {
@@ -1448,12 +1456,12 @@ impl Memory {
                 status: r.get(7)?,
                 decided_at: r.get(8)?,
                 used_at: r.get(9)?,
+                workspace: r.get(10)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Approves or denies a pending call; anything not pending is refused.
     /// Records "always for this conversation" for calls like this one.
     pub fn add_standing(
         &self,
@@ -1546,6 +1554,7 @@ impl Memory {
         )? == 1)
     }
 
+    /// Approves or denies a pending call; anything not pending is refused.
     pub fn decide_approval(&self, id: &str, approve: bool) -> Result<()> {
         let n = self.conn.execute(
             "UPDATE approvals SET status = ?2, decided_at = ?3 WHERE id = ?1 AND status = 'pending'",

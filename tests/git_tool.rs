@@ -177,8 +177,11 @@ fn every_subcommand_reads_the_repository_under_readonly() {
         String::from_utf8_lossy(&after.stdout),
         " M a.txt\nM  src/lib.rs\n"
     );
-    // Readonly refuses the shell's git, which is medium risk.
+    // Readonly runs the shell's git when it only reads (low risk), and
+    // refuses it when it writes.
     let (_, v) = env.shell("git log -1");
+    assert_eq!(v["status"], "allowed", "{v}");
+    let (_, v) = env.shell("git add a.txt");
     assert_eq!(v["status"], "denied", "{v}");
 }
 

@@ -194,3 +194,44 @@ fn an_approval_from_a_work_tree_is_rerun_there() {
     assert!(repo.join("out.txt").exists());
     assert!(!env.ws.join("out.txt").exists());
 }
+
+/// An agent's pending call runs only in the workspace it was asked in:
+/// `approve` names it in the resume command, a resume from elsewhere does
+/// not run it there, and one with `-w` runs it where it was asked.
+#[test]
+fn a_resumed_approval_runs_where_it_was_asked() {
+    let env = Env::new();
+    env.mock(
+        "forgets_approved.toml",
+        "",
+        "[channels.cli]\ntools_allow = [\"file_write\", \"time\"]\n",
+    );
+    let repo = repo(&env, "proj", "x\n");
+    let r = run_in(&env, &repo, &["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    let id = v["tool_calls"][0]["pending_approval"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let a = env.run(&["approve", &id, "--yes"]);
+    let canon = std::fs::canonicalize(&repo).unwrap();
+    assert!(
+        a.stdout
+            .contains(&format!("--resume {conv} -w '{}'", canon.display())),
+        "{a:?}"
+    );
+    // From the configured workspace: not this call's workspace.
+    let elsewhere = run_in(&env, &env.ws, &["agent", "--resume", &conv, "--json"]);
+    assert_eq!(elsewhere.code, 0, "{elsewhere:?}");
+    assert!(!env.ws.join("report.txt").exists());
+    assert!(!repo.join("report.txt").exists());
+    let w = canon.to_str().unwrap();
+    let here = env.run(&["agent", "--resume", &conv, "-w", w, "--json"]);
+    assert_eq!(here.code, 0, "{here:?}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("report.txt")).unwrap(),
+        "quarterly numbers"
+    );
+}

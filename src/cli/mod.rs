@@ -73,6 +73,12 @@ impl Ctx {
     }
 }
 
+/// `s` as one word for a POSIX shell (the commands latchclaw tells the
+/// operator to run).
+pub(crate) fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Entry point: parses, dispatches, and returns the exit code. `redactor`
 /// is the process's (main.rs made it and gave it to the logger); the
 /// command adds the secrets of the config it loads.

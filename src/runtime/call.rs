@@ -505,7 +505,10 @@ impl Runtime<'_> {
         )?;
         let then = match &self.rerun {
             Some(cmd) => format!("run `{cmd}` again"),
-            None => format!("`latchclaw agent --resume {}`", c.conversation_id),
+            None => format!(
+                "`latchclaw agent --resume {}{}`",
+                c.conversation_id, self.workspace_flag
+            ),
         };
         // The model is not shown the operator's commands: given them, a
         // 1.5B model tried to run them with the shell tool.

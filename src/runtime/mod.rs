@@ -143,6 +143,9 @@ pub struct Runtime<'a> {
     /// conversation (`tool run`): after `latchclaw approve ID` the operator
     /// gives it again, instead of resuming a conversation.
     pub rerun: Option<String>,
+    /// ` -w DIR` when the run's workspace is not `workspace_dir` (the git
+    /// work tree it started in): the resume command it suggests says where.
+    pub workspace_flag: String,
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
     /// The conversation a turn is working on, as soon as it is known, for
@@ -267,6 +270,7 @@ impl<'a> Runtime<'a> {
             calls_in_run: Default::default(),
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,
+            workspace_flag: String::new(),
         })
     }
 
@@ -604,7 +608,14 @@ impl<'a> Runtime<'a> {
     /// used once, here (a repeat by the model is answered from this
     /// result, not run again).
     fn run_approved(&self, turn: &mut Turn) -> Result<()> {
-        let approved = self.memory.approved_unused(&turn.conv)?;
+        // Those asked in this workspace: elsewhere the same call is another.
+        let here = self.cfg.workspace_dir.to_string_lossy();
+        let approved: Vec<_> = self
+            .memory
+            .approved_unused(&turn.conv)?
+            .into_iter()
+            .filter(|p| p.workspace.as_deref().is_none_or(|w| w == here))
+            .collect();
         if approved.is_empty() {
             return Ok(());
         }

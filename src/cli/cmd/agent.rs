@@ -150,7 +150,7 @@ impl Reporter {
 }
 
 /// The config with this run's flags applied; the provider to use.
-fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
+fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
     let mut cfg = ctx.load_config()?;
     if !cfg.channels.cli.enabled {
         return Err(Error::usage(
@@ -179,15 +179,21 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
     }
     cfg.prompt.base_text = a.system.clone();
     let from = crate::cli::workspace::choose(&mut cfg, a.workspace.as_deref())?;
-    if let crate::cli::workspace::From::Config(_) = from {
+    let flag = if let crate::cli::workspace::From::Config(_) = from {
         create_workspace(&cfg, a.quiet)?;
         if let Some(note) = crate::cli::workspace::note(&cfg, &from)
             && !a.quiet
         {
             log::warn!(target: "event::workspace_configured", "{note}");
         }
-    }
-    Ok((cfg, name))
+        String::new()
+    } else {
+        format!(
+            " -w {}",
+            crate::cli::shell_quote(&cfg.workspace_dir.to_string_lossy())
+        )
+    };
+    Ok((cfg, name, flag))
 }
 
 /// The configured workspace is created on first use, as `init` would, so
@@ -213,7 +219,7 @@ fn create_workspace(cfg: &Config, quiet: bool) -> Result<()> {
 
 pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     let reporter = Reporter { json: a.json };
-    let (cfg, provider_name) = match configure(ctx, &a) {
+    let (cfg, provider_name, workspace_flag) = match configure(ctx, &a) {
         Ok(c) => c,
         Err(e) => return reporter.fail(e),
     };
@@ -241,6 +247,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Err(e) => return reporter.fail(e),
     };
     rt.prepare_receipts();
+    rt.workspace_flag = workspace_flag;
     if a.no_memory {
         rt.memory.keep_turns_in_process();
     }

@@ -65,8 +65,15 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
         // whole command does, not its first 80 characters.
         for p in list {
             println!(
-                "{}  {}  {}  {}",
-                p.id, p.status, p.created_at, p.conversation_id
+                "{}  {}  {}  {}{}",
+                p.id,
+                p.status,
+                p.created_at,
+                p.conversation_id,
+                p.workspace
+                    .as_deref()
+                    .map(|w| format!("  in {w}"))
+                    .unwrap_or_default()
             );
             print!(
                 "{}",
@@ -117,13 +124,19 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
         crate::cli::approve::confirm(id)?;
     }
     memory.decide_approval(id, approve)?;
+    // The call runs where it was asked: resumed from elsewhere, -w says where.
+    let ws = p
+        .workspace
+        .as_deref()
+        .map(|w| format!(" -w {}", crate::cli::shell_quote(w)))
+        .unwrap_or_default();
     println!(
         "{} {id}: {} in {}{}",
         if approve { "approved" } else { "denied" },
         p.tool,
         p.conversation_id,
         if approve {
-            format!("; run `latchclaw agent --resume {}`", p.conversation_id)
+            format!("; run `latchclaw agent --resume {}{ws}`", p.conversation_id)
         } else {
             String::new()
         }

@@ -94,7 +94,10 @@ pub fn run(
     rt.prepare_receipts();
     let _signals = rt.control.install();
     let config = match &ctx.config {
-        Some(p) => format!(" --config {}", shell_quote(&p.display().to_string())),
+        Some(p) => format!(
+            " --config {}",
+            crate::cli::shell_quote(&p.display().to_string())
+        ),
         None => String::new(),
     };
     // Run again from anywhere, it works in the same workspace.
@@ -102,12 +105,12 @@ pub fn run(
         crate::cli::workspace::From::Config(_) => String::new(),
         _ => format!(
             " -w {}",
-            shell_quote(&cfg.workspace_dir.display().to_string())
+            crate::cli::shell_quote(&cfg.workspace_dir.display().to_string())
         ),
     };
     rt.rerun = Some(format!(
         "latchclaw{config} tool run {name}{ws} --json {}",
-        shell_quote(&args.to_string())
+        crate::cli::shell_quote(&args.to_string())
     ));
     let executed = rt.execute_tool("cli-tool-run", name, &args);
     if let Err(e) = rt.anchor_head() {
@@ -135,11 +138,6 @@ pub fn run(
         _ => Outcome::Completed,
     };
     Ok(outcome.code())
-}
-
-/// `s` as one word for a POSIX shell.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<(ToolName, Value)> {
