@@ -279,10 +279,38 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag {
         long: "system",
-        short: None,
+        short: Some('s'),
         value: Some("TEXT"),
         commands: &["agent"],
         help: "this run's base system prompt, instead of the built-in one or prompt.base_file",
+    },
+    Flag {
+        long: "system-file",
+        short: None,
+        value: Some("PATH"),
+        commands: &["agent"],
+        help: "as --system, the text read from this file",
+    },
+    Flag {
+        long: "skill",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "enable this skill for this run, after [skills] enabled (repeatable)",
+    },
+    Flag {
+        long: "file",
+        short: Some('f'),
+        value: Some("PATH"),
+        commands: &["agent"],
+        help: "attach this file to the message, quoted and fenced as data (repeatable)",
+    },
+    Flag {
+        long: "option",
+        short: Some('o'),
+        value: Some("KEY=VALUE"),
+        commands: &["agent"],
+        help: "a model option for this run: temperature, max_tokens, top_p or seed (repeatable)",
     },
     Flag {
         long: "workspace",
@@ -484,7 +512,18 @@ On a terminal the answer appears as it streams in (never the model's
 <think> reasoning or tool-call syntax) and each tool call gets a status
 line on stderr (`→ shell: git status … 12 ms`); piped output and --json
 get only the final answer. --json prints one JSON object: answer, tool
-calls, rounds, usage.",
+calls, rounds, usage.
+
+Per run: -s/--system or --system-file replace the base system prompt,
+--skill NAME adds a skill, -f PATH attaches a file (fenced, quoted as
+data; piped stdin is quoted the same way), -o KEY=VALUE sets temperature,
+max_tokens, top_p or seed for every request (openai-compatible providers;
+over the config's), --model picks the model.
+
+From llm or aichat: here -m is the message (theirs picks the model: use
+--model); -s is the system prompt, as in llm (aichat's -s names a session:
+use --conversation ID, or -c for the latest); -o takes KEY=VALUE as one
+word (llm's -o takes KEY VALUE as two).",
         bare: false,
     },
     CommandDef {

@@ -129,7 +129,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             autonomy,
         } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy),
         Command::PolicyShow { json } => cmd::tool::policy_show(&ctx, json),
-        Command::Agent(a) => cmd::agent::run(&ctx, a),
+        Command::Agent(a) => cmd::agent::run(&ctx, *a),
         Command::MemoryList { limit, json } => cmd::memory::list(&ctx, limit, json),
         Command::MemorySearch { query, limit, json } => {
             cmd::memory::search(&ctx, &query, limit, json)

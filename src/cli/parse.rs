@@ -49,7 +49,8 @@ pub enum Command {
     PolicyShow {
         json: bool,
     },
-    Agent(Agent),
+    /// Boxed: the largest options by far.
+    Agent(Box<Agent>),
     MemoryList {
         limit: Option<u32>,
         json: bool,
@@ -184,6 +185,14 @@ pub struct Agent {
     pub model: Option<String>,
     /// `--system TEXT`: replaces the base prompt layer.
     pub system: Option<String>,
+    /// `--system-file PATH`: the same, read from a file (never with `--system`).
+    pub system_file: Option<PathBuf>,
+    /// `--skill NAME`, each: enabled for this run, after `[skills] enabled`.
+    pub skills: Vec<String>,
+    /// `-f PATH`, each: attached to the message.
+    pub files: Vec<PathBuf>,
+    /// `-o KEY=VALUE`, checked.
+    pub options: crate::providers::ModelOptions,
     pub workspace: Option<PathBuf>,
     pub no_memory: bool,
     pub quiet: bool,
@@ -466,6 +475,14 @@ impl Given<'_> {
             .find(|(f, _)| f.long == long)
             .and_then(|(_, v)| v.clone())
     }
+    /// Every value given, in order (a repeatable flag).
+    fn values(&self, long: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(f, _)| f.long == long)
+            .filter_map(|(_, v)| v.clone())
+            .collect()
+    }
     fn limit(&self) -> Result<Option<u32>> {
         self.value("limit")
             .map(|v| positive("limit", &v, "a positive whole number"))
@@ -518,6 +535,32 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
             v => Ok(v),
         }
     };
+    let system = text("system", "the prompt text")?;
+    let system_file = text("system-file", "a file holding the prompt text")?.map(PathBuf::from);
+    if system.is_some() && system_file.is_some() {
+        return Err(Error::usage(
+            "give the system prompt once: --system TEXT or --system-file PATH, not both",
+        ));
+    }
+    let skills = o.values("skill");
+    for name in &skills {
+        crate::config::check_skill_name(name).map_err(|e| Error::usage(format!("--skill: {e}")))?;
+    }
+    let mut files = Vec::new();
+    for f in o.values("file") {
+        if f.is_empty() {
+            return Err(Error::usage(
+                "-f/--file: empty; give the path of a file to attach",
+            ));
+        }
+        files.push(PathBuf::from(f));
+    }
+    let mut options = crate::providers::ModelOptions::default();
+    for kv in o.values("option") {
+        options
+            .set(&kv)
+            .map_err(|e| Error::usage(format!("-o/--option: {e}")))?;
+    }
     Ok(Agent {
         message,
         conversation,
@@ -528,7 +571,11 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         no_stream: o.on("no-stream"),
         provider: text("provider", "a configured provider's name")?,
         model: text("model", "a model name")?,
-        system: text("system", "the prompt text")?,
+        system,
+        system_file,
+        skills,
+        files,
+        options,
         workspace: text("workspace", "a directory")?.map(PathBuf::from),
         no_memory: o.on("no-memory"),
         quiet: o.on("quiet"),
@@ -615,7 +662,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
                 .transpose()?,
         },
         "policy show" => Command::PolicyShow { json },
-        "agent" => Command::Agent(agent(o, args.first())?),
+        "agent" => Command::Agent(Box::new(agent(o, args.first())?)),
         "memory list" => Command::MemoryList {
             limit: o.limit()?,
             json,

@@ -129,6 +129,8 @@ pub struct Runtime<'a> {
     receipts_head: RefCell<Option<String>>,
     /// `--hint` for a router provider.
     pub hint: Option<String>,
+    /// `agent -o`: sent with every request of the run.
+    pub options: crate::providers::ModelOptions,
     /// The run's deadline (`--timeout`) and cancellation (Ctrl-C).
     pub control: RunControl,
     /// The command that runs this call again, for a caller that is not a
@@ -247,6 +249,7 @@ impl<'a> Runtime<'a> {
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
+            options: Default::default(),
             control: RunControl::new(None),
             rerun: None,
             run_usage: RefCell::new(Usage::default()),
@@ -552,6 +555,7 @@ impl<'a> Runtime<'a> {
             tools: self.tool_specs(),
             model: model.clone(),
             temperature: configured.and_then(|p| p.temperature()),
+            options: self.options,
             metadata: self
                 .hint
                 .iter()

@@ -177,12 +177,35 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
             p.set_stream(false);
         }
     }
-    cfg.prompt.base_text = a.system.clone();
+    cfg.prompt.base_text = match &a.system_file {
+        Some(path) => Some(system_file(path, cfg.max_input_bytes)?),
+        None => a.system.clone(),
+    };
+    // After the configured ones, each once: the skills layer checks them
+    // as it does `[skills] enabled` (found, well formed, tools enabled).
+    for name in &a.skills {
+        if !cfg.skills.enabled.contains(name) {
+            cfg.skills.enabled.push(name.clone());
+        }
+    }
     match &a.workspace {
         Some(dir) => cfg.workspace_dir = run_workspace(&cfg, dir)?,
         None => create_workspace(&cfg, a.quiet)?,
     }
     Ok((cfg, name))
+}
+
+/// `--system-file PATH`: UTF-8 text, not empty, at most `max` bytes.
+fn system_file(path: &std::path::Path, max: usize) -> Result<String> {
+    let text = crate::channels::read_file(path, max)
+        .map_err(|e| Error::usage(format!("--system-file: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(Error::usage(format!(
+            "--system-file: {} is empty; give a file holding the prompt text",
+            path.display()
+        )));
+    }
+    Ok(text.trim().to_string())
 }
 
 /// `-w DIR`: it must exist (a typo should not become a new empty
@@ -246,7 +269,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         )),
         (_, m) => crate::channels::one_shot_input(m, cfg.max_input_bytes),
     };
-    let message = match message {
+    let message = match message.and_then(|m| attach(m, &a.files, cfg.max_input_bytes)) {
         Ok(m) => m,
         Err(e) => return reporter.fail(e),
     };
@@ -264,6 +287,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         rt.memory.keep_turns_in_process();
     }
     rt.hint = a.hint.clone();
+    rt.options = a.options;
     let run_id = match rt.memory.run_started(&ctx.line, a.lock.as_deref()) {
         Ok(id) => id,
         Err(e) => return reporter.fail(e),
@@ -293,6 +317,22 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     );
     reporter.print(&end, outcome.as_ref(), conversation.as_deref());
     result
+}
+
+/// `-f` files after the message; they need one (the REPL has none to
+/// attach them to).
+fn attach(
+    message: Option<String>,
+    files: &[std::path::PathBuf],
+    max: usize,
+) -> Result<Option<String>> {
+    match message {
+        _ if files.is_empty() => Ok(message),
+        Some(m) => crate::channels::attach_files(m, files, max).map(Some),
+        None => Err(Error::usage(
+            "-f/--file attaches files to a message: give one too (latchclaw agent -f PATH \"what does it do?\", -m, or piped stdin)",
+        )),
+    }
 }
 
 /// The turn (one-shot) or the REPL, after the conversation and the lock.
