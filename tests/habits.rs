@@ -356,3 +356,117 @@ fn agent_help_lists_the_habits_and_a_note_for_llm_and_aichat_users() {
         assert!(r.stdout.contains(want), "{want}: {r:?}");
     }
 }
+
+#[test]
+fn did_you_mean_names_the_nearest_command_flag_key_and_tool() {
+    let env = Env::new();
+    env.config("");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["agnet", "hi"],
+            "unknown command `agnet hi`; did you mean `agent hi`? commands: init,",
+        ),
+        (&["memroy", "list"], "did you mean `memory list`?"),
+        (
+            &["memory", "shw", "conv-1"],
+            "unknown command `memory shw conv-1`; did you mean `memory show`? `latchclaw memory` has: list,",
+        ),
+        (
+            &["tool", "list", "--jsno"],
+            "invalid option '--jsno' for `latchclaw tool list`; did you mean --json? its options: --json",
+        ),
+        (&["agent", "--no-stram", "hi"], "did you mean --no-stream?"),
+        (
+            &["--verison"],
+            "invalid option '--verison'; did you mean --version?",
+        ),
+        (&["help", "agnet"], "not a command; did you mean `agent`?"),
+        (
+            &["tool", "run", "tiem"],
+            "unknown tool \"tiem\"; did you mean \"time\"? known tools: time,",
+        ),
+        (
+            &["policy", "check", "fiel_read"],
+            "did you mean \"file_read\"?",
+        ),
+        (
+            &["agent", "--provider", "lcoal", "hi"],
+            "no provider \"lcoal\"; did you mean \"local\"?",
+        ),
+        (&["provider", "test", "lcoal"], "did you mean \"local\"?"),
+        // Targeted hints.
+        (
+            &["estop", "off"],
+            "\"off\" is one too many: to remove the emergency stop, `latchclaw estop --clear`",
+        ),
+        (
+            &["tool", "run", "file_list", "{\"path\": \".\"}"],
+            "\"{\"path\": \".\"}\" is one too many: tool arguments go after --json: \
+             latchclaw tool run file_list --json '{\"path\": \".\"}'",
+        ),
+        (
+            &["policy", "check", "shell", "{\"command\": \"ls\"}"],
+            "tool arguments go after --json: latchclaw policy check shell --json",
+        ),
+    ];
+    for (args, want) in cases {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(want),
+            "{args:?} should say {want:?}: {r:?}"
+        );
+    }
+    // Far from anything: no guess, the list only.
+    for args in [
+        &["frobnicate"][..],
+        &["tool", "list", "--zzzzzz"],
+        &["tool", "run", "teleport"],
+    ] {
+        let r = env.run(args);
+        assert!(
+            r.code == 2 && !r.stderr.contains("did you mean"),
+            "{args:?}: {r:?}"
+        );
+    }
+    assert_eq!(
+        env.run(&["estop"]).code,
+        0,
+        "the right spelling still works"
+    );
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+}
+
+#[test]
+fn config_keys_and_tool_names_get_the_nearest_valid_one_in_validate_and_on_load() {
+    let env = Env::new();
+    env.config(
+        "max_tool_round = 3\napi_key = \"sk-live-abcdef\"\n\
+         [memory]\ncontext_turn = 3\n\
+         [providers.models.cloud]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         api_key = \"sk-live-abcdef\"\nmodle = \"x\"\n\
+         [channels.cli]\ntools_allow = [\"fiel_read\"]\n\
+         [tools.shel]\nenabled = true\n",
+    );
+    let want = [
+        "max_tool_round: unknown key (did you mean max_tool_rounds?)",
+        "api_key: unknown key (a key never goes in the config: put it in an environment variable",
+        "memory.context_turn: unknown key (did you mean context_turns?)",
+        "providers.models.cloud.api_key: unknown key (did you mean api_key_env? the key itself never goes in the config",
+        "providers.models.cloud.modle: unknown key (did you mean model?); openai-compatible providers take: kind, model,",
+        "channels.cli.tools_allow[0]: unknown tool \"fiel_read\" (did you mean \"file_read\"?); known tools:",
+        "tools.shel: unknown tool \"shel\" (did you mean \"shell\"?); [tools.NAME] takes one of:",
+    ];
+    // `config validate` and any command that loads the config say the same.
+    for args in [&["config", "validate"][..], &["agent", "hi"]] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        for w in want {
+            assert!(r.stderr.contains(w), "{args:?} should say {w:?}: {r:?}");
+        }
+        assert!(
+            !r.stderr.contains("sk-live-abcdef"),
+            "the key is never echoed: {r:?}"
+        );
+    }
+}

@@ -99,8 +99,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
                 Ok(exit::OK)
             }
             None => Err(crate::error::Error::usage(format!(
-                "no help for `{}`: not a command (see `latchclaw --help`)",
-                words.join(" ")
+                "no help for `{}`: not a command;{} see `latchclaw --help`",
+                words.join(" "),
+                parse::command_hint(&words)
             ))),
         },
         Command::Version => {

@@ -345,11 +345,50 @@ fn resolve(words: &[String]) -> Result<(&'static CommandDef, &[String])> {
             sub_names(&subs)
         )));
     }
+    let near = nearest_sub(&subs, &words[1])
+        .map(|s| format!(" did you mean `{first} {s}`?"))
+        .unwrap_or_default();
     Err(Error::usage(format!(
-        "unknown command `{}`; `latchclaw {first}` has: {}",
+        "unknown command `{}`;{near} `latchclaw {first}` has: {}",
         words.join(" "),
         sub_names(&subs)
     )))
+}
+
+/// The subcommand of `subs` nearest to `word`, when it is near.
+fn nearest_sub<'a>(subs: &[&'a CommandDef], word: &str) -> Option<&'a str> {
+    let names = subs
+        .iter()
+        .filter_map(|c| c.path.split_once(' ').map(|(_, s)| s));
+    crate::util::suggest::nearest(word, names)
+}
+
+/// Top-level words: single commands and group names, in table order.
+fn top_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = Vec::new();
+    for c in COMMANDS {
+        let w = c.group().unwrap_or(c.path);
+        if !names.contains(&w) {
+            names.push(w);
+        }
+    }
+    names
+}
+
+/// ` did you mean `WORDS`?` for command words whose first one is a typo
+/// of a command, or nothing.
+pub fn command_hint(words: &[String]) -> String {
+    let Some(first) = words.first() else {
+        return String::new();
+    };
+    match crate::util::suggest::nearest(first, top_names()) {
+        Some(near) => {
+            let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+            let fixed = [vec![near], rest].concat().join(" ");
+            format!(" did you mean `{fixed}`?")
+        }
+        None => String::new(),
+    }
 }
 
 fn sub_names(subs: &[&CommandDef]) -> String {
@@ -360,18 +399,56 @@ fn sub_names(subs: &[&CommandDef]) -> String {
 }
 
 fn unknown_command(words: &[String]) -> Error {
-    let mut names: Vec<&str> = Vec::new();
-    for c in COMMANDS {
-        let w = c.group().unwrap_or(c.path);
-        if !names.contains(&w) {
-            names.push(w);
-        }
-    }
     Error::usage(format!(
-        "unknown command `{}`; commands: {} (see `latchclaw --help`)",
+        "unknown command `{}`;{} commands: {} (see `latchclaw --help`)",
         words.join(" "),
-        names.join(", ")
+        command_hint(words),
+        top_names().join(", ")
     ))
+}
+
+/// ` did you mean --NAME?` for an option written `bad` (`--jsno`), among
+/// the long names `flags`, or nothing.
+fn flag_hint<'a>(bad: &str, flags: impl Iterator<Item = &'a Flag>) -> String {
+    let Some(name) = bad.strip_prefix("--") else {
+        return String::new();
+    };
+    let longs: Vec<&str> = flags.map(|f| f.long).collect();
+    crate::util::suggest::nearest(name, longs)
+        .map(|n| format!(" did you mean --{n}?"))
+        .unwrap_or_default()
+}
+
+/// Why an argument is one too many, when it is likely a mistake with a
+/// known way out (else empty): a subcommand misspelt after a command that
+/// has some (`estop stauts`), the emergency stop's off switch written as a
+/// word (`estop off`), tool arguments given without `--json`.
+fn extra_hint(c: &CommandDef, extra: &str, args: &[String]) -> String {
+    let word = extra.to_ascii_lowercase();
+    match c.path {
+        "estop"
+            if ["off", "clear", "stop", "remove", "disable", "unset", "no"]
+                .contains(&word.as_str()) =>
+        {
+            return ": to remove the emergency stop, `latchclaw estop --clear`".into();
+        }
+        "estop" if ["on", "set", "start", "enable", "yes"].contains(&word.as_str()) => {
+            return ": `latchclaw estop` alone turns it on".into();
+        }
+        "tool run" | "policy check" if extra.trim_start().starts_with(['{', '[']) => {
+            let tool = args.first().map_or("NAME", String::as_str);
+            return format!(
+                ": tool arguments go after --json: latchclaw {} {tool} --json '{}'",
+                c.path,
+                extra.replace('\'', "'\\''")
+            );
+        }
+        _ => {}
+    }
+    match nearest_sub(&flags::group(c.path), extra) {
+        Some(s) => format!(": did you mean `{} {s}`?", c.path),
+        None => String::new(),
+    }
 }
 
 /// `--json, --limit` (what a command takes, for error messages).
@@ -396,8 +473,9 @@ fn options_of(c: &CommandDef) -> String {
 fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
     if let Some(bad) = &raw.unknown {
         return Err(Error::usage(format!(
-            "invalid option '{bad}' for `latchclaw {}`; its options: {}",
+            "invalid option '{bad}' for `latchclaw {}`;{} its options: {}",
             c.path,
+            flag_hint(bad, c.flags()),
             options_of(c)
         )));
     }
@@ -441,8 +519,14 @@ fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
             [one] => format!("one {}", one.what),
             _ => format!("{} arguments", c.args.len()),
         };
+        let hint = extra_hint(c, extra, args);
+        let hint = if hint.is_empty() {
+            " (quote an argument that has spaces)".to_string()
+        } else {
+            hint
+        };
         return Err(Error::usage(format!(
-            "`latchclaw {}` takes {what}; \"{extra}\" is one too many (quote an argument that has spaces)",
+            "`latchclaw {}` takes {what}; \"{extra}\" is one too many{hint}",
             c.path
         )));
     }
@@ -785,8 +869,10 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation> {
     }
     if raw.words.is_empty() {
         if let Some(bad) = &raw.unknown {
+            let global = FLAGS.iter().filter(|f| f.commands == flags::ALL);
             return Err(Error::usage(format!(
-                "invalid option '{bad}'; see `latchclaw --help`"
+                "invalid option '{bad}';{} see `latchclaw --help`",
+                flag_hint(bad, global)
             )));
         }
         return done(Command::Missing);
@@ -897,6 +983,34 @@ mod tests {
             parse_str(&["help", "memory", "list"]).unwrap(),
             Command::Help(vec!["memory".into(), "list".into()])
         );
+    }
+
+    #[test]
+    fn typos_get_the_nearest_name_and_known_mistakes_a_way_out() {
+        let e = parse_str(&["agnet", "hi"]).unwrap_err();
+        assert!(e.msg.contains("did you mean `agent hi`?"), "{e}");
+        let e = parse_str(&["memory", "serach", "x"]).unwrap_err();
+        assert!(e.msg.contains("did you mean `memory search`?"), "{e}");
+        let e = parse_str(&["memory", "list", "--limt", "3"]).unwrap_err();
+        assert!(e.msg.contains("did you mean --limit?"), "{e}");
+        let e = parse_str(&["estop", "clear"]).unwrap_err();
+        assert!(e.msg.contains("`latchclaw estop --clear`"), "{e}");
+        let e = parse_str(&["tool", "run", "time", "{}"]).unwrap_err();
+        assert!(e.msg.contains("latchclaw tool run time --json '{}'"), "{e}");
+        let e = parse_str(&["tool", "run", "shell", "{\"command\": \"echo 'hi'\"}"]).unwrap_err();
+        assert!(
+            e.msg
+                .contains("--json '{\"command\": \"echo '\\''hi'\\''\"}'"),
+            "quoted for a shell: {e}"
+        );
+        for far in [
+            &["zzzz"][..],
+            &["memory", "list", "--qqqqqq"],
+            &["estop", "maybe"],
+        ] {
+            let e = parse_str(far).unwrap_err();
+            assert!(!e.msg.contains("did you mean"), "{far:?}: {e}");
+        }
     }
 
     #[test]

@@ -162,8 +162,11 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
         .clone()
         .unwrap_or_else(|| cfg.default_provider.clone());
     if a.provider.is_some() && !cfg.providers.contains_key(&name) {
+        let near = crate::util::suggest::nearest(&name, cfg.providers.keys().map(String::as_str))
+            .map(|p| format!(" did you mean \"{p}\"?"))
+            .unwrap_or_default();
         return Err(Error::usage(format!(
-            "--provider: no provider \"{name}\"; configured providers: {}",
+            "--provider: no provider \"{name}\";{near} configured providers: {}",
             cfg.providers.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     }
