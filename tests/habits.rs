@@ -1,16 +1,23 @@
 //! A day's habits on the real binary: per-run flags (`-s`, `--system-file`,
-//! `--skill`, `-f`, `-o`) and what reaches the provider, fenced stdin.
+//! `--skill`, `-f`, `-o`) and what reaches the provider, fenced stdin;
+//! "did you mean"; a quiet stop on Ctrl-C and `--timeout` (`--partial`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Closes the pseudo-terminal's raw master descriptor.
+#![allow(unsafe_code)]
 
 mod common;
 #[path = "common/fake_server.rs"]
 mod fake_server;
+#[path = "common/pty.rs"]
+mod pty;
 
-use common::{Env, Run};
+use common::{Env, Run, wait_until};
 use fake_server::{FakeServer, Reply};
 use serde_json::{Value, json};
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// `args` with `input` piped to stdin.
 fn piped(env: &Env, args: &[&str], input: &str) -> Run {
@@ -469,4 +476,167 @@ fn config_keys_and_tool_names_get_the_nearest_valid_one_in_validate_and_on_load(
             "the key is never echoed: {r:?}"
         );
     }
+}
+
+/// One streamed content delta.
+fn delta(t: &str) -> String {
+    let chunk = json!({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+                       "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// An answer that streams `first` at once, then `rest` after `pause_ms`.
+fn slow_stream(first: &str, pause_ms: u64, rest: &str) -> Reply {
+    let finish = json!({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    Reply::sse(vec![
+        (0, delta(first)),
+        (pause_ms, delta(rest)),
+        (0, format!("data: {finish}\n\n")),
+        (0, "data: [DONE]\n\n".to_string()),
+    ])
+}
+
+fn streaming_env(server: &FakeServer) -> Env {
+    let env = Env::new();
+    env.config(&format!(
+        "default_provider = \"cloud\"\n\
+         [providers.models.cloud]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\n\
+         model = \"m\"\ntimeout_secs = 30\nretries = 0\n",
+        server.url()
+    ));
+    env
+}
+
+fn sigint(pid: u32) {
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
+}
+
+/// `agent ARGS` with stdout and stderr piped, sent SIGINT once the
+/// provider has been asked and its first piece has had time to arrive.
+fn interrupted(env: &Env, server: &FakeServer, args: &[&str]) -> (Option<i32>, String, String) {
+    let child = env
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the provider was never asked",
+        || !server.requests().is_empty(),
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    sigint(child.id());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.signal(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ctrl_c_on_a_terminal_prints_nothing_more_then_cancelled_on_stderr() {
+    let server = FakeServer::start(vec![slow_stream("Partial ", 10_000, "never")]);
+    let env = streaming_env(&server);
+    // stdout on a terminal (the answer streams there), stderr a pipe, so
+    // what went where can be told apart.
+    let (master, slave) = pty::open_pty();
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(slave.to_str().unwrap())
+        .unwrap();
+    let mut cmd = env.base_command(&["agent", "-m", "hi"]);
+    cmd.stdin(Stdio::null()).stdout(tty).stderr(Stdio::piped());
+    pty::attach(&mut cmd, slave, false);
+    let child = cmd.spawn().unwrap();
+    drop(cmd);
+    let screen = pty::record(master);
+    wait_until(
+        Duration::from_secs(10),
+        "the first piece never showed",
+        || screen.lock().unwrap().contains("Partial"),
+    );
+    let t = Instant::now();
+    sigint(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    std::thread::sleep(Duration::from_millis(100));
+    // SAFETY: closing our own descriptor.
+    unsafe { libc::close(master) };
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "{out:?}");
+    let stdout = screen.lock().unwrap().clone();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // Nothing after what was shown: no note, no newline, no more stream.
+    assert_eq!(stdout, "Partial", "{stdout:?} / {stderr:?}");
+    // The open line ends on stderr, then the marker; no warning for the
+    // operator's own cancel.
+    assert_eq!(stderr, "\n[cancelled]\n", "{stdout:?}");
+    // The turn is kept, marked cut, with latchclaw's note.
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    let conv = list[0]["conversation_id"].as_str().unwrap().to_string();
+    let (_, turns) = env.json(&["memory", "show", &conv, "--json"]);
+    assert_eq!(
+        turns[1]["content"],
+        "Partial\n[cancelled by the operator (Ctrl-C)]"
+    );
+    assert_eq!(turns[1]["metadata"]["cut"], true);
+}
+
+#[test]
+fn a_stopped_answer_reaches_stdout_only_with_partial() {
+    // SIGINT with stdout a pipe: nothing, or with --partial what came.
+    let server = FakeServer::start(vec![slow_stream("Partial ", 10_000, "never")]);
+    let env = streaming_env(&server);
+    let (sig, stdout, stderr) = interrupted(&env, &server, &["agent", "-m", "hi"]);
+    assert_eq!(sig, Some(libc::SIGINT), "{stdout:?} {stderr:?}");
+    assert_eq!((stdout.as_str(), stderr.as_str()), ("", "[cancelled]\n"));
+    let server = FakeServer::start(vec![slow_stream("Partial ", 10_000, "never")]);
+    let env = streaming_env(&server);
+    let (sig, stdout, stderr) = interrupted(&env, &server, &["agent", "--partial", "-m", "hi"]);
+    assert_eq!(sig, Some(libc::SIGINT), "{stdout:?} {stderr:?}");
+    assert_eq!(
+        (stdout.as_str(), stderr.as_str()),
+        ("Partial\n", "[cancelled]\n")
+    );
+
+    // --timeout: the marker on stderr, the exit code as before (6).
+    let server = FakeServer::start(vec![slow_stream("Started, ", 8_000, "never")]);
+    let env = streaming_env(&server);
+    let r = env.run(&["agent", "--timeout", "1", "-m", "hi"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(r.stdout, "", "{r:?}");
+    assert_eq!(
+        r.stderr, "[stopped: the run's --timeout of 1 s was reached]\n",
+        "{r:?}"
+    );
+    let r = env.run(&["agent", "--timeout", "1", "--partial", "-m", "hi"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(r.stdout, "Started,\n", "{r:?}");
+    assert_eq!(
+        r.stderr, "[stopped: the run's --timeout of 1 s was reached]\n",
+        "{r:?}"
+    );
+    // --json is one object, as before: the answer holds the note.
+    let (r, v) = env.json(&["agent", "--timeout", "1", "--json", "-m", "hi"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(
+        v["answer"],
+        "Started,\n[stopped: the run's --timeout of 1 s was reached]"
+    );
+    // Nothing had come: nothing on stdout even with --partial.
+    let server = FakeServer::start(vec![Reply::hang()]);
+    let env = streaming_env(&server);
+    let r = env.run(&["agent", "--timeout", "1", "--partial", "-m", "hi"]);
+    assert_eq!((r.code, r.stdout.as_str()), (6, ""), "{r:?}");
+    assert!(
+        r.stderr
+            .ends_with("[stopped: the run's --timeout of 1 s was reached]\n"),
+        "{r:?}"
+    );
 }

@@ -278,6 +278,9 @@ pub struct CliChannel {
     pub json: bool,
     /// `-q`: no status lines, no streamed text.
     pub quiet: bool,
+    /// `--partial`: a turn stopped by `--timeout` or Ctrl-C prints the
+    /// part of its answer that arrived.
+    pub partial: bool,
     /// How the one-shot turn ended, for the run record.
     pub outcome: Option<TurnOutcome>,
 }
@@ -289,11 +292,47 @@ impl CliChannel {
             println!("{}", crate::util::json_visible(&text));
             return Ok(());
         }
+        if let Some(s) = &outcome.stopped {
+            return self.quiet_stop(outcome, s, progress);
+        }
         // On a terminal the answer may be on the screen already.
         match progress.remainder(&outcome.answer) {
             (false, rest) => self.send(&outcome.conversation_id, rest),
             (true, all) => self.send(&outcome.conversation_id, &format!("\n{all}")),
         }
+    }
+
+    /// A turn the run's control stopped: stdout gets nothing more of it
+    /// (with `--partial`, the rest of the part that arrived), so a
+    /// cancelled or cut answer is never taken for a whole one in a file or
+    /// a pipe; then, on stderr, on a line of its own, `[cancelled]` or
+    /// `[stopped: WHY]`.
+    fn quiet_stop(
+        &mut self,
+        outcome: &TurnOutcome,
+        stopped: &crate::runtime::Stopped,
+        progress: &TermProgress,
+    ) -> Result<()> {
+        if self.partial && !stopped.partial.is_empty() {
+            match progress.remainder(&stopped.partial) {
+                (false, rest) => self.send(&outcome.conversation_id, rest)?,
+                (true, all) => self.send(&outcome.conversation_id, &format!("\n{all}"))?,
+            }
+        }
+        // A line the stream left open on the screen (and the terminal's
+        // `^C`) ends here, on stderr: stdout gets no more bytes.
+        let open = progress.open.replace(false);
+        let marker = match outcome.exit_reason {
+            crate::error::Outcome::Cancelled => "[cancelled]".to_string(),
+            _ => format!("[{}]", stopped.note),
+        };
+        let newline = if open || std::io::stderr().is_terminal() {
+            "\n"
+        } else {
+            ""
+        };
+        eprintln!("{newline}{marker}");
+        Ok(())
     }
 
     /// One turn, shown as it runs; its answer is then delivered.

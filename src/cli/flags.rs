@@ -208,6 +208,13 @@ pub const FLAGS: &[Flag] = &[
         help: "bound the whole run, tools and provider calls included (exit 6)",
     },
     Flag {
+        long: "partial",
+        short: None,
+        value: None,
+        commands: &["agent"],
+        help: "when --timeout or Ctrl-C stops the answer, print the part that arrived (else stdout gets nothing)",
+    },
+    Flag {
         long: "hint",
         short: None,
         value: Some("NAME"),

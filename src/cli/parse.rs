@@ -196,6 +196,8 @@ pub struct Agent {
     pub workspace: Option<PathBuf>,
     pub no_memory: bool,
     pub quiet: bool,
+    /// `--partial`: a stopped turn's partial answer goes to stdout.
+    pub partial: bool,
 }
 
 /// A parsed command line.
@@ -663,6 +665,7 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         workspace: text("workspace", "a directory")?.map(PathBuf::from),
         no_memory: o.on("no-memory"),
         quiet: o.on("quiet"),
+        partial: o.on("partial"),
     })
 }
 

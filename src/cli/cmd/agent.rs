@@ -377,6 +377,7 @@ fn turns(
         conversation,
         json: a.json,
         quiet: a.quiet,
+        partial: a.partial,
         outcome: None,
     };
     let result = channel.start(rt, provider);
