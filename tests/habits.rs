@@ -640,3 +640,312 @@ fn a_stopped_answer_reaches_stdout_only_with_partial() {
         "{r:?}"
     );
 }
+
+/// What the generated bash completion offers for `latchclaw WORDS…` (the
+/// last word is the one being completed), run by the binary under test in
+/// `env`'s home; `None` (after saying why) without bash.
+fn bash_complete(env: &Env, words: &[&str]) -> Option<Vec<String>> {
+    if std::process::Command::new("bash")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        common::skip("bash is not installed: the completion script cannot be run");
+        return None;
+    }
+    let script = env.run(&["completions", "bash"]).stdout;
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "{script}\nCOMP_WORDS=('{}' {})\nCOMP_CWORD={}\n_latchclaw\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        common::BIN,
+        quoted.join(" "),
+        words.len()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &program])
+        .env("LATCHCLAW_HOME", &env.state)
+        .env("HOME", &env.home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    got.sort();
+    Some(got)
+}
+
+fn sorted(v: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Two providers, a skill, a conversation and a pending approval.
+fn lived_in() -> Env {
+    let env = Env::new();
+    env.mock(
+        "write_report.toml",
+        "",
+        "[providers.models.backup]\nkind = \"mock\"\n\
+         [channels.cli]\ntools_allow = [\"time\", \"file_write\"]\n",
+    );
+    skill(&env, "terse", "Be terse.");
+    // No terminal: the write waits as a pending approval (exit 4).
+    assert_eq!(env.run(&["agent", "write the report"]).code, 4);
+    env
+}
+
+#[test]
+fn completions_call_back_for_providers_tools_skills_and_ids() {
+    let env = lived_in();
+    let (_, convs) = env.json(&["memory", "list", "--json"]);
+    let conv = convs[0]["conversation_id"].as_str().unwrap().to_string();
+    let (_, pending) = env.json(&["approvals", "list", "--json"]);
+    let approval = pending[0]["id"].as_str().unwrap().to_string();
+    let Some(got) = bash_complete(&env, &["agent", "--provider", ""]) else {
+        return;
+    };
+    assert_eq!(got, sorted(&["backup", "local", "m"]));
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (vec!["provider", "test", "b"], vec!["backup"]),
+        (
+            vec!["tool", "run", "file_"],
+            vec!["file_list", "file_read", "file_write"],
+        ),
+        (vec!["policy", "check", "ti"], vec!["time"]),
+        (vec!["agent", "--skill", ""], vec!["terse"]),
+        (vec!["skill", "show", "t"], vec!["terse"]),
+        (vec!["memory", "show", ""], vec!["last", &conv]),
+        (vec!["agent", "--conversation", "conv-"], vec![&conv]),
+        (vec!["agent", "--resume", ""], vec![&conv]),
+        (vec!["approve", ""], vec!["last", &approval]),
+        (vec!["deny", "approval-"], vec![&approval]),
+        (vec!["agent", "-o", "t"], vec!["temperature=", "top_p="]),
+        (vec!["completions", "z"], vec!["zsh"]),
+        (vec!["estop", "s"], vec!["status"]),
+        (vec!["receipt", "list", "--jsonl"], vec!["--jsonl"]),
+        // Flags still complete where an argument could go.
+        (vec!["memory", "show", "--j"], vec!["--json"]),
+        (vec!["agent", "--par"], vec!["--partial"]),
+    ];
+    for (words, want) in cases {
+        assert_eq!(
+            bash_complete(&env, &words).unwrap(),
+            sorted(&want),
+            "{words:?}"
+        );
+    }
+    // -f and --system-file complete paths.
+    std::fs::write(env.root.join("notes-for-completion.md"), "x").unwrap();
+    let prefix = env.root.join("notes-for").display().to_string();
+    assert_eq!(
+        bash_complete(&env, &["agent", "-f", &prefix]).unwrap(),
+        [env.root
+            .join("notes-for-completion.md")
+            .display()
+            .to_string()]
+    );
+    // --config given on the line is the config the names come from.
+    let other = env.root.join("other.toml");
+    std::fs::write(
+        &other,
+        "default_provider = \"elsewhere\"\n[providers.models.elsewhere]\nkind = \"mock\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        bash_complete(
+            &env,
+            &[
+                "--config",
+                other.to_str().unwrap(),
+                "agent",
+                "--provider",
+                ""
+            ]
+        )
+        .unwrap(),
+        sorted(&["elsewhere", "local"])
+    );
+    // fish and zsh name the callback too.
+    let fish = env.run(&["completions", "fish"]).stdout;
+    assert!(
+        fish.contains("-l provider -r -f -a '(latchclaw __complete providers)'")
+            && fish.contains("-a '(latchclaw __complete approvals) last'"),
+        "{fish}"
+    );
+    assert!(
+        env.run(&["completions", "zsh"])
+            .stdout
+            .contains("__complete")
+    );
+}
+
+#[test]
+fn the_callback_is_quiet_fast_hidden_and_creates_nothing() {
+    let env = Env::new();
+    let fresh = env.root.join("never-made");
+    for kind in ["providers", "tools", "skills", "conversations", "approvals"] {
+        let t = Instant::now();
+        let r: Run = env
+            .command(&["__complete", kind])
+            .env("LATCHCLAW_HOME", &fresh)
+            .output()
+            .unwrap()
+            .into();
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{kind}: {:?}",
+            t.elapsed()
+        );
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{kind}: {r:?}");
+        match kind {
+            "tools" => assert!(r.stdout.lines().any(|l| l == "file_read"), "{r:?}"),
+            "providers" => assert_eq!(r.stdout, "local\n"),
+            _ => assert_eq!(r.stdout, "", "{kind}"),
+        }
+    }
+    assert!(!fresh.exists(), "the callback made the state directory");
+    // A broken config lists nothing, and says nothing.
+    env.config("[[[ not toml");
+    let r = env.run(&["__complete", "providers"]);
+    assert_eq!((r.code, r.stdout.as_str(), r.stderr.as_str()), (0, "", ""));
+    let r = env.run(&["__complete", "bogus"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("takes one of: providers"),
+        "{r:?}"
+    );
+    // Hidden: not in help, not suggested.
+    assert!(!env.run(&["--help"]).stdout.contains("__complete"));
+    let r = env.run(&["__complet", "tools"]);
+    assert!(r.code == 2 && !r.stderr.contains("did you mean"), "{r:?}");
+}
+
+#[test]
+fn shortcuts_last_answer_last_approval_estop_status_and_receipts_as_json_lines() {
+    let env = lived_in();
+    // The last answer only: no jq pipeline.
+    let r = env.run(&["memory", "show", "last"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("Result: ") && !r.stdout.contains("[20"),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.stdout.lines().count(),
+        r.stdout.trim_end().lines().count()
+    );
+    let (r, v) = env.json(&["memory", "show", "last", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["role"], "assistant", "{v}");
+    assert!(
+        v["content"].as_str().unwrap().starts_with("Result: "),
+        "{v}"
+    );
+    let fresh = Env::new();
+    fresh.config("");
+    let r = fresh.run(&["memory", "show", "last"]);
+    assert!(r.code == 2 && r.stderr.contains("no answer yet"), "{r:?}");
+
+    // approve last: the newest pending one, shown in full first.
+    let (_, pending) = env.json(&["approvals", "list", "--json"]);
+    let id = pending[0]["id"].as_str().unwrap().to_string();
+    let r = env.run(&["approve", "last", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(&format!("approving {id} in "))
+            && r.stdout.contains(&format!("approved {id}: file_write")),
+        "{r:?}"
+    );
+    let r = env.run(&["approve", "last", "--yes"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("no pending approvals"),
+        "{r:?}"
+    );
+    let r = env.run(&["deny", "last"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("no pending approvals"),
+        "{r:?}"
+    );
+
+    // estop status: off, on with when, off again; exit 0 each time.
+    let r = env.run(&["estop", "status"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "off\n"), "{r:?}");
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let r = env.run(&["estop", "status"]);
+    assert!(
+        r.code == 0 && r.stdout.starts_with("on: engaged 20"),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["estop", "status", "--json"]);
+    assert_eq!((r.code, &v["estop"]), (0, &json!(true)), "{v}");
+    assert!(v["reason"].as_str().unwrap().starts_with("engaged "), "{v}");
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+    let (_, v) = env.json(&["estop", "status", "--json"]);
+    assert_eq!(
+        (&v["estop"], &v["reason"]),
+        (&json!(false), &Value::Null),
+        "{v}"
+    );
+
+    // receipt list --jsonl: one receipt a line, the same as --json's array.
+    let r = env.run(&["receipt", "list", "--jsonl"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (_, all) = env.json(&["receipt", "list", "--json"]);
+    assert!(!lines.is_empty());
+    assert_eq!(Value::Array(lines), all);
+    let r = env.run(&["receipt", "list", "--json", "--jsonl"]);
+    assert!(r.code == 2 && r.stderr.contains("not both"), "{r:?}");
+}
+
+#[test]
+fn log_lines_carry_their_time_when_stderr_is_not_a_terminal() {
+    let env = Env::new();
+    env.config("");
+    // Piped (a cron log): each log line starts with its RFC 3339 time.
+    let r = env.run(&["estop"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("[estop_triggered]"))
+        .unwrap_or_else(|| panic!("{r:?}"));
+    let (ts, rest) = line.split_once(' ').unwrap();
+    assert!(
+        rest.starts_with("latchclaw: warn: [estop_triggered]"),
+        "{line}"
+    );
+    let b = ts.as_bytes();
+    assert!(
+        ts.len() == 24
+            && ts.ends_with('Z')
+            && b[4] == b'-'
+            && b[10] == b'T'
+            && b[19] == b'.'
+            && ts[..4].parse::<u32>().is_ok(),
+        "{line}"
+    );
+    // On a terminal: the line as before, no time.
+    let mut p = pty::Pty::spawn(&env, &["estop", "--clear"]);
+    p.expect("[estop_cleared]");
+    assert_eq!(p.wait_exit(), Some(0));
+    let screen = p.transcript();
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("latchclaw: warn: [estop_cleared]")),
+        "{screen:?}"
+    );
+}

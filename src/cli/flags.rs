@@ -113,6 +113,7 @@ const DATA: &[&str] = &[
     "prompt show",
     "skill list",
     "skill show",
+    "estop status",
 ];
 
 pub const FLAGS: &[Flag] = &[
@@ -150,6 +151,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("ARGS"),
         commands: &["tool run", "policy check"],
         help: "the tool arguments as a JSON object, e.g. '{\"path\": \".\"}' (default {})",
+    },
+    Flag {
+        long: "jsonl",
+        short: None,
+        value: None,
+        commands: &["receipt list"],
+        help: "one receipt a line, as JSON (for grep, jq, tail)",
     },
     Flag {
         long: "expect-head",
@@ -550,9 +558,11 @@ is accepted (operators and quotes are searched as words).",
     },
     CommandDef {
         path: "memory show",
-        args: &[arg("CONVERSATION_ID", "conversation id")],
-        summary: "the turns of one conversation",
-        about: "Prints every turn of one conversation, with its tool calls.",
+        args: &[arg("CONVERSATION_ID", "conversation id (or last)")],
+        summary: "the turns of one conversation (last: the last answer only)",
+        about: "Prints every turn of one conversation, with its tool calls. `memory show
+last` prints only the last answer of the most recent conversation (with
+--json, that turn).",
         bare: false,
     },
     CommandDef {
@@ -652,7 +662,16 @@ no longer holds, which stays in the file.",
         args: &[],
         summary: "emergency stop: refuse every tool call until cleared",
         about: "Creates the ESTOP file: every tool call is refused (with a receipt) until
-`latchclaw estop --clear` removes it. The agent can still answer in text.",
+`latchclaw estop --clear` removes it. The agent can still answer in text.
+`latchclaw estop status` says whether it is on.",
+        bare: false,
+    },
+    CommandDef {
+        path: "estop status",
+        args: &[],
+        summary: "whether the emergency stop is on, since when and why",
+        about: "Prints `off`, or `on:` and the ESTOP file's first line (when it was engaged,
+and by what: the CLI, or the gateway with its reason). Exit 0 either way.",
         bare: false,
     },
     CommandDef {
@@ -689,10 +708,11 @@ does the same). Decide them with `latchclaw approve ID` or `deny ID`.",
     },
     CommandDef {
         path: "approve",
-        args: &[arg("ID", "approval id")],
-        summary: "approve a pending call; `agent --resume CONV` continues",
+        args: &[arg("ID", "approval id (or last)")],
+        summary: "approve a pending call (last: the newest); `agent --resume CONV` continues",
         about: "Asks for confirmation on the terminal, or takes --yes typed by the
-operator; nothing a model writes can approve. Then
+operator; nothing a model writes can approve. `approve last` takes the
+newest pending approval (the call is printed in full first). Then
 `latchclaw agent --resume CONVERSATION` continues the conversation: the
 approved call runs once, for exactly that tool and those arguments, in that
 conversation.",
@@ -700,9 +720,9 @@ conversation.",
     },
     CommandDef {
         path: "deny",
-        args: &[arg("ID", "approval id")],
-        summary: "deny a pending call",
-        about: "Marks a pending approval denied.",
+        args: &[arg("ID", "approval id (or last)")],
+        summary: "deny a pending call (last: the newest)",
+        about: "Marks a pending approval denied (`deny last`: the newest pending one).",
         bare: false,
     },
     CommandDef {

@@ -77,6 +77,14 @@ impl Ctx {
 /// command adds the secrets of the config it loads.
 pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -> Result<i32> {
     let argv: Vec<OsString> = argv.into_iter().collect();
+    // The completion scripts' callback (hidden: not a command in `flags`).
+    let mut first = argv.iter().peekable();
+    while first.next_if(|a| *a == "--config").is_some() {
+        first.next();
+    }
+    if first.peek().is_some_and(|a| *a == complete::CALLBACK) {
+        return Ok(complete::callback(&argv));
+    }
     let line = argv
         .iter()
         .map(|a| a.to_string_lossy())
@@ -143,12 +151,13 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             json,
         } => cmd::memory::notes(&ctx, category.as_deref(), limit, json),
         Command::MemoryForget { id } => cmd::memory::forget(&ctx, &id),
-        Command::ReceiptList { json } => cmd::receipt::list(&ctx, json),
+        Command::ReceiptList { json, jsonl } => cmd::receipt::list(&ctx, json, jsonl),
         Command::ReceiptVerify { json, expect } => cmd::receipt::verify(&ctx, json, &expect),
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),
         Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
         Command::ReceiptAnchor { json, reset } => cmd::receipt::anchor(&ctx, json, reset),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
+        Command::EstopStatus { json } => cmd::estop::status(&ctx, json),
         #[cfg(feature = "gateway")]
         Command::Gateway { bind } => {
             crate::gateway::run(ctx.load_config()?, bind, Arc::clone(&ctx.redactor))

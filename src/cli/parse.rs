@@ -77,6 +77,8 @@ pub enum Command {
     },
     ReceiptList {
         json: bool,
+        /// `--jsonl`: one receipt a line.
+        jsonl: bool,
     },
     ReceiptVerify {
         json: bool,
@@ -95,6 +97,9 @@ pub enum Command {
     },
     Estop {
         clear: bool,
+    },
+    EstopStatus {
+        json: bool,
     },
     Gateway {
         bind: Option<std::net::SocketAddr>,
@@ -767,7 +772,17 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "memory forget" => Command::MemoryForget { id: arg(0) },
-        "receipt list" => Command::ReceiptList { json },
+        "receipt list" => {
+            if json && o.on("jsonl") {
+                return Err(Error::usage(
+                    "give --json (one array) or --jsonl (a receipt a line), not both",
+                ));
+            }
+            Command::ReceiptList {
+                json,
+                jsonl: o.on("jsonl"),
+            }
+        }
         "receipt verify" => Command::ReceiptVerify {
             json,
             expect: expected_heads(o)?,
@@ -781,6 +796,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "estop" => Command::Estop {
             clear: o.on("clear"),
         },
+        "estop status" => Command::EstopStatus { json },
         "gateway" => Command::Gateway {
             bind: match o.value("bind") {
                 None => None,
