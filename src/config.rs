@@ -769,6 +769,9 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 struct Section {
     t: toml::Table,
     path: String,
+    /// The keys read from it: a key left over is unknown, and the nearest
+    /// of these is what it may have meant.
+    asked: Vec<String>,
 }
 
 struct Reader<'a> {
@@ -785,7 +788,15 @@ impl Section {
         Section {
             t,
             path: path.to_string(),
+            asked: Vec::new(),
         }
+    }
+    /// Key `k`'s value, taken out (so what is left at the end is unknown).
+    fn take(&mut self, k: &str) -> Option<toml::Value> {
+        if !self.asked.iter().any(|a| a == k) {
+            self.asked.push(k.to_string());
+        }
+        self.t.remove(k)
     }
     fn key(&self, k: &str) -> String {
         if self.path.is_empty() {
@@ -802,7 +813,7 @@ impl Reader<'_> {
     }
 
     fn string(&mut self, s: &mut Section, k: &str) -> Option<String> {
-        match s.t.remove(k)? {
+        match s.take(k)? {
             toml::Value::String(v) => Some(v),
             other => {
                 self.err(format!(
@@ -816,7 +827,7 @@ impl Reader<'_> {
     }
 
     fn boolean(&mut self, s: &mut Section, k: &str, default: bool) -> bool {
-        match s.t.remove(k) {
+        match s.take(k) {
             None => default,
             Some(toml::Value::Boolean(b)) => b,
             Some(other) => {
@@ -831,7 +842,7 @@ impl Reader<'_> {
     }
 
     fn int(&mut self, s: &mut Section, k: &str, default: u64, min: u64, max: u64) -> u64 {
-        match s.t.remove(k) {
+        match s.take(k) {
             None => default,
             Some(toml::Value::Integer(i)) if i >= min as i64 && (i as u64) <= max => i as u64,
             Some(toml::Value::Integer(i)) => {
@@ -865,7 +876,7 @@ impl Reader<'_> {
     }
 
     fn float(&mut self, s: &mut Section, k: &str) -> Option<f64> {
-        match s.t.remove(k)? {
+        match s.take(k)? {
             toml::Value::Float(f) => Some(f),
             toml::Value::Integer(i) => Some(i as f64),
             other => {
@@ -880,7 +891,7 @@ impl Reader<'_> {
     }
 
     fn list(&mut self, s: &mut Section, k: &str) -> Option<Vec<String>> {
-        let v = s.t.remove(k)?;
+        let v = s.take(k)?;
         let toml::Value::Array(items) = v else {
             self.err(format!(
                 "{}: expected a list of strings, found {}",
@@ -969,7 +980,7 @@ impl Reader<'_> {
 
     fn table(&mut self, s: &mut Section, k: &str) -> Option<Section> {
         let key = s.key(k);
-        match s.t.remove(k)? {
+        match s.take(k)? {
             toml::Value::Table(t) => Some(Section::new(t, &key)),
             other => {
                 self.err(format!(
@@ -990,9 +1001,44 @@ impl Reader<'_> {
 
     fn finish(&mut self, s: Section) {
         for k in s.t.keys() {
-            self.err(format!("{}: unknown key", s.key(k)));
+            let hint = unknown_key_hint(k, s.asked.iter().map(String::as_str));
+            self.err(format!("{}: unknown key{hint}", s.key(k)));
         }
     }
+}
+
+/// What follows "unknown key" for `k`: a key itself is pointed to
+/// `api_key_env` (it never goes in a file); else the nearest key the
+/// section takes, if one is near.
+fn unknown_key_hint<'a>(k: &str, known: impl IntoIterator<Item = &'a str> + Clone) -> String {
+    let k_ = k.to_ascii_lowercase().replace('-', "_");
+    let takes_env = known.clone().into_iter().any(|n| n == "api_key_env");
+    if takes_env
+        && matches!(
+            k_.as_str(),
+            "api_key" | "apikey" | "key" | "token" | "api_token"
+        )
+    {
+        return " (did you mean api_key_env? the key itself never goes in the config: \
+                put it in an environment variable and name that variable in api_key_env)"
+            .into();
+    }
+    if matches!(k_.as_str(), "api_key" | "apikey") {
+        return " (a key never goes in the config: put it in an environment variable and \
+                name that variable in the provider's api_key_env, providers.models.NAME.api_key_env)"
+            .into();
+    }
+    match crate::util::suggest::nearest(k, known) {
+        Some(near) => format!(" (did you mean {near}?)"),
+        None => String::new(),
+    }
+}
+
+/// ` (did you mean "NAME"?)` for a mistyped tool name, or nothing.
+fn tool_hint(name: &str) -> String {
+    crate::util::suggest::nearest(name, ToolName::ALL.iter().map(|t| t.as_str()))
+        .map(|t| format!(" (did you mean \"{t}\"?)"))
+        .unwrap_or_default()
 }
 
 /// Written as in the file: `~` is expanded when the defaults are made.
@@ -1157,8 +1203,12 @@ impl Config {
 
     pub fn provider(&self, name: &str) -> Result<&ProviderConfig> {
         self.providers.get(name).ok_or_else(|| {
+            let near =
+                crate::util::suggest::nearest(name, self.providers.keys().map(String::as_str))
+                    .map(|p| format!(" did you mean \"{p}\"?"))
+                    .unwrap_or_default();
             Error::usage(format!(
-                "unknown provider \"{name}\"; configured providers: {}",
+                "unknown provider \"{name}\";{near} configured providers: {}",
                 self.providers
                     .keys()
                     .cloned()
@@ -1386,8 +1436,9 @@ fn read_channels(r: &mut Reader, top: &mut Section, d: Channels) -> Channels {
                     Some(t) if !allow.contains(&t) => allow.push(t),
                     Some(_) => {}
                     None => r.err(format!(
-                        "{}[{i}]: unknown tool \"{t}\"; known tools: {}",
+                        "{}[{i}]: unknown tool \"{t}\"{}; known tools: {}",
                         cli.key("tools_allow"),
+                        tool_hint(t),
                         ToolName::list()
                     )),
                 }
@@ -1630,8 +1681,9 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         let Some(tool) = ToolName::parse(&name) else {
             tools.t.remove(&name);
             r.err(format!(
-                "{}: unknown tool \"{name}\"; [tools.NAME] takes one of: {}",
+                "{}: unknown tool \"{name}\"{}; [tools.NAME] takes one of: {}",
                 tools.key(&name),
+                tool_hint(&name),
                 ToolName::list()
             ));
             continue;
@@ -1874,7 +1926,16 @@ fn read_provider(
                 .iter()
                 .any(|o| o.keys().contains(&k.as_str()))
             {
-                r.err(format!("{}: unknown key", p.key(k)));
+                let known = ProviderKind::ALL
+                    .iter()
+                    .flat_map(|o| o.keys())
+                    .chain(PROVIDER_KEYS)
+                    .copied();
+                r.err(format!(
+                    "{}: unknown key{}",
+                    p.key(k),
+                    unknown_key_hint(k, known)
+                ));
             }
         }
         return None;
@@ -1914,7 +1975,8 @@ fn finish_provider(r: &mut Reader, p: Section, kind: ProviderKind) {
             .map(|o| o.as_str())
             .collect();
         let what = if owners.is_empty() {
-            "unknown key".to_string()
+            let known = PROVIDER_KEYS.iter().chain(kind.keys()).copied();
+            format!("unknown key{}", unknown_key_hint(k, known))
         } else {
             format!(
                 "a key of {} providers, not of {} ones",

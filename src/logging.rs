@@ -1,7 +1,9 @@
 //! Logs go to stderr only, so stdout stays the answer. `LATCHCLAW_LOG=json`
 //! gives one JSON object per line. Events are log records whose
 //! target is `event::NAME`. Every line passes through the redactor the
-//! logger is given (`security::redact`) before it is written.
+//! logger is given (`security::redact`) before it is written. A text line
+//! bound for a file or a pipe (a cron log) starts with its time; one on a
+//! terminal does not (the reader is there as it happens).
 
 use crate::security::redact::Redactor;
 use std::io::Write;
@@ -32,10 +34,14 @@ pub fn init(redactor: Arc<Redactor>) {
             writeln!(buf, "{obj}")
         });
     } else {
+        let stamped = !std::io::IsTerminal::is_terminal(&std::io::stderr());
         b.format(move |buf, r| {
             let label = r.target().strip_prefix("event::").unwrap_or("");
             let level = r.level().as_str().to_ascii_lowercase();
             let msg = crate::util::printable(&redactor.redact(&r.args().to_string()));
+            if stamped {
+                write!(buf, "{} ", crate::util::now_rfc3339())?;
+            }
             if label.is_empty() {
                 writeln!(buf, "latchclaw: {level}: {msg}")
             } else {

@@ -1,13 +1,15 @@
 //! Small helpers shared by several modules: time stamps, ids, hashing, output caps,
-//! what the operator is shown (`hidden`, `printable`) and data framed for a model (`frame`).
+//! what the operator is shown (`hidden`, `printable`), data framed for a model (`frame`)
+//! and the valid name nearest a mistyped one (`suggest`).
 
 use sha2::{Digest, Sha256};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 mod frame;
+pub mod suggest;
 mod unicode_tables;
 
-pub use frame::frame;
+pub use frame::{fenced, frame};
 
 /// Seconds and nanoseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_unix() -> (i64, u32) {

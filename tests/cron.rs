@@ -100,11 +100,13 @@ fn timeout_bounds_a_stuck_provider() {
     // The wait for the server is abandoned at the deadline (not after the
     // provider's 30 s), and the turn ends as a timeout does.
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    assert!(r.stderr.contains("--timeout"), "{r:?}");
-    assert_eq!(
-        r.stdout,
-        "stopped: the run's --timeout of 1 s was reached\n"
+    // The marker goes to stderr; stdout (a report file) gets nothing.
+    assert!(
+        r.stderr
+            .contains("[stopped: the run's --timeout of 1 s was reached]\n"),
+        "{r:?}"
     );
+    assert_eq!(r.stdout, "");
     let (_, runs) = env.json(&["runs", "list", "--json"]);
     assert_eq!(runs[0]["exit_code"].as_i64(), Some(6), "{runs}");
     // The user's turn was persisted before the provider was called.

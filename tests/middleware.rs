@@ -244,7 +244,7 @@ fn bad_middleware_values_are_refused_with_what_is_allowed() {
     assert_eq!(r.code, 2, "{r:?}");
     for want in [
         "5 errors",
-        "tools.shel: unknown tool \"shel\"; [tools.NAME] takes one of: time, file_list",
+        "tools.shel: unknown tool \"shel\" (did you mean \"shell\"?); [tools.NAME] takes one of: time, file_list",
         "tools.shell.timeout_secs: 0 is out of range; allowed: 1 to 3600",
         "tools.shell.rate_limit.per_minute: -1 is out of range; allowed: 1 to 10000",
         "tools.shell.rate_limit.per_day: unknown key",

@@ -83,7 +83,7 @@ text = "echo: {{user_message}}"
         panic!("the sleep never started:\n{}", p.transcript());
     }
     p.send("\x03");
-    p.expect("cancelled by the operator");
+    p.expect("[cancelled]");
     assert!(!sleeping(), "the shell command was killed");
     p.expect("latchclaw> ");
     p.send("still here?\n");

@@ -113,6 +113,7 @@ const DATA: &[&str] = &[
     "prompt show",
     "skill list",
     "skill show",
+    "estop status",
 ];
 
 pub const FLAGS: &[Flag] = &[
@@ -150,6 +151,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("ARGS"),
         commands: &["tool run", "policy check"],
         help: "the tool arguments as a JSON object, e.g. '{\"path\": \".\"}' (default {})",
+    },
+    Flag {
+        long: "jsonl",
+        short: None,
+        value: None,
+        commands: &["receipt list"],
+        help: "one receipt a line, as JSON (for grep, jq, tail)",
     },
     Flag {
         long: "expect-head",
@@ -206,6 +214,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("SECS"),
         commands: &["agent"],
         help: "bound the whole run, tools and provider calls included (exit 6)",
+    },
+    Flag {
+        long: "partial",
+        short: None,
+        value: None,
+        commands: &["agent"],
+        help: "when --timeout or Ctrl-C stops the answer, print the part that arrived (else stdout gets nothing)",
     },
     Flag {
         long: "hint",
@@ -279,10 +294,38 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag {
         long: "system",
-        short: None,
+        short: Some('s'),
         value: Some("TEXT"),
         commands: &["agent"],
         help: "this run's base system prompt, instead of the built-in one or prompt.base_file",
+    },
+    Flag {
+        long: "system-file",
+        short: None,
+        value: Some("PATH"),
+        commands: &["agent"],
+        help: "as --system, the text read from this file",
+    },
+    Flag {
+        long: "skill",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "enable this skill for this run, after [skills] enabled (repeatable)",
+    },
+    Flag {
+        long: "file",
+        short: Some('f'),
+        value: Some("PATH"),
+        commands: &["agent"],
+        help: "attach this file to the message, quoted and fenced as data (repeatable)",
+    },
+    Flag {
+        long: "option",
+        short: Some('o'),
+        value: Some("KEY=VALUE"),
+        commands: &["agent"],
+        help: "a model option for this run: temperature, max_tokens, top_p or seed (repeatable)",
     },
     Flag {
         long: "workspace",
@@ -485,7 +528,18 @@ On a terminal the answer appears as it streams in (never the model's
 <think> reasoning or tool-call syntax) and each tool call gets a status
 line on stderr (`→ shell: git status … 12 ms`); piped output and --json
 get only the final answer. --json prints one JSON object: answer, tool
-calls, rounds, usage.",
+calls, rounds, usage.
+
+Per run: -s/--system or --system-file replace the base system prompt,
+--skill NAME adds a skill, -f PATH attaches a file (fenced, quoted as
+data; piped stdin is quoted the same way), -o KEY=VALUE sets temperature,
+max_tokens, top_p or seed for every request (openai-compatible providers;
+over the config's), --model picks the model.
+
+From llm or aichat: here -m is the message (theirs picks the model: use
+--model); -s is the system prompt, as in llm (aichat's -s names a session:
+use --conversation ID, or -c for the latest); -o takes KEY=VALUE as one
+word (llm's -o takes KEY VALUE as two).",
         bare: false,
     },
     CommandDef {
@@ -505,9 +559,11 @@ is accepted (operators and quotes are searched as words).",
     },
     CommandDef {
         path: "memory show",
-        args: &[arg("CONVERSATION_ID", "conversation id")],
-        summary: "the turns of one conversation",
-        about: "Prints every turn of one conversation, with its tool calls.",
+        args: &[arg("CONVERSATION_ID", "conversation id (or last)")],
+        summary: "the turns of one conversation (last: the last answer only)",
+        about: "Prints every turn of one conversation, with its tool calls. `memory show
+last` prints only the last answer of the most recent conversation (with
+--json, that turn).",
         bare: false,
     },
     CommandDef {
@@ -607,7 +663,16 @@ no longer holds, which stays in the file.",
         args: &[],
         summary: "emergency stop: refuse every tool call until cleared",
         about: "Creates the ESTOP file: every tool call is refused (with a receipt) until
-`latchclaw estop --clear` removes it. The agent can still answer in text.",
+`latchclaw estop --clear` removes it. The agent can still answer in text.
+`latchclaw estop status` says whether it is on.",
+        bare: false,
+    },
+    CommandDef {
+        path: "estop status",
+        args: &[],
+        summary: "whether the emergency stop is on, since when and why",
+        about: "Prints `off`, or `on:` and the ESTOP file's first line (when it was engaged,
+and by what: the CLI, or the gateway with its reason). Exit 0 either way.",
         bare: false,
     },
     CommandDef {
@@ -644,10 +709,11 @@ does the same). Decide them with `latchclaw approve ID` or `deny ID`.",
     },
     CommandDef {
         path: "approve",
-        args: &[arg("ID", "approval id")],
-        summary: "approve a pending call; `agent --resume CONV` continues",
+        args: &[arg("ID", "approval id (or last)")],
+        summary: "approve a pending call (last: the newest); `agent --resume CONV` continues",
         about: "Asks for confirmation on the terminal, or takes --yes typed by the
-operator; nothing a model writes can approve. Then
+operator; nothing a model writes can approve. `approve last` takes the
+newest pending approval (the call is printed in full first). Then
 `latchclaw agent --resume CONVERSATION` continues the conversation: the
 approved call runs once, for exactly that tool and those arguments, in that
 conversation.",
@@ -655,9 +721,9 @@ conversation.",
     },
     CommandDef {
         path: "deny",
-        args: &[arg("ID", "approval id")],
-        summary: "deny a pending call",
-        about: "Marks a pending approval denied.",
+        args: &[arg("ID", "approval id (or last)")],
+        summary: "deny a pending call (last: the newest)",
+        about: "Marks a pending approval denied (`deny last`: the newest pending one).",
         bare: false,
     },
     CommandDef {

@@ -84,6 +84,14 @@ pub(crate) fn shell_quote(s: &str) -> String {
 /// command adds the secrets of the config it loads.
 pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -> Result<i32> {
     let argv: Vec<OsString> = argv.into_iter().collect();
+    // The completion scripts' callback (hidden: not a command in `flags`).
+    let mut first = argv.iter().peekable();
+    while first.next_if(|a| *a == "--config").is_some() {
+        first.next();
+    }
+    if first.peek().is_some_and(|a| *a == complete::CALLBACK) {
+        return Ok(complete::callback(&argv));
+    }
     let line = argv
         .iter()
         .map(|a| a.to_string_lossy())
@@ -106,8 +114,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
                 Ok(exit::OK)
             }
             None => Err(crate::error::Error::usage(format!(
-                "no help for `{}`: not a command (see `latchclaw --help`)",
-                words.join(" ")
+                "no help for `{}`: not a command;{} see `latchclaw --help`",
+                words.join(" "),
+                parse::command_hint(&words)
             ))),
         },
         Command::Version => {
@@ -141,7 +150,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             workspace,
         } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy, workspace.as_deref()),
         Command::PolicyShow { json } => cmd::tool::policy_show(&ctx, json),
-        Command::Agent(a) => cmd::agent::run(&ctx, a),
+        Command::Agent(a) => cmd::agent::run(&ctx, *a),
         Command::MemoryList { limit, json } => cmd::memory::list(&ctx, limit, json),
         Command::MemorySearch { query, limit, json } => {
             cmd::memory::search(&ctx, &query, limit, json)
@@ -154,12 +163,13 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             json,
         } => cmd::memory::notes(&ctx, category.as_deref(), limit, json),
         Command::MemoryForget { id } => cmd::memory::forget(&ctx, &id),
-        Command::ReceiptList { json } => cmd::receipt::list(&ctx, json),
+        Command::ReceiptList { json, jsonl } => cmd::receipt::list(&ctx, json, jsonl),
         Command::ReceiptVerify { json, expect } => cmd::receipt::verify(&ctx, json, &expect),
         Command::ReceiptHead { json } => cmd::receipt::head(&ctx, json),
         Command::ReceiptRepair { json } => cmd::receipt::repair(&ctx, json),
         Command::ReceiptAnchor { json, reset } => cmd::receipt::anchor(&ctx, json, reset),
         Command::Estop { clear } => cmd::estop::run(&ctx, clear),
+        Command::EstopStatus { json } => cmd::estop::status(&ctx, json),
         #[cfg(feature = "gateway")]
         Command::Gateway { bind } => {
             crate::gateway::run(ctx.load_config()?, bind, Arc::clone(&ctx.redactor))

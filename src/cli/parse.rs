@@ -52,7 +52,8 @@ pub enum Command {
     PolicyShow {
         json: bool,
     },
-    Agent(Agent),
+    /// Boxed: the largest options by far.
+    Agent(Box<Agent>),
     MemoryList {
         limit: Option<u32>,
         json: bool,
@@ -79,6 +80,8 @@ pub enum Command {
     },
     ReceiptList {
         json: bool,
+        /// `--jsonl`: one receipt a line.
+        jsonl: bool,
     },
     ReceiptVerify {
         json: bool,
@@ -97,6 +100,9 @@ pub enum Command {
     },
     Estop {
         clear: bool,
+    },
+    EstopStatus {
+        json: bool,
     },
     Gateway {
         bind: Option<std::net::SocketAddr>,
@@ -187,9 +193,19 @@ pub struct Agent {
     pub model: Option<String>,
     /// `--system TEXT`: replaces the base prompt layer.
     pub system: Option<String>,
+    /// `--system-file PATH`: the same, read from a file (never with `--system`).
+    pub system_file: Option<PathBuf>,
+    /// `--skill NAME`, each: enabled for this run, after `[skills] enabled`.
+    pub skills: Vec<String>,
+    /// `-f PATH`, each: attached to the message.
+    pub files: Vec<PathBuf>,
+    /// `-o KEY=VALUE`, checked.
+    pub options: crate::providers::ModelOptions,
     pub workspace: Option<PathBuf>,
     pub no_memory: bool,
     pub quiet: bool,
+    /// `--partial`: a stopped turn's partial answer goes to stdout.
+    pub partial: bool,
 }
 
 /// A parsed command line.
@@ -339,11 +355,50 @@ fn resolve(words: &[String]) -> Result<(&'static CommandDef, &[String])> {
             sub_names(&subs)
         )));
     }
+    let near = nearest_sub(&subs, &words[1])
+        .map(|s| format!(" did you mean `{first} {s}`?"))
+        .unwrap_or_default();
     Err(Error::usage(format!(
-        "unknown command `{}`; `latchclaw {first}` has: {}",
+        "unknown command `{}`;{near} `latchclaw {first}` has: {}",
         words.join(" "),
         sub_names(&subs)
     )))
+}
+
+/// The subcommand of `subs` nearest to `word`, when it is near.
+fn nearest_sub<'a>(subs: &[&'a CommandDef], word: &str) -> Option<&'a str> {
+    let names = subs
+        .iter()
+        .filter_map(|c| c.path.split_once(' ').map(|(_, s)| s));
+    crate::util::suggest::nearest(word, names)
+}
+
+/// Top-level words: single commands and group names, in table order.
+fn top_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = Vec::new();
+    for c in COMMANDS {
+        let w = c.group().unwrap_or(c.path);
+        if !names.contains(&w) {
+            names.push(w);
+        }
+    }
+    names
+}
+
+/// ` did you mean `WORDS`?` for command words whose first one is a typo
+/// of a command, or nothing.
+pub fn command_hint(words: &[String]) -> String {
+    let Some(first) = words.first() else {
+        return String::new();
+    };
+    match crate::util::suggest::nearest(first, top_names()) {
+        Some(near) => {
+            let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+            let fixed = [vec![near], rest].concat().join(" ");
+            format!(" did you mean `{fixed}`?")
+        }
+        None => String::new(),
+    }
 }
 
 fn sub_names(subs: &[&CommandDef]) -> String {
@@ -354,18 +409,56 @@ fn sub_names(subs: &[&CommandDef]) -> String {
 }
 
 fn unknown_command(words: &[String]) -> Error {
-    let mut names: Vec<&str> = Vec::new();
-    for c in COMMANDS {
-        let w = c.group().unwrap_or(c.path);
-        if !names.contains(&w) {
-            names.push(w);
-        }
-    }
     Error::usage(format!(
-        "unknown command `{}`; commands: {} (see `latchclaw --help`)",
+        "unknown command `{}`;{} commands: {} (see `latchclaw --help`)",
         words.join(" "),
-        names.join(", ")
+        command_hint(words),
+        top_names().join(", ")
     ))
+}
+
+/// ` did you mean --NAME?` for an option written `bad` (`--jsno`), among
+/// the long names `flags`, or nothing.
+fn flag_hint<'a>(bad: &str, flags: impl Iterator<Item = &'a Flag>) -> String {
+    let Some(name) = bad.strip_prefix("--") else {
+        return String::new();
+    };
+    let longs: Vec<&str> = flags.map(|f| f.long).collect();
+    crate::util::suggest::nearest(name, longs)
+        .map(|n| format!(" did you mean --{n}?"))
+        .unwrap_or_default()
+}
+
+/// Why an argument is one too many, when it is likely a mistake with a
+/// known way out (else empty): a subcommand misspelt after a command that
+/// has some (`estop stauts`), the emergency stop's off switch written as a
+/// word (`estop off`), tool arguments given without `--json`.
+fn extra_hint(c: &CommandDef, extra: &str, args: &[String]) -> String {
+    let word = extra.to_ascii_lowercase();
+    match c.path {
+        "estop"
+            if ["off", "clear", "stop", "remove", "disable", "unset", "no"]
+                .contains(&word.as_str()) =>
+        {
+            return ": to remove the emergency stop, `latchclaw estop --clear`".into();
+        }
+        "estop" if ["on", "set", "start", "enable", "yes"].contains(&word.as_str()) => {
+            return ": `latchclaw estop` alone turns it on".into();
+        }
+        "tool run" | "policy check" if extra.trim_start().starts_with(['{', '[']) => {
+            let tool = args.first().map_or("NAME", String::as_str);
+            return format!(
+                ": tool arguments go after --json: latchclaw {} {tool} --json '{}'",
+                c.path,
+                extra.replace('\'', "'\\''")
+            );
+        }
+        _ => {}
+    }
+    match nearest_sub(&flags::group(c.path), extra) {
+        Some(s) => format!(": did you mean `{} {s}`?", c.path),
+        None => String::new(),
+    }
 }
 
 /// `--json, --limit` (what a command takes, for error messages).
@@ -390,8 +483,9 @@ fn options_of(c: &CommandDef) -> String {
 fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
     if let Some(bad) = &raw.unknown {
         return Err(Error::usage(format!(
-            "invalid option '{bad}' for `latchclaw {}`; its options: {}",
+            "invalid option '{bad}' for `latchclaw {}`;{} its options: {}",
             c.path,
+            flag_hint(bad, c.flags()),
             options_of(c)
         )));
     }
@@ -435,8 +529,14 @@ fn check(c: &CommandDef, raw: &Raw, args: &[String]) -> Result<()> {
             [one] => format!("one {}", one.what),
             _ => format!("{} arguments", c.args.len()),
         };
+        let hint = extra_hint(c, extra, args);
+        let hint = if hint.is_empty() {
+            " (quote an argument that has spaces)".to_string()
+        } else {
+            hint
+        };
         return Err(Error::usage(format!(
-            "`latchclaw {}` takes {what}; \"{extra}\" is one too many (quote an argument that has spaces)",
+            "`latchclaw {}` takes {what}; \"{extra}\" is one too many{hint}",
             c.path
         )));
     }
@@ -468,6 +568,14 @@ impl Given<'_> {
             .rev()
             .find(|(f, _)| f.long == long)
             .and_then(|(_, v)| v.clone())
+    }
+    /// Every value given, in order (a repeatable flag).
+    fn values(&self, long: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(f, _)| f.long == long)
+            .filter_map(|(_, v)| v.clone())
+            .collect()
     }
     fn limit(&self) -> Result<Option<u32>> {
         self.value("limit")
@@ -521,6 +629,32 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
             v => Ok(v),
         }
     };
+    let system = text("system", "the prompt text")?;
+    let system_file = text("system-file", "a file holding the prompt text")?.map(PathBuf::from);
+    if system.is_some() && system_file.is_some() {
+        return Err(Error::usage(
+            "give the system prompt once: --system TEXT or --system-file PATH, not both",
+        ));
+    }
+    let skills = o.values("skill");
+    for name in &skills {
+        crate::config::check_skill_name(name).map_err(|e| Error::usage(format!("--skill: {e}")))?;
+    }
+    let mut files = Vec::new();
+    for f in o.values("file") {
+        if f.is_empty() {
+            return Err(Error::usage(
+                "-f/--file: empty; give the path of a file to attach",
+            ));
+        }
+        files.push(PathBuf::from(f));
+    }
+    let mut options = crate::providers::ModelOptions::default();
+    for kv in o.values("option") {
+        options
+            .set(&kv)
+            .map_err(|e| Error::usage(format!("-o/--option: {e}")))?;
+    }
     Ok(Agent {
         message,
         conversation,
@@ -531,10 +665,15 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         no_stream: o.on("no-stream"),
         provider: text("provider", "a configured provider's name")?,
         model: text("model", "a model name")?,
-        system: text("system", "the prompt text")?,
+        system,
+        system_file,
+        skills,
+        files,
+        options,
         workspace: text("workspace", "a directory")?.map(PathBuf::from),
         no_memory: o.on("no-memory"),
         quiet: o.on("quiet"),
+        partial: o.on("partial"),
     })
 }
 
@@ -620,7 +759,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
                 .transpose()?,
         },
         "policy show" => Command::PolicyShow { json },
-        "agent" => Command::Agent(agent(o, args.first())?),
+        "agent" => Command::Agent(Box::new(agent(o, args.first())?)),
         "memory list" => Command::MemoryList {
             limit: o.limit()?,
             json,
@@ -638,7 +777,17 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "memory forget" => Command::MemoryForget { id: arg(0) },
-        "receipt list" => Command::ReceiptList { json },
+        "receipt list" => {
+            if json && o.on("jsonl") {
+                return Err(Error::usage(
+                    "give --json (one array) or --jsonl (a receipt a line), not both",
+                ));
+            }
+            Command::ReceiptList {
+                json,
+                jsonl: o.on("jsonl"),
+            }
+        }
         "receipt verify" => Command::ReceiptVerify {
             json,
             expect: expected_heads(o)?,
@@ -652,6 +801,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "estop" => Command::Estop {
             clear: o.on("clear"),
         },
+        "estop status" => Command::EstopStatus { json },
         "gateway" => Command::Gateway {
             bind: match o.value("bind") {
                 None => None,
@@ -743,8 +893,10 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation> {
     }
     if raw.words.is_empty() {
         if let Some(bad) = &raw.unknown {
+            let global = FLAGS.iter().filter(|f| f.commands == flags::ALL);
             return Err(Error::usage(format!(
-                "invalid option '{bad}'; see `latchclaw --help`"
+                "invalid option '{bad}';{} see `latchclaw --help`",
+                flag_hint(bad, global)
             )));
         }
         return done(Command::Missing);
@@ -856,6 +1008,34 @@ mod tests {
             parse_str(&["help", "memory", "list"]).unwrap(),
             Command::Help(vec!["memory".into(), "list".into()])
         );
+    }
+
+    #[test]
+    fn typos_get_the_nearest_name_and_known_mistakes_a_way_out() {
+        let e = parse_str(&["agnet", "hi"]).unwrap_err();
+        assert!(e.msg.contains("did you mean `agent hi`?"), "{e}");
+        let e = parse_str(&["memory", "serach", "x"]).unwrap_err();
+        assert!(e.msg.contains("did you mean `memory search`?"), "{e}");
+        let e = parse_str(&["memory", "list", "--limt", "3"]).unwrap_err();
+        assert!(e.msg.contains("did you mean --limit?"), "{e}");
+        let e = parse_str(&["estop", "clear"]).unwrap_err();
+        assert!(e.msg.contains("`latchclaw estop --clear`"), "{e}");
+        let e = parse_str(&["tool", "run", "time", "{}"]).unwrap_err();
+        assert!(e.msg.contains("latchclaw tool run time --json '{}'"), "{e}");
+        let e = parse_str(&["tool", "run", "shell", "{\"command\": \"echo 'hi'\"}"]).unwrap_err();
+        assert!(
+            e.msg
+                .contains("--json '{\"command\": \"echo '\\''hi'\\''\"}'"),
+            "quoted for a shell: {e}"
+        );
+        for far in [
+            &["zzzz"][..],
+            &["memory", "list", "--qqqqqq"],
+            &["estop", "maybe"],
+        ] {
+            let e = parse_str(far).unwrap_err();
+            assert!(!e.msg.contains("did you mean"), "{far:?}: {e}");
+        }
     }
 
     #[test]

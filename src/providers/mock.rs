@@ -349,6 +349,7 @@ mod tests {
             tools: Vec::new(),
             model: "mock".into(),
             temperature: None,
+            options: Default::default(),
             metadata: Default::default(),
         }
     }

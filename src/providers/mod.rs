@@ -99,7 +99,96 @@ pub struct ChatRequest {
     pub model: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// This run's model options (`agent -o`), over the provider's own.
+    #[serde(skip_serializing_if = "ModelOptions::is_empty")]
+    pub options: ModelOptions,
     pub metadata: BTreeMap<String, String>,
+}
+
+/// Sampling options given for one run (`agent -o KEY=VALUE`). They travel
+/// with each request, so a `reliable` or `router` provider passes them to
+/// whichever provider answers; an openai-compatible one sends them in
+/// place of its configured `temperature` and `max_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ModelOptions {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+}
+
+impl ModelOptions {
+    pub const KEYS: [&str; 4] = ["temperature", "max_tokens", "top_p", "seed"];
+
+    pub fn is_empty(&self) -> bool {
+        *self == ModelOptions::default()
+    }
+
+    /// Sets one option from `KEY=VALUE`; the error names what is wrong and
+    /// what is allowed. The ranges are the config's for `temperature` and
+    /// `max_tokens`, the OpenAI API's for `top_p`.
+    pub fn set(&mut self, given: &str) -> std::result::Result<(), String> {
+        let allowed = || Self::KEYS.join(", ");
+        let Some((key, value)) = given.split_once('=') else {
+            return Err(format!(
+                "\"{}\" is not KEY=VALUE; keys: {} (e.g. -o temperature=0)",
+                crate::util::printable(given),
+                allowed()
+            ));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let number = |lo: f64, hi: f64| -> std::result::Result<f64, String> {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (lo..=hi).contains(v))
+                .ok_or_else(|| {
+                    format!(
+                        "{key}: \"{}\" is not a number from {lo} to {hi}",
+                        crate::util::printable(value)
+                    )
+                })
+        };
+        match key {
+            "temperature" => self.temperature = Some(number(0.0, 2.0)?),
+            "top_p" => self.top_p = Some(number(0.0, 1.0)?),
+            "max_tokens" => {
+                let n = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=10_000_000).contains(n));
+                self.max_tokens = Some(n.ok_or_else(|| {
+                    format!(
+                        "max_tokens: \"{}\" is not a whole number from 1 to 10000000",
+                        crate::util::printable(value)
+                    )
+                })?);
+            }
+            "seed" => {
+                self.seed = Some(value.parse::<i64>().map_err(|_| {
+                    format!(
+                        "seed: \"{}\" is not a whole number",
+                        crate::util::printable(value)
+                    )
+                })?);
+            }
+            other => {
+                let near = crate::util::suggest::nearest(other, Self::KEYS)
+                    .map(|k| format!("did you mean {k}? "))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "unknown option \"{}\"; {near}allowed: {}",
+                    crate::util::printable(other),
+                    allowed()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 pub use crate::types::Usage;

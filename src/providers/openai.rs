@@ -270,11 +270,19 @@ pub fn wire_body(
                 })
                 .collect();
         }
-        if let Some(t) = req.temperature.or(temperature) {
+        // The run's options (`agent -o`) first, then the configured ones.
+        let o = &req.options;
+        if let Some(t) = o.temperature.or(req.temperature).or(temperature) {
             body["temperature"] = json!(t);
         }
-        if let Some(n) = max_tokens {
+        if let Some(n) = o.max_tokens.or(max_tokens) {
             body["max_tokens"] = json!(n);
+        }
+        if let Some(p) = o.top_p {
+            body["top_p"] = json!(p);
+        }
+        if let Some(s) = o.seed {
+            body["seed"] = json!(s);
         }
         body
     }

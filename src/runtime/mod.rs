@@ -87,6 +87,12 @@ struct RoundSink<'p> {
 
 impl StreamSink for RoundSink<'_> {
     fn text(&mut self, delta: &str) {
+        // Once the run must stop (Ctrl-C, the deadline), nothing more of
+        // the stream is shown, nor kept as the partial answer: a piece
+        // read while the stop was on its way would print after it.
+        if self.control.stop().is_some() {
+            return;
+        }
         let shown = self.visible.push(delta);
         if !shown.is_empty() {
             self.progress.text(&shown);
@@ -137,6 +143,8 @@ pub struct Runtime<'a> {
     receipts_head: RefCell<Option<String>>,
     /// `--hint` for a router provider.
     pub hint: Option<String>,
+    /// `agent -o`: sent with every request of the run.
+    pub options: crate::providers::ModelOptions,
     /// The run's deadline (`--timeout`) and cancellation (Ctrl-C).
     pub control: RunControl,
     /// The command that runs this call again, for a caller that is not a
@@ -202,6 +210,15 @@ fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// A turn the run's control stopped (`--timeout`, Ctrl-C): what of the
+/// answer had arrived, and latchclaw's note on why it stopped. A channel
+/// shows these apart (README: a quiet stop); the stored answer holds both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopped {
+    pub partial: String,
+    pub note: String,
+}
+
 #[derive(Debug, Serialize)]
 pub struct TurnOutcome {
     pub conversation_id: String,
@@ -216,6 +233,9 @@ pub struct TurnOutcome {
     pub duration_ms: u128,
     /// The receipt chain's head after this turn (when it wrote receipts).
     pub receipts_head: Option<String>,
+    /// Set when the run's control stopped the turn.
+    #[serde(skip)]
+    pub stopped: Option<Stopped>,
 }
 
 impl TurnOutcome {
@@ -262,6 +282,7 @@ impl<'a> Runtime<'a> {
             approver,
             receipts_head: RefCell::new(None),
             hint: None,
+            options: Default::default(),
             control: RunControl::new(None),
             rerun: None,
             run_usage: RefCell::new(Usage::default()),
@@ -431,6 +452,7 @@ impl<'a> Runtime<'a> {
             usage: turn.usage,
             duration_ms: turn.started.elapsed().as_millis(),
             receipts_head: self.receipts_head.borrow().clone(),
+            stopped: end.stopped,
         })
     }
 
@@ -459,9 +481,12 @@ impl<'a> Runtime<'a> {
             } else {
                 format!("{partial}\n[{note}]")
             };
-            log::warn!(target: "event::provider_cut", "{e}");
+            // The operator's own Ctrl-C, or the deadline they set: no
+            // warning, the channel's marker says why (README: a quiet stop).
+            log::info!(target: "event::provider_cut", "{e}");
             let who = (e.provider.clone(), model);
-            return self.finish(turn, Ending::new(answer, who, Some(meta), reason));
+            let end = Ending::new(answer, who, Some(meta), reason).stopped(partial, note);
+            return self.finish(turn, end);
         }
         self.provider_errors.set(self.provider_errors.get() + 1);
         log::error!(target: "event::provider_error", "{e}");
@@ -501,7 +526,9 @@ impl<'a> Runtime<'a> {
             if let Some(stop) = self.control.stop() {
                 let (answer, reason) = stopped(&self.control, stop);
                 let who = (provider.name().to_string(), turn.model.clone());
-                return self.finish(turn, Ending::new(answer, who, None, reason));
+                let end =
+                    Ending::new(answer.clone(), who, None, reason).stopped(String::new(), answer);
+                return self.finish(turn, end);
             }
             self.last_request(&mut turn);
             let resp = match self.ask_provider(&mut turn)? {
@@ -577,6 +604,7 @@ impl<'a> Runtime<'a> {
             tools: self.tool_specs(),
             model: model.clone(),
             temperature: configured.and_then(|p| p.temperature()),
+            options: self.options,
             metadata: self
                 .hint
                 .iter()
@@ -997,6 +1025,7 @@ struct Ending {
     who: (String, String),
     meta: Option<String>,
     reason: Outcome,
+    stopped: Option<Stopped>,
 }
 
 impl Ending {
@@ -1006,6 +1035,15 @@ impl Ending {
             who,
             meta,
             reason,
+            stopped: None,
+        }
+    }
+
+    /// The run's control stopped the turn: `partial` had arrived.
+    fn stopped(self, partial: String, note: String) -> Self {
+        Ending {
+            stopped: Some(Stopped { partial, note }),
+            ..self
         }
     }
 }

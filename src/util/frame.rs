@@ -1,5 +1,5 @@
 //! Data quoted into a model's context: memory notes, tool results in text
-//! tool mode, piped stdin, skills. Each goes between `<tag …>` and
+//! tool mode, piped stdin, files attached with `agent -f`, skills. Each goes between `<tag …>` and
 //! `</tag>`, and inside it every spelling of every frame's tag is defused
 //! (its `<` written `&lt;`), so nothing in the data can close its own frame
 //! or open another: a stored note cannot end the notes and speak as the
@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 /// The tags of every frame, each defused in the data of all of them.
-pub const TAGS: [&str; 4] = ["notes", "tool_result", "stdin", "skill"];
+pub const TAGS: [&str; 5] = ["notes", "tool_result", "stdin", "skill", "attachment"];
 
 /// `data` framed: `<tag k="v" …>`, the data, `</tag>`, each on its own
 /// line. Attribute values are defused too, and JSON-quoted so none can
@@ -25,6 +25,22 @@ pub fn frame(tag: &str, attrs: &[(&str, &str)], data: &str) -> String {
     out.push_str(&defuse(data));
     out.push_str(&format!("\n</{tag}>"));
     out
+}
+
+/// `text` between code fences longer than any run of backticks in it (at
+/// least three), so a ``` block inside a file or piped input cannot end the
+/// fence it is quoted in and leave the rest of it outside. The frame
+/// around it (`frame`) is what nothing can close; the fence tells a model
+/// where the text starts and ends exactly.
+pub fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let end = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}\n{text}{end}{fence}")
 }
 
 /// `<`, and the characters a reader would take for it.
@@ -189,6 +205,18 @@ mod tests {
                 "{inner}"
             );
         }
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_run_of_backticks_inside() {
+        assert_eq!(fenced("plain"), "```\nplain\n```");
+        assert_eq!(fenced("line\n"), "```\nline\n```");
+        assert_eq!(fenced(""), "```\n```");
+        let inner = "before\n```rust\nfn x() {}\n```\nafter ````` and `code`\n";
+        let f = fenced(inner);
+        assert!(f.starts_with("``````\nbefore\n") && f.ends_with("after ````` and `code`\n``````"));
+        // Only the two fence lines are runs of six.
+        assert_eq!(f.lines().filter(|l| l.starts_with("``````")).count(), 2);
     }
 
     #[test]

@@ -162,8 +162,11 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
         .clone()
         .unwrap_or_else(|| cfg.default_provider.clone());
     if a.provider.is_some() && !cfg.providers.contains_key(&name) {
+        let near = crate::util::suggest::nearest(&name, cfg.providers.keys().map(String::as_str))
+            .map(|p| format!(" did you mean \"{p}\"?"))
+            .unwrap_or_default();
         return Err(Error::usage(format!(
-            "--provider: no provider \"{name}\"; configured providers: {}",
+            "--provider: no provider \"{name}\";{near} configured providers: {}",
             cfg.providers.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     }
@@ -177,7 +180,17 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
             p.set_stream(false);
         }
     }
-    cfg.prompt.base_text = a.system.clone();
+    cfg.prompt.base_text = match &a.system_file {
+        Some(path) => Some(system_file(path, cfg.max_input_bytes)?),
+        None => a.system.clone(),
+    };
+    // After the configured ones, each once: the skills layer checks them
+    // as it does `[skills] enabled` (found, well formed, tools enabled).
+    for name in &a.skills {
+        if !cfg.skills.enabled.contains(name) {
+            cfg.skills.enabled.push(name.clone());
+        }
+    }
     let from = crate::cli::workspace::choose(&mut cfg, a.workspace.as_deref())?;
     let flag = if let crate::cli::workspace::From::Config(_) = from {
         create_workspace(&cfg, a.quiet)?;
@@ -194,6 +207,19 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
         )
     };
     Ok((cfg, name, flag))
+}
+
+/// `--system-file PATH`: UTF-8 text, not empty, at most `max` bytes.
+fn system_file(path: &std::path::Path, max: usize) -> Result<String> {
+    let text = crate::channels::read_file(path, max)
+        .map_err(|e| Error::usage(format!("--system-file: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(Error::usage(format!(
+            "--system-file: {} is empty; give a file holding the prompt text",
+            path.display()
+        )));
+    }
+    Ok(text.trim().to_string())
 }
 
 /// The configured workspace is created on first use, as `init` would, so
@@ -233,7 +259,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         )),
         (_, m) => crate::channels::one_shot_input(m, cfg.max_input_bytes),
     };
-    let message = match message {
+    let message = match message.and_then(|m| attach(m, &a.files, cfg.max_input_bytes)) {
         Ok(m) => m,
         Err(e) => return reporter.fail(e),
     };
@@ -258,6 +284,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         rt.recall = false;
     }
     rt.hint = a.hint.clone();
+    rt.options = a.options;
     let run_id = match rt.memory.run_started(&ctx.line, a.lock.as_deref()) {
         Ok(id) => id,
         Err(e) => return reporter.fail(e),
@@ -287,6 +314,22 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     );
     reporter.print(&end, outcome.as_ref(), conversation.as_deref());
     result
+}
+
+/// `-f` files after the message; they need one (the REPL has none to
+/// attach them to).
+fn attach(
+    message: Option<String>,
+    files: &[std::path::PathBuf],
+    max: usize,
+) -> Result<Option<String>> {
+    match message {
+        _ if files.is_empty() => Ok(message),
+        Some(m) => crate::channels::attach_files(m, files, max).map(Some),
+        None => Err(Error::usage(
+            "-f/--file attaches files to a message: give one too (latchclaw agent -f PATH \"what does it do?\", -m, or piped stdin)",
+        )),
+    }
 }
 
 /// The turn (one-shot) or the REPL, after the conversation and the lock.
@@ -328,6 +371,7 @@ fn turns(
         conversation,
         json: a.json,
         quiet: a.quiet,
+        partial: a.partial,
         outcome: None,
     };
     let result = channel.start(rt, provider);

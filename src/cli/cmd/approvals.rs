@@ -86,6 +86,22 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
 
 pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
     let memory = ctx.open_memory()?;
+    // `last`: the newest pending approval, named before it is decided.
+    let newest;
+    let id = if id == "last" {
+        newest = memory
+            .approvals(false)?
+            .pop()
+            .map(|p| p.id)
+            .ok_or_else(|| {
+                Error::usage(
+                    "no pending approvals; `latchclaw approvals list --all` shows decided ones",
+                )
+            })?;
+        newest.as_str()
+    } else {
+        id
+    };
     if id.starts_with("always-") {
         if approve {
             return Err(Error::usage(format!(

@@ -3,6 +3,7 @@
 
 use crate::cli::{Ctx, count, one_line, print_json, table};
 use crate::error::{Error, Result, exit};
+use crate::memory::TurnRole;
 use crate::util::for_stdout;
 
 pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
@@ -62,6 +63,9 @@ pub fn search(ctx: &Ctx, query: &str, limit: Option<u32>, json: bool) -> Result<
 }
 
 pub fn show(ctx: &Ctx, id: &str, json: bool) -> Result<i32> {
+    if id == "last" {
+        return last_answer(ctx, json);
+    }
     let turns = match ctx.read_memory()? {
         Some(m) => m.turns(id, None)?,
         None => Vec::new(),
@@ -80,6 +84,33 @@ pub fn show(ctx: &Ctx, id: &str, json: bool) -> Result<i32> {
                 println!("    tool calls: {}", for_stdout(&calls.to_string()));
             }
         }
+    }
+    Ok(exit::OK)
+}
+
+/// `memory show last`: the last answer of the most recent conversation,
+/// alone (no jq pipeline to get it again); `--json`: that turn.
+fn last_answer(ctx: &Ctx, json: bool) -> Result<i32> {
+    let none = || Error::usage("no answer yet: `latchclaw memory list` shows the conversations");
+    let memory = ctx.read_memory()?.ok_or_else(none)?;
+    let conv = memory.latest_conversation()?.ok_or_else(none)?;
+    // The model's answer or latchclaw's note on why it stopped; never a
+    // round's message that only called tools.
+    let answer = memory
+        .turns(&conv, None)?
+        .into_iter()
+        .rev()
+        .find(|t| {
+            matches!(t.role, TurnRole::Assistant | TurnRole::System)
+                && t.tool_calls
+                    .as_ref()
+                    .is_none_or(|c| c.as_array().is_none_or(Vec::is_empty))
+        })
+        .ok_or_else(none)?;
+    if json {
+        print_json(&answer);
+    } else {
+        println!("{}", for_stdout(&answer.content));
     }
     Ok(exit::OK)
 }

@@ -35,6 +35,7 @@ pub fn show(
         tools: tools.clone(),
         model: cfg.default_model.clone(),
         temperature: None,
+        options: Default::default(),
         metadata: Default::default(),
     };
     let native = openai::wire_body(&req, ToolMode::Native, None, None).to_string();

@@ -74,6 +74,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
         tools,
         model: pc.model.clone(),
         temperature: Some(0.0),
+        options: Default::default(),
         metadata: Default::default(),
     };
     let started = std::time::Instant::now();

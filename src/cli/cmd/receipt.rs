@@ -30,9 +30,17 @@ fn with_anchor(expect: &[Expect], anchor: Option<&(PathBuf, Anchored)>) -> Vec<E
     all
 }
 
-pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
+pub fn list(ctx: &Ctx, json: bool, jsonl: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let rows = log(&cfg).list()?;
+    if jsonl {
+        // One receipt a line, for grep, jq and tail.
+        for r in rows {
+            let v = r.unwrap_or_else(|raw| json!({"unparsable": raw}));
+            println!("{}", crate::util::json_visible(&v.to_string()));
+        }
+        return Ok(exit::OK);
+    }
     if json {
         let v: Vec<Value> = rows
             .into_iter()

@@ -142,8 +142,11 @@ pub fn run(
 
 fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<(ToolName, Value)> {
     let Some(tool) = ToolName::parse(name) else {
+        let near = crate::util::suggest::nearest(name, ToolName::ALL.iter().map(|t| t.as_str()))
+            .map(|t| format!(" did you mean \"{t}\"?"))
+            .unwrap_or_default();
         return Err(Error::usage(format!(
-            "unknown tool \"{name}\"; known tools: {}",
+            "unknown tool \"{name}\";{near} known tools: {}",
             ToolName::list()
         )));
     };
