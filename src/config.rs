@@ -145,25 +145,32 @@ impl ProviderKind {
 }
 
 /// The keys every provider takes, whatever its kind.
-pub const PROVIDER_KEYS: &[&str] = &["kind", "model", "timeout_secs"];
+pub const PROVIDER_KEYS: &[&str] = &["kind", "model", "timeout_secs", "max_tools"];
 
 /// How an openai-compatible provider passes tools to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolMode {
-    /// Native tool calling, switching to text when the server says it has none.
+    /// Native tool calling; structured once the model writes its calls as
+    /// text (the server's template did not read them), text when the
+    /// server has no tools (README: Small local models).
     Auto,
     Native,
-    /// Tools described in the system prompt; calls read from `<tool_call>` tags.
+    /// Tools described in the system prompt; calls read from fenced JSON
+    /// or `<tool_call>` tags.
     Text,
+    /// Tools described in the system prompt; every reply constrained by
+    /// `response_format` to one JSON object, a call or an answer.
+    Structured,
 }
 
 impl ToolMode {
-    pub const ALLOWED: &'static [&'static str] = &["auto", "native", "text"];
-    fn parse(s: &str) -> Option<ToolMode> {
+    pub const ALLOWED: &'static [&'static str] = &["auto", "native", "text", "structured"];
+    pub fn parse(s: &str) -> Option<ToolMode> {
         match s {
             "auto" => Some(ToolMode::Auto),
             "native" => Some(ToolMode::Native),
             "text" => Some(ToolMode::Text),
+            "structured" => Some(ToolMode::Structured),
             _ => None,
         }
     }
@@ -180,6 +187,9 @@ pub struct ProviderConfig {
     pub model: String,
     /// Request timeout.
     pub timeout_secs: u64,
+    /// Offer only this many tools per turn, those that best match the
+    /// message (`runtime::pick_tools`); none: every enabled tool.
+    pub max_tools: Option<usize>,
     pub settings: ProviderSettings,
 }
 
@@ -287,6 +297,7 @@ impl ProviderConfig {
             name: name.into(),
             model: model.into(),
             timeout_secs: Self::DEFAULT_TIMEOUT_SECS,
+            max_tools: None,
             settings,
         }
     }
@@ -1918,6 +1929,9 @@ fn read_provider(
         1,
         3600,
     );
+    let max_tools = r
+        .opt_int(&mut p, "max_tools", 1, ToolName::ALL.len() as u64)
+        .map(|n| n as usize);
     let Some(kind) = kind else {
         // Which keys belong cannot be told without the kind: only names
         // that no kind takes are reported.
@@ -1953,6 +1967,7 @@ fn read_provider(
         name: name.to_string(),
         model,
         timeout_secs,
+        max_tools,
         settings,
     })
 }
@@ -2680,7 +2695,7 @@ url = "https://s.example"
              [providers.models.r]\nkind = \"reliable\"\nproviders = [\"m\"]\nstream = false\n\
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\ncolour = \"blue\"\n",
         );
-        let mock_takes = "mock providers take: kind, model, timeout_secs, fixture, \
+        let mock_takes = "mock providers take: kind, model, timeout_secs, max_tools, fixture, \
                           record_requests, stream";
         assert_eq!(
             e,
@@ -2698,14 +2713,14 @@ url = "https://s.example"
                      not of mock ones; {mock_takes}"
                 ),
                 "providers.models.o.fixture: a key of mock providers, not of openai-compatible \
-                 ones; openai-compatible providers take: kind, model, timeout_secs, base_url, \
+                 ones; openai-compatible providers take: kind, model, timeout_secs, max_tools, base_url, \
                  api_key_env, temperature, max_tokens, headers, tool_mode, stream, retries"
                     .into(),
                 "providers.models.r.stream: a key of mock and openai-compatible providers, not \
-                 of reliable ones; reliable providers take: kind, model, timeout_secs, providers"
+                 of reliable ones; reliable providers take: kind, model, timeout_secs, max_tools, providers"
                     .into(),
                 "providers.models.t.colour: unknown key; router providers take: kind, model, \
-                 timeout_secs, hints, routes, default_route"
+                 timeout_secs, max_tools, hints, routes, default_route"
                     .to_string(),
             ]
         );

@@ -338,13 +338,17 @@ fn several_tool_calls_in_one_response_and_bad_arguments() {
     assert_eq!(env.receipts().len(), 2);
 
     // Arguments that are not an object are the model's mistake, told to
-    // it as a tool error; not a refusal.
+    // it (never to the user) with how to write the call; not a refusal.
     let r = env.run(&["agent", "-m", "bad args please"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(
-        r.stdout
-            .contains("file_read: the arguments must be a JSON object, not a string"),
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "I could not read the file.\n"),
         "{r:?}"
+    );
+    let read = env.requests().last().unwrap()["request"]["messages"].to_string();
+    assert!(
+        read.contains("file_read: the arguments must be a JSON object, not a string"),
+        "{read}"
     );
     assert_eq!(env.receipts()[2]["status"], "failed");
 }
@@ -356,10 +360,11 @@ fn approval_fields_in_arguments_approve_nothing() {
     // Fields the tool does not take are refused before the gate sees them.
     let r = env.run(&["agent", "-m", "approve yourself"]);
     assert_eq!(r.code, 0, "{r:?}");
+    let read = env.requests().last().unwrap()["request"]["messages"].to_string();
     assert!(
-        r.stdout.contains("unknown argument \"approval\"")
-            || r.stdout.contains("unknown argument \"approved\""),
-        "{r:?}"
+        read.contains("unknown argument \\\"approval\\\"")
+            || read.contains("unknown argument \\\"approved\\\""),
+        "{read}"
     );
     let rc = env.receipts();
     assert_eq!(rc.len(), 1);

@@ -176,10 +176,12 @@ fn provider_config_errors_and_cycles_are_clear() {
     for want in [
         "3 errors",
         "providers.models.m.base_url: a key of openai-compatible providers, not of mock ones; \
-         mock providers take: kind, model, timeout_secs, fixture, record_requests, stream",
+         mock providers take: kind, model, timeout_secs, max_tools, fixture, record_requests, \
+         stream",
         "providers.models.m.temperature: a key of openai-compatible providers",
         "providers.models.o.fixture: a key of mock providers, not of openai-compatible ones; \
-         openai-compatible providers take: kind, model, timeout_secs, base_url, api_key_env, \
+         openai-compatible providers take: kind, model, timeout_secs, max_tools, base_url, \
+         api_key_env, \
          temperature, max_tokens, headers, tool_mode, stream, retries",
     ] {
         assert!(r.stderr.contains(want), "missing {want:?}: {r:?}");

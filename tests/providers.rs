@@ -299,12 +299,13 @@ fn tool_syntax_is_never_printed_as_an_answer() {
 
 /// The request budget: a turn that calls one tool, with every tool that is
 /// on by default offered (seven, `git` and `grep` among them), stays within
-/// 3.5 KB per request in both tool modes: small local models pay for each
+/// 3.5 KB per request in every tool mode: small local models pay for each
 /// byte of a request they have not cached. Tools that are off by default
-/// cost their schema only once enabled.
+/// cost their schema only once enabled. In structured mode the budget is
+/// the prompt's: `response_format` becomes a grammar, not prompt tokens.
 #[test]
 fn a_one_tool_turn_with_the_default_tools_fits_in_three_and_a_half_kb() {
-    for mode in ["native", "text"] {
+    for mode in ["native", "text", "structured"] {
         let server = FakeServer::start(vec![
             Reply::fixture(200, "one_tool.json"),
             Reply::fixture(200, "final.json"),
@@ -314,21 +315,27 @@ fn a_one_tool_turn_with_the_default_tools_fits_in_three_and_a_half_kb() {
         assert_eq!(r.code, 0, "{r:?}");
         let reqs = server.requests();
         assert_eq!(reqs.len(), 2);
-        for q in &reqs {
-            eprintln!("{mode}: {} bytes", q.body.len());
-            assert!(
-                q.body.len() <= 3584,
-                "{mode}: {} bytes: {}",
-                q.body.len(),
-                q.body
-            );
+        let prompts: Vec<String> = reqs
+            .iter()
+            .map(|q| {
+                let mut v = q.json();
+                let format = v.as_object_mut().unwrap().remove("response_format");
+                assert_eq!(format.is_some(), mode == "structured", "{mode}");
+                v.to_string()
+            })
+            .collect();
+        for p in &prompts {
+            eprintln!("{mode}: {} bytes", p.len());
+            assert!(p.len() <= 3584, "{mode}: {} bytes: {p}", p.len());
         }
         let (a, b) = (reqs[0].json(), reqs[1].json());
-        // The same system prompt in both; each default tool described once,
+        // The same system prompt in both; each default tool described once
+        // (and, in text and structured mode, called once in its example),
         // none of the others.
         assert_eq!(a["messages"][0], b["messages"][0]);
+        let times = if mode == "native" { 1 } else { 2 };
         for name in ["grep", "git", "memory_search", "shell"] {
-            assert_eq!(q_count(&reqs[0].body, name), 1, "{mode}: {name}");
+            assert_eq!(q_count(&prompts[0], name), times, "{mode}: {name}");
         }
         for name in [
             "file_write",

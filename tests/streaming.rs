@@ -204,7 +204,8 @@ fn text_tool_calls_and_think_in_a_stream() {
         ]),
         answer(&["<think>done</think>", "It holds ", "alpha.txt."]),
     ]);
-    let env = env_for(&server, "");
+    // Native: `auto` would turn structured after a call written as text.
+    let env = env_for(&server, "tool_mode = \"native\"");
     let r = agent(&env, &["-m", "list"]);
     assert_eq!(
         (r.code, r.stdout.as_str()),
@@ -559,7 +560,8 @@ fn think_and_tool_call_syntax_never_reach_the_terminal() {
             "holds alpha.txt.",
         ]),
     ]);
-    let env = env_for(&server, "");
+    // Native: `auto` would turn structured after a call written as text.
+    let env = env_for(&server, "tool_mode = \"native\"");
     let mut p = Pty::spawn(&env, &["agent", "-m", "list"]);
     p.expect("holds alpha.txt.");
     let transcript = p.transcript();

@@ -314,6 +314,7 @@ impl MockProvider {
             tool_calls,
             provider: self.name.clone(),
             model: self.model.clone(),
+            tool_mode: None,
             finish_reason: Some(
                 if resp.tool_calls.is_empty() {
                     "stop"

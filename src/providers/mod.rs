@@ -1,11 +1,13 @@
 //! Model providers behind one small trait. The runtime only sees
 //! [`Provider`]; which server (or script) answers is decided here.
 
+pub mod learned;
 mod mock;
 pub mod openai;
 mod reliable;
 mod router;
 pub mod sse;
+pub mod structured;
 pub mod textcalls;
 pub mod visible;
 
@@ -89,6 +91,10 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     pub parameters: Value,
+    /// One call's arguments, shown to the model in text and structured
+    /// tool modes (`tools::example`); null: none.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub example: Value,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -203,6 +209,9 @@ pub struct ChatResponse {
     pub provider: String,
     pub model: String,
     pub finish_reason: Option<String>,
+    /// How tools went to the model in the request this answers (an
+    /// openai-compatible provider's; none for the mock).
+    pub tool_mode: Option<crate::config::ToolMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,6 +372,7 @@ fn build_inner(
                 o,
                 cfg.max_response_bytes,
                 Arc::clone(redactor),
+                Some(&cfg.state_dir),
             )))
         }
         ProviderSettings::Router(rt) => {

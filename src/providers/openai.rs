@@ -1,11 +1,14 @@
 //! `openai-compatible`: blocking `POST {base_url}/chat/completions` with
 //! ureq, for OpenAI, OpenRouter, llama.cpp's server, Ollama, vLLM and LM
-//! Studio. Native tool calling, or tools described in the prompt and read
-//! back from `<tool_call>` blocks for models without it. Answers stream as
-//! server-sent events (`sse.rs`) unless `stream = false`.
+//! Studio. Native tool calling; tools described in the prompt and read
+//! back from text for models without it; or tools described in the prompt
+//! and every reply held to a JSON Schema (`structured.rs`). Answers stream
+//! as server-sent events (`sse.rs`) unless `stream = false`.
 
+use super::learned::Store;
 use super::sse::{Assembly, Decoder, Event};
-use super::textcalls::{decode_arguments, parse_text_calls, strip_think};
+use super::structured::{self, AnswerStream};
+use super::textcalls::{decode_arguments, looks_like_tool_text, parse_text_calls, strip_think};
 use super::{
     Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
     Role, StreamSink, ToolCall, ToolSpec, Usage,
@@ -33,9 +36,18 @@ pub struct OpenAiCompatible {
     headers: Vec<(String, String)>,
     temperature: Option<f64>,
     max_tokens: Option<u64>,
-    /// `auto` becomes `text` for the rest of the process once the server
-    /// says it has no tool support.
+    /// The configured `tool_mode`.
+    configured: ToolMode,
+    /// How the next request sends tools: `auto` (native, until it learns
+    /// better), `native`, `text` or `structured`. `auto` becomes
+    /// `structured` once the model writes a call as text, and `text` when
+    /// the server has no tools; `structured` becomes `text` when the
+    /// server refuses `response_format` (`learned` keeps both).
     mode: Cell<ToolMode>,
+    /// What this provider learned in earlier runs (`learned.rs`).
+    learned: Option<Store>,
+    /// Why the server last refused `response_format` (`provider test`).
+    refused: RefCell<Option<String>>,
     /// Off for the rest of the process once the server refuses streaming.
     stream: Cell<bool>,
     retries: u32,
@@ -60,6 +72,8 @@ enum SendError {
     Retry(ProviderError, Option<Duration>),
     /// The server rejected the tools field.
     ToolsUnsupported(ProviderError),
+    /// The server rejected `response_format`.
+    FormatRefused(ProviderError),
     /// The server rejected `stream: true`.
     StreamRefused(ProviderError),
     Fatal(ProviderError),
@@ -148,12 +162,17 @@ impl Exchange<'_> {
 }
 
 impl OpenAiCompatible {
+    /// `state_dir`: where what the provider learns is kept (none: nothing
+    /// is read or kept).
     pub fn from_config(
         p: &ProviderConfig,
         o: &OpenAiSettings,
         max_response_bytes: u64,
         redactor: std::sync::Arc<Redactor>,
+        state_dir: Option<&std::path::Path>,
     ) -> OpenAiCompatible {
+        let learned = state_dir.map(|d| Store::new(d, &p.name, &o.base_url, &p.model));
+        let known = learned.as_ref().and_then(Store::get);
         let timeout = Duration::from_secs(p.timeout_secs);
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -170,7 +189,10 @@ impl OpenAiCompatible {
             headers: o.headers.clone(),
             temperature: o.temperature,
             max_tokens: o.max_tokens,
-            mode: Cell::new(o.tool_mode),
+            configured: o.tool_mode,
+            mode: Cell::new(start_mode(o.tool_mode, known.as_ref())),
+            learned,
+            refused: RefCell::new(None),
             stream: Cell::new(o.stream),
             retries: o.retries,
             max_response_bytes,
@@ -222,24 +244,110 @@ impl OpenAiCompatible {
         }
     }
 
-    /// The request body for one call in the given tool mode.
-    pub fn body(&self, req: &ChatRequest, mode: ToolMode) -> Value {
-        wire_body(req, mode, self.temperature, self.max_tokens)
+    /// The configured tool mode and the one the next request uses.
+    pub fn tool_modes(&self) -> (ToolMode, ToolMode) {
+        (self.configured, self.mode.get())
+    }
+
+    /// Uses `mode` from now on; `why` is kept (`learned.rs`) when the
+    /// configured mode lets the provider choose.
+    fn switch(&self, mode: ToolMode, why: &str) {
+        self.mode.set(mode);
+        self.remember(mode, why);
+    }
+
+    /// Keeps what was learned for the next runs: under `auto` any choice,
+    /// under `structured` only the fall-back to text; `native` (auto's
+    /// first choice) is kept as no entry.
+    pub fn remember(&self, mode: ToolMode, why: &str) {
+        let keep = match (self.configured, mode) {
+            (ToolMode::Auto, ToolMode::Structured | ToolMode::Text) => Some(mode),
+            (ToolMode::Auto, _) => None,
+            (ToolMode::Structured, ToolMode::Text) => Some(mode),
+            _ => return,
+        };
+        if let Some(store) = &self.learned {
+            store.set(keep, why);
+        }
+    }
+
+    /// One request in `mode` for `provider test`, whatever the provider
+    /// would choose (a refusal still falls back and is kept).
+    pub fn chat_as(
+        &self,
+        req: &ChatRequest,
+        mode: ToolMode,
+    ) -> Result<ChatResponse, ProviderError> {
+        self.mode.set(mode);
+        self.chat(req)
+    }
+
+    /// Why the server last refused `response_format`, if it did.
+    pub fn refusal(&self) -> Option<String> {
+        self.refused.borrow().clone()
     }
 }
 
-/// The JSON body of a chat completions request (`prompt show` measures it).
+/// The mode a provider starts a run in: what it learned, where the
+/// configured mode lets it choose.
+pub fn start_mode(configured: ToolMode, learned: Option<&super::learned::Entry>) -> ToolMode {
+    match (configured, learned.and_then(|e| e.tool_mode())) {
+        (ToolMode::Auto, Some(m)) => m,
+        (ToolMode::Structured, Some(ToolMode::Text)) => ToolMode::Text,
+        (m, _) => m,
+    }
+}
+
+/// The JSON body of a chat completions request (`prompt show` measures
+/// it); in structured mode with its `response_format` as a `Value` (what
+/// goes on the wire is `wire_text`'s, in order).
 pub fn wire_body(
     req: &ChatRequest,
     mode: ToolMode,
     temperature: Option<f64>,
     max_tokens: Option<u64>,
 ) -> Value {
+    let mut body = wire_value(req, mode, temperature, max_tokens);
+    if mode == ToolMode::Structured {
+        body["response_format"] =
+            serde_json::to_value(structured::response_format(&req.tools)).unwrap_or_default();
+    }
+    body
+}
+
+/// The body as sent: `body` (from `wire_value`), and in structured mode
+/// the `response_format`, serialized in its own key order (a `Value`
+/// would sort the keys a grammar follows).
+fn wire_text(body: &Value, req: &ChatRequest, mode: ToolMode) -> String {
+    let mut text = body.to_string();
+    if mode == ToolMode::Structured
+        && let Ok(format) = serde_json::to_string(&structured::response_format(&req.tools))
+        && text.ends_with('}')
     {
-        let text_tools = mode == ToolMode::Text && !req.tools.is_empty();
+        // The body is an object with keys, so one more goes before its `}`.
+        text.pop();
+        text.push_str(",\"response_format\":");
+        text.push_str(&format);
+        text.push('}');
+    }
+    text
+}
+
+/// The body without `response_format`.
+fn wire_value(
+    req: &ChatRequest,
+    mode: ToolMode,
+    temperature: Option<f64>,
+    max_tokens: Option<u64>,
+) -> Value {
+    {
         let mut system = req.system_prompt.clone();
-        if text_tools {
-            system.push_str(&text_mode_instructions(req));
+        match mode {
+            ToolMode::Text if !req.tools.is_empty() => {
+                system.push_str(&text_mode_instructions(req));
+            }
+            ToolMode::Structured => system.push_str(&structured::instructions(&req.tools)),
+            _ => {}
         }
         let mut messages = vec![json!({"role": "system", "content": system})];
         for m in &req.messages {
@@ -253,14 +361,14 @@ pub fn wire_body(
                     .find(|c| c.id == id)
                     .map(|c| c.name.as_str())
             });
-            messages.push(wire_message(m, mode == ToolMode::Text, tool));
+            messages.push(wire_message(m, mode, tool));
         }
         let mut body = json!({
             "model": req.model.clone(),
             "messages": messages,
             "stream": false,
         });
-        if !req.tools.is_empty() && mode != ToolMode::Text {
+        if !req.tools.is_empty() && native(mode) {
             body["tools"] = req
                 .tools
                 .iter()
@@ -429,7 +537,7 @@ impl OpenAiCompatible {
         &self,
         body: &str,
         key: Option<&str>,
-        had_tools: bool,
+        sent: Sent,
         streaming: bool,
         sink: &mut dyn StreamSink,
     ) -> Result<Vec<u8>, SendError> {
@@ -529,7 +637,10 @@ impl OpenAiCompatible {
             400 | 422 if streaming && detail.to_lowercase().contains("stream") => {
                 SendError::StreamRefused(self.err(ProviderErrorKind::BadRequest, msg))
             }
-            400 | 422 if had_tools && says_tools_unsupported(&detail) => {
+            400 | 422 if sent.format && says_format_refused(&detail) => {
+                SendError::FormatRefused(self.err(ProviderErrorKind::BadRequest, msg))
+            }
+            400 | 422 if sent.tools && says_tools_unsupported(&detail) => {
                 SendError::ToolsUnsupported(self.err(ProviderErrorKind::BadRequest, msg))
             }
             _ => SendError::Fatal(self.err(ProviderErrorKind::BadRequest, msg)),
@@ -558,13 +669,13 @@ impl OpenAiCompatible {
         &self,
         body: &str,
         key: Option<&str>,
-        had_tools: bool,
+        sent: Sent,
         streaming: bool,
         sink: &mut dyn StreamSink,
     ) -> Result<Vec<u8>, SendError> {
         let mut attempt = 0;
         loop {
-            match self.send_once(body, key, had_tools, streaming, sink) {
+            match self.send_once(body, key, sent, streaming, sink) {
                 Err(SendError::Retry(e, wait)) if attempt < self.retries => {
                     let backoff = BACKOFF_BASE_MS << attempt.min(6);
                     let jittered = Duration::from_millis(backoff / 2 + fastrand::u64(0..=backoff));
@@ -718,7 +829,12 @@ impl OpenAiCompatible {
         }
     }
 
-    fn parse(&self, bytes: &[u8], tools: &[ToolSpec]) -> Result<ChatResponse, ProviderError> {
+    fn parse(
+        &self,
+        bytes: &[u8],
+        tools: &[ToolSpec],
+        mode: ToolMode,
+    ) -> Result<ChatResponse, ProviderError> {
         let bad = |m: String| self.err(ProviderErrorKind::BadResponse, m);
         let v: Value = serde_json::from_slice(bytes)
             .map_err(|e| bad(format!("the response is not JSON: {e}")))?;
@@ -768,12 +884,35 @@ impl OpenAiCompatible {
             calls.len()
         );
         let mut text = strip_think(&content);
+        let had_native = !calls.is_empty();
         // Calls written as text are read in every mode: a server's template
         // may not turn what a model wrote into native calls.
         if calls.is_empty() {
-            let (text_calls, rest) = parse_text_calls(&text, tools);
+            let (text_calls, rest) = match mode {
+                ToolMode::Structured => structured::read_reply(&text, tools),
+                _ => parse_text_calls(&text, tools),
+            };
             calls = text_calls;
             text = rest;
+        }
+        // Under `auto`, a call written as text (or text that only looks
+        // like one) means the server's template does not read this
+        // model's calls: structured replies from the next request on.
+        if mode == ToolMode::Auto
+            && !tools.is_empty()
+            && !had_native
+            && (!calls.is_empty() || looks_like_tool_text(&text, tools))
+        {
+            log::warn!(
+                target: "event::provider_tool_mode",
+                "provider {}: the model wrote a tool call as text, not as a native call; \
+                 asking for structured replies (response_format) from now on",
+                self.name
+            );
+            self.switch(
+                ToolMode::Structured,
+                "the model wrote its tool calls as text, not as native calls",
+            );
         }
         let usage = usage_of(&v);
         Ok(ChatResponse {
@@ -783,7 +922,43 @@ impl OpenAiCompatible {
             provider: self.name.clone(),
             model: v["model"].as_str().unwrap_or(&self.model).to_string(),
             finish_reason: v["choices"][0]["finish_reason"].as_str().map(String::from),
+            tool_mode: Some(if mode == ToolMode::Auto {
+                ToolMode::Native
+            } else {
+                mode
+            }),
         })
+    }
+}
+
+/// What a request carried that a server may refuse.
+#[derive(Clone, Copy)]
+struct Sent {
+    tools: bool,
+    format: bool,
+}
+
+/// Whether tools go as the request's `tools` field.
+fn native(mode: ToolMode) -> bool {
+    matches!(mode, ToolMode::Auto | ToolMode::Native)
+}
+
+/// In structured mode: passes on only an answer's text, unescaped, as it
+/// streams in (never the JSON around it, nor a call).
+struct AnswerSink<'s> {
+    inner: &'s mut dyn StreamSink,
+    answer: AnswerStream,
+}
+
+impl StreamSink for AnswerSink<'_> {
+    fn text(&mut self, delta: &str) {
+        let shown = self.answer.push(delta);
+        if !shown.is_empty() {
+            self.inner.text(&shown);
+        }
+    }
+    fn stop(&mut self) -> Option<String> {
+        self.inner.stop()
     }
 }
 
@@ -794,7 +969,7 @@ impl Provider for OpenAiCompatible {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            native_tool_calls: self.mode.get() != ToolMode::Text,
+            native_tool_calls: native(self.mode.get()),
         }
     }
 
@@ -807,13 +982,16 @@ impl Provider for OpenAiCompatible {
         loop {
             let mode = self.mode.get();
             let streaming = self.stream.get();
-            let mut body = self.body(req, mode);
+            let mut body = wire_value(req, mode, self.temperature, self.max_tokens);
             if streaming {
                 body["stream"] = json!(true);
                 body["stream_options"] = json!({"include_usage": true});
             }
-            let body = body.to_string();
-            let had_tools = !req.tools.is_empty() && mode != ToolMode::Text;
+            let body = wire_text(&body, req, mode);
+            let sent = Sent {
+                tools: !req.tools.is_empty() && native(mode),
+                format: mode == ToolMode::Structured,
+            };
             log::info!(
                 "provider {}: POST {} ({} bytes, tool mode {}, stream {streaming})",
                 self.name,
@@ -821,8 +999,17 @@ impl Provider for OpenAiCompatible {
                 body.len(),
                 mode.as_str()
             );
-            match self.send(&body, key.as_deref(), had_tools, streaming, sink) {
-                Ok(bytes) => return self.parse(&bytes, &req.tools),
+            let sent_back = if mode == ToolMode::Structured {
+                let mut answer = AnswerSink {
+                    inner: &mut *sink,
+                    answer: AnswerStream::default(),
+                };
+                self.send(&body, key.as_deref(), sent, streaming, &mut answer)
+            } else {
+                self.send(&body, key.as_deref(), sent, streaming, sink)
+            };
+            match sent_back {
+                Ok(bytes) => return self.parse(&bytes, &req.tools, mode),
                 Err(SendError::StreamRefused(e)) => {
                     log::warn!(
                         target: "event::provider_stream",
@@ -839,10 +1026,24 @@ impl Provider for OpenAiCompatible {
                         self.name,
                         e.message
                     );
-                    self.mode.set(ToolMode::Text);
+                    self.switch(ToolMode::Text, "the server does not support native tools");
+                }
+                Err(SendError::FormatRefused(e)) if mode == ToolMode::Structured => {
+                    log::warn!(
+                        target: "event::provider_tool_mode",
+                        "provider {}: the server refuses response_format ({}); using text tool \
+                         calls from now on",
+                        self.name,
+                        e.message
+                    );
+                    self.refused.replace(Some(e.message.clone()));
+                    self.switch(ToolMode::Text, "the server refuses response_format");
                 }
                 Err(
-                    SendError::ToolsUnsupported(e) | SendError::Fatal(e) | SendError::Retry(e, _),
+                    SendError::ToolsUnsupported(e)
+                    | SendError::FormatRefused(e)
+                    | SendError::Fatal(e)
+                    | SendError::Retry(e, _),
                 ) => {
                     return Err(e);
                 }
@@ -876,6 +1077,16 @@ fn server_message(bytes: &[u8]) -> String {
     }
 }
 
+/// A 400 about the request's `response_format` (llama.cpp: "response_format
+/// type must be …", a schema it cannot turn into a grammar; vLLM and
+/// others name the field).
+fn says_format_refused(text: &str) -> bool {
+    let t = text.to_lowercase();
+    ["response_format", "json_schema", "schema", "grammar"]
+        .iter()
+        .any(|p| t.contains(p))
+}
+
 fn says_tools_unsupported(text: &str) -> bool {
     let t = text.to_lowercase();
     t.contains("tool")
@@ -891,9 +1102,29 @@ fn says_tools_unsupported(text: &str) -> bool {
         .any(|p| t.contains(p))
 }
 
-fn wire_message(m: &Message, text_mode: bool, tool: Option<&str>) -> Value {
+fn wire_message(m: &Message, mode: ToolMode, tool: Option<&str>) -> Value {
+    let text_mode = !native(mode);
     match m.role {
         Role::User => json!({"role": "user", "content": m.wire_content()}),
+        // Every reply of the model in the one form the schema admits.
+        Role::Assistant if mode == ToolMode::Structured => {
+            let content = if m.tool_calls.is_empty() {
+                let own = serde_json::from_str::<Value>(&m.content)
+                    .is_ok_and(|v| v.get("action").is_some());
+                if own {
+                    m.content.clone()
+                } else {
+                    structured::answer_text(&m.content)
+                }
+            } else {
+                m.tool_calls
+                    .iter()
+                    .map(|c| structured::call_text(&c.name, &c.arguments))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            json!({"role": "assistant", "content": content})
+        }
         Role::Assistant if text_mode => {
             let mut content = m.content.clone();
             // Written back exactly as the instructions show it, name first:
@@ -952,14 +1183,32 @@ fn text_mode_instructions(req: &ChatRequest) -> String {
          The result comes back in the next message; never write a result yourself. Tools:\n",
     );
     for t in &req.tools {
-        s.push_str(&format!(
-            "- {}: {} Arguments: {}\n",
-            t.name,
-            t.description,
-            arguments_line(&t.parameters)
-        ));
+        let example = format!(
+            "{{\"name\": {}, \"arguments\": {}}}",
+            json!(t.name),
+            super::textcalls::spaced_json(&t.example)
+        );
+        s.push_str(&tool_line(t, &example));
     }
     s
+}
+
+/// One tool in a prompt's list: name, description, arguments, and (when
+/// it has one) an example call in the mode's own form.
+pub(crate) fn tool_line(t: &ToolSpec, example: &str) -> String {
+    let mut line = format!(
+        "- {}: {} Arguments: {}",
+        t.name,
+        t.description,
+        arguments_line(&t.parameters)
+    );
+    if !t.example.is_null() {
+        line.push_str(if line.ends_with('.') { " " } else { ". " });
+        line.push_str("Example: ");
+        line.push_str(example);
+    }
+    line.push('\n');
+    line
 }
 
 /// A schema's properties as one short line, `path (string, required):
@@ -1023,7 +1272,7 @@ mod tests {
         let crate::config::ProviderSettings::OpenAiCompatible(o) = &p.settings else {
             panic!("{p:?}");
         };
-        OpenAiCompatible::from_config(p, o, 1 << 20, Default::default())
+        OpenAiCompatible::from_config(p, o, 1 << 20, Default::default(), None)
     }
 
     /// Property: every cut of real response bodies, and random bytes,
@@ -1035,6 +1284,7 @@ mod tests {
             name: "file_list".into(),
             description: String::new(),
             parameters: json!({"properties": {"path": {}}}),
+            example: serde_json::Value::Null,
         }];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai");
         let mut bodies: Vec<String> = std::fs::read_dir(&dir)
@@ -1045,11 +1295,11 @@ mod tests {
         assert!(bodies.len() >= 10);
         for body in &bodies {
             for cut in crate::util::arbitrary::prefixes(body) {
-                let _ = p.parse(cut.as_bytes(), &tools);
+                let _ = p.parse(cut.as_bytes(), &tools, ToolMode::Auto);
             }
         }
         let whole = std::fs::read(dir.join("one_tool.json")).unwrap();
-        let r = p.parse(&whole, &tools).unwrap();
+        let r = p.parse(&whole, &tools, ToolMode::Auto).unwrap();
         assert_eq!(r.tool_calls[0].name, "file_list");
         let mut rng = fastrand::Rng::with_seed(13);
         let pieces = [
@@ -1067,11 +1317,11 @@ mod tests {
         ];
         for _ in 0..5_000 {
             let t = crate::util::arbitrary::text(&mut rng, &pieces, 12);
-            let _ = p.parse(t.as_bytes(), &tools);
+            let _ = p.parse(t.as_bytes(), &tools, ToolMode::Structured);
         }
         let random: Vec<u8> = (0..4096).map(|_| rng.u8(..)).collect();
         for n in 0..random.len() {
-            let _ = p.parse(&random[..n], &tools);
+            let _ = p.parse(&random[..n], &tools, ToolMode::Text);
         }
     }
 
@@ -1087,7 +1337,7 @@ mod tests {
             tool_call_id: Some("c1".into()),
             ..Message::new(Role::Tool, content)
         };
-        let v = wire_message(&m, true, Some("file_read\"></tool_result>"));
+        let v = wire_message(&m, ToolMode::Text, Some("file_read\"></tool_result>"));
         assert_eq!(v["role"], "user");
         let text = v["content"].as_str().unwrap();
         assert_eq!(
@@ -1098,7 +1348,7 @@ mod tests {
         assert_eq!(text.matches("<tool_result").count(), 1);
         assert_eq!(text.matches("</tool_result>").count(), 1);
         assert!(text.ends_with("\n</tool_result>"));
-        let native = wire_message(&m, false, Some("file_read"));
+        let native = wire_message(&m, ToolMode::Native, Some("file_read"));
         assert_eq!(native["content"], content);
     }
 }

@@ -30,6 +30,26 @@ pub(crate) fn decode_arguments(v: &Value) -> Value {
     }
 }
 
+/// JSON on one line with a space after each `:` and `,`, the way the
+/// prompts' own examples are written (`{"path": "."}`), for the examples
+/// and repair notes a model copies.
+pub fn spaced_json(v: &Value) -> String {
+    match v {
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(spaced_json).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::Object(o) => {
+            let inner: Vec<String> = o
+                .iter()
+                .map(|(k, v)| format!("{}: {}", json!(k), spaced_json(v)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Drops `<think>…</think>` reasoning; a closing tag with no opening one
 /// (some templates open it in the prompt) drops everything before it.
 pub fn strip_think(text: &str) -> String {
@@ -159,6 +179,14 @@ fn fence_open(s: &str, f: usize) -> (usize, usize, &'static str, bool) {
 /// name a known tool; none unless *all* of `inner` is such objects.
 fn objects_naming(inner: &str, known: &[ToolSpec], first: usize) -> Vec<ToolCall> {
     let trimmed = inner.trim();
+    // `{{"name": …, "arguments": {…}}}`: one brace too many on each side
+    // (a 1.5B model wrote it so).
+    if trimmed.len() >= 4 && trimmed.starts_with("{{") && trimmed.ends_with("}}") {
+        let calls = objects_naming(&trimmed[1..trimmed.len() - 1], known, first);
+        if !calls.is_empty() {
+            return calls;
+        }
+    }
     if !trimmed.starts_with('{') && !trimmed.starts_with('[') {
         return Vec::new();
     }
@@ -262,6 +290,65 @@ fn call_from(v: &Value, index: usize) -> ToolCall {
     }
 }
 
+/// Text that only looks like a tool call or a tool result, of any shape:
+/// markup the models write (`<tool_call>`, `<tool_result>`, `<function=…>`,
+/// a ```` ```tool_call ```` fence, a chat template's own tokens,
+/// latchclaw's own requests echoed back); a JSON object naming one of the
+/// tools; any object with a key that names (`name`, `tool`, `function`)
+/// and one that carries arguments (`arguments`, `parameters`, `params`),
+/// whatever it names and however many braces wrap it (`{{"name": "add",
+/// "arguments": {…}}}`, seen from a 1.5B model), fenced or bare, alone or
+/// inside prose; the structured form (`"action": "call"`); or a reply that
+/// is nothing but some tool's arguments. Printed with exit 0 it would pass
+/// for an answer.
+pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
+    // Besides what opens a call: closing tags, a chat template's own
+    // tokens, and `[latchclaw:`, our own request echoed back (seen from a
+    // 1.5B model).
+    const MORE: [&str; 4] = [
+        "</tool_call",
+        "</tool_result",
+        "<|im_start|>",
+        "[latchclaw:",
+    ];
+    let lower = text.to_ascii_lowercase();
+    let opens = CALL_OPENERS.iter();
+    if opens.chain(MORE.iter()).any(|m| lower.contains(m)) {
+        return true;
+    }
+    // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.
+    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    let named = tools.iter().any(|t| {
+        let name = t.name.to_ascii_lowercase();
+        ["name", "tool", "function"]
+            .iter()
+            .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
+    });
+    let has = |keys: &[&str]| keys.iter().any(|k| squeezed.contains(&format!("\"{k}\":")));
+    let call_keys =
+        has(&["name", "tool", "function"]) && has(&["arguments", "parameters", "params"]);
+    let structured_call = squeezed.contains("\"action\":\"call\"");
+    // A reply that is only arguments (`{"path": "."}`, fenced or not) whose
+    // keys are all some tool's parameters: a call with its name left out.
+    let body = text.trim();
+    let body = body
+        .strip_prefix("```")
+        .map(|b| b.trim_start_matches(|c: char| c.is_ascii_alphabetic()))
+        .and_then(|b| b.trim_end().strip_suffix("```"))
+        .unwrap_or(body);
+    let bare_arguments = serde_json::from_str::<Value>(body.trim())
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .is_some_and(|o| {
+            !o.is_empty()
+                && tools.iter().any(|t| {
+                    let props = t.parameters["properties"].as_object();
+                    o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
+                })
+        });
+    named || call_keys || structured_call || bare_arguments
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -273,6 +360,7 @@ mod tests {
             name: name.into(),
             description: String::new(),
             parameters,
+            example: Value::Null,
         };
         vec![
             spec("time", json!({"type": "object", "properties": {}})),
@@ -379,6 +467,21 @@ mod tests {
     }
 
     #[test]
+    fn a_call_in_double_braces_is_read() {
+        let (c, rest) = calls("{{\"name\": \"file_list\", \"arguments\": {\"path\": \".\"}}}");
+        assert_eq!(c, [("file_list".into(), json!({"path": "."}))]);
+        assert_eq!(rest, "");
+        let (c, _) = calls("```json\n{{\"name\": \"time\", \"arguments\": {}}}\n```");
+        assert_eq!(c, [("time".into(), json!({}))]);
+        // An unknown name stays text (the runtime asks for a repair).
+        assert!(
+            calls("{{\"name\": \"add\", \"arguments\": {}}}")
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn an_unnamed_object_that_fits_one_tool_calls_it() {
         let (c, _) = calls("```json\n{\n  \"command\": \"wc -l notes.txt\"\n}\n```");
         assert_eq!(c, [("shell".into(), json!({"command": "wc -l notes.txt"}))]);
@@ -463,6 +566,65 @@ mod tests {
                 assert!(c.len() <= 1, "{p:?}");
             }
         }
+    }
+
+    #[test]
+    fn tool_text_is_recognised_and_prose_is_not() {
+        let tools: Vec<ToolSpec> = ["time", "file_list"]
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                parameters: json!({"properties": {"path": {}}}),
+                example: Value::Null,
+            })
+            .collect();
+        for t in [
+            "<tool_result>12:00</tool_result> It is noon.",
+            "</TOOL_CALL>",
+            "<function=time>{}</function>",
+            "<|im_start|>assistant",
+            "[latchclaw: tools will not run again in this turn.]",
+            "Here: { \"name\" : \"time\", \"arguments\": {} }",
+            "{\"tool\": \"file_list\"}",
+            "```json\n{\"path\": \".\"}\n```",
+            "```json\n{\"name\": \"greeting.txt\", \"arguments\": {\"content\": \"hi\"}}\n```",
+            " {\"path\": \"a\"} ",
+            // Any call-shaped object, whatever it names, however braced.
+            "{{\"name\": \"add\", \"arguments\": {\"num1\": \"10\", \"num2\": \"20\"}}}",
+            "To add them: {{ \"name\": \"add\", \"parameters\": {} }} done",
+            "{\"function\": \"sum\", \"params\": [1, 2]}",
+            "```\n{\"tool\": \"calc\", \"arguments\": {}}\n```",
+            "{\"action\": \"call\", \"tool\": \"time\", \"arguments\": {}}",
+        ] {
+            assert!(looks_like_tool_text(t, &tools), "{t}");
+        }
+        for t in [
+            "It is noon.",
+            "{\"name\": \"Ada\", \"age\": 3}",
+            "```json\n{\"age\": 3}\n```",
+            "Use {\"path\": \".\"} next time.",
+            "The time tool says 12:00; file_list shows a.txt.",
+            "",
+        ] {
+            assert!(!looks_like_tool_text(t, &tools), "{t}");
+        }
+        let mut rng = fastrand::Rng::with_seed(9);
+        for _ in 0..5_000 {
+            let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
+            let _ = looks_like_tool_text(&t, &tools);
+        }
+    }
+
+    #[test]
+    fn spaced_json_reads_back_the_same() {
+        let v = json!({"b": [1, "x, y"], "a": {"c": null, "d": "q\"uote"}, "e": {}});
+        let text = spaced_json(&v);
+        assert_eq!(
+            text,
+            "{\"a\": {\"c\": null, \"d\": \"q\\\"uote\"}, \"b\": [1, \"x, y\"], \"e\": {}}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
     }
 
     #[test]

@@ -257,6 +257,7 @@ mod tests {
                 name: n.to_string(),
                 description: String::new(),
                 parameters: serde_json::json!({"properties": {"path": {}}}),
+                example: serde_json::Value::Null,
             })
             .collect();
         let mut v = Visible::new(&tools);
@@ -357,6 +358,7 @@ mod tests {
             name: "t".into(),
             description: String::new(),
             parameters: serde_json::json!({"properties": {}}),
+            example: serde_json::Value::Null,
         }];
         for _ in 0..3000 {
             let n = rng.usize(0..10);

@@ -20,8 +20,13 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 mod call;
+mod checks;
+mod pick;
 
+pub use crate::providers::textcalls::looks_like_tool_text;
 pub use call::{CallRecord, scope_of};
+use checks::claimed_effect;
+pub use pick::pick_tools;
 
 #[derive(Debug, PartialEq)]
 pub enum Approval {
@@ -233,6 +238,10 @@ pub struct TurnOutcome {
     pub duration_ms: u128,
     /// The receipt chain's head after this turn (when it wrote receipts).
     pub receipts_head: Option<String>,
+    /// How tools went to the model in the turn's last request (`native`,
+    /// `text`, `structured`; none for the mock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_mode: Option<&'static str>,
     /// Set when the run's control stopped the turn.
     #[serde(skip)]
     pub stopped: Option<Stopped>,
@@ -336,6 +345,7 @@ impl<'a> Runtime<'a> {
                 name: t.name().as_str().into(),
                 description: t.description().into(),
                 parameters: t.parameters(),
+                example: tools::example(t.name()),
             })
             .collect()
     }
@@ -452,6 +462,7 @@ impl<'a> Runtime<'a> {
             usage: turn.usage,
             duration_ms: turn.started.elapsed().as_millis(),
             receipts_head: self.receipts_head.borrow().clone(),
+            tool_mode: turn.tool_mode.map(|m| m.as_str()),
             stopped: end.stopped,
         })
     }
@@ -548,8 +559,78 @@ impl<'a> Runtime<'a> {
                 let end = self.out_of_rounds(&turn, resp, meta);
                 return self.finish(turn, end);
             }
+            if turn.repaired
+                && let Some(problem) = resp
+                    .tool_calls
+                    .iter()
+                    .filter(|c| turn.repeat_of(c).is_none())
+                    .find_map(|c| self.call_problem(c))
+            {
+                let end = self.unrepaired(&mut turn, resp, meta, &problem)?;
+                return self.finish(turn, end);
+            }
             self.tool_round(&mut turn, resp, meta)?;
         }
+    }
+
+    /// Why a call cannot run as the model wrote it: a tool that does not
+    /// exist, or arguments its schema refuses (`None`: it may go to the
+    /// gate). The model's mistake, corrected once (`checks::repair_note`).
+    fn call_problem(&self, call: &ToolCall) -> Option<checks::Problem> {
+        let Some(name) = tools::ToolName::parse(&call.name) else {
+            return Some(checks::Problem::UnknownTool(call.name.clone()));
+        };
+        tools::check_args(tools::tool(name), &call.arguments)
+            .err()
+            .map(|e| checks::Problem::BadArguments(name, format!("invalid arguments: {e}")))
+    }
+
+    /// A malformed call after the one repair: nothing runs; every call of
+    /// the reply is answered as not run in the stored round (the model's
+    /// text kept there), and the turn ends as an unusable reply.
+    fn unrepaired(
+        &self,
+        turn: &mut Turn,
+        resp: ChatResponse,
+        meta: String,
+        problem: &checks::Problem,
+    ) -> Result<Ending> {
+        log::warn!(
+            target: "event::unusable_reply",
+            "the model's tool call could not run again after one correction: {}",
+            problem.error(&self.offered_names())
+        );
+        *self.round_slot() = Some(Round {
+            conversation_id: turn.conv.clone(),
+            content: resp.final_text.clone(),
+            tool_calls: self.stored_calls(&resp.tool_calls),
+            call_ids: resp.tool_calls.iter().map(|c| c.id.clone()).collect(),
+            provider: resp.provider.clone(),
+            model: resp.model.clone(),
+            metadata: meta.clone(),
+            results: Vec::new(),
+        });
+        self.store_round(NOT_REPAIRED)?;
+        let answer = stopped_text(
+            &format!(
+                "stopped: the model's tool call could not run again after one correction ({})",
+                problem.error(&self.offered_names())
+            ),
+            &turn.findings(),
+        );
+        let who = (resp.provider, resp.model);
+        Ok(Ending::new(answer, who, Some(meta), Outcome::UnusableReply))
+    }
+
+    /// The names of the tools offered on the channel.
+    fn offered_names(&self) -> Vec<&'static str> {
+        self.cfg
+            .channels
+            .cli
+            .tools_allow
+            .iter()
+            .map(|t| t.as_str())
+            .collect()
     }
 
     /// A turn's start: its conversation (a new one, or an earlier one with
@@ -598,10 +679,14 @@ impl<'a> Runtime<'a> {
             notes,
             ..Message::new(Role::User, message)
         });
+        let mut tools = self.tool_specs();
+        if let Some(n) = configured.and_then(|p| p.max_tools) {
+            tools = pick_tools(tools, message, n);
+        }
         let req = ChatRequest {
             system_prompt: self.system_prompt()?,
             messages,
-            tools: self.tool_specs(),
+            tools,
             model: model.clone(),
             temperature: configured.and_then(|p| p.temperature()),
             options: self.options,
@@ -625,6 +710,9 @@ impl<'a> Runtime<'a> {
             last_results: Vec::new(),
             asked_plain: false,
             asked_last: false,
+            repaired: false,
+            reminded: false,
+            tool_mode: None,
         })
     }
 
@@ -664,6 +752,7 @@ impl<'a> Runtime<'a> {
             provider: "latchclaw".into(),
             model: turn.model.clone(),
             finish_reason: None,
+            tool_mode: None,
         };
         self.tool_round(turn, resp, meta)
     }
@@ -712,12 +801,16 @@ impl<'a> Runtime<'a> {
             turn.usage.add(u);
             self.run_usage.borrow_mut().add(u);
         }
+        if resp.tool_mode.is_some() {
+            turn.tool_mode = resp.tool_mode;
+        }
         Ok(Answered::Whole(resp))
     }
 
-    /// A reply without tool calls: the answer, or (once) a request for a
-    /// plain answer instead of an empty reply or tool-call text (`None`:
-    /// ask again).
+    /// A reply without tool calls: the answer, or (once each) a request
+    /// for an answer instead of an empty reply, a repair of tool-call text
+    /// latchclaw cannot read, or a reminder that an effect the answer
+    /// claims never happened (`None`: ask again).
     fn text_reply(&self, turn: &mut Turn, resp: ChatResponse, meta: String) -> Option<Ending> {
         let who = (resp.provider, resp.model);
         let meta = Some(meta);
@@ -731,29 +824,63 @@ impl<'a> Runtime<'a> {
                 turn.req.messages.push(Message::runtime(NO_ANSWER));
                 return None;
             }
-            let answer = stopped_text("the model gave no answer", &turn.last_results);
+            let answer = stopped_text("the model gave no answer", &turn.findings());
             return Some(Ending::new(answer, who, meta, Outcome::NoAnswer));
         }
-        if !looks_like_tool_text(&resp.final_text, &turn.req.tools) {
+        if looks_like_tool_text(&resp.final_text, &turn.req.tools) {
+            // Tool-call or tool-result markup that is not a call latchclaw
+            // reads (an invented result, a half-written call, a made-up
+            // tool) is never the answer: the model gets one repair.
+            log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
+            if !turn.repaired {
+                turn.repaired = true;
+                let note = checks::text_repair_note(
+                    &resp.final_text,
+                    &turn.req.tools,
+                    &self.offered_names(),
+                    turn.tool_mode,
+                );
+                turn.req
+                    .messages
+                    .push(Message::new(Role::Assistant, resp.final_text));
+                turn.req.messages.push(Message::runtime(note));
+                return None;
+            }
+            let answer = stopped_text(
+                "stopped: the model answered with tool-call text that latchclaw could not run",
+                &turn.findings(),
+            );
+            return Some(Ending::new(answer, who, meta, Outcome::UnusableReply));
+        }
+        let Some(claim) = claimed_effect(&resp.final_text, &turn.req.tools) else {
+            return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
+        };
+        if claim.made_by(&turn.calls) {
             return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
         }
-        // Tool-call or tool-result markup that is not a call latchclaw
-        // reads (an invented result, a half-written call) is never
-        // the answer: the model is asked once for plain text.
-        log::warn!(target: "event::unusable_reply", "the reply holds tool-call text that is not a call");
-        if !turn.asked_plain {
-            turn.asked_plain = true;
+        // "DONE has been written into status.txt" with no write in the
+        // turn: the model is reminded once; said again, the answer is
+        // shown for what it is, with a warning and no exit 0.
+        if !turn.reminded {
+            turn.reminded = true;
             turn.req
                 .messages
                 .push(Message::new(Role::Assistant, resp.final_text));
-            turn.req.messages.push(Message::runtime(PLAIN_TEXT));
+            turn.req.messages.push(Message::runtime(claim.reminder()));
             return None;
         }
-        let answer = stopped_text(
-            "stopped: the model answered with tool-call text that latchclaw could not run",
-            &turn.last_results,
+        log::warn!(
+            target: "event::claimed_effect",
+            "the answer says {} but no {} call succeeded in this turn; nothing of the kind was done",
+            claim.what(),
+            claim.tools().join(" or ")
         );
-        Some(Ending::new(answer, who, meta, Outcome::UnusableReply))
+        Some(Ending::new(
+            resp.final_text,
+            who,
+            meta,
+            Outcome::UnusableReply,
+        ))
     }
 
     /// Tool calls past the round limit: not run; the turn stops with what
@@ -765,7 +892,7 @@ impl<'a> Runtime<'a> {
                 "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
                  asked for more tools instead of answering"
             ),
-            &turn.last_results,
+            &turn.findings(),
         );
         let who = (resp.provider, resp.model);
         Ending::new(answer, who, Some(meta), Outcome::MaxToolRounds)
@@ -826,6 +953,9 @@ impl<'a> Runtime<'a> {
         turn.progress
             .tool_start(&call.name, &summarize_args(&call.arguments));
         let mut repeat = None;
+        let mut mistaken = false;
+        // What memory keeps of a mistaken call: its error, not the note.
+        let mut stored_as = None;
         // A cancelled call is not attempted, so it gets no receipt; the
         // history still gets a result for every call made.
         let (content, tool_results, reported) = if let Some(last) = turn.repeat_of(call) {
@@ -845,8 +975,21 @@ impl<'a> Runtime<'a> {
             };
             (text.to_string(), None, Reported::Cancelled)
         } else {
+            let problem = self.call_problem(call);
             match self.run_call(turn, call) {
-                Ok(ran) => ran,
+                // A call that could not run as written: the model reads
+                // how to write it (the one repair, `checks::repair_note`);
+                // the receipt and the stored round keep the error.
+                Ok((content, results, reported)) => match problem {
+                    Some(p) => {
+                        turn.repaired = true;
+                        mistaken = true;
+                        stored_as = Some(content);
+                        let note = p.repair_note(&self.offered_names(), turn.tool_mode);
+                        (note, results, reported)
+                    }
+                    None => (content, results, reported),
+                },
                 Err(e) => {
                     let failed = Reported::Error(e.msg.clone());
                     self.call_failed(turn, call, call_started, failed);
@@ -860,11 +1003,15 @@ impl<'a> Runtime<'a> {
             tool_call_id: Some(call.id.clone()),
             ..Message::new(Role::Tool, content.clone())
         });
-        turn.last_results.push((call.name.clone(), content.clone()));
+        turn.last_results.push(LastResult {
+            tool: call.name.clone(),
+            content: content.clone(),
+            mistaken,
+        });
         if let Some(round) = self.round_slot().as_mut() {
             round.results.push(RoundResult {
                 call_id: call.id.clone(),
-                content,
+                content: stored_as.unwrap_or(content),
                 tool_results,
                 metadata: reported.metadata(&call.id),
             });
@@ -928,12 +1075,37 @@ struct Turn<'t> {
     /// The last call made, which a repeat is answered from.
     last_call: Option<LastCall>,
     /// What the model got back in the last round, for a turn that stops.
-    last_results: Vec<(String, String)>,
+    last_results: Vec<LastResult>,
     asked_plain: bool,
     asked_last: bool,
+    /// The one repair of a malformed call or call text was used.
+    repaired: bool,
+    /// The one reminder of a claimed effect was used.
+    reminded: bool,
+    /// How the last request sent tools (the provider's report).
+    tool_mode: Option<crate::config::ToolMode>,
+}
+
+/// One result of the last round.
+struct LastResult {
+    tool: String,
+    content: String,
+    /// The call could not run as the model wrote it: the result is a
+    /// repair note for the model, never shown to the user.
+    mistaken: bool,
 }
 
 impl Turn<'_> {
+    /// What the last round's tools returned, for a turn that stops: the
+    /// results of calls that ran (a repair note is the model's).
+    fn findings(&self) -> Vec<(String, String)> {
+        self.last_results
+            .iter()
+            .filter(|r| !r.mistaken)
+            .map(|r| (r.tool.clone(), r.content.clone()))
+            .collect()
+    }
+
     /// The last call, when `call` repeats it. A tool that takes no
     /// arguments, called again after it worked, is the same call whatever
     /// a model makes up for them (a 0.5B model passed the last time).
@@ -1095,10 +1267,10 @@ in plain text, from the tool results above.]";
 const NO_ANSWER: &str = "[latchclaw: your reply was empty. Answer the user now, in plain text, \
 from the tool results above.]";
 
-/// Sent once when a reply holds tool-call text that is not a call.
-const PLAIN_TEXT: &str = "[latchclaw: your reply holds tool-call or tool-result markup, which \
-was not run and is not shown to the user. Call a tool properly if you need one; otherwise \
-answer the user in plain text.]";
+/// The result of calls not run because a malformed call came after the
+/// one repair.
+const NOT_REPAIRED: &str = "no result: not run, the reply held a malformed call again and the \
+turn ended";
 
 /// How much of the last results a stopped turn shows the user.
 const STOPPED_RESULTS_BYTES: usize = 4000;
@@ -1120,111 +1292,10 @@ fn stopped_text(why: &str, last_results: &[(String, String)]) -> String {
     out
 }
 
-/// Text that only looks like a tool call or a tool result: markup the
-/// models write (`<tool_call>`, `<tool_result>`, `<function=…>`, a
-/// ```` ```tool_call ```` fence, a chat template's own tokens, latchclaw's
-/// own requests echoed back) or a JSON
-/// object naming one of the tools. Printed with exit 0 it would pass for
-/// an answer.
-pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
-    // Besides what opens a call: closing tags, a chat template's own
-    // tokens, and `[latchclaw:`, our own request echoed back (seen from a
-    // 1.5B model).
-    const MORE: [&str; 4] = [
-        "</tool_call",
-        "</tool_result",
-        "<|im_start|>",
-        "[latchclaw:",
-    ];
-    let lower = text.to_ascii_lowercase();
-    let opens = crate::providers::textcalls::CALL_OPENERS.iter();
-    if opens.chain(MORE.iter()).any(|m| lower.contains(m)) {
-        return true;
-    }
-    // `{"name": "time", …}` and the `{"tool": …}` spelling, any spacing.
-    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
-    let named = tools.iter().any(|t| {
-        let name = t.name.to_ascii_lowercase();
-        ["name", "tool", "function"]
-            .iter()
-            .any(|k| squeezed.contains(&format!("\"{k}\":\"{name}\"")))
-    });
-    // A reply that is only arguments (`{"path": "."}`, fenced or not) whose
-    // keys are all some tool's parameters: a call with its name left out.
-    let body = text.trim();
-    let body = body
-        .strip_prefix("```")
-        .map(|b| b.trim_start_matches(|c: char| c.is_ascii_alphabetic()))
-        .and_then(|b| b.trim_end().strip_suffix("```"))
-        .unwrap_or(body);
-    let bare_arguments = serde_json::from_str::<Value>(body.trim())
-        .ok()
-        .and_then(|v| v.as_object().cloned())
-        .is_some_and(|o| {
-            let has = |keys: &[&str]| keys.iter().any(|k| o.contains_key(*k));
-            // A call naming something that is not a tool (a 0.5B model
-            // named the file it meant to write).
-            let call_shaped =
-                has(&["name", "tool", "function"]) && has(&["arguments", "parameters", "params"]);
-            call_shaped
-                || !o.is_empty()
-                    && tools.iter().any(|t| {
-                        let props = t.parameters["properties"].as_object();
-                        o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
-                    })
-        });
-    named || bare_arguments
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    fn specs(names: &[&str]) -> Vec<ToolSpec> {
-        names
-            .iter()
-            .map(|n| ToolSpec {
-                name: n.to_string(),
-                description: String::new(),
-                parameters: json!({"properties": {"path": {}}}),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn tool_text_is_recognised_and_prose_is_not() {
-        let tools = specs(&["time", "file_list"]);
-        for t in [
-            "<tool_result>12:00</tool_result> It is noon.",
-            "</TOOL_CALL>",
-            "<function=time>{}</function>",
-            "<|im_start|>assistant",
-            "[latchclaw: tools will not run again in this turn.]",
-            "Here: { \"name\" : \"time\", \"arguments\": {} }",
-            "{\"tool\": \"file_list\"}",
-            "```json\n{\"path\": \".\"}\n```",
-            "```json\n{\"name\": \"greeting.txt\", \"arguments\": {\"content\": \"hi\"}}\n```",
-            " {\"path\": \"a\"} ",
-        ] {
-            assert!(looks_like_tool_text(t, &tools), "{t}");
-        }
-        for t in [
-            "It is noon.",
-            "{\"name\": \"Ada\", \"age\": 3}",
-            "```json\n{\"age\": 3}\n```",
-            "Use {\"path\": \".\"} next time.",
-            "The time tool says 12:00; file_list shows a.txt.",
-            "",
-        ] {
-            assert!(!looks_like_tool_text(t, &tools), "{t}");
-        }
-        let mut rng = fastrand::Rng::with_seed(9);
-        for _ in 0..5_000 {
-            let t = crate::util::arbitrary::text(&mut rng, &["<tool", "\"name\":", "time"], 12);
-            let _ = looks_like_tool_text(&t, &tools);
-        }
-    }
 
     #[test]
     fn a_call_is_reported_by_one_status_and_repeats_weigh_how_it_ended() {

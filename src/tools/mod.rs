@@ -187,6 +187,29 @@ pub fn tool(name: ToolName) -> &'static dyn Tool {
     }
 }
 
+/// One short call of each tool, the arguments only: text and structured
+/// tool modes show it with the tool (a small model copies a form it has
+/// seen far more reliably than it follows a schema).
+pub fn example(name: ToolName) -> Value {
+    match name {
+        ToolName::Time => json!({}),
+        ToolName::FileList => json!({"path": "."}),
+        ToolName::FileRead => json!({"path": "notes.txt"}),
+        ToolName::FileWrite => json!({"path": "notes.txt", "content": "hello\n"}),
+        ToolName::Shell => json!({"command": "wc -l notes.txt"}),
+        ToolName::Http => json!({"url": "https://example.com/"}),
+        ToolName::MemorySearch => json!({"query": "backup plan"}),
+        ToolName::Git => json!({"command": "log", "n": 3}),
+        ToolName::MemoryStore => json!({"text": "prefers tabs", "category": "preference"}),
+        ToolName::MemoryRecall => json!({"query": "tabs"}),
+        ToolName::MemoryForget => json!({"id": 3}),
+        ToolName::Grep => json!({"pattern": "TODO", "path": "."}),
+        ToolName::AskUser => json!({"question": "Which branch?"}),
+        ToolName::WebSearch => json!({"query": "rust release notes"}),
+        ToolName::PdfExtract => json!({"path": "report.pdf"}),
+    }
+}
+
 pub fn find(name: &str) -> Option<&'static dyn Tool> {
     ToolName::parse(name).map(tool)
 }
@@ -430,6 +453,15 @@ mod tests {
 
     fn check(tool: &str, args: Value) -> Result<(), String> {
         check_args(find(tool).unwrap(), &args)
+    }
+
+    #[test]
+    fn every_example_fits_its_tool() {
+        for name in ToolName::ALL {
+            if crate::features::tool_not_built(name).is_none() {
+                assert_eq!(check_args(tool(name), &example(name)), Ok(()), "{name}");
+            }
+        }
     }
 
     #[test]

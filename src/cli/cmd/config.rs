@@ -69,6 +69,9 @@ fn provider_value(p: &ProviderConfig, path: PathText) -> Value {
     m.insert("kind".into(), p.kind().as_str().into());
     m.insert("model".into(), p.model.clone().into());
     m.insert("timeout_secs".into(), p.timeout_secs.into());
+    if let Some(n) = p.max_tools {
+        m.insert("max_tools".into(), n.into());
+    }
     let table = |v: &[(String, String)]| -> Value {
         v.iter()
             .map(|(k, v)| (k.clone(), Value::from(v.clone())))
@@ -309,7 +312,7 @@ mod tests {
              record_requests = \"rec $$1.jsonl\"\n\
              [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
              api_key_env = \"LC_SURELY_UNSET_KEY\"\ntemperature = 0.5\nmax_tokens = 9\n\
-             tool_mode = \"text\"\nretries = 0\ntimeout_secs = 3\n\
+             tool_mode = \"structured\"\nretries = 0\ntimeout_secs = 3\nmax_tools = 4\n\
              [providers.models.o.headers]\nX-Title = \"t\"\n\
              [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"m\"]\n\
              [providers.models.t]\nkind = \"router\"\ndefault_route = \"m\"\n\

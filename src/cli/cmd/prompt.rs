@@ -40,6 +40,8 @@ pub fn show(
     };
     let native = openai::wire_body(&req, ToolMode::Native, None, None).to_string();
     let text = openai::wire_body(&req, ToolMode::Text, None, None).to_string();
+    let structured = openai::wire_body(&req, ToolMode::Structured, None, None).to_string();
+    let mode = tool_mode(&cfg);
     let tool_bytes: Vec<(String, usize)> = tools
         .iter()
         .map(|t| {
@@ -58,7 +60,12 @@ pub fn show(
             "memory_notes_bytes": notes.as_ref().map_or(0, String::len),
             "tools": tool_bytes.iter().map(|(n, b)| serde_json::json!({"name": n, "bytes": b}))
                 .collect::<Vec<_>>(),
-            "request_bytes": {"native": native.len(), "text": text.len()},
+            "request_bytes": {"native": native.len(), "text": text.len(),
+                              "structured": structured.len()},
+            "tool_mode": mode.as_ref().map(|(configured, uses, why)| serde_json::json!({
+                "provider": cfg.default_provider, "configured": configured.as_str(),
+                "uses": uses.as_str(), "why": why,
+            })),
         });
         println!("{v:#}");
         return Ok(exit::OK);
@@ -82,5 +89,37 @@ pub fn show(
     );
     println!("{:<24} {:>6}", "request, native tools", native.len());
     println!("{:<24} {:>6}", "request, text tools", text.len());
+    println!("{:<24} {:>6}", "request, structured", structured.len());
+    if let Some((configured, uses, why)) = &mode {
+        let what = match why {
+            Some(why) => format!("{} uses {} ({why})", configured.as_str(), uses.as_str()),
+            None => uses.as_str().to_string(),
+        };
+        println!("\ntool mode of {}: {what}", cfg.default_provider);
+    }
     Ok(exit::OK)
+}
+
+/// The default provider's tool mode when it is openai-compatible: as
+/// configured, what a run starts with, and what it learned (README: Small
+/// local models).
+fn tool_mode(
+    cfg: &crate::config::Config,
+) -> Option<(
+    crate::config::ToolMode,
+    crate::config::ToolMode,
+    Option<String>,
+)> {
+    let p = cfg.provider(&cfg.default_provider).ok()?;
+    let crate::config::ProviderSettings::OpenAiCompatible(o) = &p.settings else {
+        return None;
+    };
+    let store =
+        crate::providers::learned::Store::new(&cfg.state_dir, &p.name, &o.base_url, &p.model);
+    let learned = store.get();
+    let uses = crate::providers::openai::start_mode(o.tool_mode, learned.as_ref());
+    let why = learned
+        .filter(|_| uses != o.tool_mode)
+        .map(|e| format!("learned {}: {}", e.at.get(..10).unwrap_or(&e.at), e.why));
+    Some((o.tool_mode, uses, why))
 }
