@@ -1,6 +1,9 @@
-//! A real local model in the loop (opt-in, `make test-real`): five everyday
-//! tasks against llama.cpp's `llama-server`, in native and in text tool-call
-//! mode, plus a prompt-cache check. `scripts/real-llm.sh run` starts the
+//! A real local model in the loop (opt-in, `make test-real`): a task set of
+//! the project's own (fourteen workspace tasks: reading, counting, the
+//! clock, grep, git, piped stdin, and two writes judged by their effect)
+//! against llama.cpp's `llama-server`, in native, text and structured
+//! tool-call mode, plus a prompt-cache check; it prints how many ended
+//! right and the median seconds per task. `scripts/real-llm.sh run` starts the
 //! server and sets `LATCHCLAW_REAL_BASE_URL`; this file never starts one.
 //!
 //! Every request goes through a recording proxy on 127.0.0.1, so the
@@ -29,6 +32,8 @@ struct Task {
     /// read-only tasks run under `full` so they test the model, not the
     /// missing terminal. The write task is about exactly that path.
     autonomy: &'static str,
+    /// Piped to the run's stdin.
+    stdin: Option<&'static str>,
 }
 
 const TASKS: &[Task] = &[
@@ -36,26 +41,85 @@ const TASKS: &[Task] = &[
         key: "files",
         message: "Which files are in the workspace?",
         autonomy: "full",
+        stdin: None,
     },
     Task {
         key: "explain",
         message: "What does the file src/tally.py do? Answer in one or two sentences.",
         autonomy: "full",
+        stdin: None,
     },
     Task {
         key: "lines",
         message: "Use the shell to count the lines of notes.txt. How many lines does it have?",
         autonomy: "full",
+        stdin: None,
     },
     Task {
         key: "time",
         message: "What time is it now?",
         autonomy: "full",
+        stdin: None,
     },
     Task {
         key: "write",
         message: "Create a file named greeting.txt containing exactly this text: Hello from LatchClaw",
         autonomy: "supervised",
+        stdin: None,
+    },
+    Task {
+        key: "add",
+        message: "Which function in src/calc.py adds two numbers? Give its name.",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "count",
+        message: "How many files are in the src directory?",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "first",
+        message: "What is the first line of README.md?",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "year",
+        message: "What year is it?",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "exists",
+        message: "Does src/calc.py define a function named divide? Answer yes or no.",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "grep",
+        message: "Which file in the workspace mentions the word pelican?",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "git",
+        message: "What is the subject of the last git commit in this repository?",
+        autonomy: "full",
+        stdin: None,
+    },
+    Task {
+        key: "stdin",
+        message: "How many lines does the piped text have?",
+        autonomy: "full",
+        stdin: Some("apple\nbanana\ncherry\ndate\nelderberry\n"),
+    },
+    Task {
+        key: "status",
+        message: "Write the word DONE into a file named status.txt.",
+        autonomy: "full",
+        stdin: None,
     },
 ];
 
@@ -98,11 +162,14 @@ impl Settings {
         let s = Settings {
             model_name: var("LATCHCLAW_REAL_MODEL_NAME").unwrap_or_else(|| "local-model".into()),
             template: var("LATCHCLAW_REAL_TEMPLATE").unwrap_or_else(|| "gguf".into()),
-            modes: list("LATCHCLAW_REAL_MODES", "native,text"),
-            tasks: list(
-                "LATCHCLAW_REAL_TASKS",
-                "files,explain,lines,time,write,cache",
-            ),
+            modes: list("LATCHCLAW_REAL_MODES", "native,text,structured"),
+            tasks: var("LATCHCLAW_REAL_TASKS")
+                .map(|_| list("LATCHCLAW_REAL_TASKS", ""))
+                .unwrap_or_else(|| {
+                    let mut all: Vec<String> = TASKS.iter().map(|t| t.key.to_string()).collect();
+                    all.push("cache".into());
+                    all
+                }),
             run_timeout: var("LATCHCLAW_REAL_RUN_TIMEOUT")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(900),
@@ -112,14 +179,15 @@ impl Settings {
         };
         for m in &s.modes {
             assert!(
-                ["native", "text", "auto"].contains(&m.as_str()),
-                "LATCHCLAW_REAL_MODES: {m} is not native, text or auto"
+                ["native", "text", "structured", "auto"].contains(&m.as_str()),
+                "LATCHCLAW_REAL_MODES: {m} is not native, text, structured or auto"
             );
         }
         for t in &s.tasks {
             assert!(
                 t == "cache" || TASKS.iter().any(|k| k.key == t),
-                "LATCHCLAW_REAL_TASKS: {t} is not one of files, explain, lines, time, write, cache"
+                "LATCHCLAW_REAL_TASKS: {t} is not one of {}, cache",
+                TASKS.iter().map(|k| k.key).collect::<Vec<_>>().join(", ")
             );
         }
         s
@@ -437,14 +505,52 @@ fn seed_workspace(ws: &Path) {
         .collect();
     std::fs::write(ws.join("notes.txt"), notes).unwrap();
     std::fs::write(ws.join("data.csv"), "word,count\nthe,12\nclaw,3\n").unwrap();
+    // The name says nothing of what each function does.
+    std::fs::write(
+        ws.join("src/calc.py"),
+        "def plus(a, b):\n    return a + b\n\n\ndef minus(a, b):\n    return a - b\n\n\n\
+         def times(a, b):\n    return a * b\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::fs::write(
+        ws.join("docs/birds.md"),
+        "# Birds seen\n\nA heron, two gulls and one pelican by the pier.\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("docs/trees.md"), "# Trees\n\nOak, birch, rowan.\n").unwrap();
+    common::git(ws, &["init", "-q"]);
+    common::git(ws, &["add", "."]);
+    for (subject, file) in [
+        ("Start the scratch space", "README.md"),
+        (GIT_SUBJECT, "src/tally.py"),
+    ] {
+        std::fs::write(ws.join(".touch"), subject).unwrap();
+        common::git(ws, &["add", file, ".touch"]);
+        common::git(
+            ws,
+            &[
+                "-c",
+                "user.name=a",
+                "-c",
+                "user.email=b@c",
+                "commit",
+                "-qm",
+                subject,
+            ],
+        );
+    }
 }
+
+const GIT_SUBJECT: &str = "Add the word counter";
+const PIPED_LINES: usize = 5;
 
 fn configure(env: &Env, s: &Settings, base_url: &str, mode: &str, autonomy: &str) {
     env.config(&format!(
         "default_provider = \"real\"\n\
          [security]\nautonomy = \"{autonomy}\"\n\
          [channels.cli]\n\
-         tools_allow = [\"file_read\", \"file_list\", \"file_write\", \"time\", \"memory_search\", \"shell\"]\n\
+         tools_allow = [\"file_read\", \"file_list\", \"file_write\", \"time\", \"memory_search\", \"shell\", \"grep\", \"git\"]\n\
          [providers.models.real]\n\
          kind = \"openai-compatible\"\n\
          base_url = {}\n\
@@ -459,12 +565,26 @@ fn configure(env: &Env, s: &Settings, base_url: &str, mode: &str, autonomy: &str
 }
 
 fn run_agent(env: &Env, proxy: &Proxy, s: &Settings, args: &[&str]) -> Outcome {
+    run_agent_with(env, proxy, s, args, None)
+}
+
+/// `run_agent`, with `stdin` piped in when given.
+fn run_agent_with(
+    env: &Env,
+    proxy: &Proxy,
+    s: &Settings,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Outcome {
     proxy.take();
     let timeout = s.run_timeout.to_string();
     let mut all = vec!["agent", "--json", "--timeout", &timeout];
     all.extend_from_slice(args);
     let t = Instant::now();
-    let r = env.run(&all);
+    let r = match stdin {
+        Some(input) => env.run_with_stdin(&all, input),
+        None => env.run(&all),
+    };
     let secs = t.elapsed().as_secs_f64();
     // The proxy logs a request once its response is sent; give the last
     // relay thread a moment to push it.
@@ -547,12 +667,65 @@ fn judge(task: &str, row: &mut Row, env: &Env, clock: &[(String, String)]) {
     let a = row.answer.to_lowercase();
     let (ok, why) = match task {
         "files" => {
-            let names = ["readme.md", "notes.txt", "data.csv", "src"];
+            let names = ["readme.md", "notes.txt", "data.csv", "src", "docs"];
             let named = names
                 .iter()
                 .filter(|n| a.contains(*n) || (**n == "src" && a.contains("tally.py")))
                 .count();
-            (named >= 3, format!("{named} of 4 entries named"))
+            (named >= 3, format!("{named} of 5 entries named"))
+        }
+        "add" => {
+            let ok = has_word(&a, "plus") && !has_word(&a, "minus") && !has_word(&a, "times");
+            (ok, format!("names plus alone: {}", yes(ok)))
+        }
+        "count" => {
+            let ok = has_word(&a, "2") || has_word(&a, "two");
+            (ok, format!("2 files: {}", yes(ok)))
+        }
+        "first" => {
+            let ok = a.contains("# scratch");
+            (ok, format!("\"# scratch\": {}", yes(ok)))
+        }
+        "year" => {
+            let year = clock
+                .iter()
+                .find_map(|(date, _)| date.get(..4))
+                .unwrap_or("");
+            let ok = !year.is_empty() && has_word(&a, year);
+            (ok, format!("the time tool's year {year}: {}", yes(ok)))
+        }
+        "exists" => {
+            let no = has_word(&a, "no") || a.contains("does not") || a.contains("doesn't");
+            let ok = no && !has_word(&a, "yes");
+            (ok, format!("says no: {}", yes(ok)))
+        }
+        "grep" => {
+            let ok = a.contains("birds.md");
+            (ok, format!("docs/birds.md named: {}", yes(ok)))
+        }
+        "git" => {
+            let ok = a.contains(&GIT_SUBJECT.to_lowercase());
+            (ok, format!("the subject quoted: {}", yes(ok)))
+        }
+        "stdin" => {
+            let n = PIPED_LINES.to_string();
+            let ok = has_word(&a, &n) || has_word(&a, "five");
+            (ok, format!("{n} lines: {}", yes(ok)))
+        }
+        "status" => {
+            let got = std::fs::read_to_string(env.ws.join("status.txt")).ok();
+            let ok = got.as_deref().map(str::trim) == Some("DONE");
+            // Exit 0 and no file: an effect claimed that never happened.
+            if got.is_none() && row.exit == 0 {
+                row.flags.push("exit 0 without the write".into());
+            }
+            (
+                ok,
+                match got {
+                    None => "status.txt missing".into(),
+                    Some(t) => format!("status.txt = {:?}", one_line(&t, 60)),
+                },
+            )
         }
         "explain" => {
             let ok = a.contains("word")
@@ -584,6 +757,9 @@ fn judge(task: &str, row: &mut Row, env: &Env, clock: &[(String, String)]) {
         "write" => {
             let got = std::fs::read_to_string(env.ws.join("greeting.txt")).ok();
             let ok = got.as_deref().map(str::trim) == Some(GREETING);
+            if got.is_none() && row.exit == 0 {
+                row.flags.push("exit 0 without the write".into());
+            }
             (
                 ok,
                 match got {
@@ -740,7 +916,7 @@ fn run_task(s: &Settings, proxy: &Proxy, mode: &str, task: &Task, log: &mut Stri
     let env = fresh_env();
     configure(&env, s, &proxy.base_url(), mode, task.autonomy);
     let before = time_tool(&env);
-    let o = run_agent(&env, proxy, s, &["-m", task.message]);
+    let o = run_agent_with(&env, proxy, s, &["-m", task.message], task.stdin);
     let after = time_tool(&env);
     let name = format!("{mode}-{}", task.key);
     let mut xs = o.exchanges.clone();
@@ -932,6 +1108,7 @@ fn real_model_tasks() {
     let mut rows = Vec::new();
     let mut log = String::new();
     let mut verdicts = Vec::new();
+    let mut measured = Vec::new();
     for mode in &s.modes {
         let mut mode_rows = Vec::new();
         // A task counts once, by its last run (the write task by its resumed run).
@@ -950,6 +1127,9 @@ fn real_model_tasks() {
                 );
             }
             outcomes.push(r.last().is_some_and(|row| row.correct));
+            // A task's time is all its runs' (the write's pending and resumed).
+            let secs: f64 = r.iter().map(|row| row.secs).sum();
+            measured.push((mode.clone(), r.last().is_some_and(|row| row.correct), secs));
             mode_rows.extend(r);
         }
         if s.tasks.iter().any(|k| k == "cache") {
@@ -965,18 +1145,21 @@ fn real_model_tasks() {
             .filter(|r| !r.flags.is_empty())
             .map(|r| format!("{}: {}", r.task, r.flags.join(", ")))
             .collect();
-        if s.model == "0.5b" {
-            verdicts.push((
-                format!("{mode}: no exit 6 and no tool-call syntax as an answer"),
-                bad.is_empty(),
-                if bad.is_empty() {
-                    format!("{correct} of {} correct", outcomes.len())
-                } else {
-                    bad.join("; ")
-                },
-            ));
-        } else {
-            let need = outcomes.len().saturating_sub(1).max(1);
+        // No run may answer with tool-call text, run out of rounds or end
+        // with exit 0 on a write that did not happen; on the 1.5B model
+        // structured mode must get 80 % of the tasks right (issue 24),
+        // the others are reported beside it.
+        verdicts.push((
+            format!("{mode}: no tool-call text as an answer, exit 6 or claimed write"),
+            bad.is_empty(),
+            if bad.is_empty() {
+                format!("{correct} of {} correct", outcomes.len())
+            } else {
+                bad.join("; ")
+            },
+        ));
+        if s.model != "0.5b" && mode == "structured" {
+            let need = (outcomes.len() * 4).div_ceil(5);
             verdicts.push((
                 format!(
                     "{mode}: at least {need} of {} tasks correct",
@@ -998,6 +1181,8 @@ fn real_model_tasks() {
     );
     report.push_str(&table(&rows));
     report.push('\n');
+    let measures = measured_line(&s.model_name, &s.modes, &measured);
+    let _ = writeln!(report, "{measures}\n");
     for (what, ok, note) in &verdicts {
         let _ = writeln!(
             report,
@@ -1014,6 +1199,8 @@ fn real_model_tasks() {
         s.out.join("transcript.md").display(),
         s.out.display()
     );
+    println!("{measures}");
+    eprintln!("[real-model] {measures}");
     let failed: Vec<&str> = verdicts
         .iter()
         .filter(|v| !v.1)
@@ -1022,7 +1209,53 @@ fn real_model_tasks() {
     assert!(failed.is_empty(), "not met: {}", failed.join("; "));
 }
 
+/// Per mode: how many tasks ended right and the median seconds a task
+/// took (the cache check is not a task).
+fn measured_line(model: &str, modes: &[String], measured: &[(String, bool, f64)]) -> String {
+    let per_mode: Vec<String> = modes
+        .iter()
+        .filter_map(|mode| {
+            let runs: Vec<&(String, bool, f64)> =
+                measured.iter().filter(|(m, _, _)| m == mode).collect();
+            if runs.is_empty() {
+                return None;
+            }
+            let right = runs.iter().filter(|(_, ok, _)| *ok).count();
+            let mut secs: Vec<f64> = runs.iter().map(|(_, _, s)| *s).collect();
+            secs.sort_by(f64::total_cmp);
+            let n = secs.len();
+            let median = if n % 2 == 1 {
+                secs[n / 2]
+            } else {
+                (secs[n / 2 - 1] + secs[n / 2]) / 2.0
+            };
+            Some(format!(
+                "{mode} {right} of {n} right, median {median:.1} s per task"
+            ))
+        })
+        .collect();
+    format!("measured: {model}: {}", per_mode.join("; "))
+}
+
 // The harness's own parsing, checked without a server (these run in `make test`).
+
+#[test]
+fn the_measure_counts_right_tasks_and_takes_the_median() {
+    let m = |mode: &str, ok, secs| (mode.to_string(), ok, secs);
+    let measured = [
+        m("text", true, 10.0),
+        m("text", false, 30.0),
+        m("text", true, 20.0),
+        m("structured", true, 4.0),
+        m("structured", true, 6.0),
+    ];
+    let modes = ["native".to_string(), "text".into(), "structured".into()];
+    assert_eq!(
+        measured_line("q", &modes, &measured),
+        "measured: q: text 2 of 3 right, median 20.0 s per task; \
+         structured 2 of 2 right, median 5.0 s per task"
+    );
+}
 
 #[test]
 fn dechunk_reads_whole_and_cut_bodies() {
@@ -1131,7 +1364,40 @@ fn judged_loosely_but_not_blindly() {
     let mut row = Row::default();
     judge("write", &mut row, &env, &[]);
     assert!(!row.correct, "no greeting.txt yet");
+    // Exit 0 without the file: a claimed effect, flagged.
+    assert_eq!(row.flags, ["exit 0 without the write"]);
     std::fs::write(env.ws.join("greeting.txt"), format!("{GREETING}\n")).unwrap();
+    let mut row = Row::default();
     judge("write", &mut row, &env, &[]);
+    assert!(row.correct, "{}", row.why);
+    let clock = [("2026-11-22".to_string(), "21".to_string())];
+    for (task, answer, ok) in [
+        ("add", "The function `plus` adds two numbers.", true),
+        ("add", "plus and minus", false),
+        ("count", "There are 2 files in src.", true),
+        ("count", "There are 12 files.", false),
+        ("first", "The first line is: # scratch", true),
+        ("year", "It is 2026.", true),
+        ("year", "It is 2025.", false),
+        ("exists", "No, it does not.", true),
+        ("exists", "Yes.", false),
+        ("grep", "docs/birds.md mentions it.", true),
+        ("git", "The last commit is \"Add the word counter\".", true),
+        ("stdin", "The piped text has 5 lines.", true),
+        ("stdin", "It has 15 lines.", false),
+    ] {
+        let mut row = Row {
+            answer: answer.into(),
+            ..Row::default()
+        };
+        judge(task, &mut row, &env, &clock);
+        assert_eq!(row.correct, ok, "{task}: {answer}");
+    }
+    let mut row = Row::default();
+    judge("status", &mut row, &env, &[]);
+    assert!(!row.correct && !row.flags.is_empty());
+    std::fs::write(env.ws.join("status.txt"), "DONE\n").unwrap();
+    let mut row = Row::default();
+    judge("status", &mut row, &env, &[]);
     assert!(row.correct, "{}", row.why);
 }
