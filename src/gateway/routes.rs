@@ -18,7 +18,14 @@ use std::time::{Duration, Instant};
 struct NoOperator;
 
 impl Approver for NoOperator {
-    fn ask(&self, _: &str, _: &Decision, _: &Value, _: &crate::control::RunControl) -> Approval {
+    fn ask(
+        &self,
+        _: &str,
+        _: &Decision,
+        _: &Value,
+        _: bool,
+        _: &crate::control::RunControl,
+    ) -> Approval {
         Approval::Unavailable(
             "asked through the gateway, where no operator answers; approving is a local \
              CLI act"

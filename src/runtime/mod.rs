@@ -38,8 +38,16 @@ pub enum Approval {
 /// nothing in a model's output can answer for the operator. The same
 /// person answers `ask_user` questions (`tools::ask_user::User`).
 pub trait Approver: tools::ask_user::User {
-    /// Gives up when `control` says the run must stop.
-    fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
+    /// Gives up when `control` says the run must stop. `always`: the
+    /// answer "always for this conversation" may be offered.
+    fn ask(
+        &self,
+        tool: &str,
+        decision: &Decision,
+        args: &Value,
+        always: bool,
+        control: &RunControl,
+    ) -> Approval;
 }
 
 /// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
@@ -154,6 +162,10 @@ pub struct Runtime<'a> {
     /// ` -w DIR` when the run's workspace is not `workspace_dir` (the git
     /// work tree it started in): the resume command it suggests says where.
     pub workspace_flag: String,
+    /// "Always for this conversation" answers are offered and honoured:
+    /// `agent` at a terminal's conversations only, never `tool run` (one
+    /// shared conversation) or the gateway (no operator there).
+    pub standing: bool,
     /// Tokens the provider reported over every turn of this run.
     pub run_usage: RefCell<Usage>,
     /// The conversation a turn is working on, as soon as it is known, for
@@ -292,6 +304,7 @@ impl<'a> Runtime<'a> {
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,
             workspace_flag: String::new(),
+            standing: false,
         })
     }
 

@@ -274,6 +274,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     };
     rt.prepare_receipts();
     rt.workspace_flag = workspace_flag;
+    rt.standing = true;
     if a.no_memory {
         rt.memory.keep_turns_in_process();
     }

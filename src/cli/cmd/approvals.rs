@@ -65,16 +65,12 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
         // whole command does, not its first 80 characters.
         for p in list {
             println!(
-                "{}  {}  {}  {}{}",
-                p.id,
-                p.status,
-                p.created_at,
-                p.conversation_id,
-                p.workspace
-                    .as_deref()
-                    .map(|w| format!("  in {w}"))
-                    .unwrap_or_default()
+                "{}  {}  {}  {}",
+                p.id, p.status, p.created_at, p.conversation_id
             );
+            if let Some(w) = &p.workspace {
+                println!("    workspace: {w}");
+            }
             print!(
                 "{}",
                 describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "    ")

@@ -847,7 +847,18 @@ pub(super) fn start_dir_and_subcommand(
         } else if let Some(d) = a.strip_prefix("-C") {
             dir = gate.check_path(&dir.join(d).to_string_lossy())?;
             i += 1;
-        } else if matches!(a, "-c" | "--namespace" | "--config-env" | "--list-cmds") {
+        } else if matches!(
+            a,
+            // Every global option that takes its value as the next word (as
+            // `options::git` reads them): else the value passes for the
+            // subcommand and the hardening of the real one is left out.
+            "-c" | "--namespace"
+                | "--config-env"
+                | "--list-cmds"
+                | "--attr-source"
+                | "--git-dir"
+                | "--work-tree"
+        ) {
             i += 2;
         } else if a.starts_with('-') {
             i += 1;

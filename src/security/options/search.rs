@@ -496,7 +496,7 @@ pub(in crate::security) fn judge_diff(
     for r in &parsed.reads {
         let p = PathBuf::from(absolute(cwd, r));
         if p.is_dir()
-            && let Some(hit) = gate.forbidden_within(&gate.check_path(r)?, 2)
+            && let Some(hit) = gate.forbidden_within(&gate.check_path(&absolute(cwd, r))?, 2)
         {
             return Err(format!(
                 "`diff` would read the files in {}, among them the forbidden path {hit}",
