@@ -167,7 +167,8 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::memory::{NewNote, NewTurn, TurnRole};
+    use crate::memory::notes::NewNote;
+    use crate::memory::{NewTurn, TurnRole};
 
     /// The finding: a note holding the block's closing marker made what
     /// followed it arrive as the user's message. Whatever a note or an

@@ -13,7 +13,7 @@
 //! finding the receipt log appendable), and only `invoke` runs a tool,
 //! taking a `Started` by value: no path runs a tool without its receipt.
 
-use super::{Approval, Runtime, summarize_args, tool_lock};
+use super::run::{Approval, Runtime, summarize_args, tool_lock};
 use crate::error::{Error, Kind, Result};
 use crate::receipts::{NewReceipt, Status};
 use crate::security::{Decision, Risk, Verdict};
@@ -736,7 +736,7 @@ mod tests {
     use crate::config::{Autonomy, Config};
     use crate::control::RunControl;
     use crate::receipts::ReceiptLog;
-    use crate::runtime::Approver;
+    use crate::runtime::run::Approver;
     use crate::tools::ask_user::{Reply, User};
     use serde_json::json;
     use std::cell::Cell;

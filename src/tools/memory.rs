@@ -4,7 +4,8 @@
 //! what they return.
 
 use super::{Tool, ToolCtx, ToolName, ToolResult};
-use crate::memory::{NOTE_MAX_BYTES, NewNote, Note};
+use crate::memory::NOTE_MAX_BYTES;
+use crate::memory::notes::{NewNote, Note};
 use serde_json::{Value, json};
 
 pub use crate::types::args::{RECALL_MAX, StoreArgs, forget_id, recall_filter, store_args};
