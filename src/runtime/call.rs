@@ -737,7 +737,7 @@ mod tests {
     use crate::control::RunControl;
     use crate::receipts::ReceiptLog;
     use crate::runtime::run::Approver;
-    use crate::tools::ask_user::{Reply, User};
+    use crate::tools::{Reply, User};
     use serde_json::json;
     use std::cell::Cell;
     use std::path::{Path, PathBuf};

@@ -25,8 +25,8 @@ pub enum Approval {
 
 /// Asks a person whether a call may run. Only the runtime calls it, so
 /// nothing in a model's output can answer for the operator. The same
-/// person answers `ask_user` questions (`tools::ask_user::User`).
-pub trait Approver: tools::ask_user::User {
+/// person answers `ask_user` questions (`tools::User`).
+pub trait Approver: tools::User {
     /// Gives up when `control` says the run must stop.
     fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
 }
