@@ -2,8 +2,8 @@
 //! compact object on stdout however the run ends (README: "agent --json").
 
 use crate::channels::{Channel, CliChannel, TermProgress};
-use crate::cli::Ctx;
 use crate::cli::approve::TtyApprover;
+use crate::cli::ctx::Ctx;
 use crate::cli::parse::{Agent, Continue};
 use crate::config::Config;
 use crate::control::RunControl;
@@ -134,7 +134,7 @@ struct Reporter {
 impl Reporter {
     fn print(&self, end: &Ending, outcome: Option<&TurnOutcome>, conversation: Option<&str>) {
         if self.json {
-            crate::cli::print_json(&end.object(outcome, conversation));
+            crate::cli::ctx::print_json(&end.object(outcome, conversation));
         }
     }
 

@@ -1,9 +1,10 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
 use crate::cli::approve::describe;
-use crate::cli::{Ctx, one_line, print_json, table};
+use crate::cli::ctx::{Ctx, print_json, table};
 use crate::error::{Error, Result, exit};
 use crate::memory::ApprovalStatus;
+use crate::util::one_line;
 use std::io::Write;
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {

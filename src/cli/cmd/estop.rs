@@ -1,6 +1,6 @@
 //! `estop`: the emergency stop file.
 
-use crate::cli::Ctx;
+use crate::cli::ctx::Ctx;
 use crate::error::{Result, exit};
 
 pub fn run(ctx: &Ctx, clear: bool) -> Result<i32> {

@@ -1,7 +1,7 @@
 //! `tool list`, `tool run`, `policy check`, `policy show`.
 
 use crate::cli::approve::TtyApprover;
-use crate::cli::{Ctx, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Kind, Outcome, Result, exit};
 use crate::runtime::Runtime;
