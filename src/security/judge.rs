@@ -8,14 +8,13 @@
 //! it returns is what `tools/shell.rs` runs — the same strings, with no
 //! shell in between.
 
-use super::Risk;
+use super::decision::Risk;
+use super::gate::{Gate, SAFE_PATH};
 use super::grammar::{self, Connector, RawCommand, RedirOp};
+use super::options;
+use super::paths::absolute;
 use super::plan::{Cmd, Expander, OpenMode, Plan, Redir, Step};
-use super::{Gate, options};
 use std::path::{Path, PathBuf};
-
-/// Where programs are looked up, at judgement time only.
-pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Programs that are always refused, whatever the config says.
 #[rustfmt::skip]
@@ -321,16 +320,6 @@ fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
     Ok((j, plan))
 }
 
-/// `raw` made absolute against the command's directory (tools judge paths
-/// relative to the workspace; after `cd` the base is different).
-pub(super) fn absolute(cwd: &Path, raw: &str) -> String {
-    if raw.starts_with('/') || raw.starts_with('~') {
-        raw.to_string()
-    } else {
-        cwd.join(raw).to_string_lossy().into_owned()
-    }
-}
-
 fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
@@ -427,7 +416,7 @@ fn judge_command(
             }),
             l => LINK_MAKERS.contains(&l),
         };
-    super::secret_files::guard_walk(&lower, &mut argv, cwd, gate)?;
+    super::secret_files::walk::guard_walk(&lower, &mut argv, cwd, gate)?;
     if lower == "diff" {
         argv.insert(1, "--no-dereference".to_string());
     }

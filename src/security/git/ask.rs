@@ -5,8 +5,8 @@
 //! kernel sandbox with the workspace read-only, stdin empty (or the bytes
 //! given), its output capped and a deadline after which it is killed.
 
-use crate::security::Gate;
 use crate::security::confine;
+use crate::security::gate::Gate;
 use crate::sys::poll::{PollSet, Want};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;

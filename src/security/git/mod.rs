@@ -12,9 +12,11 @@ pub(in crate::security) mod options;
 pub mod repo;
 pub(in crate::security) mod secrets;
 pub mod tool_args;
+pub(in crate::security) mod views;
 
-use crate::security::Gate;
-use crate::security::options::Parsed;
+use crate::security::gate::Gate;
+use crate::security::options::table::Parsed;
+use crate::security::paths::lexical_normalize;
 use std::path::Path;
 
 /// git's own checks after its table has read the argv: what it reads
@@ -65,9 +67,9 @@ fn reads(
             }
             // `HEAD:./x` is relative to the directory; `HEAD:x` to the top.
             let p = if path.starts_with("./") || path.starts_with("../") {
-                crate::security::lexical_normalize(&cwd.join(path))
+                lexical_normalize(&cwd.join(path))
             } else {
-                crate::security::lexical_normalize(&ws.join(path))
+                lexical_normalize(&ws.join(path))
             };
             gate.check_path(&p.to_string_lossy())
                 .map_err(|e| format!("git `{a}` reads a file from the repository: {e}"))?;

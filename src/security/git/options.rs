@@ -9,7 +9,7 @@
 //! from files (`--pathspec-from-file`), copy hooks (`--template` for init),
 //! open an editor or need a terminal (`-e`, `-p`/`--patch`, `-i`).
 
-use crate::security::options::{A, Entry, N, O, P, Parsed, R, V, o};
+use crate::security::options::table::{A, Entry, N, O, P, Parsed, R, V, o};
 
 // Bits for git.
 const PAT: u32 = 1;

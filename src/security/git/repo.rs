@@ -11,8 +11,9 @@
 //! outside the workspace, and a work tree set elsewhere are refused.
 
 use super::ask::{Query, ask_git};
-use crate::security::Gate;
-use std::cell::RefCell;
+use super::views::{Cached, Repo, Setting, Viewed, stamp, watched};
+use crate::security::gate::Gate;
+use crate::security::paths::resolve;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -65,129 +66,6 @@ const COMMITS: &[&str] = &["commit", "merge", "revert", "cherry-pick", "stash", 
 /// Largest file the gate reads itself (the user's own git config, for
 /// the author's identity; a repository's index is read in `secrets`).
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
-
-/// What git says of the repository it uses from one directory. (Its
-/// common directory, which a linked work tree shares with its main
-/// repository, is checked and needed no further.)
-#[derive(Debug)]
-pub(crate) struct Repo {
-    /// The git directory, resolved.
-    pub gitdir: PathBuf,
-    /// The top of the work tree, resolved.
-    pub top: PathBuf,
-    /// Objects are named by SHA-256 (`extensions.objectFormat`).
-    pub sha256: bool,
-    /// Every configuration file git read there, includes too, resolved.
-    pub files: Vec<PathBuf>,
-    /// The common git directory, resolved.
-    common: PathBuf,
-    /// Every include's target as written there (it may not exist yet).
-    includes: Vec<PathBuf>,
-    settings: Vec<Setting>,
-}
-
-/// One configuration entry as git names it: section and key as git
-/// lowercased them, the subsection's exact bytes.
-#[derive(Debug)]
-struct Setting {
-    section: String,
-    sub: Option<Vec<u8>>,
-    name: String,
-}
-
-/// git's answers by (program, directory): `git status && git diff` asks
-/// once, and a later decision reuses an answer only while nothing it
-/// rests on changed ([`Cached`]).
-#[derive(Debug, Default)]
-pub(crate) struct Views(RefCell<Vec<Cached>>);
-
-type Viewed = Result<Option<Rc<Repo>>, String>;
-
-/// One answer, and what it rests on: every path git looked at to find the
-/// repository and read its settings, with what was there. Within one
-/// decision it is reused as is; in a later one only while every path is
-/// unchanged (a command may have run between them).
-#[derive(Debug)]
-struct Cached {
-    program: PathBuf,
-    start: PathBuf,
-    viewed: Viewed,
-    stamps: Vec<(PathBuf, Stamp)>,
-    fresh: bool,
-}
-
-/// What is at a path: its metadata and, through a link, its target's;
-/// `None` for nothing. Inode, size, and modification and change times to
-/// the nanosecond: a write changes the change time, which no one can set.
-type Stamp = Option<[i64; 9]>;
-
-fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let of = |m: std::fs::Metadata| {
-        [
-            m.dev() as i64,
-            m.ino() as i64,
-            m.size() as i64,
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec(),
-            i64::from(m.mode()),
-        ]
-    };
-    let link = of(std::fs::symlink_metadata(p).ok()?);
-    let target = std::fs::metadata(p).ok().map(of).map_or(-1, |t| t[1]);
-    let [a, b, c, d, e, f, g, h] = link;
-    Some([a, b, c, d, e, f, g, h, target])
-}
-
-/// The paths an answer for `start` rests on: a `.git` in every directory
-/// from `start` up to the workspace (where git looks for one), and for a
-/// repository its git directories (a new file in one changes the
-/// directory), every settings file git read and every include's target
-/// and the directory it would appear in.
-fn watched(start: &Path, ws: &Path, viewed: &Viewed) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for d in start.ancestors().take_while(|d| d.starts_with(ws)) {
-        let git = d.join(".git");
-        // Where a refusal came from: a `.git` directory's own settings.
-        if viewed.is_err() {
-            for f in ["config", "config.worktree", "commondir"] {
-                out.push(git.join(f));
-            }
-        }
-        out.push(git);
-    }
-    if let Ok(Some(repo)) = viewed {
-        out.push(repo.gitdir.clone());
-        out.push(repo.common.clone());
-        for f in repo.files.iter().chain(&repo.includes) {
-            out.push(f.clone());
-            if let Some(d) = f.parent() {
-                out.push(d.to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-impl Views {
-    /// A decision starts: what was asked before must be checked again.
-    pub fn clear(&self) {
-        for c in self.0.borrow_mut().iter_mut() {
-            c.fresh = false;
-        }
-    }
-}
-
-/// A copy of the gate asks afresh.
-impl Clone for Views {
-    fn clone(&self) -> Views {
-        Views::default()
-    }
-}
 
 /// What git says of the repository it will use when started in `start`
 /// (`None`: it finds none): asked once per decision, and again only when
@@ -331,7 +209,7 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
         ("work tree", top),
     ] {
         // Relative paths are from where git works.
-        let resolved = crate::security::resolve(&cwd.join(raw))?;
+        let resolved = resolve(&cwd.join(raw))?;
         if !resolved.starts_with(&ws) {
             return Err(format!(
                 "git would use the {what} {}, outside the workspace; latchclaw does not run git \
@@ -389,7 +267,7 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
             let raw = cwd.join(OsStr::from_bytes(path));
             // Records come file by file: each file is judged once.
             if checked != Some(path) {
-                let file = crate::security::resolve(&raw)?;
+                let file = resolve(&raw)?;
                 let inside = |d: &Path| file.starts_with(d);
                 if !file.starts_with(&ws) || !(inside(&gitdir) || inside(&common) || inside(&top)) {
                     return Err(format!(
@@ -549,7 +427,7 @@ fn check_include(
         _ => target.to_path_buf(),
     };
     // As the kernel will open it: a link's `..` is the link target's parent.
-    let resolved = crate::security::resolve(&target)?;
+    let resolved = resolve(&target)?;
     if !resolved.starts_with(ws) {
         return outside(resolved.display().to_string());
     }

@@ -7,8 +7,9 @@
 //! pathspecs after `--` that leave every such file out, and no raw object
 //! id (which could name one of their blobs).
 
-use crate::security::options::Parsed;
-use crate::security::{Gate, lexical_normalize};
+use crate::security::gate::Gate;
+use crate::security::options::table::Parsed;
+use crate::security::paths::{absolute, lexical_normalize};
 use std::path::{Path, PathBuf};
 
 /// Largest index file the gate reads.
@@ -54,7 +55,7 @@ pub(crate) fn judge(
     // tree, compares the files themselves, directories like `diff -r`.
     if sub == "diff" {
         for r in &parsed.reads {
-            let p = gate.check_path(&crate::security::judge::absolute(cwd, r))?;
+            let p = gate.check_path(&absolute(cwd, r))?;
             if repo.as_ref().is_some_and(|repo| p.starts_with(&repo.top)) {
                 continue;
             }
@@ -132,7 +133,7 @@ pub(crate) fn judge(
     let specs: Vec<PathBuf> = parsed
         .git_pathspecs
         .iter()
-        .map(|s| lexical_normalize(&PathBuf::from(crate::security::judge::absolute(cwd, s))))
+        .map(|s| lexical_normalize(&PathBuf::from(absolute(cwd, s))))
         .collect();
     let lower = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
     let exposed = tracked.iter().find(|(f, _)| {

@@ -3,7 +3,7 @@
 //! and paths checked for what the tool allows; `Gate::decide` then judges
 //! that argv as it judges `git …` typed into the shell tool.
 
-use crate::security::Gate;
+use crate::security::gate::Gate;
 use serde_json::{Map, Value};
 use std::path::{Component, Path};
 
@@ -251,7 +251,7 @@ fn rel_path(raw: &str, gate: &Gate) -> Result<String, String> {
     }
     gate.check_path(raw)?;
     let ws = gate.workspace()?;
-    let lexical = crate::security::lexical_normalize(&ws.join(raw));
+    let lexical = crate::security::paths::lexical_normalize(&ws.join(raw));
     let rel = lexical.strip_prefix(ws).map_err(|_| {
         format!(
             "git: path \"{shown}\" is outside the workspace {}",

@@ -1,11 +1,11 @@
 //! GNU coreutils 9.1 (and debianutils `which`): the long and short option
 //! lists are those compiled into the binaries.
 
-use crate::security::Gate;
-use crate::security::judge::absolute;
+use crate::security::gate::Gate;
+use crate::security::paths::absolute;
 use std::path::{Path, PathBuf};
 
-use super::{
+use super::table::{
     Entry, FOLLOW, Item, N, O, Order, P, PARENTS, Parsed, R, REC, Spec, Style, TARGET, getopt, o,
     operands_read, push_read, push_tree, push_tree_named, walk,
 };
@@ -540,7 +540,7 @@ fn uniq(args: &[String]) -> Result<Parsed, String> {
     let mut files: Vec<&str> = Vec::new();
     for it in &items {
         match it {
-            Item::Opt(h) => super::apply("uniq", &mut p, h)?,
+            Item::Opt(h) => super::table::apply("uniq", &mut p, h)?,
             // `+N` before `--` is the obsolete skip-characters option (when
             // it is a number uniq can hold), not a file.
             Item::Arg(a, false) if plus_number(a) => {}

@@ -1,7 +1,7 @@
 //! GNU findutils 4.9 `find`: leading options, starting points, then the
 //! expression, read the way `find/util.c` and `find/tree.c` read them.
 
-use super::{Entry, Parsed, push_tree_named};
+use super::table::{Entry, Parsed, push_tree_named};
 
 /// What an expression word is and how many arguments follow it.
 #[derive(Clone, Copy)]

@@ -1,10 +1,10 @@
 //! grep 3.8, ripgrep 15, diffutils 3.8 `diff`, file 5.44.
 
-use crate::security::Gate;
-use crate::security::judge::absolute;
+use crate::security::gate::Gate;
+use crate::security::paths::absolute;
 use std::path::{Path, PathBuf};
 
-use super::{
+use super::table::{
     COLON, DIRACT, Entry, FOLLOW, Item, N, NODEREF, NOPAT, O, Order, P, PAT, Parsed, R, REC, Spec,
     Style, o, push_read, push_tree, walk,
 };

@@ -11,7 +11,7 @@
 //! The analysis is byte-wise, which is exact for UTF-8 and single-byte
 //! locales (no ASCII byte is ever part of a multibyte character there).
 
-use super::{
+use super::table::{
     Entry, FOLLOW_LINKS, INPLACE, Item, N, O, Order, P, Parsed, R, SANDBOX, SCRIPT, SCRIPT_FILE,
     Spec, Style, WRITES, apply, getopt, o, push_read,
 };
@@ -78,7 +78,7 @@ fn sed(args: &[String]) -> Result<Parsed, String> {
         }
         if k & SCRIPT_FILE != 0 {
             if !sandbox {
-                return Err(super::refusal(
+                return Err(super::table::refusal(
                     "sed",
                     h,
                     "reads a script latchclaw cannot check (put --sandbox before it)",

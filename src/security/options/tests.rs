@@ -2,6 +2,7 @@
 //! (coreutils 9.1, grep 3.8, sed 4.9, findutils 4.9, diffutils 3.8, file
 //! 5.44, git 2.47) where the program exists; the comments say what it did.
 
+use super::table::*;
 use super::*;
 
 fn argv(words: &[&str]) -> Vec<String> {
