@@ -148,7 +148,7 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
     ));
     let ws = match gate.workspace() {
         Ok(w) => w.display().to_string(),
-        Err(e) => e,
+        Err(e) => e.reason,
     };
     parts.push(("policy", format!(
         "Policy: autonomy is {}; the workspace is {ws}{}. A refused call comes back as an error \

@@ -21,6 +21,11 @@
 //! The ruleset is built in the parent with the `landlock` crate, the filter
 //! by hand ([`prepare`]); the child only calls `prctl`, `seccomp` and
 //! `landlock_restrict_self` between fork and exec ([`Prepared::install`]).
+//!
+//! Errors here (and in `view.rs`) are set-up failures said in words, not
+//! refusals: there is no kind to carry and every caller shows the text
+//! (the shell tool fails the call; `git/ask.rs` makes it a `Confinement`
+//! refusal), so they stay `String`.
 
 pub mod seccomp;
 mod spec;

@@ -1,8 +1,9 @@
 //! What the gate answers: a call's `Risk`, the `Verdict` (and of a
-//! refusal, its kind: `Refusal`) and the `Decision` that carries them with
-//! the resolved path or the judged plan. A leaf of `security`.
+//! refusal, its kind: `Refusal`, in `refusal.rs`) and the `Decision` that
+//! carries them with the resolved path or the judged plan.
 
 use super::plan::Plan;
+use super::refusal::{Refusal, Refused};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -42,51 +43,6 @@ impl Verdict {
     }
 }
 
-/// Why the gate refused a call, by kind (the reason says it in words):
-/// what `policy check --json`, tests and scripts match on instead of prose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The emergency stop is engaged.
-    Estop,
-    /// The tool is disabled or not configured (`tools.NAME.enabled`,
-    /// `[tools.web_search]`).
-    Unavailable,
-    /// The channel does not offer the tool (`channels.cli.tools_allow`).
-    NotOnChannel,
-    /// The arguments are malformed or over a limit.
-    Arguments,
-    /// A path the policy refuses: outside the workspace, forbidden,
-    /// protected, secret-named, a link out.
-    Path,
-    /// A URL or address the network policy refuses.
-    Network,
-    /// A shell command (or the git tool's argv) the judge refuses.
-    Command,
-    /// `confinement = "required"` and the kernel wall is not there.
-    Confinement,
-    /// The autonomy level does not run a call of this risk.
-    Autonomy,
-    /// Over the tool's `rate_limit`.
-    RateLimit,
-}
-
-impl Refusal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::Estop => "estop",
-            Refusal::Unavailable => "unavailable",
-            Refusal::NotOnChannel => "not_on_channel",
-            Refusal::Arguments => "arguments",
-            Refusal::Path => "path",
-            Refusal::Network => "network",
-            Refusal::Command => "command",
-            Refusal::Confinement => "confinement",
-            Refusal::Autonomy => "autonomy",
-            Refusal::RateLimit => "rate_limit",
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Decision {
     pub risk: Risk,
@@ -121,6 +77,11 @@ impl Decision {
             verdict: Verdict::Ask,
             ..Decision::deny(risk, Refusal::Arguments, reason)
         }
+    }
+
+    /// The refusal a judge made, of the kind it said.
+    pub fn refused(risk: Risk, r: Refused) -> Decision {
+        Decision::deny(risk, r.kind, r.reason)
     }
 
     /// A refusal of `kind`.

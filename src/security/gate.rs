@@ -9,6 +9,7 @@ use super::paths::{
     PROTECTED_WORKSPACE_DIRS, both_forms, lexical_normalize, protected_workspace_dir, resolve,
     resolve_from, under,
 };
+use super::refusal::Refused;
 use super::secret_files::{self, git_dir_name, normal_parts, rule_for};
 use super::{git, net, rate};
 use crate::config::{Autonomy, Config};
@@ -27,7 +28,7 @@ pub struct Gate {
     pub(super) workspace_only: bool,
     /// Resolved on first use: a text-only turn never touches the file system
     /// for the gate.
-    pub(super) workspace: OnceCell<Result<PathBuf, String>>,
+    pub(super) workspace: OnceCell<Result<PathBuf, Refused>>,
     pub(super) workspace_raw: PathBuf,
     /// Each forbidden path as written and as resolved (on first use).
     pub(super) forbidden: OnceCell<Vec<PathBuf>>,
@@ -179,13 +180,13 @@ impl Gate {
         self.autonomy
     }
 
-    pub(super) fn workspace_result(&self) -> &Result<PathBuf, String> {
+    pub(super) fn workspace_result(&self) -> &Result<PathBuf, Refused> {
         self.workspace.get_or_init(|| {
             std::fs::canonicalize(&self.workspace_raw).map_err(|e| {
-                format!(
+                Refused::path(format!(
                     "the workspace {} is not usable ({e}); `latchclaw init` creates it",
                     self.workspace_raw.display()
-                )
+                ))
             })
         })
     }
@@ -200,13 +201,13 @@ impl Gate {
             .get_or_init(|| both_forms(self.protected_raw.iter().cloned()))
     }
 
-    pub fn workspace(&self) -> Result<&Path, String> {
+    pub fn workspace(&self) -> Result<&Path, Refused> {
         self.workspace_result().as_deref().map_err(Clone::clone)
     }
 
     /// The URL checks, then where the name points now; the tool checks the
     /// addresses again when it connects.
-    pub(super) fn check_http(&self, url: &str) -> Result<(), String> {
+    pub(super) fn check_http(&self, url: &str) -> Result<(), Refused> {
         use std::net::ToSocketAddrs;
         let target = self.net.check_url(url)?;
         if target.ip.is_some() {
@@ -214,7 +215,7 @@ impl Gate {
         }
         let addrs = (target.host.as_str(), target.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", target.host))?;
+            .map_err(|e| Refused::network(format!("cannot resolve {}: {e}", target.host)))?;
         for a in addrs {
             self.net.check_ip(&target.host, a.ip())?;
         }
@@ -224,49 +225,54 @@ impl Gate {
     /// The read policy plus what writing adds: no symlink as the target, no
     /// directory, nothing inside a protected directory (`.git`, `.latchclaw`:
     /// [`PROTECTED_WORKSPACE_DIRS`]).
-    pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
+    pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, Refused> {
         self.check_write(raw, false)
     }
 
     /// [`Gate::check_write_path`] for a program that writes into or
     /// throughout a directory (`cp f dir/`, `mkdir -p`, git in `.`).
-    pub(crate) fn check_write_dir_ok(&self, raw: &str) -> Result<PathBuf, String> {
+    pub(crate) fn check_write_dir_ok(&self, raw: &str) -> Result<PathBuf, Refused> {
         self.check_write(raw, true)
     }
 
-    fn check_write(&self, raw: &str, dir_ok: bool) -> Result<PathBuf, String> {
+    fn check_write(&self, raw: &str, dir_ok: bool) -> Result<PathBuf, Refused> {
         let resolved = self.check_path(raw)?;
         let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let written = lexical_normalize(&self.absolute(raw)?);
         if std::fs::symlink_metadata(&written).is_ok_and(|m| m.file_type().is_symlink())
             || std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.file_type().is_symlink())
         {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "\"{raw}\" is a symlink; writing through a symlink is refused"
-            ));
+            )));
         }
         if !dir_ok && resolved.is_dir() {
-            return Err(format!("\"{raw}\" is a directory"));
+            return Err(Refused::path(format!("\"{raw}\" is a directory")));
         }
         let within = |p: &Path| protected_workspace_dir(p.strip_prefix(workspace).unwrap_or(p));
         if let Some(d) = within(&resolved).or_else(|| within(&written)) {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "\"{raw}\" is inside a {} directory, {}",
                 d.name, d.why
-            ));
+            )));
         }
         Ok(resolved)
     }
 
     /// A path argument made absolute (`~` expanded, relative to the
     /// workspace), before any symlink is followed.
-    fn absolute(&self, raw: &str) -> Result<PathBuf, String> {
+    fn absolute(&self, raw: &str) -> Result<PathBuf, Refused> {
         let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let expanded = if let Some(rest) = raw.strip_prefix('~') {
             if !(rest.is_empty() || rest.starts_with('/')) {
-                return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
+                return Err(Refused::path(format!(
+                    "\"{raw}\": \"~user\" paths are not allowed"
+                )));
             }
-            let home = self.home.as_ref().ok_or("\"~\" used but HOME is not set")?;
+            let home = self
+                .home
+                .as_ref()
+                .ok_or_else(|| Refused::path("\"~\" used but HOME is not set"))?;
             home.join(rest.trim_start_matches('/'))
         } else {
             PathBuf::from(raw)
@@ -276,12 +282,12 @@ impl Gate {
 
     /// Resolves a tool's path argument and checks it against the path
     /// policy. Returns the resolved path the tool must use.
-    pub fn check_path(&self, raw: &str) -> Result<PathBuf, String> {
+    pub fn check_path(&self, raw: &str) -> Result<PathBuf, Refused> {
         if raw.contains('\0') {
-            return Err("path contains a NUL byte".into());
+            return Err(Refused::path("path contains a NUL byte"));
         }
         if raw.is_empty() {
-            return Err("path is empty".into());
+            return Err(Refused::path("path is empty"));
         }
         let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
         let absolute = self.absolute(raw)?;
@@ -291,19 +297,19 @@ impl Gate {
             Ok(rest) => resolve_from(workspace.clone(), rest),
             Err(_) => resolve(&absolute),
         }
-        .map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
+        .map_err(|e| e.map_reason(|r| format!("\"{raw}\" cannot be resolved: {r}")))?;
         for p in [&lexical, &resolved] {
             if let Some(hit) = self.protected().iter().find(|s| under(p, s)) {
-                return Err(format!(
+                return Err(Refused::path(format!(
                     "\"{raw}\" is latchclaw's own state ({}), which tools can never reach",
                     hit.display()
-                ));
+                )));
             }
             if let Some(hit) = self.forbidden().iter().find(|f| under(p, f)) {
-                return Err(format!(
+                return Err(Refused::path(format!(
                     "\"{raw}\" is under a forbidden path ({}; security.forbidden_paths)",
                     hit.display()
-                ));
+                )));
             }
         }
         if self.workspace_only && !resolved.starts_with(workspace) {
@@ -313,24 +319,24 @@ impl Gate {
             } else {
                 ""
             };
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "\"{raw}\" resolves to {}, outside the workspace {} (security.workspace_only = true){hint}",
                 resolved.display(),
                 workspace.display()
-            ));
+            )));
         }
         if let Some(why) = self.secret_refusal(&lexical, &resolved) {
-            return Err(why);
+            return Err(Refused::path(why));
         }
         if let Ok(md) = std::fs::metadata(&resolved)
             && md.is_file()
             && md.nlink() > 1
         {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "\"{raw}\" has {} hard links; files with more than one link are refused \
                  because the other name may be outside the workspace",
                 md.nlink()
-            ));
+            )));
         }
         Ok(resolved)
     }
@@ -535,7 +541,7 @@ impl Gate {
         &self,
         dir: &Path,
         skip_git: bool,
-    ) -> Result<Option<(PathBuf, &'static str)>, String> {
+    ) -> Result<Option<(PathBuf, &'static str)>, Refused> {
         if !dir.is_dir() {
             return Ok(None);
         }
@@ -543,11 +549,11 @@ impl Gate {
         let mut seen = 0usize;
         while let Some((d, depth)) = stack.pop() {
             if depth > DEPTH_LIMIT {
-                return Err(format!(
+                return Err(Refused::path(format!(
                     "{} is deeper than {DEPTH_LIMIT} levels; latchclaw cannot check it for \
                      secret-named files",
                     self.shown(dir)
-                ));
+                )));
             }
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
@@ -555,11 +561,11 @@ impl Gate {
             for e in rd.flatten() {
                 seen += 1;
                 if seen > WALK_LIMIT {
-                    return Err(format!(
+                    return Err(Refused::path(format!(
                         "{} holds more than {WALK_LIMIT} entries; latchclaw cannot check it \
                          for secret-named files: name a smaller tree",
                         self.shown(dir)
-                    ));
+                    )));
                 }
                 let p = e.path();
                 let is_dir = e.file_type().is_ok_and(|t| t.is_dir());

@@ -18,11 +18,13 @@ mod paths;
 pub mod plan;
 pub mod rate;
 pub mod redact;
+mod refusal;
 pub mod secret_files;
 
-pub use decision::{Decision, Refusal, Risk, Verdict};
+pub use decision::{Decision, Risk, Verdict};
 pub use gate::Gate;
 pub use paths::resolve;
+pub use refusal::{Refusal, Refused};
 
 use crate::config::{Autonomy, Config};
 use crate::types::ToolName;
@@ -137,7 +139,7 @@ impl Gate {
                 };
                 match self.check_path(raw) {
                     Ok(p) => (Risk::Low, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
+                    Err(r) => return Decision::refused(base, r),
                 }
             }
             ToolName::FileWrite => {
@@ -158,7 +160,7 @@ impl Gate {
                 }
                 match self.check_write_path(raw) {
                     Ok(p) => (Risk::Medium, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
+                    Err(r) => return Decision::refused(base, r),
                 }
             }
             ToolName::Http => {
@@ -177,7 +179,7 @@ impl Gate {
                 }
                 match self.check_http(url) {
                     Ok(()) => (Risk::Low, None, "GET on an allowed domain".to_string()),
-                    Err(reason) => return Decision::deny(Risk::High, Refusal::Network, reason),
+                    Err(r) => return Decision::refused(Risk::High, r),
                 }
             }
             // Judged as `http` judges a GET of the request URL: the query
@@ -201,12 +203,9 @@ impl Gate {
                         None,
                         format!("{} search on an allowed domain", ws.provider.as_str()),
                     ),
-                    Err(reason) => {
-                        return Decision::deny(
-                            Risk::High,
-                            Refusal::Network,
-                            format!("web_search ({}): {reason}", ws.url),
-                        );
+                    Err(r) => {
+                        let r = r.map_reason(|reason| format!("web_search ({}): {reason}", ws.url));
+                        return Decision::refused(Risk::High, r);
                     }
                 }
             }
@@ -225,7 +224,7 @@ impl Gate {
                 }
                 let argv = match git::tool_args::argv(args, self) {
                     Ok(a) => a,
-                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+                    Err(r) => return Decision::refused(base, r),
                 };
                 // Judged as the shell judges `git …`; only the verdict's
                 // risk differs: the argv is one of the tool's read-only
@@ -233,9 +232,7 @@ impl Gate {
                 let a = judge::analyze_tool_argv(&argv, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => {
-                        return Decision::deny(base, Refusal::Command, reason);
-                    }
+                    judge::Judgement::Deny(r) => return Decision::refused(base, r),
                     judge::Judgement::Risk(..) => {
                         (Risk::Low, None, format!("read-only `{}`", argv.join(" ")))
                     }
@@ -280,9 +277,7 @@ impl Gate {
                 let a = judge::analyze(cmd, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => {
-                        return Decision::deny(Risk::High, Refusal::Command, reason);
-                    }
+                    judge::Judgement::Deny(r) => return Decision::refused(Risk::High, r),
                     judge::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
@@ -340,7 +335,7 @@ impl Gate {
             self.autonomy.as_str(),
             match self.workspace_result() {
                 Ok(w) => w.display().to_string(),
-                Err(e) => e.clone(),
+                Err(e) => e.reason.clone(),
             },
             self.workspace_only,
             list(&cfg.security.forbidden_paths),
@@ -502,8 +497,11 @@ mod tests {
         }
     }
 
-    fn read(fx: &Fx, p: &str) -> Result<PathBuf, String> {
-        fx.gate.check_path(p)
+    /// `check_path`, whose every refusal is a path refusal.
+    fn read(fx: &Fx, p: &str) -> Result<PathBuf, Refused> {
+        fx.gate.check_path(p).inspect_err(|e| {
+            assert_eq!(e.kind, Refusal::Path, "{p}: {e}");
+        })
     }
 
     #[test]
@@ -547,7 +545,7 @@ mod tests {
         ] {
             let why = fx.gate.check_write_dir_ok(p).unwrap_err();
             assert!(
-                why.contains(&format!("inside a {dir} directory")),
+                why.reason.contains(&format!("inside a {dir} directory")),
                 "{p}: {why}"
             );
             let lexical = lexical_normalize(&ws.join(p));
@@ -559,6 +557,7 @@ mod tests {
             fx.gate
                 .check_write_path(".latchclaw/x")
                 .unwrap_err()
+                .reason
                 .contains("the operator's configuration")
         );
         for p in [
@@ -605,8 +604,8 @@ mod tests {
         ] {
             assert!(read(&fx, p).is_err(), "{p} should be denied");
         }
-        assert!(read(&fx, "~root/x").unwrap_err().contains("~user"));
-        assert!(read(&fx, "a\0b").unwrap_err().contains("NUL"));
+        assert!(read(&fx, "~root/x").unwrap_err().reason.contains("~user"));
+        assert!(read(&fx, "a\0b").unwrap_err().reason.contains("NUL"));
         assert!(read(&fx, "").is_err());
     }
 
@@ -624,12 +623,18 @@ mod tests {
         assert!(
             read(&fx, "link")
                 .unwrap_err()
+                .reason
                 .contains("outside the workspace")
         );
         assert!(read(&fx, "dirlink/secret.txt").is_err());
         assert!(read(&fx, "dangling").is_err());
-        assert!(read(&fx, "loop1").unwrap_err().contains("loop"));
-        assert!(read(&fx, "etc/passwd").unwrap_err().contains("forbidden"));
+        assert!(read(&fx, "loop1").unwrap_err().reason.contains("loop"));
+        assert!(
+            read(&fx, "etc/passwd")
+                .unwrap_err()
+                .reason
+                .contains("forbidden")
+        );
         assert_eq!(read(&fx, "inside").unwrap(), ws.join("a.txt"));
     }
 
@@ -638,10 +643,16 @@ mod tests {
         let fx = fixture("");
         std::fs::create_dir_all(fx.root.join("ws/private")).unwrap();
         std::fs::write(fx.root.join("ws/private/k"), "k").unwrap();
-        assert!(read(&fx, "private/k").unwrap_err().contains("forbidden"));
+        assert!(
+            read(&fx, "private/k")
+                .unwrap_err()
+                .reason
+                .contains("forbidden")
+        );
         assert!(
             read(&fx, "sub/../private")
                 .unwrap_err()
+                .reason
                 .contains("forbidden")
         );
     }
@@ -655,6 +666,7 @@ mod tests {
         assert!(
             read(&fx, &format!("{s}/tool_receipts.log"))
                 .unwrap_err()
+                .reason
                 .contains("own state")
         );
         assert!(read(&fx, &format!("{s}/memory.sqlite-wal")).is_err());
@@ -663,6 +675,7 @@ mod tests {
         assert!(
             read(&fx, "st/config.toml")
                 .unwrap_err()
+                .reason
                 .contains("own state")
         );
         // workspace_only = false lets other outside paths through.
@@ -673,7 +686,7 @@ mod tests {
     fn hard_links_are_refused() {
         let fx = fixture("");
         std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
-        assert!(read(&fx, "hl").unwrap_err().contains("hard links"));
+        assert!(read(&fx, "hl").unwrap_err().reason.contains("hard links"));
     }
 
     #[test]
@@ -789,6 +802,15 @@ mod tests {
         );
         assert_eq!(
             kind(g, ToolName::Shell, json!({"command": "bash -c id"})),
+            Some(Refusal::Command)
+        );
+        // The kind is the refusal's own: a path met while judging a shell
+        // command is a path refusal, said in the same words.
+        let d = g.decide(ToolName::Shell, &json!({"command": "cat private/k"}));
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::Path), "{d}");
+        assert!(d.reason.contains("forbidden path"), "{d}");
+        assert_eq!(
+            kind(g, ToolName::Shell, json!({"command": "cat $(id)"})),
             Some(Refusal::Command)
         );
         assert_eq!(

@@ -3,6 +3,7 @@
 //! (`resolve`), and the workspace's directories no tool writes
 //! (`PROTECTED_WORKSPACE_DIRS`). A leaf of `security`.
 
+use super::refusal::Refused;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::ErrorKind;
@@ -108,13 +109,13 @@ pub fn lexical_normalize(p: &Path) -> PathBuf {
 /// not exist yet are appended as written (`..` among them folds lexically,
 /// which is what the kernel would do once they are created as directories).
 /// Errors other than "not found" fail closed.
-pub fn resolve(path: &Path) -> Result<PathBuf, String> {
+pub fn resolve(path: &Path) -> Result<PathBuf, Refused> {
     resolve_from(PathBuf::from("/"), path)
 }
 
 /// [`resolve`] of `rest` below `base`, a directory already resolved (no
 /// link in it), so its components are not looked at again.
-pub(super) fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, String> {
+pub(super) fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, Refused> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
     let mut out = base;
     let mut hops = 0;
@@ -136,13 +137,14 @@ pub(super) fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, String
             Ok(md) if md.file_type().is_symlink() => {
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
-                    return Err(format!(
+                    return Err(Refused::path(format!(
                         "more than {MAX_SYMLINK_HOPS} symlinks at {} (a loop?)",
                         candidate.display()
-                    ));
+                    )));
                 }
-                let target = std::fs::read_link(&candidate)
-                    .map_err(|e| format!("cannot read link {}: {e}", candidate.display()))?;
+                let target = std::fs::read_link(&candidate).map_err(|e| {
+                    Refused::path(format!("cannot read link {}: {e}", candidate.display()))
+                })?;
                 push_front_components(&mut queue, &target, &mut out);
             }
             Ok(_) => out = candidate,
@@ -150,7 +152,7 @@ pub(super) fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, String
                 out = candidate;
                 missing = 1;
             }
-            Err(e) => return Err(format!("{}: {e}", candidate.display())),
+            Err(e) => return Err(Refused::path(format!("{}: {e}", candidate.display()))),
         }
     }
     Ok(out)

@@ -39,7 +39,7 @@ pub(super) fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
 /// no-symlink open starts at `/`. The gate's path is canonical, so that
 /// still refuses a symlink swapped in on any component, not only the last.
 pub(super) fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
-    let ws = ctx.gate.workspace()?;
+    let ws = ctx.gate.workspace().map_err(|e| e.to_string())?;
     if !path.is_absolute() {
         return Err(format!("internal: {} is not absolute", path.display()));
     }

@@ -338,7 +338,12 @@ impl Search<'_> {
     }
 
     fn walk_from(&mut self, start: &Path) -> Result<(), String> {
-        let ws = self.ctx.gate.workspace()?.to_path_buf();
+        let ws = self
+            .ctx
+            .gate
+            .workspace()
+            .map_err(|e| e.to_string())?
+            .to_path_buf();
         let shown = super::files::display_rel(self.ctx, start);
         let (root, rel) = super::files::anchor(self.ctx, start)?;
         let md = beneath::metadata_beneath(root.as_fd(), &rel)

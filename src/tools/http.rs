@@ -46,7 +46,7 @@ impl Resolver for CheckedResolver {
         for addr in all.iter() {
             match self.policy.check_ip(host, addr.ip()) {
                 Ok(()) => kept.push(*addr),
-                Err(e) => why.push(e),
+                Err(e) => why.push(e.reason),
             }
         }
         // Any refused address refuses the host: a name that mixes public and

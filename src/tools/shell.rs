@@ -490,7 +490,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     };
     let ws = match ctx.gate.workspace() {
         Ok(w) => w.to_path_buf(),
-        Err(e) => return ToolResult::err(e),
+        Err(e) => return ToolResult::err(e.reason),
     };
     let tmp = private_tmp();
     let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());

@@ -204,7 +204,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
     };
     let (workspace, workspace_error) = match gate.workspace() {
         Ok(w) => (Some(w.display().to_string()), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.reason)),
     };
     let confinement = match gate.workspace() {
         Ok(ws) => crate::security::confine::describe_for(cfg, ws, gate.autonomy()),

@@ -17,6 +17,7 @@ pub(in crate::security) mod views;
 use crate::security::gate::Gate;
 use crate::security::options::table::Parsed;
 use crate::security::paths::lexical_normalize;
+use crate::security::refusal::Refused;
 use std::path::Path;
 
 /// git's own checks after its table has read the argv: what it reads
@@ -29,7 +30,7 @@ pub(in crate::security) fn judge(
     program: &Path,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     reads(&argv[1..], parsed, trees, cwd, gate)?;
     secrets::judge(argv, parsed, program, cwd, gate)
 }
@@ -43,7 +44,7 @@ fn reads(
     trees: &mut Vec<String>,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let Some(sub) = parsed
         .git_subcommand
         .and_then(|i| args.get(i.wrapping_sub(1)))
@@ -71,8 +72,9 @@ fn reads(
             } else {
                 lexical_normalize(&ws.join(path))
             };
-            gate.check_path(&p.to_string_lossy())
-                .map_err(|e| format!("git `{a}` reads a file from the repository: {e}"))?;
+            gate.check_path(&p.to_string_lossy()).map_err(|e| {
+                e.map_reason(|r| format!("git `{a}` reads a file from the repository: {r}"))
+            })?;
         }
     }
     let pathspecs: Vec<String> = parsed

@@ -3,6 +3,7 @@
 //! directory with what each rests on. A leaf of `git`: the `Gate` holds the
 //! cache, `repo.rs` asks git and fills it.
 
+use crate::security::refusal::Refused;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -42,7 +43,7 @@ pub(super) struct Setting {
 #[derive(Debug, Default)]
 pub(crate) struct Views(pub(super) RefCell<Vec<Cached>>);
 
-pub(super) type Viewed = Result<Option<Rc<Repo>>, String>;
+pub(super) type Viewed = Result<Option<Rc<Repo>>, Refused>;
 
 /// One answer, and what it rests on: every path git looked at to find the
 /// repository and read its settings, with what was there. Within one

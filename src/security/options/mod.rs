@@ -26,6 +26,7 @@ pub(in crate::security) mod search;
 mod sed;
 pub(in crate::security) mod table;
 
+use crate::security::refusal::Refused;
 pub use table::Parsed;
 use table::{Entry, getopt_end};
 
@@ -34,7 +35,7 @@ use table::{Entry, getopt_end};
 /// `None`: latchclaw has no table for this program. `Some(Err(reason))`:
 /// refuse the call; the reason names the program, the option and why, e.g.
 /// "`sort` option `--compress-program` runs a program".
-pub fn parse(program: &str, args: &[String]) -> Option<Result<Parsed, String>> {
+pub fn parse(program: &str, args: &[String]) -> Option<Result<Parsed, Refused>> {
     let entry = PROGRAMS.iter().find(|e| e.name == program)?;
     Some((entry.parse)(args))
 }

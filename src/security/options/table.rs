@@ -5,6 +5,8 @@
 //! it, and `mod.rs` lists the tables.
 
 /// What an argv does, as far as the gate must judge it.
+use crate::security::refusal::Refused;
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Parsed {
     /// Paths the program will read (files or directories), as written.
@@ -38,7 +40,7 @@ pub struct Parsed {
 
 pub(in crate::security) struct Entry {
     pub(in crate::security) name: &'static str,
-    pub(in crate::security) parse: fn(&[String]) -> Result<Parsed, String>,
+    pub(in crate::security) parse: fn(&[String]) -> Result<Parsed, Refused>,
     pub(in crate::security) table: Option<&'static [O]>,
     pub(in crate::security) summary: &'static str,
 }
@@ -213,19 +215,21 @@ impl Hit<'_> {
     }
 }
 
-pub(crate) fn refusal(prog: &str, hit: &Hit, why: &str) -> String {
-    format!("`{prog}` option {} {why}", hit.shown())
+pub(crate) fn refusal(prog: &str, hit: &Hit, why: &str) -> Refused {
+    Refused::command(format!("`{prog}` option {} {why}", hit.shown()))
 }
 
-fn unknown(prog: &str, opt: &str) -> String {
-    format!("`{prog}` option `{opt}` is not known to latchclaw's table for `{prog}`")
+fn unknown(prog: &str, opt: &str) -> Refused {
+    Refused::command(format!(
+        "`{prog}` option `{opt}` is not known to latchclaw's table for `{prog}`"
+    ))
 }
 
 /// Resolves the long name `name` (without `--`) like getopt_long (or exactly
 /// for lexopt): an exact match wins; else the unique prefix match; several
 /// prefix matches that mean the same thing are one option (glibc takes the
 /// first); otherwise it is ambiguous and refused.
-fn lookup_long(spec: &Spec, name: &str) -> Result<&'static O, String> {
+fn lookup_long(spec: &Spec, name: &str) -> Result<&'static O, Refused> {
     let shown = format!("--{name}");
     if name.is_empty() {
         return Err(unknown(spec.prog, &shown));
@@ -249,29 +253,29 @@ fn lookup_long(spec: &Spec, name: &str) -> Result<&'static O, String> {
     }
     match first {
         None => Err(unknown(spec.prog, &shown)),
-        Some(_) if ambiguous => Err(format!(
+        Some(_) if ambiguous => Err(Refused::command(format!(
             "`{}` option `{shown}` is ambiguous (--{}); latchclaw refuses ambiguous abbreviations",
             spec.prog,
             names.join(", --")
-        )),
+        ))),
         Some(o) => Ok(o),
     }
 }
 
-fn lookup_short(spec: &Spec, c: char) -> Result<&'static O, String> {
+fn lookup_short(spec: &Spec, c: char) -> Result<&'static O, Refused> {
     spec.opts
         .iter()
         .find(|o| o.s == c && c != '\0')
         .ok_or_else(|| unknown(spec.prog, &format!("-{c}")))
 }
 
-fn missing(prog: &str, o: &O) -> String {
-    format!("`{prog}` option `{}` needs a value", o.name())
+fn missing(prog: &str, o: &O) -> Refused {
+    Refused::command(format!("`{prog}` option `{}` needs a value", o.name()))
 }
 
 /// Splits `args` into options (with their values) and operands exactly as
 /// the program's parser does.
-pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>>, String> {
+pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>>, Refused> {
     getopt_end(spec, args).map(|(items, _)| items)
 }
 
@@ -279,7 +283,7 @@ pub(crate) fn getopt<'a>(spec: &Spec, args: &'a [String]) -> Result<Vec<Item<'a>
 pub(super) fn getopt_end<'a>(
     spec: &Spec,
     args: &'a [String],
-) -> Result<(Vec<Item<'a>>, usize), String> {
+) -> Result<(Vec<Item<'a>>, usize), Refused> {
     let prog = spec.prog;
     let mut items = Vec::with_capacity(args.len());
     let mut ended = false;
@@ -318,7 +322,10 @@ pub(super) fn getopt_end<'a>(
             let val = match o.a {
                 A::N => {
                     if glued.is_some() {
-                        return Err(format!("`{prog}` option `{}` takes no value", o.name()));
+                        return Err(Refused::command(format!(
+                            "`{prog}` option `{}` takes no value",
+                            o.name()
+                        )));
                     }
                     None
                 }
@@ -345,9 +352,9 @@ pub(super) fn getopt_end<'a>(
         let body = &a[1..];
         for (pos, c) in body.char_indices() {
             if spec.style == Style::Lexopt && c == '=' && pos > 0 {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`{prog}` option `{a}`: a flag that takes no value is followed by `=`"
-                ));
+                )));
             }
             let o = lookup_short(spec, c)?;
             let rest = &body[pos + c.len_utf8()..];
@@ -405,7 +412,7 @@ pub(crate) struct Walk<'a> {
     pub items: Vec<Item<'a>>,
 }
 
-pub(crate) fn walk<'a>(spec: &Spec, args: &'a [String]) -> Result<Walk<'a>, String> {
+pub(crate) fn walk<'a>(spec: &Spec, args: &'a [String]) -> Result<Walk<'a>, Refused> {
     let items = getopt(spec, args)?;
     let mut w = Walk {
         p: Parsed::default(),
@@ -430,7 +437,7 @@ pub(crate) fn walk<'a>(spec: &Spec, args: &'a [String]) -> Result<Walk<'a>, Stri
 }
 
 /// The generic meaning of one option: path values and refusals.
-pub(crate) fn apply(prog: &str, p: &mut Parsed, h: &Hit) -> Result<(), String> {
+pub(crate) fn apply(prog: &str, p: &mut Parsed, h: &Hit) -> Result<(), Refused> {
     match h.o.v {
         V::Plain => {}
         V::Refuse(why) => return Err(refusal(prog, h, why)),

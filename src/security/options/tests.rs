@@ -22,7 +22,9 @@ fn ok(prog: &str, words: &[&str]) -> Parsed {
 fn err(prog: &str, words: &[&str]) -> String {
     match parse(prog, &argv(words)) {
         Some(Ok(p)) => panic!("{prog} {words:?} allowed: {p:?}"),
-        Some(Err(e)) => e,
+        // A table refuses a command, never anything else.
+        Some(Err(e)) if e.kind == crate::security::refusal::Refusal::Command => e.reason,
+        Some(Err(e)) => panic!("{prog} {words:?}: refused as {:?}: {e}", e.kind),
         None => panic!("no table for {prog}"),
     }
 }

@@ -6,6 +6,7 @@ use super::walk_exclusions;
 use crate::security::gate::Gate;
 use crate::security::options::{self, table::Parsed};
 use crate::security::paths::absolute;
+use crate::security::refusal::Refused;
 use std::path::Path;
 
 /// `grep -r`, `rg` and `diff` of directories read every file of the trees
@@ -19,7 +20,7 @@ pub(crate) fn guard_walk(
     argv: &mut Vec<String>,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     if !matches!(lower, "grep" | "rg" | "diff") {
         return Ok(());
     }
@@ -40,7 +41,9 @@ pub(crate) fn guard_walk(
                 if let Some(name) = f.file_name() {
                     gate.check_path(&d.join(name).to_string_lossy())
                         .map_err(|e| {
-                            format!("`diff` would read {}: {e}", gate.shown(&d.join(name)))
+                            e.map_reason(|r| {
+                                format!("`diff` would read {}: {r}", gate.shown(&d.join(name)))
+                            })
                         })?;
                 }
             }
@@ -55,13 +58,14 @@ pub(crate) fn guard_walk(
 
 /// The exclusions spliced into `argv` where `lower` still reads options,
 /// and the argv read again to make sure nothing else changed.
-fn add_exclusions(lower: &str, argv: &mut Vec<String>, in_git: bool) -> Result<(), String> {
+fn add_exclusions(lower: &str, argv: &mut Vec<String>, in_git: bool) -> Result<(), Refused> {
     let before = read_argv(lower, argv)?;
     let at = match lower {
         "diff" => 1,
         _ => {
-            1 + options::options_end(lower, &argv[1..])
-                .ok_or_else(|| format!("`{lower}`: cannot tell where its options end"))?
+            1 + options::options_end(lower, &argv[1..]).ok_or_else(|| {
+                Refused::command(format!("`{lower}`: cannot tell where its options end"))
+            })?
         }
     };
     argv.splice(at..at, walk_exclusions(lower, in_git));
@@ -84,17 +88,17 @@ fn add_exclusions(lower: &str, argv: &mut Vec<String>, in_git: bool) -> Result<(
         )
     };
     if !same(&before, &after) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{lower}`: the options that keep it out of secret-named files would change what \
              it reads; name the files instead"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn read_argv(lower: &str, argv: &[String]) -> Result<Parsed, String> {
+fn read_argv(lower: &str, argv: &[String]) -> Result<Parsed, Refused> {
     options::parse(lower, &argv[1..])
-        .unwrap_or_else(|| Err(format!("`{lower}` has no option table")))
+        .unwrap_or_else(|| Err(Refused::command(format!("`{lower}` has no option table"))))
 }
 
 #[cfg(test)]
