@@ -6,7 +6,7 @@ use crate::control::{RunControl, Stop};
 use crate::error::{Error, Result};
 use crate::runtime::{Approval, Approver};
 use crate::security::Decision;
-use crate::tools::ask_user::{Reply, User};
+use crate::tools::{Reply, User};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::time::Instant;

@@ -9,7 +9,7 @@ use super::server::{Handler, Request, Response};
 use crate::error::Kind;
 use crate::runtime::{Approval, Approver, NoProgress, Runtime};
 use crate::security::Decision;
-use crate::tools::ask_user::{Reply, User};
+use crate::tools::{Reply, User};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

@@ -4,12 +4,12 @@
 //! back from `<tool_call>` blocks for models without it. Answers stream as
 //! server-sent events (`sse.rs`) unless `stream = false`.
 
-use super::sse::{Assembly, Decoder, Event};
-use super::textcalls::{decode_arguments, parse_text_calls, strip_think};
-use super::{
+use super::provider::{
     Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
-    Role, StreamSink, ToolCall, ToolSpec, Usage,
+    Role, StreamSink, ToolCall, ToolSpec,
 };
+use super::sse::{Assembly, Decoder, Event, usage_of};
+use super::textcalls::{decode_arguments, parse_text_calls, strip_think};
 use crate::config::{OpenAiSettings, ProviderConfig, ToolMode};
 use crate::security::redact::Redactor;
 use serde_json::{Value, json};
@@ -987,22 +987,6 @@ fn arguments_line(schema: &Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// Token counts, when the server reports them. Cached prompt tokens are
-/// `usage.prompt_tokens_details.cached_tokens` (OpenAI, recent llama.cpp)
-/// or llama.cpp's own `timings.cache_n`.
-pub(crate) fn usage_of(v: &Value) -> Option<Usage> {
-    let u = v.get("usage").filter(|u| u.is_object())?;
-    let cached = u["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .or_else(|| v["timings"]["cache_n"].as_u64())
-        .unwrap_or(0);
-    Some(Usage {
-        prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
-        completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
-        cached_tokens: cached,
-    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! `<think>` reasoning to drop. Model text is arbitrary Unicode: every
 //! offset here comes from the text itself, never from a transformed copy.
 
-use super::{ToolCall, ToolSpec};
+use super::provider::{ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
 /// Markup that opens a tool call written as text, in the forms models use

@@ -13,7 +13,7 @@
 //! finding the receipt log appendable), and only `invoke` runs a tool,
 //! taking a `Started` by value: no path runs a tool without its receipt.
 
-use super::{Approval, Runtime, summarize_args, tool_lock};
+use super::run::{Approval, Runtime, summarize_args, tool_lock};
 use crate::error::{Error, Kind, Result};
 use crate::receipts::{NewReceipt, Status};
 use crate::security::{Decision, Risk, Verdict};
@@ -826,8 +826,8 @@ mod tests {
     use crate::config::{Autonomy, Config};
     use crate::control::RunControl;
     use crate::receipts::ReceiptLog;
-    use crate::runtime::Approver;
-    use crate::tools::ask_user::{Reply, User};
+    use crate::runtime::run::Approver;
+    use crate::tools::{Reply, User};
     use serde_json::json;
     use std::cell::Cell;
     use std::path::{Path, PathBuf};

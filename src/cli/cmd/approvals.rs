@@ -1,9 +1,10 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
 use crate::cli::approve::describe;
-use crate::cli::{Ctx, one_line, print_json, table};
+use crate::cli::ctx::{Ctx, print_json, table};
 use crate::error::{Error, Result, exit};
 use crate::memory::ApprovalStatus;
+use crate::util::one_line;
 use std::io::Write;
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
@@ -140,7 +141,7 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
     let ws = p
         .workspace
         .as_deref()
-        .map(|w| format!(" -w {}", crate::cli::shell_quote(w)))
+        .map(|w| format!(" -w {}", crate::util::shell_quote(w)))
         .unwrap_or_default();
     println!(
         "{} {id}: {} in {}{}",
