@@ -126,8 +126,13 @@ impl Env {
         // In the workspace, as a user would be, and not in the repository
         // the tests run from: a run inside a git work tree works there
         // (README, "The workspace").
+        let here = if self.ws.is_dir() {
+            &self.ws
+        } else {
+            &self.root
+        };
         c.args(args)
-            .current_dir(&self.ws)
+            .current_dir(here)
             .env("LATCHCLAW_HOME", &self.state)
             .env("HOME", &self.home)
             .env_remove("LATCHCLAW_LOG")
