@@ -31,7 +31,7 @@ fn main() {
     // requests on stdin, answers on stdout.
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() == Some(std::ffi::OsStr::new(tools::isolate::ARG)) {
-        std::process::exit(tools::isolate::serve(args.next().as_deref()));
+        std::process::exit(tools::serve_parser(args.next().as_deref()));
     }
     // The process's one redactor: the patterns now; the command adds the
     // secrets its config names, the gateway its token. The logger and the

@@ -152,7 +152,7 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
     ));
     let ws = match gate.workspace() {
         Ok(w) => w.display().to_string(),
-        Err(e) => e,
+        Err(e) => e.reason,
     };
     parts.push(("policy", format!(
         "Policy: autonomy is {}; the workspace is {ws}{}. A refused call comes back as an error \
@@ -171,7 +171,8 @@ pub fn layers(cfg: &Config, gate: &Gate) -> Result<Vec<(&'static str, String)>> 
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::memory::{NewNote, NewTurn, TurnRole};
+    use crate::memory::notes::NewNote;
+    use crate::memory::{NewTurn, TurnRole};
 
     /// The finding: a note holding the block's closing marker made what
     /// followed it arrive as the user's message. Whatever a note or an

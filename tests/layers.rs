@@ -6,6 +6,10 @@
 //! upward edge fails here with its file and line, and a cycle between
 //! top-level modules cannot exist.
 //!
+//! No cycle between files either (ARCHITECTURE.md: Layers): the graph of
+//! files is built from every path each file writes, and a cycle fails
+//! here as its `file:line` edges.
+//!
 //! No process-global state but signal handling and caches of constants
 //! (ARCHITECTURE.md: Invariants): every `static` in `src/` is one of those
 //! listed here, each with why it may be one. State a run or a command
@@ -464,5 +468,621 @@ fn every_static_is_signal_handling_or_a_cache_of_a_constant() {
          only signal handling and caches of constants may be statics (add those to \
          ALLOWED, with why):\n{}",
         bad.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// No cycles between files either.
+//
+// The layer order keeps top-level modules in a line; inside one module its
+// files must not use each other in a circle either (a `mod.rs` calling into
+// a child that names `super::Thing` back). Every path is read and resolved
+// to the file that defines the module it goes through: `crate::a::b::X`,
+// `super::X`, `self::x::Y`, and a bare `x::Y` where `x` is a child module
+// or a name a `use` brought in (`use crate::a::b; b::X`). A path into a
+// module whose items live in its `mod.rs`/`a.rs` is an edge to that file;
+// an inline `mod x { … }` belongs to the file it is written in. A
+// `mod x;` declaration is no edge, nor a `use` that only names a module
+// (what goes through the name is); a glob `use x::*` is one to `x`.
+// `main.rs` is its own crate and is left out. Method calls are not paths:
+// a type's `impl` blocks belong beside what they call.
+
+/// A module's path from the crate root (`["security", "judge"]`).
+type ModPath = Vec<String>;
+
+/// One `use` or path written in a file, before it is resolved.
+struct Written {
+    /// The module the path is written in (the file's, plus inline `mod`s).
+    scope: ModPath,
+    /// Its segments as written (`crate`, `super`, `self` included).
+    segments: Vec<String>,
+    line: usize,
+    /// For a `use`: the name it binds (`None` for a glob `*`).
+    binds: Option<Option<String>>,
+}
+
+/// What a file says: its paths, and the inline modules and `mod x;`
+/// declarations in each scope.
+#[derive(Default)]
+struct FileText {
+    written: Vec<Written>,
+    /// (scope, child name, inline) for each `mod NAME` seen.
+    mods: Vec<(ModPath, String, bool)>,
+    /// `#[path = "F"] mod NAME;`: (scope, NAME, F).
+    pathed: Vec<(ModPath, String, String)>,
+}
+
+fn ident_at(b: &[u8], i: usize) -> usize {
+    let mut k = i;
+    while k < b.len() && is_ident(b[k]) {
+        k += 1;
+    }
+    k - i
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// Reads one use tree / path at `i`: every full path it names (a group
+/// `a::{b, c::{d, e as f}, *}` gives several), each with the line of its
+/// last segment and the name it binds. Returns where reading stopped.
+fn read_tree(
+    code: &str,
+    mut i: usize,
+    prefix: &[String],
+    line_at: &dyn Fn(usize) -> usize,
+    out: &mut Vec<(Vec<String>, usize, Option<String>)>,
+) -> usize {
+    let b = code.as_bytes();
+    let mut segs = prefix.to_vec();
+    loop {
+        i = skip_ws(b, i);
+        if i < b.len() && b[i] == b'{' {
+            i += 1;
+            loop {
+                i = skip_ws(b, i);
+                if i >= b.len() {
+                    return i;
+                }
+                match b[i] {
+                    b'}' => return i + 1,
+                    b',' => i += 1,
+                    _ => {
+                        let before = i;
+                        i = read_tree(code, i, &segs, line_at, out);
+                        if i == before {
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if i < b.len() && b[i] == b'*' {
+            out.push((segs, line_at(i), None));
+            return i + 1;
+        }
+        let n = ident_at(b, i);
+        if n == 0 {
+            return i;
+        }
+        let at = i;
+        let name = code[i..i + n].to_string();
+        segs.push(name.clone());
+        i += n;
+        let j = skip_ws(b, i);
+        if b[j..].starts_with(b"::") {
+            i = j + 2;
+            continue;
+        }
+        // The end of this path: `as NAME` renames what it binds.
+        let mut bound = if name == "self" {
+            segs.pop();
+            segs.last().cloned().unwrap_or_default()
+        } else {
+            name
+        };
+        if b[j..].starts_with(b"as") && !is_ident(*b.get(j + 2).unwrap_or(&b' ')) {
+            let k = skip_ws(b, j + 2);
+            let m = ident_at(b, k);
+            bound = code[k..k + m].to_string();
+            i = k + m;
+        }
+        out.push((segs, line_at(at), Some(bound)));
+        return i;
+    }
+}
+
+/// Reads one file's code (comments and literals blanked) into what it
+/// writes. `scope` is the file's own module.
+fn read_file_text(code: &str, scope: &[String]) -> FileText {
+    let b = code.as_bytes();
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(code.match_indices('\n').map(|(p, _)| p + 1))
+        .collect();
+    let line_at = |pos: usize| starts.partition_point(|&s| s <= pos);
+    let mut text = FileText::default();
+    // One entry per open brace: the inline module it opened, if any.
+    let mut braces: Vec<Option<String>> = Vec::new();
+    let here = |braces: &Vec<Option<String>>| {
+        let mut s = scope.to_vec();
+        s.extend(braces.iter().flatten().cloned());
+        s
+    };
+    let mut pending_path: Option<String> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'{' {
+            let before = code[..i].trim_end();
+            let n = before.bytes().rev().take_while(|&c| is_ident(c)).count();
+            let head = before[..before.len() - n].trim_end();
+            let is_mod = n > 0
+                && head.ends_with("mod")
+                && !head[..head.len() - 3].bytes().last().is_some_and(is_ident);
+            braces.push(is_mod.then(|| before[before.len() - n..].to_string()));
+            i += 1;
+            continue;
+        }
+        if c == b'}' {
+            braces.pop();
+            i += 1;
+            continue;
+        }
+        if c == b'#' && b[i..].starts_with(b"#[path") {
+            // `#[path = "F"]` on the next `mod`: its literal is blanked
+            // here, the caller fills it in from `pathed_attrs`.
+            pending_path = Some(String::new());
+            i += 1;
+            continue;
+        }
+        let prev = if i > 0 { b[i - 1] } else { b' ' };
+        if !is_ident(c) || c.is_ascii_digit() || is_ident(prev) || prev == b'$' {
+            i += 1;
+            continue;
+        }
+        let n = ident_at(b, i);
+        let word = &code[i..i + n];
+        let after = skip_ws(b, i + n);
+        if word == "mod" {
+            let k = ident_at(b, after);
+            if k > 0 {
+                let name = code[after..after + k].to_string();
+                let next = skip_ws(b, after + k);
+                let inline = b.get(next) == Some(&b'{');
+                text.mods.push((here(&braces), name.clone(), inline));
+                if let Some(f) = pending_path.take() {
+                    text.pathed.push((here(&braces), name, f));
+                }
+            }
+            i += n;
+            continue;
+        }
+        if word == "use" {
+            let mut found = Vec::new();
+            let end = read_tree(code, after, &[], &line_at, &mut found);
+            for (segments, line, binds) in found {
+                text.written.push(Written {
+                    scope: here(&braces),
+                    segments,
+                    line,
+                    binds: Some(binds),
+                });
+            }
+            i = end.max(i + n);
+            continue;
+        }
+        // A path: `a::b…`, not the tail of one (`x::a`), nor a method
+        // (`.a::<T>()`), nor a visibility (`pub(in crate::a)`).
+        let tail = prev == b':' || prev == b'.';
+        let vis = code[..i].trim_end().ends_with("(in");
+        if !tail && !vis && b[i + n..].starts_with(b"::") {
+            let mut found = Vec::new();
+            let end = read_tree(code, i, &[], &line_at, &mut found);
+            for (segments, line, _) in found {
+                text.written.push(Written {
+                    scope: here(&braces),
+                    segments,
+                    line,
+                    binds: None,
+                });
+            }
+            i = end.max(i + n);
+            continue;
+        }
+        i += n;
+    }
+    text
+}
+
+/// `#[path = "F"]` attributes in the raw text, in order (their literal is
+/// blanked in the code `read_file_text` sees).
+fn pathed_attrs(raw: &str) -> Vec<String> {
+    raw.match_indices("#[path")
+        .filter_map(|(p, _)| {
+            let rest = &raw[p..];
+            let open = rest.find('"')?;
+            let close = rest[open + 1..].find('"')?;
+            Some(rest[open + 1..open + 1 + close].to_string())
+        })
+        .collect()
+}
+
+/// A file's module from its place under `src/` (`a.rs`, `a/mod.rs`: `a`;
+/// `a/b.rs`: `a::b`; `lib.rs`: the root).
+fn module_path(rel: &Path) -> ModPath {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    if last != "mod.rs" && last != "lib.rs" {
+        parts.push(last.trim_end_matches(".rs").to_string());
+    }
+    parts
+}
+
+/// One edge of the file graph: from a file, at a line, to a file.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    from: String,
+    line: usize,
+    to: String,
+}
+
+/// The file graph of a crate given as (path under `src/`, source text).
+fn file_graph(files: &[(PathBuf, String)]) -> Vec<Edge> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut texts: Vec<(String, ModPath, FileText)> = Vec::new();
+    for (rel, raw) in files {
+        let code = code_only(raw);
+        let scope = module_path(rel);
+        let mut text = read_file_text(&code, &scope);
+        let attrs = pathed_attrs(raw);
+        for (k, p) in text.pathed.iter_mut().enumerate() {
+            p.2 = attrs.get(k).cloned().unwrap_or_default();
+        }
+        texts.push((rel.display().to_string(), scope, text));
+    }
+    // Which files define each module (a `#[path]` module is the file it
+    // names; two files may be one module in two builds), and which modules
+    // exist (inline ones belong to the file they are written in).
+    let mut files_of: BTreeMap<ModPath, BTreeSet<String>> = BTreeMap::new();
+    let mut renamed: BTreeMap<String, ModPath> = BTreeMap::new();
+    for (name, _, text) in &texts {
+        let dir = Path::new(name).parent().unwrap();
+        for (scope, child, file) in &text.pathed {
+            let mut m = scope.clone();
+            m.push(child.clone());
+            renamed.insert(dir.join(file).display().to_string(), m);
+        }
+    }
+    for (name, scope, text) in texts.iter_mut() {
+        if let Some(m) = renamed.get(name.as_str()) {
+            *scope = m.clone();
+            for w in &mut text.written {
+                let tail = w.scope.split_off(w.scope.len().min(scope.len()));
+                w.scope = scope.clone();
+                w.scope.extend(tail);
+            }
+        }
+        files_of
+            .entry(scope.clone())
+            .or_default()
+            .insert(name.clone());
+    }
+    for (name, _, text) in &texts {
+        for (scope, child, inline) in &text.mods {
+            let mut m = scope.clone();
+            m.push(child.clone());
+            if *inline {
+                files_of.entry(m).or_default().insert(name.clone());
+            }
+        }
+    }
+    let is_module = |m: &[String]| files_of.contains_key(m);
+    // Names each scope binds to a module by `use`, and the modules it
+    // glob-imports.
+    let mut aliases: BTreeMap<ModPath, BTreeMap<String, ModPath>> = BTreeMap::new();
+    let mut globs: BTreeMap<ModPath, Vec<ModPath>> = BTreeMap::new();
+    let resolve = |scope: &[String],
+                   segs: &[String],
+                   aliases: &BTreeMap<ModPath, BTreeMap<String, ModPath>>,
+                   globs: &BTreeMap<ModPath, Vec<ModPath>>|
+     -> Option<ModPath> {
+        let first = segs.first()?;
+        let (mut base, rest) = match first.as_str() {
+            "crate" => (Vec::new(), &segs[1..]),
+            "self" => (scope.to_vec(), &segs[1..]),
+            "super" => {
+                let ups = segs.iter().take_while(|s| *s == "super").count();
+                let base = scope[..scope.len().checked_sub(ups)?].to_vec();
+                (base, &segs[ups..])
+            }
+            name => {
+                let mut child = scope.to_vec();
+                child.push(name.to_string());
+                let found = if is_module(&child) {
+                    Some(child)
+                } else if let Some(m) = aliases.get(scope).and_then(|a| a.get(name)) {
+                    Some(m.clone())
+                } else {
+                    globs.get(scope).into_iter().flatten().find_map(|g| {
+                        let mut child = g.clone();
+                        child.push(name.to_string());
+                        if is_module(&child) {
+                            Some(child)
+                        } else {
+                            aliases.get(g).and_then(|a| a.get(name)).cloned()
+                        }
+                    })
+                };
+                (found?, &segs[1..])
+            }
+        };
+        base.extend(rest.iter().filter(|s| *s != "self").cloned());
+        Some(base)
+    };
+    // Aliases may name one another: a few rounds settle them.
+    for _ in 0..4 {
+        for (_, _, text) in &texts {
+            for w in &text.written {
+                let Some(binds) = &w.binds else { continue };
+                let Some(m) = resolve(&w.scope, &w.segments, &aliases, &globs) else {
+                    continue;
+                };
+                match binds {
+                    None if is_module(&m) => {
+                        let g = globs.entry(w.scope.clone()).or_default();
+                        if !g.contains(&m) {
+                            g.push(m);
+                        }
+                    }
+                    Some(name) if is_module(&m) && !name.is_empty() => {
+                        aliases
+                            .entry(w.scope.clone())
+                            .or_default()
+                            .insert(name.clone(), m);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut edges = BTreeSet::new();
+    for (name, _, text) in &texts {
+        for w in &text.written {
+            let Some(mut m) = resolve(&w.scope, &w.segments, &aliases, &globs) else {
+                continue;
+            };
+            // `use a::b;` of a module only names it: what goes through the
+            // name (`b::f()`, `b::c::T`) is the edge, to the file it reaches.
+            if matches!(w.binds, Some(Some(_))) && is_module(&m) {
+                continue;
+            }
+            // The longest prefix that is a module: the file defining it.
+            while !m.is_empty() && !is_module(&m) {
+                m.pop();
+            }
+            let Some(targets) = files_of.get(&m) else {
+                continue;
+            };
+            for to in targets {
+                if to != name {
+                    edges.insert(Edge {
+                        from: name.clone(),
+                        line: w.line,
+                        to: to.clone(),
+                    });
+                }
+            }
+        }
+    }
+    edges.into_iter().collect()
+}
+
+/// Every cycle of the graph, one per strongly connected part (the
+/// shortest through its first file), as its edges in order, with every
+/// file of that part.
+fn cycles(edges: &[Edge]) -> Vec<(Vec<Edge>, Vec<String>)> {
+    use std::collections::{BTreeMap, BTreeSet, VecDeque};
+    let mut next: BTreeMap<&str, Vec<&Edge>> = BTreeMap::new();
+    for e in edges {
+        next.entry(&e.from).or_default().push(e);
+    }
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from];
+        while let Some(f) = todo.pop() {
+            for e in next.get(f).into_iter().flatten() {
+                if seen.insert(e.to.as_str()) {
+                    todo.push(&e.to);
+                }
+            }
+        }
+        seen
+    };
+    let nodes: BTreeSet<&str> = edges.iter().map(|e| e.from.as_str()).collect();
+    let reach_of: BTreeMap<&str, BTreeSet<&str>> = nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    let mut out = Vec::new();
+    for &n in &nodes {
+        if done.contains(n) || !reach_of[n].contains(n) {
+            continue;
+        }
+        // Its part: the files that reach it and that it reaches.
+        let part: BTreeSet<&str> = reach_of[n]
+            .iter()
+            .copied()
+            .filter(|m| reach_of.get(m).is_some_and(|r| r.contains(n)))
+            .collect();
+        done.extend(part.iter().copied());
+        // The shortest way back to `n`, breadth first.
+        let mut came: BTreeMap<&str, &Edge> = BTreeMap::new();
+        let mut queue = VecDeque::from([n]);
+        'search: while let Some(f) = queue.pop_front() {
+            for e in next.get(f).into_iter().flatten() {
+                if !part.contains(e.to.as_str()) || came.contains_key(e.to.as_str()) {
+                    continue;
+                }
+                came.insert(&e.to, e);
+                if e.to == n {
+                    break 'search;
+                }
+                queue.push_back(&e.to);
+            }
+        }
+        let mut cycle = Vec::new();
+        let mut at = n;
+        while let Some(e) = came.get(at) {
+            cycle.push((*e).clone());
+            at = &e.from;
+            if at == n {
+                break;
+            }
+        }
+        cycle.reverse();
+        out.push((cycle, part.iter().map(|f| format!("src/{f}")).collect()));
+    }
+    out
+}
+
+fn show(cycle: &[Edge]) -> String {
+    cycle
+        .iter()
+        .map(|e| format!("  src/{}:{} uses src/{}", e.from, e.line, e.to))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn no_file_is_in_an_import_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let files: Vec<(PathBuf, String)> = paths
+        .iter()
+        .map(|p| p.strip_prefix(&src).unwrap().to_path_buf())
+        .filter(|rel| rel != Path::new("main.rs"))
+        .map(|rel| {
+            let text = std::fs::read_to_string(src.join(&rel)).unwrap();
+            (rel, text)
+        })
+        .collect();
+    let edges = file_graph(&files);
+    assert!(
+        edges.len() > 300,
+        "found only {} file edges: the reader is broken",
+        edges.len()
+    );
+    let found = cycles(&edges);
+    assert!(
+        found.is_empty(),
+        "import cycles between files (ARCHITECTURE.md: Invariants; move what both \
+         sides use into a file below both):\n{}\n",
+        found
+            .iter()
+            .map(|(c, part)| format!(
+                "{}\n  ({} files in this circle: {})",
+                show(c),
+                part.len(),
+                part.join(" ")
+            ))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    );
+}
+
+#[test]
+fn the_file_reader_finds_a_cycle_through_every_spelling() {
+    let crate_of = |files: &[(&str, &str)]| -> Vec<(PathBuf, String)> {
+        files
+            .iter()
+            .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+            .collect()
+    };
+    // mod.rs calls its child by a bare path; the child names `super::` back.
+    let two = crate_of(&[
+        ("lib.rs", "pub mod gate;\n"),
+        (
+            "gate/mod.rs",
+            "mod judge;\npub struct Risk;\nfn f() { judge::analyze(); }\n",
+        ),
+        ("gate/judge.rs", "use super::Risk;\npub fn analyze() {}\n"),
+    ]);
+    let found = cycles(&file_graph(&two));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        show(&found[0].0),
+        "  src/gate/judge.rs:1 uses src/gate/mod.rs\n  src/gate/mod.rs:3 uses src/gate/judge.rs"
+    );
+    // The same through `crate::` in a group, an alias and `self::`; a
+    // `mod x;`, a `pub(in crate::…)`, a comment and a string are no edges.
+    let three = crate_of(&[
+        ("lib.rs", "pub mod a;\npub mod b;\n"),
+        (
+            "a/mod.rs",
+            "pub(in crate::a) mod inner;\n// crate::b::X\nconst S: &str = \"crate::b::X\";\n\
+             use crate::{b::{self as bee}, a::inner};\nfn f() { bee::X; self::inner::Y; }\n",
+        ),
+        ("a/inner.rs", "pub struct Y;\n"),
+        (
+            "b.rs",
+            "pub struct X;\nmod tests {\n    use super::super::a::inner::Y;\n}\n",
+        ),
+    ]);
+    let edges = file_graph(&three);
+    let shown: Vec<String> = edges
+        .iter()
+        .map(|e| format!("{}:{}>{}", e.from, e.line, e.to))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            "a/mod.rs:5>a/inner.rs",
+            "a/mod.rs:5>b.rs",
+            "b.rs:3>a/inner.rs"
+        ]
+    );
+    assert!(cycles(&edges).is_empty());
+    // `use super::git;` only names the module: a path through it reaches
+    // the file it goes into (`git/views.rs`), not `git/mod.rs`.
+    let alias = crate_of(&[
+        ("lib.rs", "mod gate;\nmod git;\n"),
+        (
+            "gate.rs",
+            "use super::git;\npub struct Gate {\n    v: git::views::Views,\n}\n",
+        ),
+        ("git/mod.rs", "pub mod views;\nuse crate::gate::Gate;\n"),
+        ("git/views.rs", "pub struct Views;\n"),
+    ]);
+    let edges = file_graph(&alias);
+    let shown: Vec<String> = edges
+        .iter()
+        .map(|e| format!("{}:{}>{}", e.from, e.line, e.to))
+        .collect();
+    assert_eq!(
+        shown,
+        vec!["gate.rs:3>git/views.rs", "git/mod.rs:2>gate.rs"]
+    );
+    assert!(cycles(&edges).is_empty());
+    // A `use super::*` glob and a child through it close a circle too, and
+    // a `#[path]` file is the module it is declared as.
+    let glob = crate_of(&[
+        ("lib.rs", "mod m;\n"),
+        (
+            "m/mod.rs",
+            "#[path = \"other.rs\"]\nmod kid;\npub fn g() {}\nmod tests { use super::*; fn t() { kid::h(); } }\n",
+        ),
+        ("m/other.rs", "pub fn h() { super::g() }\n"),
+    ]);
+    let found = cycles(&file_graph(&glob));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        show(&found[0].0),
+        "  src/m/mod.rs:4 uses src/m/other.rs\n  src/m/other.rs:1 uses src/m/mod.rs"
     );
 }

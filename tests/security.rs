@@ -682,40 +682,61 @@ fn tool_timeout_secs_bounds_every_call_even_a_longer_shell_timeout() {
 }
 
 /// "Always for this conversation": `a` at a medium-risk prompt runs that
-/// call, and later calls of the same programs in the same conversation run
-/// without asking; another program asks; `approvals list` shows the answer
-/// and `deny` revokes it.
+/// call, and later calls of the same programs (git: the same subcommand)
+/// in the same conversation run without asking; another program asks;
+/// `tool run` (one shared conversation) neither offers nor honours it;
+/// `approvals list` shows the answer and `deny` revokes it.
 #[test]
 fn always_for_this_conversation_is_recorded_scoped_and_revocable() {
     let env = Env::new();
-    env.config(&format!(
-        "[security]\nautonomy = \"supervised\"\n[channels.cli]\n{BASIC_TOOLS}\n"
-    ));
-    let touch = |name: &str| serde_json::json!({"command": format!("touch {name}")}).to_string();
-    let (r, tty) = run_on_pty(
-        &env,
-        &["tool", "run", "shell", "--json", &touch("one.txt")],
-        "a",
+    env.mock(
+        "touch_calls.toml",
         "",
+        &format!("[security]\nautonomy = \"supervised\"\n[channels.cli]\n{BASIC_TOOLS}\n"),
     );
+    common::git(&env.ws, &["init", "-q"]);
+    let (r, tty) = run_on_pty(&env, &["agent", "-m", "first"], "a", "");
     assert!(
         tty.contains("Approve? [y/N/a]") && tty.contains("always: `touch`"),
         "{tty}"
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("one.txt").exists());
-    // `tool run` is one conversation: the next touch runs without asking.
-    let (r, v) = env.json(&["tool", "run", "shell", "--json", &touch("two.txt")]);
+    // The same conversation, no terminal: the next touch runs unasked.
+    let (r, v) = env.json(&["agent", "-c", "-m", "second", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("two.txt").exists());
-    let reason = v["reason"].as_str().unwrap();
+    let reason = env.receipts().last().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
         reason.contains("for this conversation (always-"),
         "{reason}"
     );
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
     // Another program is not covered.
-    let mkdir = serde_json::json!({"command": "mkdir d"}).to_string();
-    let (r, _) = env.json(&["tool", "run", "shell", "--json", &mkdir]);
+    let (r, _) = env.json(&["agent", "-c", "-m", "third", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.ws.join("d").exists());
+    // A new conversation is not covered.
+    let (r, _) = env.json(&["agent", "-m", "second", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    // `tool run` is not a conversation an operator answers for.
+    let touch = serde_json::json!({"command": "touch three.txt"}).to_string();
+    let (r, tty) = run_on_pty(&env, &["tool", "run", "shell", "--json", &touch], "a", "");
+    assert!(!tty.contains("[y/N/a]"), "{tty}");
+    assert_eq!(r.code, 4, "`a` is not an answer there: {r:?}");
+    assert!(!env.ws.join("three.txt").exists());
+    // git: `git add` approved always is not `git rm`.
+    let (r, _) = run_on_pty(
+        &env,
+        &["agent", "--conversation", &conv, "-m", "gitadd"],
+        "a",
+        "",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let (r, _) = env.json(&["agent", "--conversation", &conv, "-m", "gitrm", "--json"]);
     assert_eq!(r.code, 4, "{r:?}");
     // Listed, and revoked by deny.
     let (_, list) = env.json(&["approvals", "list", "--json"]);
@@ -725,36 +746,57 @@ fn always_for_this_conversation_is_recorded_scoped_and_revocable() {
         .iter()
         .filter(|a| a["status"] == "always")
         .collect();
-    assert_eq!(always.len(), 1, "{list}");
+    assert_eq!(always.len(), 2, "{list}");
     assert_eq!(always[0]["scope"], "touch");
+    assert_eq!(always[1]["scope"], "git add");
     let id = always[0]["id"].as_str().unwrap();
     assert_eq!(env.run(&["deny", id]).code, 0);
-    let (r, _) = env.json(&["tool", "run", "shell", "--json", &touch("three.txt")]);
+    std::fs::remove_file(env.ws.join("two.txt")).unwrap();
+    let (r, _) = env.json(&["agent", "--conversation", &conv, "-m", "second", "--json"]);
     assert_eq!(r.code, 4, "{r:?}");
-    assert!(!env.ws.join("three.txt").exists());
+    assert!(!env.ws.join("two.txt").exists());
     assert_eq!(env.run(&["deny", id]).code, 2);
-    // High risk (asked under full) never offers it.
-    let full = Env::new();
-    full.config(&format!(
-        "[security]\nautonomy = \"full\"\nshell_allowlist = [\"ls\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
+}
+
+/// Red-team round: `cd DIR && diff A B` judges A and B from DIR, and a git
+/// global option that takes a value (`--attr-source REV`) does not pass for
+/// the subcommand, so the real one keeps its hardening.
+#[test]
+fn diff_after_cd_and_git_value_options_are_judged_where_they_act() {
+    let env = Env::new();
+    let secret = env.ws.join("sub/a/private.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(env.ws.join("sub/b")).unwrap();
+    std::fs::write(&secret, "FORBIDDEN CANARY\n").unwrap();
+    env.config(&format!(
+        "[security]\nautonomy = \"full\"\nforbidden_paths = [{}]\n",
+        lit(&secret)
     ));
-    let (r, tty) = run_on_pty(
-        &full,
-        &[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "touch x"}"#,
-        ],
-        "a",
-        "",
-    );
+    common::git(&env.ws, &["init", "-q"]);
+    let check = |command: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let (_, v) = env.json(&["policy", "check", "shell", "--json", &args]);
+        v
+    };
+    for line in [
+        "diff sub/a sub/b",
+        "cd sub && diff a b",
+        "cd sub/b && diff ../a .",
+    ] {
+        assert_eq!(check(line)["decision"], "deny", "{line}");
+    }
+    let v = check("git --attr-source HEAD diff");
+    let argv = v["plan"][0]["argv"].to_string();
     assert!(
-        tty.contains("risk: high") && tty.contains("Approve? [y/N] "),
-        "{tty}"
+        argv.contains("--no-ext-diff") && argv.contains("--no-textconv"),
+        "{v}"
     );
-    assert!(!tty.contains("[y/N/a]"), "{tty}");
-    assert_eq!(r.code, 4, "`a` is not an answer here: {r:?}");
-    assert!(!full.ws.join("x").exists());
+    let v = check("git --attr-source HEAD blame a.txt");
+    assert!(
+        v["decision"] == "deny"
+            || v["plan"][0]["argv"]
+                .to_string()
+                .contains("--no-ignore-revs-file"),
+        "{v}"
+    );
 }

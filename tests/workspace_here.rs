@@ -25,7 +25,7 @@ fn read(env: &Env, dir: &Path, extra: &[&str]) -> (Run, Value) {
 fn workspace_notes(r: &Run) -> usize {
     r.stderr
         .lines()
-        .filter(|l| l.starts_with("latchclaw: warn: [workspace_configured] workspace "))
+        .filter(|l| l.contains("latchclaw: warn: [workspace_configured] workspace "))
         .count()
 }
 
@@ -234,4 +234,75 @@ fn a_resumed_approval_runs_where_it_was_asked() {
         std::fs::read_to_string(repo.join("report.txt")).unwrap(),
         "quarterly numbers"
     );
+}
+
+/// Red-team round: a work tree that holds the home, one another user owns
+/// (a `.git` planted in a shared parent), and a world-writable one are not
+/// taken; `workspace_dir = "."` refuses the home outright.
+#[test]
+fn work_trees_someone_else_could_have_made_or_that_hold_home_are_not_taken() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.config("");
+    std::fs::write(env.ws.join("marker.txt"), "configured\n").unwrap();
+    // The home inside a work tree (HOME=$PWD/.home setups).
+    let outer = env.root.join("outer");
+    std::fs::create_dir_all(outer.join("proj")).unwrap();
+    std::fs::write(outer.join("marker.txt"), "outer\n").unwrap();
+    git(&outer, &["init", "-q"]);
+    let r: Run = env
+        .command(&[
+            "tool",
+            "run",
+            "file_read",
+            "--json",
+            r#"{"path": "marker.txt"}"#,
+        ])
+        .current_dir(outer.join("proj"))
+        .env("HOME", &outer)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("configured"), "{r:?}");
+    assert!(r.stderr.contains("home directory"), "{r:?}");
+    // A .git another user owns.
+    let shared = env.root.join("shared");
+    std::fs::create_dir_all(shared.join("scratch")).unwrap();
+    std::fs::write(shared.join("marker.txt"), "someone else's\n").unwrap();
+    git(&shared, &["init", "-q"]);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534", shared.join(".git").to_str().unwrap()])
+        .status();
+    if chown.is_ok_and(|s| s.success()) {
+        let (r, v) = read(&env, &shared.join("scratch"), &[]);
+        assert_eq!(output(&v), "configured\n", "{r:?}");
+        assert!(r.stderr.contains("another user"), "{r:?}");
+    } else {
+        skip("chown to another uid needs root");
+    }
+    // A world-writable top (as /tmp is).
+    let open = env.root.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::write(open.join("marker.txt"), "anyone's\n").unwrap();
+    git(&open, &["init", "-q"]);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let (r, v) = read(&env, &open, &[]);
+    assert_eq!(output(&v), "configured\n", "{r:?}");
+    assert!(r.stderr.contains("writable by every user"), "{r:?}");
+    // workspace_dir = "." started in the home is an error, not the home.
+    std::fs::write(env.state.join("config.toml"), "workspace_dir = \".\"\n").unwrap();
+    let r = run_in(
+        &env,
+        &env.home,
+        &[
+            "tool",
+            "run",
+            "file_read",
+            "--json",
+            r#"{"path": "marker.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("home directory"), "{r:?}");
 }

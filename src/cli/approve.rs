@@ -6,7 +6,7 @@ use crate::control::{RunControl, Stop};
 use crate::error::{Error, Result};
 use crate::runtime::{Approval, Approver};
 use crate::security::Decision;
-use crate::tools::ask_user::{Reply, User};
+use crate::tools::{Reply, User};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::time::Instant;
@@ -104,10 +104,14 @@ pub fn wrap(text: &str, first: usize, width: usize) -> Vec<String> {
 pub struct TtyApprover;
 
 impl Approver for TtyApprover {
-    fn ask(&self, tool: &str, d: &Decision, args: &Value, control: &RunControl) -> Approval {
-        // "Always" only for medium risk: code and unlisted programs ask
-        // each time.
-        let always = d.risk == crate::security::Risk::Medium;
+    fn ask(
+        &self,
+        tool: &str,
+        d: &Decision,
+        args: &Value,
+        always: bool,
+        control: &RunControl,
+    ) -> Approval {
         let what = match crate::runtime::scope_of(d) {
             s if s.is_empty() => format!("every {tool} call"),
             s => format!("`{}`", s.replace(',', "`, `")),

@@ -25,6 +25,16 @@ pub fn choose(cfg: &mut Config, flag: Option<&Path>) -> Result<From> {
         return Ok(From::Flag);
     }
     if cfg.workspace_here {
+        // `"."` is where the operator stands, but not a home, the root or
+        // latchclaw's own state: those are never a workspace by themselves.
+        let here = std::fs::canonicalize(&cfg.workspace_dir).unwrap_or(cfg.workspace_dir.clone());
+        if let Some(why) = unusable(cfg, &here) {
+            return Err(Error::usage(format!(
+                "workspace_dir = \".\": the current directory {} is not used: {why}; cd into a \
+                 project or give -w DIR",
+                cfg.workspace_dir.display()
+            )));
+        }
         return Ok(From::Config(None));
     }
     let Ok(cwd) = std::env::current_dir() else {
@@ -33,7 +43,7 @@ pub fn choose(cfg: &mut Config, flag: Option<&Path>) -> Result<From> {
     let Some(top) = work_tree_top(&cwd) else {
         return Ok(From::Config(None));
     };
-    match unusable(cfg, &top) {
+    match unusable(cfg, &top).or_else(|| not_owned(&top)) {
         Some(why) => Ok(From::Config(Some(format!(
             "the git work tree {} is not used: {why}",
             top.display()
@@ -120,9 +130,13 @@ fn unusable(cfg: &Config, top: &Path) -> Option<String> {
         return Some("it is the root directory".into());
     }
     if let Some(home) = crate::util::home_dir()
-        && canon(&home) == top
+        && canon(&home).starts_with(top)
     {
-        return Some("it is the home directory (cd into a project, or -w .)".into());
+        return Some(if canon(&home) == top {
+            "it is the home directory (cd into a project, or -w .)".into()
+        } else {
+            format!("it holds the home directory {}", home.display())
+        });
     }
     if top.starts_with(canon(&cfg.state_dir)) || canon(&cfg.state_dir).starts_with(top) {
         return Some(format!(
@@ -141,6 +155,34 @@ fn unusable(cfg: &Config, top: &Path) -> Option<String> {
         .map(|f| canon(f))
         .find(|f| top.starts_with(f))
         .map(|f| format!("it is under the forbidden path {}", f.display()))
+}
+
+/// Why a work tree someone else could have made may not be taken: like
+/// git's own `safe.directory` rule, its top and its `.git` must belong to
+/// the user running latchclaw, and a world-writable top (`/tmp`) is
+/// anyone's. A `.git` planted in a shared parent would otherwise hand that
+/// whole directory to the tools.
+fn not_owned(top: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::sys::process::effective_uid();
+    for p in [top.to_path_buf(), top.join(".git")] {
+        let Ok(md) = std::fs::symlink_metadata(&p) else {
+            return Some(format!("{} cannot be read", p.display()));
+        };
+        if md.uid() != me {
+            return Some(format!(
+                "{} belongs to another user (uid {})",
+                p.display(),
+                md.uid()
+            ));
+        }
+    }
+    match std::fs::metadata(top) {
+        Ok(md) if md.mode() & 0o002 != 0 => {
+            Some(format!("{} is writable by every user", top.display()))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::server::{Handler, Request, Response};
 use crate::error::Kind;
 use crate::runtime::{Approval, Approver, NoProgress, Runtime};
 use crate::security::Decision;
-use crate::tools::ask_user::{Reply, User};
+use crate::tools::{Reply, User};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,14 @@ use std::time::{Duration, Instant};
 struct NoOperator;
 
 impl Approver for NoOperator {
-    fn ask(&self, _: &str, _: &Decision, _: &Value, _: &crate::control::RunControl) -> Approval {
+    fn ask(
+        &self,
+        _: &str,
+        _: &Decision,
+        _: &Value,
+        _: bool,
+        _: &crate::control::RunControl,
+    ) -> Approval {
         Approval::Unavailable(
             "asked through the gateway, where no operator answers; approving is a local \
              CLI act"

@@ -335,7 +335,9 @@ fn filter_sql(f: &NoteFilter) -> (Vec<String>, Vec<Sql>) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::memory::MIGRATIONS;
     use crate::types::args::{check_note, parse_date};
+    use rusqlite::Connection;
 
     fn mem() -> (Memory, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-notes"));
@@ -493,6 +495,74 @@ mod tests {
         // "server" is in 7 of 7 notes: not rare, so it brings nothing.
         assert!(m.notes_context("restart the server", 5).unwrap().is_empty());
         assert!(m.notes_context("what about this", 5).unwrap().is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_5_database_migrates_to_notes() {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig5"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..5] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch("PRAGMA user_version = 5").unwrap();
+        }
+        {
+            let m = Memory::open(&path, 1000, Default::default()).unwrap();
+            // Open the database as the previous version left it, with a turn.
+            assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+            drop(m);
+        }
+        let c = Connection::open(&path).unwrap();
+        let has_notes: i64 = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name IN ('notes', 'notes_fts')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(has_notes, 2);
+        drop(c);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Again with data in it: the turn stays searchable, notes work.
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..5] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch(
+                "PRAGMA user_version = 5;
+                 INSERT INTO conversations VALUES ('old', 't', 't', 0);
+                 INSERT INTO turns (conversation_id, turn_id, timestamp, ts_unix, role, content)
+                 VALUES ('old', 'turn-1', 't', 0, 'user', 'about the kestrel server');",
+            )
+            .unwrap();
+        }
+        let m = Memory::open(&path, 1000, Default::default()).unwrap();
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+        assert_eq!(m.search("kestrel", 5).unwrap().len(), 1);
+        let n = m
+            .add_note(&NewNote {
+                text: "kestrel is staging",
+                category: "fact",
+                tags: &[],
+                conversation_id: None,
+                source: "memory_store",
+            })
+            .unwrap();
+        assert_eq!(n.id, 1);
+        let found = m
+            .notes(&NoteFilter {
+                query: Some("kestrel".into()),
+                limit: 5,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(found.len(), 1);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

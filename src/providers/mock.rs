@@ -5,7 +5,7 @@
 //! read off the request (the number of assistant messages since the last
 //! user message), so a script replays the same way in every process.
 
-use super::{
+use super::provider::{
     Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ProviderErrorKind, Role,
     StreamSink, ToolCall,
 };
@@ -305,7 +305,7 @@ impl MockProvider {
             .sum();
         let final_text = fill(&resp.text, user, &tool_results);
         Ok(ChatResponse {
-            usage: Some(super::Usage {
+            usage: Some(super::provider::Usage {
                 prompt_tokens,
                 completion_tokens: final_text.len() as u64 / 4,
                 cached_tokens: 0,
@@ -331,7 +331,7 @@ impl MockProvider {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::providers::Message;
+    use crate::providers::provider::Message;
 
     fn provider(fixture: &str) -> MockProvider {
         MockProvider {

@@ -6,13 +6,13 @@
 //! as server-sent events (`sse.rs`) unless `stream = false`.
 
 use super::learned::Store;
-use super::sse::{Assembly, Decoder, Event};
+use super::provider::{
+    Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
+    Role, StreamSink, ToolCall, ToolSpec,
+};
+use super::sse::{Assembly, Decoder, Event, usage_of};
 use super::structured::{self, AnswerStream};
 use super::textcalls::{decode_arguments, looks_like_tool_text, parse_text_calls, strip_think};
-use super::{
-    Capabilities, ChatRequest, ChatResponse, Message, Provider, ProviderError, ProviderErrorKind,
-    Role, StreamSink, ToolCall, ToolSpec, Usage,
-};
 use crate::config::{OpenAiSettings, ProviderConfig, ToolMode};
 use crate::security::redact::Redactor;
 use serde_json::{Value, json};
@@ -1188,70 +1188,9 @@ fn text_mode_instructions(req: &ChatRequest) -> String {
             json!(t.name),
             super::textcalls::spaced_json(&t.example)
         );
-        s.push_str(&tool_line(t, &example));
+        s.push_str(&super::textcalls::tool_line(t, &example));
     }
     s
-}
-
-/// One tool in a prompt's list: name, description, arguments, and (when
-/// it has one) an example call in the mode's own form.
-pub(crate) fn tool_line(t: &ToolSpec, example: &str) -> String {
-    let mut line = format!(
-        "- {}: {} Arguments: {}",
-        t.name,
-        t.description,
-        arguments_line(&t.parameters)
-    );
-    if !t.example.is_null() {
-        line.push_str(if line.ends_with('.') { " " } else { ". " });
-        line.push_str("Example: ");
-        line.push_str(example);
-    }
-    line.push('\n');
-    line
-}
-
-/// A schema's properties as one short line, `path (string, required):
-/// file, relative to the workspace; …`: the same facts as the JSON schema
-/// in about half the bytes (a one-tool turn with the default tools stays under 3.5 KB).
-fn arguments_line(schema: &Value) -> String {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(props) = schema["properties"].as_object().filter(|p| !p.is_empty()) else {
-        return "none".into();
-    };
-    props
-        .iter()
-        .map(|(name, p)| {
-            let mut kind = p["type"].as_str().unwrap_or("any").to_string();
-            if required.contains(&name.as_str()) {
-                kind.push_str(", required");
-            }
-            match p["description"].as_str() {
-                Some(d) => format!("{name} ({kind}): {d}"),
-                None => format!("{name} ({kind})"),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Token counts, when the server reports them. Cached prompt tokens are
-/// `usage.prompt_tokens_details.cached_tokens` (OpenAI, recent llama.cpp)
-/// or llama.cpp's own `timings.cache_n`.
-pub(crate) fn usage_of(v: &Value) -> Option<Usage> {
-    let u = v.get("usage").filter(|u| u.is_object())?;
-    let cached = u["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .or_else(|| v["timings"]["cache_n"].as_u64())
-        .unwrap_or(0);
-    Some(Usage {
-        prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
-        completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
-        cached_tokens: cached,
-    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! `reliable`: tries providers in order, falling back on errors another
 //! provider might not share (network, timeout, auth, rate limit, server).
 
-use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, StreamSink};
+use super::provider::{
+    Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, StreamSink,
+};
 
 pub struct Reliable {
     name: String,
@@ -57,7 +59,7 @@ impl Provider for Reliable {
             }
         }
         Err(last.unwrap_or_else(|| ProviderError {
-            kind: super::ProviderErrorKind::BadRequest,
+            kind: super::provider::ProviderErrorKind::BadRequest,
             provider: self.name.clone(),
             message: "no providers configured".into(),
         }))

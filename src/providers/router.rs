@@ -2,7 +2,9 @@
 //! metadata, else the first route whose text appears in the user message,
 //! else the default route.
 
-use super::{Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, Role, StreamSink};
+use super::provider::{
+    Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, Role, StreamSink,
+};
 
 pub struct Router {
     pub name: String,
@@ -64,7 +66,7 @@ impl Provider for Router {
         match self.providers.iter().find(|p| p.name() == target) {
             Some(p) => p.chat_streaming(req, sink),
             None => Err(ProviderError {
-                kind: super::ProviderErrorKind::BadRequest,
+                kind: super::provider::ProviderErrorKind::BadRequest,
                 provider: self.name.clone(),
                 message: format!("route target \"{target}\" was not built"),
             }),

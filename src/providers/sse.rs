@@ -3,7 +3,7 @@
 //! `data:` joined, `data: [DONE]`), and the chunks put back together as the
 //! one response a non-streaming call would have returned.
 
-use super::Usage;
+use super::provider::Usage;
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +129,7 @@ impl Assembly {
         if let Some(m) = chunk["model"].as_str().filter(|m| !m.is_empty()) {
             self.model = Some(m.to_string());
         }
-        if let Some(u) = super::openai::usage_of(chunk) {
+        if let Some(u) = usage_of(chunk) {
             self.usage = Some(u);
         }
         // Only the first choice is read (latchclaw never asks for `n` > 1).
@@ -235,6 +235,22 @@ impl Assembly {
         }
         v
     }
+}
+
+/// Token counts, when the server reports them. Cached prompt tokens are
+/// `usage.prompt_tokens_details.cached_tokens` (OpenAI, recent llama.cpp)
+/// or llama.cpp's own `timings.cache_n`.
+pub(super) fn usage_of(v: &Value) -> Option<Usage> {
+    let u = v.get("usage").filter(|u| u.is_object())?;
+    let cached = u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .or_else(|| v["timings"]["cache_n"].as_u64())
+        .unwrap_or(0);
+    Some(Usage {
+        prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
+        completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+        cached_tokens: cached,
+    })
 }
 
 #[cfg(test)]
@@ -356,7 +372,7 @@ mod tests {
         );
         assert_eq!(r["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(r["model"], "m");
-        let back = crate::providers::openai::usage_of(&r).unwrap();
+        let back = usage_of(&r).unwrap();
         assert_eq!(back.cached_tokens, 40);
     }
 

@@ -8,8 +8,8 @@
 //! one that does not fit (a server that ignored the schema) is read as a
 //! text-mode reply.
 
+use super::provider::{ToolCall, ToolSpec};
 use super::textcalls::{decode_arguments, parse_text_calls};
-use super::{ToolCall, ToolSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -183,7 +183,7 @@ pub fn instructions(tools: &[ToolSpec]) -> String {
          {\"action\": \"answer\", \"text\": \"your answer\"}\nTools:\n",
     );
     for t in tools {
-        s.push_str(&super::openai::tool_line(
+        s.push_str(&super::textcalls::tool_line(
             t,
             &example_text(&t.name, &t.example),
         ));

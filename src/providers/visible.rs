@@ -46,7 +46,7 @@ pub struct Visible<'t> {
     in_code: bool,
     /// The tools of the request: a fence is a call exactly when the text
     /// call parser would read one from it.
-    tools: &'t [super::ToolSpec],
+    tools: &'t [super::provider::ToolSpec],
 }
 
 enum Scan {
@@ -66,7 +66,7 @@ enum Marker {
 }
 
 impl<'t> Visible<'t> {
-    pub fn new(tools: &'t [super::ToolSpec]) -> Visible<'t> {
+    pub fn new(tools: &'t [super::provider::ToolSpec]) -> Visible<'t> {
         Visible {
             tools,
             ..Visible::default()
@@ -251,9 +251,9 @@ mod tests {
 
     /// Feeds `text` in pieces of `n` bytes (at char boundaries).
     fn shown(text: &str, n: usize) -> String {
-        let tools: Vec<crate::providers::ToolSpec> = ["time", "file_list", "t"]
+        let tools: Vec<crate::providers::provider::ToolSpec> = ["time", "file_list", "t"]
             .iter()
-            .map(|n| crate::providers::ToolSpec {
+            .map(|n| crate::providers::provider::ToolSpec {
                 name: n.to_string(),
                 description: String::new(),
                 parameters: serde_json::json!({"properties": {"path": {}}}),
@@ -354,7 +354,7 @@ mod tests {
             "`",
             "<",
         ];
-        let known = [crate::providers::ToolSpec {
+        let known = [crate::providers::provider::ToolSpec {
             name: "t".into(),
             description: String::new(),
             parameters: serde_json::json!({"properties": {}}),

@@ -10,8 +10,11 @@
 //! appended since, or the anchor's write failed). A log whose last line is
 //! the anchored receipt but whose middle was cut has a broken link, which is
 //! `receipt verify`'s to find.
+//!
+//! A leaf of `receipts`: the file's lines, the heads a chain must hold
+//! (`Expect`, from it or from a flag) and the words for what is missing;
+//! the log's checks against it are `ReceiptLog`'s, in `receipts.rs`.
 
-use super::{AnchorLine, Expect, GENESIS, ReceiptLog, check_self, span};
 use crate::error::{Error, IoContext, Kind, Result};
 use crate::util;
 use std::fs::{File, OpenOptions};
@@ -128,7 +131,8 @@ fn parse(line: &[u8]) -> std::result::Result<Anchored, String> {
         return Err("HASH is not 64 hex digits".into());
     }
     let head = head.to_ascii_lowercase();
-    if (count == 0) != (head == GENESIS) {
+    // Receipt 0 is the chain's start, `GENESIS`: 64 zeros.
+    if (count == 0) != head.bytes().all(|b| b == b'0') {
         return Err("only receipt 0 has the hash of 64 zeros".into());
     }
     Ok(Anchored {
@@ -136,6 +140,24 @@ fn parse(line: &[u8]) -> std::result::Result<Anchored, String> {
         count,
         head,
     })
+}
+
+/// A head recorded earlier (`receipt head`, an anchor) that the chain must
+/// still hold: the receipt at `position` has `hash`, or with no position,
+/// some receipt has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    pub position: Option<u64>,
+    pub hash: String,
+    /// The anchor file it is the last line of; None for a flag given.
+    pub anchor: Option<AnchorLine>,
+}
+
+/// Where an anchored head came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchorLine {
+    pub file: PathBuf,
+    pub at: String,
 }
 
 impl Expect {
@@ -154,7 +176,7 @@ impl Expect {
 }
 
 /// What to do about a log that no longer holds its anchored receipt `n`.
-fn repair_path(n: u64) -> String {
+pub(super) fn repair_path(n: u64) -> String {
     format!(
         "keep this log as evidence and restore the one holding receipt {n} from a backup \
          (`latchclaw receipt verify` checks it against the anchor); or, to accept the loss and \
@@ -164,7 +186,7 @@ fn repair_path(n: u64) -> String {
 }
 
 /// `1 receipt`, `2 receipts`.
-fn receipts(n: u64) -> String {
+pub(super) fn receipts(n: u64) -> String {
     format!("{n} receipt{}", if n == 1 { "" } else { "s" })
 }
 
@@ -193,21 +215,30 @@ pub(super) fn cut_short(count: u64, p: u64, anchored: &str, a: &AnchorLine) -> S
     )
 }
 
+/// `receipt 4`, `receipts 1–4`.
+pub fn span(from: u64, to: u64) -> String {
+    if from == to {
+        format!("receipt {from}")
+    } else {
+        format!("receipts {from}–{to}")
+    }
+}
+
 /// A log's appends checked against its anchor file.
 pub(super) struct Anchor {
-    file: PathBuf,
+    pub(super) file: PathBuf,
     /// The last receipt this log checked or wrote under an anchored head:
     /// while the log still ends there, its lines need no counting.
-    known: Mutex<Option<Placed>>,
+    pub(super) known: Mutex<Option<Placed>>,
 }
 
 /// The log's last receipt, its position, and the anchored head the log was
 /// found to hold.
 #[derive(Debug, Clone)]
 pub(super) struct Placed {
-    anchored: Anchored,
-    count: u64,
-    hash: String,
+    pub(super) anchored: Anchored,
+    pub(super) count: u64,
+    pub(super) hash: String,
 }
 
 impl Placed {
@@ -221,158 +252,13 @@ impl Placed {
     }
 }
 
-impl ReceiptLog {
-    /// Appends refuse a log that no longer holds the last head anchored in
-    /// `file` (`receipts.anchor_file`), if one is given.
-    pub fn anchored(mut self, file: Option<&Path>) -> ReceiptLog {
-        self.anchor = file.map(|f| Anchor {
-            file: f.to_path_buf(),
-            known: Mutex::new(None),
-        });
-        self
-    }
-
-    /// What the anchor asks of the chain, for a whole verify.
-    pub(super) fn anchor_expect(&self) -> Result<Vec<Expect>> {
-        let Some(anchor) = &self.anchor else {
-            return Ok(Vec::new());
-        };
-        Ok(read_anchor(&anchor.file)?
-            .and_then(|a| Expect::anchored(&anchor.file, &a))
-            .into_iter()
-            .collect())
-    }
-
-    /// Before an append (under the log's lock, `len` its length and `tail`
-    /// its last receipt's hash): the log must still hold the anchored
-    /// head. Returns where the last receipt stands, when an anchor says.
-    pub(super) fn check_anchor(
-        &self,
-        file: Option<&File>,
-        len: u64,
-        tail: &str,
-    ) -> Result<Option<Placed>> {
-        let Some(anchor) = &self.anchor else {
-            return Ok(None);
-        };
-        let Some(anchored) = read_anchor(&anchor.file)? else {
-            return Ok(None);
-        };
-        let placed = |count| Placed {
-            anchored: anchored.clone(),
-            count,
-            hash: tail.to_string(),
-        };
-        if tail == anchored.head {
-            return Ok(Some(placed(anchored.count)));
-        }
-        if let Some(k) = anchor.known.lock().ok().and_then(|k| k.clone())
-            && k.anchored == anchored
-            && k.hash == tail
-        {
-            return Ok(Some(k));
-        }
-        let (count, line) = match file {
-            Some(f) => self.count_to(f, len, anchored.count)?,
-            None => (0, None),
-        };
-        let n = anchored.count;
-        let why = match line {
-            _ if n == 0 => return Ok(Some(placed(count))),
-            None => format!(
-                "holds {}, but the anchor file {} records receipt {n} with the hash {} \
-                 (anchored {}): {} {} cut off, or this is another log",
-                receipts(count),
-                anchor.file.display(),
-                anchored.head,
-                anchored.at,
-                span(count + 1, n),
-                if count + 1 == n { "was" } else { "were" },
-            ),
-            Some(line) => {
-                let found = match check_self(&line, None) {
-                    Ok(c) if c.hash == anchored.head => return Ok(Some(placed(count))),
-                    Ok(c) => format!("has the hash {}", c.hash),
-                    Err(why) => format!("is damaged ({why})"),
-                };
-                format!(
-                    "has receipt {n}, but it {found}, not {} as the anchor file {} records \
-                     (anchored {}): the log was rewritten at or before receipt {n}",
-                    anchored.head,
-                    anchor.file.display(),
-                    anchored.at
-                )
-            }
-        };
-        Err(Error::new(
-            Kind::Integrity,
-            format!(
-                "the receipts log {} {why}; no receipt is appended: {}",
-                self.path.display(),
-                repair_path(n)
-            ),
-        ))
-    }
-
-    /// Keeps where the log's last receipt stands for the next append.
-    pub(super) fn remember(&self, placed: Option<Placed>) {
-        if let Some(anchor) = &self.anchor
-            && let Ok(mut known) = anchor.known.lock()
-        {
-            *known = placed;
-        }
-    }
-
-    /// `N HASH` to anchor after a run: the last receipt this log wrote
-    /// when its position is known from the anchor (no counting), else the
-    /// log's head (`head`).
-    pub fn head_to_anchor(&self) -> Result<(u64, String)> {
-        let known = self
-            .anchor
-            .as_ref()
-            .and_then(|a| a.known.lock().ok().and_then(|k| k.clone()));
-        match known {
-            Some(k) => Ok((k.count, k.hash)),
-            None => self.head(),
-        }
-    }
-
-    /// The receipts (newlines) in the first `len` bytes, and receipt `n`'s
-    /// line with its newline when the log holds it (`n` 0: none): one pass
-    /// at memchr's speed, nothing hashed.
-    pub(super) fn count_to(&self, file: &File, len: u64, n: u64) -> Result<(u64, Option<Vec<u8>>)> {
-        let read_err = || format!("cannot read receipts log {}", self.path.display());
-        let mut buf = vec![0u8; 1 << 20];
-        let (mut at, mut count) = (0u64, 0u64);
-        let (mut start, mut end) = (0u64, None);
-        while at < len {
-            let want = buf.len().min((len - at) as usize);
-            file.read_exact_at(&mut buf[..want], at).ctx(read_err)?;
-            for i in memchr::memchr_iter(b'\n', &buf[..want]) {
-                count += 1;
-                if count + 1 == n {
-                    start = at + i as u64 + 1;
-                } else if count == n {
-                    end = Some(at + i as u64 + 1);
-                }
-            }
-            at += want as u64;
-        }
-        let Some(end) = end else {
-            return Ok((count, None));
-        };
-        let mut line = vec![0u8; (end - start) as usize];
-        file.read_exact_at(&mut line, start).ctx(read_err)?;
-        Ok((count, Some(line)))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::receipts::{NewReceipt, Status};
-    use crate::security::Risk;
+
+    /// The chain's start (`receipts::GENESIS`).
+    const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
     const H: &str = "5d07aa0000000000000000000000000000000000000000000000000000000001";
 
@@ -486,102 +372,5 @@ mod tests {
                 e.msg
             );
         }
-    }
-
-    #[test]
-    fn count_to_finds_receipt_n_across_blocks() {
-        let tmp = Tmp::new();
-        let path = tmp.0.join("r.log");
-        // Lines of 1000 bytes: some cross the 1 MiB read blocks.
-        let lines: Vec<String> = (0..2500).map(|i| format!("{i:0>999}\n")).collect();
-        std::fs::write(&path, lines.concat()).unwrap();
-        let log = ReceiptLog::new(&path);
-        let f = File::open(&path).unwrap();
-        let len = f.metadata().unwrap().len();
-        for n in [1, 2, 1048, 1049, 2500] {
-            let (count, line) = log.count_to(&f, len, n).unwrap();
-            assert_eq!(count, 2500);
-            assert_eq!(line.unwrap(), lines[n as usize - 1].as_bytes(), "{n}");
-        }
-        assert_eq!(log.count_to(&f, len, 2501).unwrap(), (2500, None));
-        assert_eq!(log.count_to(&f, len, 0).unwrap(), (2500, None));
-        assert_eq!(log.count_to(&f, 0, 1).unwrap(), (0, None));
-    }
-
-    fn append(log: &ReceiptLog) -> Result<String> {
-        log.append(&NewReceipt {
-            conversation_id: "c",
-            tool: "time",
-            args: &serde_json::json!({}),
-            result: Some(&serde_json::json!("ok")),
-            status: Status::Allowed,
-            risk: Risk::Low,
-            reason: "test",
-            started_id: None,
-        })
-        .map(|w| w.receipt_hash)
-    }
-
-    #[test]
-    fn appends_go_on_from_the_anchor_and_refuse_a_log_cut_short_of_it() {
-        let tmp = Tmp::new();
-        let path = tmp.0.join("r.log");
-        let file = tmp.0.join("anchor.log");
-        let log = ReceiptLog::new(&path).anchored(Some(&file));
-        // No anchor yet: nothing to hold; the head is counted.
-        let heads: Vec<String> = (0..5).map(|_| append(&log).unwrap()).collect();
-        assert_eq!(log.head_to_anchor().unwrap(), (5, heads[4].clone()));
-        // Anchored behind the head (another run's anchor, a failed write):
-        // counted once, then known.
-        append_anchor(&file, 3, &heads[2]).unwrap();
-        let fresh = ReceiptLog::new(&path).anchored(Some(&file));
-        fresh.check_appendable().unwrap();
-        let h6 = append(&fresh).unwrap();
-        assert_eq!(fresh.head_to_anchor().unwrap(), (6, h6.clone()));
-        append_anchor(&file, 6, &h6).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-
-        // Cut by its last two receipts: every append refuses, nothing written.
-        let cut: usize = bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-            .nth(3)
-            .unwrap()
-            .0
-            + 1;
-        std::fs::write(&path, &bytes[..cut]).unwrap();
-        for l in [&fresh, &ReceiptLog::new(&path).anchored(Some(&file))] {
-            let e = append(l).unwrap_err();
-            assert_eq!(e.kind, Kind::Integrity);
-            assert!(
-                e.msg.contains("holds 4 receipts, but the anchor file")
-                    && e.msg.contains("receipts 5–6 were cut off")
-                    && e.msg.contains("restore the one holding receipt 6"),
-                "{}",
-                e.msg
-            );
-            assert_eq!(l.check_appendable().unwrap_err().msg, e.msg);
-        }
-        assert_eq!(std::fs::read(&path).unwrap(), &bytes[..cut]);
-        // Grown back to 7 with another receipt 6: rewritten.
-        std::fs::write(&path, &bytes[..cut]).unwrap();
-        let plain = ReceiptLog::new(&path);
-        for _ in 0..3 {
-            append(&plain).unwrap();
-        }
-        let e = append(&fresh).unwrap_err();
-        assert!(
-            e.msg.contains("has receipt 6, but it has the hash")
-                && e.msg.contains(&format!("not {h6} as the anchor file")),
-            "{}",
-            e.msg
-        );
-        // The log as it was: appends go on.
-        std::fs::write(&path, &bytes).unwrap();
-        append(&fresh).unwrap();
-        // No anchor file: nothing to hold.
-        let elsewhere = ReceiptLog::new(&path).anchored(Some(&tmp.0.join("none")));
-        append(&elsewhere).unwrap();
     }
 }

@@ -13,7 +13,7 @@
 //! finding the receipt log appendable), and only `invoke` runs a tool,
 //! taking a `Started` by value: no path runs a tool without its receipt.
 
-use super::{Approval, Runtime, summarize_args, tool_lock};
+use super::run::{Approval, Runtime, summarize_args, tool_lock};
 use crate::error::{Error, Kind, Result};
 use crate::receipts::{NewReceipt, Status};
 use crate::security::{Decision, Risk, Verdict};
@@ -428,6 +428,10 @@ impl Runtime<'_> {
                     let reason = format!("{}; approved by the operator ({id})", d.reason);
                     (Status::Approved, reason)
                 }
+                None if !self.standing => {
+                    drop(lock);
+                    return self.ask_operator(call, d);
+                }
                 None => match self.memory.standing_for(
                     c.conversation_id,
                     &self.cfg.workspace_dir,
@@ -464,12 +468,15 @@ impl Runtime<'_> {
     /// waits as a pending approval (`latchclaw approve ID`).
     fn ask_operator<'c>(&self, call: Valid<'c>, d: Decision) -> Result<Next<'c, Approved<'c>>> {
         let c = call.call;
-        let why = match self.approver.ask(c.name, &d, c.args, &self.control) {
+        // "Always" only where the operator answers for a conversation at a
+        // terminal (`agent`), and only for medium risk.
+        let offer = self.standing && d.risk == crate::security::Risk::Medium;
+        let why = match self.approver.ask(c.name, &d, c.args, offer, &self.control) {
             answer @ (Approval::Approved | Approval::Always) => {
                 log::info!(target: "event::tool_approved", "tool={}", c.name);
                 let mut reason = format!("{}; approved by the operator", d.reason);
                 // Only medium risk is offered "always": high risk asks each time.
-                if answer == Approval::Always && d.risk == crate::security::Risk::Medium {
+                if answer == Approval::Always && offer {
                     let id = self.memory.add_standing(
                         c.conversation_id,
                         &self.cfg.workspace_dir,
@@ -769,9 +776,27 @@ impl Runtime<'_> {
     }
 }
 
+/// git's subcommand in a judged argv: the first word that is not a global
+/// option or the value of one.
+fn git_subcommand(argv: &[String]) -> Option<&str> {
+    let mut words = argv.iter().skip(1);
+    while let Some(a) = words.next() {
+        match a.as_str() {
+            "-C" | "-c" | "--namespace" | "--config-env" | "--attr-source" | "--git-dir"
+            | "--work-tree" | "--list-cmds" => {
+                words.next();
+            }
+            a if a.starts_with('-') => {}
+            a => return Some(a),
+        }
+    }
+    None
+}
+
 /// Which calls an "always for this conversation" covers: for a plan, the
-/// programs it runs (sorted, by name), so approving `touch` does not
-/// approve `cp`; for any other tool, every call of it.
+/// programs it runs (sorted, by name; git with its subcommand), so
+/// approving `touch` does not approve `cp`, nor `git add` `git clean`; for
+/// any other tool, every call of it.
 pub fn scope_of(d: &crate::security::Decision) -> String {
     let Some(plan) = &d.plan else {
         return String::new();
@@ -780,8 +805,14 @@ pub fn scope_of(d: &crate::security::Decision) -> String {
         .steps
         .iter()
         .flat_map(|s| &s.commands)
-        .filter_map(|c| c.program.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
+        .filter_map(|c| {
+            let name = c.program.file_name()?.to_string_lossy().into_owned();
+            // git is many programs: `git add` approved is not `git clean`.
+            Some(match (name.as_str(), git_subcommand(&c.argv)) {
+                ("git", Some(sub)) => format!("git {sub}"),
+                _ => name,
+            })
+        })
         .collect();
     names.sort();
     names.dedup();
@@ -795,8 +826,8 @@ mod tests {
     use crate::config::{Autonomy, Config};
     use crate::control::RunControl;
     use crate::receipts::ReceiptLog;
-    use crate::runtime::Approver;
-    use crate::tools::ask_user::{Reply, User};
+    use crate::runtime::run::Approver;
+    use crate::tools::{Reply, User};
     use serde_json::json;
     use std::cell::Cell;
     use std::path::{Path, PathBuf};
@@ -811,7 +842,7 @@ mod tests {
     }
 
     impl Approver for Operator<'_> {
-        fn ask(&self, _: &str, _: &Decision, _: &Value, _: &RunControl) -> Approval {
+        fn ask(&self, _: &str, _: &Decision, _: &Value, _: bool, _: &RunControl) -> Approval {
             self.asked.set(self.asked.get() + 1);
             let soon = RunControl::new(Some(std::time::Duration::from_millis(20)));
             self.lock_free_when_asked

@@ -3,7 +3,7 @@
 //! expected, the tool's schema, the error); an answer that claims an effect
 //! no call of the turn had gets one reminder (README: Small local models).
 
-use super::CallRecord;
+use super::call::CallRecord;
 use crate::config::ToolMode;
 use crate::providers::textcalls::spaced_json;
 use crate::providers::{ToolSpec, structured};

@@ -1,51 +1,31 @@
 //! The agent loop and the one path every tool call takes:
 //! gate → (approval) → started receipt → tool → outcome receipt → memory.
 
-use crate::config::Config;
 use crate::control::{RunControl, Stop};
-use crate::error::{Error, IoContext, Kind, Outcome, Result};
-use crate::memory::{Memory, NewTurn, Round, RoundResult, TurnRole};
+use crate::error::{Error, Kind, Outcome, Result};
+use crate::memory::{NewTurn, Round, RoundResult, TurnRole};
 use crate::providers::visible::Visible;
 use crate::providers::{
     ChatRequest, ChatResponse, Message, Provider, ProviderErrorKind, Role, StreamSink, ToolCall,
     ToolSpec, Usage,
 };
 use crate::receipts::{ReceiptLog, Status};
-use crate::security::redact::Redactor;
-use crate::security::{Decision, Gate};
 use crate::tools;
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::cell::RefCell;
 use std::time::Instant;
 
 mod call;
 mod checks;
 mod pick;
+mod run;
 
 pub use crate::providers::textcalls::looks_like_tool_text;
 pub use call::{CallRecord, scope_of};
 use checks::claimed_effect;
 pub use pick::pick_tools;
-
-#[derive(Debug, PartialEq)]
-pub enum Approval {
-    Approved,
-    /// Approved, and calls like it in this conversation from now on
-    /// (`Runtime::scope_of` says which are alike).
-    Always,
-    Denied(String),
-    /// Nobody to ask (no terminal): the call waits as a pending approval.
-    Unavailable(String),
-}
-
-/// Asks a person whether a call may run. Only the runtime calls it, so
-/// nothing in a model's output can answer for the operator. The same
-/// person answers `ask_user` questions (`tools::ask_user::User`).
-pub trait Approver: tools::ask_user::User {
-    /// Gives up when `control` says the run must stop.
-    fn ask(&self, tool: &str, decision: &Decision, args: &Value, control: &RunControl) -> Approval;
-}
+use run::summarize_args;
+pub use run::{Approval, Approver, Runtime};
 
 /// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
 /// Every method does nothing unless the channel says otherwise.
@@ -118,103 +98,6 @@ fn stopped(control: &RunControl, stop: Stop) -> (String, Outcome) {
     }
 }
 
-/// The main argument of a call, on one short line, for a status line.
-pub fn summarize_args(args: &Value) -> String {
-    let main = ["command", "path", "url", "query"]
-        .iter()
-        .find_map(|k| args.get(*k).and_then(Value::as_str));
-    let text = match main {
-        Some(s) => s.to_string(),
-        None if args.as_object().is_some_and(|o| o.is_empty()) => String::new(),
-        None => args.to_string(),
-    };
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let printable = crate::util::printable(&one_line);
-    match printable.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &printable[..i]),
-        None => printable,
-    }
-}
-
-pub struct Runtime<'a> {
-    pub cfg: &'a Config,
-    pub gate: Gate,
-    /// Every tool result passes through it before anything else sees it.
-    pub redactor: std::sync::Arc<Redactor>,
-    pub memory: Memory,
-    receipts: Option<ReceiptLog>,
-    approver: &'a dyn Approver,
-    /// Hash of the last receipt this process wrote.
-    receipts_head: RefCell<Option<String>>,
-    /// `--hint` for a router provider.
-    pub hint: Option<String>,
-    /// `agent -o`: sent with every request of the run.
-    pub options: crate::providers::ModelOptions,
-    /// The run's deadline (`--timeout`) and cancellation (Ctrl-C).
-    pub control: RunControl,
-    /// The command that runs this call again, for a caller that is not a
-    /// conversation (`tool run`): after `latchclaw approve ID` the operator
-    /// gives it again, instead of resuming a conversation.
-    pub rerun: Option<String>,
-    /// ` -w DIR` when the run's workspace is not `workspace_dir` (the git
-    /// work tree it started in): the resume command it suggests says where.
-    pub workspace_flag: String,
-    /// Tokens the provider reported over every turn of this run.
-    pub run_usage: RefCell<Usage>,
-    /// The conversation a turn is working on, as soon as it is known, for
-    /// the run's record when the turn fails without an outcome.
-    pub conversation: RefCell<Option<String>>,
-    /// The tool round being run: stored whole when it ends, however it
-    /// ends, each call without a result given one saying so.
-    pub round: RefCell<Option<Round>>,
-    /// When this run's calls of rate-limited tools were admitted
-    /// (`rate_limit.per_minute` counts these).
-    calls_in_run: RefCell<Vec<(tools::ToolName, Instant)>>,
-    /// Provider calls of this run that failed: the gateway adds them to
-    /// its metrics and answers a turn that failed after one with 502.
-    pub provider_errors: std::cell::Cell<u64>,
-    /// Whether stored notes and other conversations' turns go with a
-    /// message (`[memory] recall`; a one-shot run sets it off under
-    /// `repl`, `--no-memory` always).
-    pub recall: bool,
-}
-
-/// An exclusive lock on `<state>/tools.lock`, held while one tool call is
-/// re-judged and runs; released when the guard drops.
-fn tool_lock(cfg: &Config, control: &RunControl) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = cfg.state_dir.join("tools.lock");
-    let _ = crate::util::private_dir(&cfg.state_dir);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&path)
-        .ctx(|| format!("cannot open {}", path.display()))?;
-    // Waits for the other call, but not past the run's deadline or Ctrl-C.
-    loop {
-        // flock(2), LOCK_EX | LOCK_NB.
-        let err = match file.try_lock() {
-            Ok(()) => break,
-            Err(e) => e,
-        };
-        let waiting = matches!(err, std::fs::TryLockError::WouldBlock);
-        if !waiting || control.stop().is_some() {
-            let why = match err {
-                std::fs::TryLockError::WouldBlock => "another latchclaw call holds it".to_string(),
-                std::fs::TryLockError::Error(e) => e.to_string(),
-            };
-            return Err(Error::new(
-                Kind::Runtime,
-                format!("cannot lock {}: {why}", path.display()),
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    Ok(file)
-}
-
 /// A turn the run's control stopped (`--timeout`, Ctrl-C): what of the
 /// answer had arrived, and latchclaw's note on why it stopped. A channel
 /// shows these apart (README: a quiet stop); the stored answer holds both.
@@ -268,42 +151,6 @@ impl TurnOutcome {
 }
 
 impl<'a> Runtime<'a> {
-    /// `redactor`: the process's, which knows the secrets `cfg` names.
-    pub fn new(
-        cfg: &'a Config,
-        approver: &'a dyn Approver,
-        redactor: std::sync::Arc<Redactor>,
-    ) -> Result<Runtime<'a>> {
-        let memory = Memory::open(
-            &cfg.memory.path,
-            cfg.memory.busy_timeout_ms,
-            std::sync::Arc::clone(&redactor),
-        )?;
-        Ok(Runtime {
-            cfg,
-            gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
-            redactor,
-            memory,
-            receipts: cfg.receipts.enabled.then(|| {
-                ReceiptLog::open(&cfg.receipts.path, &cfg.receipt_key_path())
-                    .anchored(cfg.receipts.anchor_file.as_deref())
-            }),
-            approver,
-            receipts_head: RefCell::new(None),
-            hint: None,
-            options: Default::default(),
-            control: RunControl::new(None),
-            rerun: None,
-            run_usage: RefCell::new(Usage::default()),
-            conversation: Default::default(),
-            round: Default::default(),
-            calls_in_run: Default::default(),
-            provider_errors: Default::default(),
-            recall: cfg.memory.recall != crate::config::Recall::Never,
-            workspace_flag: String::new(),
-        })
-    }
-
     /// For a run that may call tools: creates the receipt key when the
     /// state directory exists and the key does not (`receipts::ensure_key`).
     pub fn prepare_receipts(&mut self) {

@@ -21,11 +21,19 @@
 //! The ruleset is built in the parent with the `landlock` crate, the filter
 //! by hand ([`prepare`]); the child only calls `prctl`, `seccomp` and
 //! `landlock_restrict_self` between fork and exec ([`Prepared::install`]).
+//!
+//! Errors here (and in `view.rs`) are set-up failures said in words, not
+//! refusals: there is no kind to carry and every caller shows the text
+//! (the shell tool fails the call; `git/ask.rs` makes it a `Confinement`
+//! refusal), so they stay `String`.
 
 pub mod seccomp;
+mod spec;
 pub mod view;
 
 pub use crate::config::Confinement as Mode;
+pub use spec::Spec;
+use spec::{DEV_READ, ETC_FILES, SYSTEM_DIRS};
 
 use crate::config::{Autonomy, Config};
 use crate::sys;
@@ -35,7 +43,7 @@ use landlock::{
 };
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -43,26 +51,6 @@ use std::sync::OnceLock;
 /// the crate drops what the kernel does not know (its best-effort mode);
 /// on a newer one, rights added after this ABI stay unhandled (allowed).
 const TARGET: ABI = ABI::V10;
-
-/// Program directories: read and execute (only those that exist).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
-
-/// The files under /etc that ordinary programs read (dynamic loader, time
-/// zone, name service switch, libmagic, MIME types); not passwd or shadow.
-const ETC_FILES: &[&str] = &[
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "timezone",
-    "nsswitch.conf",
-    "magic",
-    "mime.types",
-];
-
-const DEV_READ: &[&str] = &["/dev/zero", "/dev/urandom", "/dev/random"];
 
 /// What the running kernel offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,52 +133,6 @@ fn probe() -> Status {
             Some(libc::ENOSYS) => "the kernel is older than 5.13 or built without Landlock",
             _ => "the Landlock probe failed (a seccomp filter?)",
         }),
-    }
-}
-
-/// What one shell call may touch.
-#[derive(Debug, Clone)]
-pub struct Spec {
-    pub workspace: PathBuf,
-    /// False under `readonly` autonomy: read and execute only.
-    pub workspace_writable: bool,
-    /// A directory of this call's own (read and write), if the runner made one.
-    pub tmp_dir: Option<PathBuf>,
-    pub mode: Mode,
-    /// latchclaw's state directory: masked when the workspace holds it
-    /// (Landlock rules add up and cannot carve a hole; a mount can).
-    pub state_dir: Option<PathBuf>,
-    /// `[security] secret_files_allow`: secret-named files left unmasked.
-    pub secret_allow: super::secret_files::Allow,
-    /// `[security] forbidden_paths`: masked where the workspace holds them.
-    pub forbidden: Vec<PathBuf>,
-    /// Whether children keep the host's network (none is granted it yet).
-    pub network: bool,
-    /// The children's working directory (the workspace when `None`).
-    pub cwd: Option<PathBuf>,
-}
-
-impl Spec {
-    /// The spec for a shell call under `cfg` at `autonomy`.
-    pub fn new(cfg: &Config, workspace: &Path, autonomy: Autonomy, tmp_dir: Option<&Path>) -> Spec {
-        Spec {
-            workspace: workspace.to_path_buf(),
-            workspace_writable: autonomy != Autonomy::ReadOnly,
-            tmp_dir: tmp_dir.map(Path::to_path_buf),
-            mode: cfg.security.confinement,
-            state_dir: Some(cfg.state_dir.clone()),
-            secret_allow: super::secret_files::Allow::new(&cfg.security.secret_files_allow),
-            // latchclaw's own files are as forbidden to a child.
-            forbidden: cfg
-                .security
-                .forbidden_paths
-                .iter()
-                .cloned()
-                .chain(cfg.protected_paths())
-                .collect(),
-            network: false,
-            cwd: None,
-        }
     }
 }
 
@@ -414,7 +356,7 @@ fn view_lines(spec: &Spec, v: &view::View) -> String {
     out.push_str(&format!(
         "\n  read-only in the workspace, in every child: {} (an approved git write may change \
          .git but not its config, hooks, info, modules, worktrees)",
-        super::PROTECTED_WORKSPACE_DIRS
+        super::paths::PROTECTED_WORKSPACE_DIRS
             .iter()
             .map(|d| d.name)
             .collect::<Vec<_>>()
@@ -786,6 +728,7 @@ pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> Strin
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::process::Stdio;
 
     struct TempDir(PathBuf);
@@ -1256,5 +1199,58 @@ mod tests {
             spawn_with < spawn_without + std::time::Duration::from_millis(5),
             "{spawn_with:?} vs {spawn_without:?}"
         );
+    }
+
+    /// Installs `prog` in a forked child, which then tries `socket()`: 0
+    /// when that was refused with EACCES, else the install's errno, or 120
+    /// when the socket was made.
+    fn in_a_child(prog: &'static [seccomp::Insn]) -> i32 {
+        // What the hook fails the spawn with when the socket was made: an
+        // errno neither prctl nor seccomp(2) gives.
+        const MADE: i32 = libc::ENOTRECOVERABLE;
+        let mut cmd = std::process::Command::new("/bin/true");
+        crate::sys::process::set_pre_exec(&mut cmd, move || {
+            let _ = crate::sys::sandbox::set_no_new_privs();
+            seccomp::install(prog)?;
+            let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            match std::net::UdpSocket::bind(any) {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(()),
+                _ => Err(io::Error::from_raw_os_error(MADE)),
+            }
+        });
+        match cmd.status() {
+            Ok(status) => {
+                assert!(status.success(), "{status}");
+                0
+            }
+            Err(e) if e.raw_os_error() == Some(MADE) => 120,
+            Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
+        }
+    }
+
+    #[test]
+    fn the_probe_agrees_with_installing_the_filter() {
+        let probed = seccomp::available().map(<[seccomp::Insn]>::as_ptr);
+        assert_eq!(
+            probed,
+            seccomp::available().map(<[seccomp::Insn]>::as_ptr),
+            "probed once"
+        );
+        let Some(prog) = seccomp::program() else {
+            assert!(probed.is_err());
+            return;
+        };
+        let installed = in_a_child(prog);
+        assert_eq!(
+            probed.is_ok(),
+            installed == 0,
+            "{probed:?}, child exit {installed}"
+        );
+        if status().abi.is_some() {
+            // Landlock needs 5.13; seccomp filters and their actions are older.
+            assert_eq!(installed, 0);
+        }
+        // And the probe left this process unfiltered.
+        assert!(!crate::sys::sandbox::seccomp_active().unwrap());
     }
 }

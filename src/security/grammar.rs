@@ -13,6 +13,8 @@
 //! `~`) so that expansion (see `plan.rs`) knows exactly which characters
 //! came from quotes.
 
+use super::refusal::Refused;
+
 /// How a pipeline is joined to the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Connector {
@@ -191,8 +193,10 @@ const BUILTINS: &[(&str, &str)] = &[
 ];
 
 /// A refusal: which construct, and what to do instead.
-fn unsupported(what: &str, instead: &str) -> String {
-    format!("{what} is not supported (latchclaw runs commands itself, without a shell); {instead}")
+fn unsupported(what: &str, instead: &str) -> Refused {
+    Refused::command(format!(
+        "{what} is not supported (latchclaw runs commands itself, without a shell); {instead}"
+    ))
 }
 
 const WRITE_INSTEAD: &str = "write the text with file_write, then pass the file";
@@ -208,15 +212,15 @@ struct Parser<'a> {
 }
 
 /// Parses a command line. `Err` is a refusal message for the model.
-pub fn parse(src: &str) -> Result<Script, String> {
+pub fn parse(src: &str) -> Result<Script, Refused> {
     if src.len() > MAX_COMMAND_BYTES {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "the command is {} bytes; the limit is {MAX_COMMAND_BYTES}: {WRITE_INSTEAD}",
             src.len()
-        ));
+        )));
     }
     if src.contains('\0') {
-        return Err("the command contains a NUL byte".into());
+        return Err(Refused::command("the command contains a NUL byte"));
     }
     let mut p = Parser {
         s: src.as_bytes(),
@@ -229,7 +233,7 @@ pub fn parse(src: &str) -> Result<Script, String> {
         p.skip_blanks_and_newlines();
         if p.at_end() {
             if connector != Connector::Seq {
-                return Err("the command ends with `&&` or `||`".into());
+                return Err(Refused::command("the command ends with `&&` or `||`"));
             }
             break;
         }
@@ -257,7 +261,7 @@ pub fn parse(src: &str) -> Result<Script, String> {
         };
     }
     if items.is_empty() {
-        return Err("empty command".into());
+        return Err(Refused::command("empty command"));
     }
     Ok(Script { items })
 }
@@ -307,7 +311,7 @@ impl Parser<'_> {
         }
     }
 
-    fn unexpected(&self, c: u8) -> String {
+    fn unexpected(&self, c: u8) -> Refused {
         match c {
             b'&' => unsupported(
                 "`&` (running in the background)",
@@ -317,11 +321,11 @@ impl Parser<'_> {
             b'|' if self.peek_at(1) == Some(b'&') => {
                 unsupported("`|&`", "use `2>&1 |` to pipe stderr too")
             }
-            _ => format!("unexpected `{}`", c as char),
+            _ => Refused::command(format!("unexpected `{}`", c as char)),
         }
     }
 
-    fn pipeline(&mut self) -> Result<RawPipeline, String> {
+    fn pipeline(&mut self) -> Result<RawPipeline, Refused> {
         self.skip_blanks();
         let mut negate = false;
         if self.peek() == Some(b'!') && matches!(self.peek_at(1), Some(b' ' | b'\t')) {
@@ -345,7 +349,7 @@ impl Parser<'_> {
         Ok(RawPipeline { negate, commands })
     }
 
-    fn command(&mut self) -> Result<RawCommand, String> {
+    fn command(&mut self) -> Result<RawCommand, Refused> {
         let mut cmd = RawCommand::default();
         loop {
             self.skip_blanks();
@@ -397,16 +401,16 @@ impl Parser<'_> {
                     "create files with file_write",
                 ));
             }
-            return Err(match self.peek() {
+            return Err(Refused::command(match self.peek() {
                 Some(c) => format!("missing command before `{}`", c as char),
                 None => "missing command".into(),
-            });
+            }));
         }
         Ok(cmd)
     }
 
     /// Reads one word and files it as an assignment or an argument.
-    fn word_into(&mut self, cmd: &mut RawCommand) -> Result<(), String> {
+    fn word_into(&mut self, cmd: &mut RawCommand) -> Result<(), Refused> {
         let start = self.pos;
         let w = self.word()?;
         if cmd.words.is_empty() {
@@ -419,7 +423,7 @@ impl Parser<'_> {
                 return Err(unsupported(what, SPLIT_INSTEAD));
             }
             if let Some((_, why)) = BUILTINS.iter().find(|(b, _)| w.is_plain(b)) {
-                return Err(format!("`{typed}`: {why}"));
+                return Err(Refused::command(format!("`{typed}`: {why}")));
             }
             // `name() …` defines a function.
             self.skip_blanks();
@@ -431,7 +435,7 @@ impl Parser<'_> {
         Ok(())
     }
 
-    fn redirection(&mut self, fd: Option<u32>) -> Result<RawRedir, String> {
+    fn redirection(&mut self, fd: Option<u32>) -> Result<RawRedir, Refused> {
         let c = self.peek().unwrap_or(b'>');
         self.pos += 1;
         let next = self.peek();
@@ -487,25 +491,25 @@ impl Parser<'_> {
                     target,
                 });
             }
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`{shown}` needs a descriptor number (`2>&1`); found `{}`",
                 target.display()
-            ));
+            )));
         }
         Ok(RawRedir { fd, op, target })
     }
 
-    fn redir_target(&mut self, shown: &str) -> Result<RawWord, String> {
+    fn redir_target(&mut self, shown: &str) -> Result<RawWord, Refused> {
         self.skip_blanks();
         match self.peek() {
-            None | Some(b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')') => {
-                Err(format!("redirection `{shown}` has no target"))
-            }
+            None | Some(b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')') => Err(
+                Refused::command(format!("redirection `{shown}` has no target")),
+            ),
             _ => self.word(),
         }
     }
 
-    fn word(&mut self) -> Result<RawWord, String> {
+    fn word(&mut self) -> Result<RawWord, Refused> {
         let mut w = RawWord::default();
         let word_start = self.pos;
         // An unquoted `{` followed later by an unquoted `,` or `..` and `}`
@@ -542,7 +546,7 @@ impl Parser<'_> {
                         self.pos += 1;
                     }
                     if self.at_end() {
-                        return Err("unterminated single quote".into());
+                        return Err(Refused::command("unterminated single quote"));
                     }
                     let text = &self.src[start..self.pos];
                     self.pos += 1;
@@ -576,10 +580,9 @@ impl Parser<'_> {
                         }
                         Some(b':') => w.pieces.push(Piece::Tilde),
                         _ => {
-                            return Err(
-                                "`~user` paths are not supported; use a path in the workspace"
-                                    .into(),
-                            );
+                            return Err(Refused::command(
+                                "`~user` paths are not supported; use a path in the workspace",
+                            ));
                         }
                     }
                 }
@@ -614,17 +617,17 @@ impl Parser<'_> {
         if w.is_empty() && self.pos == word_start {
             return Err(match self.peek() {
                 Some(c) => self.unexpected(c),
-                None => "missing word".into(),
+                None => Refused::command("missing word"),
             });
         }
         Ok(w)
     }
 
-    fn double_quoted(&mut self, w: &mut RawWord) -> Result<(), String> {
+    fn double_quoted(&mut self, w: &mut RawWord) -> Result<(), Refused> {
         let mut any = false;
         loop {
             match self.peek() {
-                None => return Err("unterminated double quote".into()),
+                None => return Err(Refused::command("unterminated double quote")),
                 Some(b'"') => {
                     self.pos += 1;
                     break;
@@ -663,7 +666,7 @@ impl Parser<'_> {
         Ok(())
     }
 
-    fn dollar(&mut self, w: &mut RawWord, quoted: bool) -> Result<(), String> {
+    fn dollar(&mut self, w: &mut RawWord, quoted: bool) -> Result<(), Refused> {
         self.pos += 1;
         match self.peek() {
             Some(b'(') if self.peek_at(1) == Some(b'(') => Err(unsupported(
@@ -847,7 +850,8 @@ mod tests {
             ("case x in a) ls;; esac", "case"),
         ] {
             let e = parse(cmd).expect_err(cmd);
-            assert!(e.contains(needle), "{cmd}: {e}");
+            assert!(e.reason.contains(needle), "{cmd}: {e}");
+            assert_eq!(e.kind, crate::security::refusal::Refusal::Command, "{cmd}");
         }
     }
 

@@ -8,14 +8,14 @@
 //! it returns is what `tools/shell.rs` runs — the same strings, with no
 //! shell in between.
 
-use super::Risk;
+use super::decision::Risk;
+use super::gate::{Gate, SAFE_PATH};
 use super::grammar::{self, Connector, RawCommand, RedirOp};
+use super::options;
+use super::paths::absolute;
 use super::plan::{Cmd, Expander, OpenMode, Plan, Redir, Step};
-use super::{Gate, options};
+use super::refusal::Refused;
 use std::path::{Path, PathBuf};
-
-/// Where programs are looked up, at judgement time only.
-pub const SAFE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Programs that are always refused, whatever the config says.
 #[rustfmt::skip]
@@ -84,7 +84,7 @@ const LINK_MAKERS: &[&str] = &[
 /// What the gate concluded about one command string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Judgement {
-    Deny(String),
+    Deny(Refused),
     Risk(Risk, String),
 }
 
@@ -128,7 +128,7 @@ pub struct Analysis {
     pub plan: Option<Plan>,
 }
 
-type Judged<T> = Result<T, String>;
+type Judged<T> = Result<T, Refused>;
 
 pub fn analyze(command: &str, gate: &Gate) -> Analysis {
     Analysis::from(analyze_inner(command, gate))
@@ -151,10 +151,12 @@ impl From<Judged<(Judgement, Plan)>> for Analysis {
 
 fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
     if command.trim().is_empty() {
-        return Err("empty command".into());
+        return Err(Refused::command("empty command"));
     }
     if let Some(p) = destructive_text(command) {
-        return Err(format!("matches the destructive pattern `{p}`"));
+        return Err(Refused::command(format!(
+            "matches the destructive pattern `{p}`"
+        )));
     }
     let script = grammar::parse(command)?;
     let ws = gate.workspace()?.to_path_buf();
@@ -183,24 +185,25 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
             args.extend(x.word(w)?);
         }
         let [dir] = args.as_slice() else {
-            return Err("`cd` needs exactly one directory inside the workspace".into());
+            return Err(Refused::command(
+                "`cd` needs exactly one directory inside the workspace",
+            ));
         };
         if !c.redirs.is_empty() || !c.assigns.is_empty() {
-            return Err("`cd` takes no redirections or variables".into());
+            return Err(Refused::command("`cd` takes no redirections or variables"));
         }
         let resolved = gate.check_path(&absolute(&cwd, dir))?;
         if !resolved.is_dir() {
-            return Err(format!("`cd {dir}`: not a directory"));
+            return Err(Refused::command(format!("`cd {dir}`: not a directory")));
         }
         match items.get(1) {
             None => {}
             Some((Connector::And, _)) => {}
             Some(_) => {
-                return Err(
+                return Err(Refused::command(
                     "`cd DIR` must be followed by `&&` (`cd src && ls`), so nothing runs in \
-                     the wrong directory"
-                        .into(),
-                );
+                     the wrong directory",
+                ));
             }
         }
         cwd = resolved;
@@ -246,7 +249,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
             at += 1;
             // One command may be both (`git log > out.txt`).
             if writers.iter().any(|w| gits.iter().any(|g| g != w)) {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "git reads its repository's configuration as the gate saw it, and another \
                      command on this line may change files first (`{}`); run git in a \
                      separate call",
@@ -256,10 +259,10 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
                         .map(|w| w.display())
                         .collect::<Vec<_>>()
                         .join(" ")
-                ));
+                )));
             }
             if writes.links && total > 1 {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`{}` changes files and may create or move links, and the other commands \
                      on this line were judged against the files as they are now; run them in \
                      a separate call",
@@ -269,7 +272,7 @@ fn analyze_inner(command: &str, gate: &Gate) -> Judged<(Judgement, Plan)> {
                         .map(|w| w.display())
                         .collect::<Vec<_>>()
                         .join(" ")
-                ));
+                )));
             }
             verdict = verdict.max(j);
             commands.push(cmd);
@@ -294,7 +297,9 @@ pub(crate) fn analyze_tool_argv(argv: &[String], gate: &Gate) -> Analysis {
 
 fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
     if let Some(p) = destructive_text(&argv.join(" ")) {
-        return Err(format!("matches the destructive pattern `{p}`"));
+        return Err(Refused::command(format!(
+            "matches the destructive pattern `{p}`"
+        )));
     }
     let raw = RawCommand {
         assigns: Vec::new(),
@@ -312,10 +317,10 @@ fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
     let cwd = gate.workspace()?.to_path_buf();
     let (j, cmd, writes) = judge_command(&raw, false, &cwd, gate, true)?;
     if writes.any {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{}` would change files; this tool only reads",
             argv.join(" ")
-        ));
+        )));
     }
     let plan = Plan {
         cwd,
@@ -326,16 +331,6 @@ fn tool_argv(argv: &[String], gate: &Gate) -> Judged<(Judgement, Plan)> {
         }],
     };
     Ok((j, plan))
-}
-
-/// `raw` made absolute against the command's directory (tools judge paths
-/// relative to the workspace; after `cd` the base is different).
-pub(super) fn absolute(cwd: &Path, raw: &str) -> String {
-    if raw.starts_with('/') || raw.starts_with('~') {
-        raw.to_string()
-    } else {
-        cwd.join(raw).to_string_lossy().into_owned()
-    }
 }
 
 fn basename(s: &str) -> &str {
@@ -381,7 +376,7 @@ fn judge_command(
         argv.extend(x.word(w)?);
     }
     if argv.is_empty() {
-        return Err("the command expands to nothing".into());
+        return Err(Refused::command("the command expands to nothing"));
     }
     let mut redirs = Vec::new();
     for r in &raw.redirs {
@@ -397,7 +392,7 @@ fn judge_command(
         _ => argv[0].clone(),
     };
     if name.is_empty() {
-        return Err("empty command name".into());
+        return Err(Refused::command("empty command name"));
     }
     let program = resolve_program(&name, cwd, gate)?;
     let lower = basename(&name).to_lowercase();
@@ -434,7 +429,7 @@ fn judge_command(
             }),
             l => LINK_MAKERS.contains(&l),
         };
-    super::secret_files::guard_walk(&lower, &mut argv, cwd, gate)?;
+    super::secret_files::walk::guard_walk(&lower, &mut argv, cwd, gate)?;
     if lower == "diff" {
         argv.insert(1, "--no-dereference".to_string());
     }
@@ -484,10 +479,10 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
         } else {
             "is not one of the variables a command may set"
         };
-        return Err(format!(
+        return Err(Refused::command(format!(
             "setting {name} {why}; allowed: {}",
             BENIGN_VARS.join(", ")
-        ));
+        )));
     }
     // Locale names with a slash, and zone names that are absolute, start
     // with `:` or climb with `..`, are file paths to glibc. A zone name such
@@ -508,10 +503,10 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
         value.contains('/') || value.starts_with(':') || value.contains("..")
     };
     if (name.starts_with("LC_") || name.starts_with("LANG") || name == "TZ") && path_like {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "{name}={value}: a path here makes programs load that file; use a plain name \
              such as C.UTF-8 or UTC"
-        ));
+        )));
     }
     // Programs' own parsers (sed's script reader above all) are judged in
     // UTF-8 or single-byte terms; a multibyte charset such as GB18030 can
@@ -524,9 +519,9 @@ fn check_assignment(name: &str, value: &str) -> Judged<()> {
             || v.ends_with(".utf-8")
             || v.ends_with(".utf8");
         if !ok {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "{name}={value}: only C, POSIX and UTF-8 locales (C.UTF-8, en_US.UTF-8) are allowed"
-            ));
+            )));
         }
     }
     Ok(())
@@ -541,10 +536,10 @@ fn judge_redir(
     let target = x.single(&r.target)?;
     let shown = r.target.display();
     if r.fd > 2 {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "redirection of descriptor {}: only 0, 1 and 2 are supported",
             r.fd
-        ));
+        )));
     }
     let ok = |j: Judgement, v: Vec<Redir>| Ok((j, v));
     if r.op == RedirOp::Dup {
@@ -553,17 +548,17 @@ fn judge_redir(
         }
         let to: u32 = target.parse().unwrap_or(u32::MAX);
         if to > 2 {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`{}>&{shown}`: only descriptors 0, 1 and 2 are supported",
                 r.fd
-            ));
+            )));
         }
         return ok(Judgement::low(""), vec![Redir::Dup { fd: r.fd, to }]);
     }
     if target.is_empty() {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "redirection to `{shown}`, which expands to nothing"
-        ));
+        )));
     }
     let path = absolute(cwd, &target);
     let (mode, fds): (OpenMode, &[u32]) = match r.op {
@@ -572,7 +567,11 @@ fn judge_redir(
         RedirOp::Append => (OpenMode::Append, &[]),
         RedirOp::WriteBoth => (OpenMode::Truncate, &[2]),
         RedirOp::AppendBoth => (OpenMode::Append, &[2]),
-        RedirOp::Dup => return Err(format!("`>&{shown}` needs a descriptor number")),
+        RedirOp::Dup => {
+            return Err(Refused::command(format!(
+                "`>&{shown}` needs a descriptor number"
+            )));
+        }
     };
     let fd = r.fd;
     let mut out = Vec::new();
@@ -586,7 +585,7 @@ fn judge_redir(
     } else if mode == OpenMode::Read {
         let resolved = gate
             .check_path(&path)
-            .map_err(|e| format!("redirection: {e}"))?;
+            .map_err(|e| e.map_reason(|r| format!("redirection: {r}")))?;
         out.push(Redir::Open {
             fd,
             path: resolved,
@@ -596,7 +595,7 @@ fn judge_redir(
     } else {
         let resolved = gate
             .check_write_path(&path)
-            .map_err(|e| format!("redirection: {e}"))?;
+            .map_err(|e| e.map_reason(|r| format!("redirection: {r}")))?;
         out.push(Redir::Open {
             fd,
             path: resolved,
@@ -617,33 +616,35 @@ fn resolve_program(name: &str, cwd: &Path, gate: &Gate) -> Judged<PathBuf> {
     if name.contains('/') {
         let p = gate.check_path(&absolute(cwd, name))?;
         if !p.is_file() {
-            return Err(format!("`{name}` is not a file"));
+            return Err(Refused::command(format!("`{name}` is not a file")));
         }
         return Ok(p);
     }
     if let Some(p) = gate.lookup_program(name) {
         return Ok(p);
     }
-    Err(format!(
+    Err(Refused::command(format!(
         "`{name}` was not found on the command path ({SAFE_PATH}); shell builtins other than \
          `cd` are not available"
-    ))
+    )))
 }
 
 /// Denials that hold whatever the config says, and the configured list.
 fn forbidden(lower: &str, name: &str, gate: &Gate) -> Judged<()> {
     if ALWAYS_DENY.contains(&lower) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{name}` is never allowed (it runs code as another user or from a string)"
-        ));
+        )));
     }
     if gate.forbidden_command(lower) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{name}` is a forbidden command (security.forbidden_commands)"
-        ));
+        )));
     }
     if DESTRUCTIVE.contains(&lower) || lower.starts_with("mkfs") {
-        return Err(format!("`{name}` is destructive and always refused"));
+        return Err(Refused::command(format!(
+            "`{name}` is destructive and always refused"
+        )));
     }
     Ok(())
 }
@@ -661,16 +662,16 @@ fn judge_program(
 ) -> Judged<(Judgement, bool)> {
     let args = &argv[1..];
     if SHELLS.contains(&lower) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{name}` is a shell: latchclaw runs commands itself and never hands a string to \
              a shell; run the commands directly"
-        ));
+        )));
     }
     if WRAPPERS.contains(&lower) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{name}` runs another program chosen at run time; run the program directly \
              (globs work: `wc -l src/*.rs`)"
-        ));
+        )));
     }
     let by_path_trusted = name.contains('/') && gate.allowlisted_path(program);
     if !by_path_trusted && name.contains('/') {
@@ -684,18 +685,20 @@ fn judge_program(
     }
     if INTERPRETERS.contains(&lower) || lower.starts_with("python") || lower.starts_with("perl") {
         if piped_into {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "piping into `{name}` runs code the gate cannot see"
-            ));
+            )));
         }
         for a in args {
             if let Some(p) = destructive_text(a) {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`{name}` code matches the destructive pattern `{p}`"
-                ));
+                )));
             }
             if let Some(f) = names_forbidden(a, gate) {
-                return Err(format!("`{name}` code names the forbidden command `{f}`"));
+                return Err(Refused::command(format!(
+                    "`{name}` code names the forbidden command `{f}`"
+                )));
             }
         }
         scan_args(args, cwd, gate, false)?;
@@ -772,10 +775,10 @@ fn judge_program(
         if resolved.is_dir()
             && let Some(hit) = gate.write_refused_beneath(&resolved)
         {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "`{name}` would write into {} ({w}), which holds {hit}",
                 resolved.display()
-            ));
+            )));
         }
     }
     let mut trees = parsed.read_dirs_recursive.clone();
@@ -794,19 +797,19 @@ fn judge_program(
             outside.get_or_insert_with(|| d.clone());
         }
         if let Some(hit) = gate.forbidden_within(&resolved, depth) {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "`{name}` would walk {} ({d}), which holds the forbidden path {hit}",
                 resolved.display()
-            ));
+            )));
         }
     }
     for d in &parsed.write_dirs_recursive {
         let resolved = gate.check_write_dir_ok(&absolute(cwd, d))?;
         if let Some(hit) = gate.write_refused_beneath(&resolved) {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "`{name}` would write throughout {} ({d}), which holds {hit}",
                 resolved.display()
-            ));
+            )));
         }
     }
     if lower == "cp" {
@@ -815,10 +818,10 @@ fn judge_program(
     if lower == "diff" {
         options::search::judge_diff(&parsed, cwd, gate)?;
     } else if parsed.follows_symlinks_recursively {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`{name}` would follow symbolic links while walking a tree, which can lead out \
              of the workspace; drop the option that follows links"
-        ));
+        )));
     }
     // The reason says what the command does, as the operator would.
     let writes = parsed.writes_anything || !parsed.writes.is_empty();
@@ -864,9 +867,9 @@ fn named(paths: &[String]) -> String {
 fn scan_args(args: &[String], cwd: &Path, gate: &Gate, trusted: bool) -> Judged<()> {
     for t in args {
         if !trusted && let Some(name) = names_forbidden(t, gate) {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "argument `{t}` names the forbidden command `{name}`, which this program may run"
-            ));
+            )));
         }
         let value = t.split_once('=').map_or(t.as_str(), |(_, v)| v);
         // A glued short option value (`-f/abs/path`).
@@ -907,7 +910,7 @@ fn destructive_argv(lower: &str, args: &[String]) -> Judged<()> {
             .any(|t| t.starts_with('-') && !t.starts_with("--") && t.contains(c))
     };
     let has = |s: &str| args.iter().any(|t| t == s);
-    let deny = |why: &str| Err(why.to_string());
+    let deny = |why: &str| Err(Refused::command(why));
     match lower {
         "rm" => {
             let recursive = short_flag('r') || short_flag('R') || has("--recursive");

@@ -7,252 +7,30 @@
 //! they point at.
 
 pub mod confine;
+mod decision;
+mod gate;
 pub mod git;
 pub mod grammar;
 pub mod judge;
 pub mod net;
 pub mod options;
+mod paths;
 pub mod plan;
 pub mod rate;
 pub mod redact;
+mod refusal;
 pub mod secret_files;
+
+pub use decision::{Decision, Risk, Verdict};
+pub use gate::Gate;
+pub use paths::resolve;
+pub use refusal::{Refusal, Refused};
 
 use crate::config::{Autonomy, Config};
 use crate::types::ToolName;
 use serde_json::Value;
-use std::cell::OnceCell;
-use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::fmt;
 use std::io::ErrorKind;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
-
-/// More symlink hops than this and we treat the path as a loop.
-const MAX_SYMLINK_HOPS: u32 = 40;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Risk {
-    Low,
-    Medium,
-    High,
-}
-
-impl Risk {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Risk::Low => "low",
-            Risk::Medium => "medium",
-            Risk::High => "high",
-        }
-    }
-}
-
-/// The gate's answer: run it, ask the operator first, or refuse it, and
-/// then of what kind the refusal is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Allow,
-    Ask,
-    Deny(Refusal),
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Deny(_) => "deny",
-        }
-    }
-}
-
-/// Why the gate refused a call, by kind (the reason says it in words):
-/// what `policy check --json`, tests and scripts match on instead of prose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The emergency stop is engaged.
-    Estop,
-    /// The tool is disabled or not configured (`tools.NAME.enabled`,
-    /// `[tools.web_search]`).
-    Unavailable,
-    /// The channel does not offer the tool (`channels.cli.tools_allow`).
-    NotOnChannel,
-    /// The arguments are malformed or over a limit.
-    Arguments,
-    /// A path the policy refuses: outside the workspace, forbidden,
-    /// protected, secret-named, a link out.
-    Path,
-    /// A URL or address the network policy refuses.
-    Network,
-    /// A shell command (or the git tool's argv) the judge refuses.
-    Command,
-    /// `confinement = "required"` and the kernel wall is not there.
-    Confinement,
-    /// The autonomy level does not run a call of this risk.
-    Autonomy,
-    /// Over the tool's `rate_limit`.
-    RateLimit,
-}
-
-impl Refusal {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::Estop => "estop",
-            Refusal::Unavailable => "unavailable",
-            Refusal::NotOnChannel => "not_on_channel",
-            Refusal::Arguments => "arguments",
-            Refusal::Path => "path",
-            Refusal::Network => "network",
-            Refusal::Command => "command",
-            Refusal::Confinement => "confinement",
-            Refusal::Autonomy => "autonomy",
-            Refusal::RateLimit => "rate_limit",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Decision {
-    pub risk: Risk,
-    pub verdict: Verdict,
-    pub reason: String,
-    /// True when the emergency stop caused the denial.
-    pub estop: bool,
-    /// The resolved path the tool must use (tools that take a path).
-    pub path: Option<PathBuf>,
-    /// shell: the plan the runner executes, exactly as judged.
-    pub plan: Option<plan::Plan>,
-}
-
-impl Risk {
-    pub fn parse(s: &str) -> Option<Risk> {
-        [Risk::Low, Risk::Medium, Risk::High]
-            .into_iter()
-            .find(|r| r.as_str() == s)
-    }
-}
-
-impl serde::Serialize for Risk {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl Decision {
-    /// A call that waits for the operator (a pending approval decided later).
-    pub fn ask(risk: Risk, reason: impl Into<String>) -> Decision {
-        Decision {
-            verdict: Verdict::Ask,
-            ..Decision::deny(risk, Refusal::Arguments, reason)
-        }
-    }
-
-    /// A refusal of `kind`.
-    pub fn deny(risk: Risk, kind: Refusal, reason: impl Into<String>) -> Decision {
-        Decision {
-            risk,
-            verdict: Verdict::Deny(kind),
-            reason: reason.into(),
-            estop: false,
-            path: None,
-            plan: None,
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({} risk): {}",
-            self.verdict.as_str(),
-            self.risk.as_str(),
-            self.reason
-        )
-    }
-}
-
-/// A directory inside the workspace that no tool writes, at any depth:
-/// what it holds runs code or instructs latchclaw later.
-#[derive(Debug)]
-pub struct ProtectedDir {
-    /// Its name: any path component so named, inside the workspace.
-    pub name: &'static str,
-    /// Why, as a refusal says it.
-    pub why: &'static str,
-    /// Work-tree writes reach into it (git checks `.latchclaw/` out like
-    /// any directory, never `.git/`): a write throughout a directory that
-    /// holds the workspace's own is refused too.
-    pub tree_writes_reach: bool,
-}
-
-/// The workspace's configuration directories, protected in one place: the
-/// gate refuses every write into them (`Gate::check_write_path`,
-/// `refused_lexically`, `write_refused_beneath`), and a kernel sandbox that
-/// makes them read-only in every child takes them from here.
-pub const PROTECTED_WORKSPACE_DIRS: &[ProtectedDir] = &[
-    ProtectedDir {
-        name: ".git",
-        why: "where hooks and config run code",
-        tree_writes_reach: false,
-    },
-    ProtectedDir {
-        name: ".latchclaw",
-        why: "which latchclaw reads as the operator's configuration (its skills)",
-        tree_writes_reach: true,
-    },
-];
-
-/// The protected directory `rel` (a path relative to the workspace) is in,
-/// or is.
-pub fn protected_workspace_dir(rel: &Path) -> Option<&'static ProtectedDir> {
-    rel.components().find_map(|c| {
-        PROTECTED_WORKSPACE_DIRS
-            .iter()
-            .find(|d| c.as_os_str() == d.name)
-    })
-}
-
-/// What the gate needs to know, resolved once per process.
-#[derive(Debug, Clone)]
-pub struct Gate {
-    autonomy: Autonomy,
-    workspace_only: bool,
-    /// Resolved on first use: a text-only turn never touches the file system
-    /// for the gate.
-    workspace: OnceCell<Result<PathBuf, String>>,
-    workspace_raw: PathBuf,
-    /// Each forbidden path as written and as resolved (on first use).
-    forbidden: OnceCell<Vec<PathBuf>>,
-    forbidden_raw: Vec<PathBuf>,
-    protected: OnceCell<Vec<PathBuf>>,
-    protected_raw: Vec<PathBuf>,
-    estop_path: PathBuf,
-    tools_allow: Vec<ToolName>,
-    home: Option<PathBuf>,
-    forbidden_commands: Vec<String>,
-    shell_allowlist: Vec<String>,
-    /// The environment every shell child gets (and `$NAME` expands from).
-    child_env: OnceCell<Vec<(String, String)>>,
-    /// Programs already looked up on the shell's PATH.
-    programs: std::cell::RefCell<Vec<(String, Option<PathBuf>)>>,
-    /// What git said of its repositories, for the decision being made.
-    git_views: git::repo::Views,
-    env_passthrough: Vec<String>,
-    secret_envs: Vec<String>,
-    file_write_max_bytes: usize,
-    confinement: crate::config::Confinement,
-    net: net::NetPolicy,
-    secret_allow: secret_files::Allow,
-    /// `memory.categories`, for `memory_store` and `memory_recall`.
-    memory_categories: Vec<String>,
-    /// `[tools.NAME] enabled = false`.
-    disabled: Vec<ToolName>,
-    web_search: Option<crate::config::WebSearch>,
-    /// The tools with a `rate_limit`.
-    rate_limits: Vec<(ToolName, crate::config::RateLimit)>,
-}
+use std::path::{Path, PathBuf};
 
 /// Whether the emergency stop is on. Anything but "not found" counts as on,
 /// so an unreadable state directory fails closed.
@@ -298,176 +76,7 @@ pub fn clear_estop(cfg: &crate::config::Config) -> crate::error::Result<bool> {
     }
 }
 
-/// Both spellings of a path: as given, and with symlinks resolved.
-fn both_forms(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for p in paths {
-        // Clean (no `.`, `..`, doubled or trailing `/`), as `under` needs.
-        let p = lexical_normalize(&p);
-        if let Ok(r) = resolve(&p)
-            && r != p
-        {
-            out.push(r);
-        }
-        out.push(p);
-    }
-    out
-}
-
-/// `p.starts_with(f)` for clean paths, compared as bytes: every path a
-/// call names is checked against each forbidden and protected entry in
-/// both forms, and walking `Components` for each pair was a sixth of a
-/// decision's time.
-fn under(p: &Path, f: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let (p, f) = (p.as_os_str().as_bytes(), f.as_os_str().as_bytes());
-    p.starts_with(f) && (p.len() == f.len() || f.ends_with(b"/") || p[f.len()] == b'/')
-}
-
 impl Gate {
-    pub fn new(cfg: &Config, tools_allow: &[ToolName]) -> Gate {
-        Gate {
-            autonomy: cfg.security.autonomy,
-            workspace_only: cfg.security.workspace_only,
-            workspace: OnceCell::new(),
-            workspace_raw: cfg.workspace_dir.clone(),
-            forbidden: OnceCell::new(),
-            forbidden_raw: cfg.security.forbidden_paths.clone(),
-            protected: OnceCell::new(),
-            // /proc too, whatever forbidden_paths says: /proc/PID/environ of
-            // this very process holds the provider keys.
-            protected_raw: cfg
-                .protected_paths()
-                .into_iter()
-                .chain([PathBuf::from("/proc")])
-                .collect(),
-            estop_path: cfg.estop_path(),
-            tools_allow: tools_allow.to_vec(),
-            home: crate::util::home_dir(),
-            forbidden_commands: cfg
-                .security
-                .forbidden_commands
-                .iter()
-                .map(|c| c.to_lowercase())
-                .collect(),
-            shell_allowlist: cfg.security.shell_allowlist.clone(),
-            child_env: OnceCell::new(),
-            programs: Default::default(),
-            git_views: Default::default(),
-            env_passthrough: cfg.security.shell_env_passthrough.clone(),
-            secret_envs: cfg
-                .providers
-                .values()
-                .filter_map(|p| p.api_key_env().map(String::from))
-                .chain(
-                    cfg.tools
-                        .web_search
-                        .as_ref()
-                        .and_then(|w| w.api_key_env.clone()),
-                )
-                .collect(),
-            file_write_max_bytes: cfg.file_write_max_bytes,
-            confinement: cfg.security.confinement,
-            net: net::NetPolicy {
-                allowed_domains: cfg.tools.http.allowed_domains.clone(),
-                allow_private: cfg.tools.http.allow_private.clone(),
-            },
-            secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
-            memory_categories: cfg.memory.categories.clone(),
-            disabled: cfg
-                .tools
-                .middleware
-                .iter()
-                .filter(|(_, m)| m.enabled == Some(false))
-                .map(|(t, _)| *t)
-                .collect(),
-            web_search: cfg.tools.web_search.clone(),
-            rate_limits: cfg
-                .tools
-                .middleware
-                .iter()
-                .filter(|(_, m)| m.rate_limit.is_set())
-                .map(|(t, m)| (*t, m.rate_limit))
-                .collect(),
-        }
-    }
-
-    /// Whether one more call of `tool` is within its `rate_limit`: `None`
-    /// admits it (and, with `record`, counts it), `Some` is the refusal.
-    /// A tool without a limit is admitted without counting.
-    pub fn rate_limited(
-        &self,
-        tool: ToolName,
-        counter: &dyn rate::CallCounter,
-        record: bool,
-    ) -> crate::error::Result<Option<String>> {
-        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| *t == tool) else {
-            return Ok(None);
-        };
-        counter.admit(tool, limit.per_hour.is_some(), record, &mut |c| {
-            rate::over_limit(tool, limit, c)
-        })
-    }
-
-    /// Why `tool` cannot be called at all, whatever the channel offers.
-    fn unavailable(&self, tool: ToolName) -> Option<String> {
-        if let Some(why) = crate::features::tool_not_built(tool) {
-            return Some(why);
-        }
-        if self.disabled.contains(&tool) {
-            return Some(format!(
-                "tool \"{tool}\" is disabled (tools.{tool}.enabled = false)"
-            ));
-        }
-        if tool == ToolName::WebSearch && self.web_search.is_none() {
-            return Some(crate::types::args::NOT_CONFIGURED.to_string());
-        }
-        None
-    }
-
-    pub fn net_policy(&self) -> &net::NetPolicy {
-        &self.net
-    }
-
-    /// The same gate under another autonomy level (`policy check --autonomy`).
-    pub fn with_autonomy(mut self, autonomy: Autonomy) -> Gate {
-        self.autonomy = autonomy;
-        self
-    }
-
-    pub fn estop_path(&self) -> &Path {
-        &self.estop_path
-    }
-
-    pub fn autonomy(&self) -> Autonomy {
-        self.autonomy
-    }
-
-    fn workspace_result(&self) -> &Result<PathBuf, String> {
-        self.workspace.get_or_init(|| {
-            std::fs::canonicalize(&self.workspace_raw).map_err(|e| {
-                format!(
-                    "the workspace {} is not usable ({e}); `latchclaw init` creates it",
-                    self.workspace_raw.display()
-                )
-            })
-        })
-    }
-
-    fn forbidden(&self) -> &[PathBuf] {
-        self.forbidden
-            .get_or_init(|| both_forms(self.forbidden_raw.iter().cloned()))
-    }
-
-    fn protected(&self) -> &[PathBuf] {
-        self.protected
-            .get_or_init(|| both_forms(self.protected_raw.iter().cloned()))
-    }
-
-    pub fn workspace(&self) -> Result<&Path, String> {
-        self.workspace_result().as_deref().map_err(Clone::clone)
-    }
-
     /// The single decision point: risk, verdict and reason for one call.
     pub fn decide(&self, tool: ToolName, args: &Value) -> Decision {
         // git is asked afresh for each decision: a command may have run since.
@@ -530,7 +139,7 @@ impl Gate {
                 };
                 match self.check_path(raw) {
                     Ok(p) => (Risk::Low, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
+                    Err(r) => return Decision::refused(base, r),
                 }
             }
             ToolName::FileWrite => {
@@ -551,7 +160,7 @@ impl Gate {
                 }
                 match self.check_write_path(raw) {
                     Ok(p) => (Risk::Medium, Some(p), String::new()),
-                    Err(reason) => return Decision::deny(base, Refusal::Path, reason),
+                    Err(r) => return Decision::refused(base, r),
                 }
             }
             ToolName::Http => {
@@ -570,7 +179,7 @@ impl Gate {
                 }
                 match self.check_http(url) {
                     Ok(()) => (Risk::Low, None, "GET on an allowed domain".to_string()),
-                    Err(reason) => return Decision::deny(Risk::High, Refusal::Network, reason),
+                    Err(r) => return Decision::refused(Risk::High, r),
                 }
             }
             // Judged as `http` judges a GET of the request URL: the query
@@ -594,12 +203,9 @@ impl Gate {
                         None,
                         format!("{} search on an allowed domain", ws.provider.as_str()),
                     ),
-                    Err(reason) => {
-                        return Decision::deny(
-                            Risk::High,
-                            Refusal::Network,
-                            format!("web_search ({}): {reason}", ws.url),
-                        );
+                    Err(r) => {
+                        let r = r.map_reason(|reason| format!("web_search ({}): {reason}", ws.url));
+                        return Decision::refused(Risk::High, r);
                     }
                 }
             }
@@ -618,7 +224,7 @@ impl Gate {
                 }
                 let argv = match git::tool_args::argv(args, self) {
                     Ok(a) => a,
-                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+                    Err(r) => return Decision::refused(base, r),
                 };
                 // Judged as the shell judges `git …`; only the verdict's
                 // risk differs: the argv is one of the tool's read-only
@@ -626,9 +232,7 @@ impl Gate {
                 let a = judge::analyze_tool_argv(&argv, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => {
-                        return Decision::deny(base, Refusal::Command, reason);
-                    }
+                    judge::Judgement::Deny(r) => return Decision::refused(base, r),
                     judge::Judgement::Risk(..) => {
                         (Risk::Low, None, format!("read-only `{}`", argv.join(" ")))
                     }
@@ -673,9 +277,7 @@ impl Gate {
                 let a = judge::analyze(cmd, self);
                 plan = a.plan;
                 match a.judgement {
-                    judge::Judgement::Deny(reason) => {
-                        return Decision::deny(Risk::High, Refusal::Command, reason);
-                    }
+                    judge::Judgement::Deny(r) => return Decision::refused(Risk::High, r),
                     judge::Judgement::Risk(r, why) => (r, None, why),
                 }
             }
@@ -709,137 +311,6 @@ impl Gate {
         }
     }
 
-    /// The URL checks, then where the name points now; the tool checks the
-    /// addresses again when it connects.
-    fn check_http(&self, url: &str) -> Result<(), String> {
-        use std::net::ToSocketAddrs;
-        let target = self.net.check_url(url)?;
-        if target.ip.is_some() {
-            return Ok(());
-        }
-        let addrs = (target.host.as_str(), target.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", target.host))?;
-        for a in addrs {
-            self.net.check_ip(&target.host, a.ip())?;
-        }
-        Ok(())
-    }
-
-    /// The read policy plus what writing adds: no symlink as the target, no
-    /// directory, nothing inside a protected directory (`.git`, `.latchclaw`:
-    /// [`PROTECTED_WORKSPACE_DIRS`]).
-    pub fn check_write_path(&self, raw: &str) -> Result<PathBuf, String> {
-        self.check_write(raw, false)
-    }
-
-    /// [`Gate::check_write_path`] for a program that writes into or
-    /// throughout a directory (`cp f dir/`, `mkdir -p`, git in `.`).
-    pub(crate) fn check_write_dir_ok(&self, raw: &str) -> Result<PathBuf, String> {
-        self.check_write(raw, true)
-    }
-
-    fn check_write(&self, raw: &str, dir_ok: bool) -> Result<PathBuf, String> {
-        let resolved = self.check_path(raw)?;
-        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
-        let written = lexical_normalize(&self.absolute(raw)?);
-        if std::fs::symlink_metadata(&written).is_ok_and(|m| m.file_type().is_symlink())
-            || std::fs::symlink_metadata(&resolved).is_ok_and(|m| m.file_type().is_symlink())
-        {
-            return Err(format!(
-                "\"{raw}\" is a symlink; writing through a symlink is refused"
-            ));
-        }
-        if !dir_ok && resolved.is_dir() {
-            return Err(format!("\"{raw}\" is a directory"));
-        }
-        let within = |p: &Path| protected_workspace_dir(p.strip_prefix(workspace).unwrap_or(p));
-        if let Some(d) = within(&resolved).or_else(|| within(&written)) {
-            return Err(format!(
-                "\"{raw}\" is inside a {} directory, {}",
-                d.name, d.why
-            ));
-        }
-        Ok(resolved)
-    }
-
-    /// A path argument made absolute (`~` expanded, relative to the
-    /// workspace), before any symlink is followed.
-    fn absolute(&self, raw: &str) -> Result<PathBuf, String> {
-        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
-        let expanded = if let Some(rest) = raw.strip_prefix('~') {
-            if !(rest.is_empty() || rest.starts_with('/')) {
-                return Err(format!("\"{raw}\": \"~user\" paths are not allowed"));
-            }
-            let home = self.home.as_ref().ok_or("\"~\" used but HOME is not set")?;
-            home.join(rest.trim_start_matches('/'))
-        } else {
-            PathBuf::from(raw)
-        };
-        Ok(workspace.join(expanded))
-    }
-
-    /// Resolves a tool's path argument and checks it against the path
-    /// policy. Returns the resolved path the tool must use.
-    pub fn check_path(&self, raw: &str) -> Result<PathBuf, String> {
-        if raw.contains('\0') {
-            return Err("path contains a NUL byte".into());
-        }
-        if raw.is_empty() {
-            return Err("path is empty".into());
-        }
-        let workspace = self.workspace_result().as_ref().map_err(Clone::clone)?;
-        let absolute = self.absolute(raw)?;
-        let lexical = lexical_normalize(&absolute);
-        // The workspace is canonical: resolve only what lies below it.
-        let resolved = match absolute.strip_prefix(workspace) {
-            Ok(rest) => resolve_from(workspace.clone(), rest),
-            Err(_) => resolve(&absolute),
-        }
-        .map_err(|e| format!("\"{raw}\" cannot be resolved: {e}"))?;
-        for p in [&lexical, &resolved] {
-            if let Some(hit) = self.protected().iter().find(|s| under(p, s)) {
-                return Err(format!(
-                    "\"{raw}\" is latchclaw's own state ({}), which tools can never reach",
-                    hit.display()
-                ));
-            }
-            if let Some(hit) = self.forbidden().iter().find(|f| under(p, f)) {
-                return Err(format!(
-                    "\"{raw}\" is under a forbidden path ({}; security.forbidden_paths)",
-                    hit.display()
-                ));
-            }
-        }
-        if self.workspace_only && !resolved.starts_with(workspace) {
-            // Models read "/" as the workspace's root: say how to name it.
-            let hint = if raw.starts_with('/') {
-                "; paths are relative to the workspace (\".\" is its root)"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "\"{raw}\" resolves to {}, outside the workspace {} (security.workspace_only = true){hint}",
-                resolved.display(),
-                workspace.display()
-            ));
-        }
-        if let Some(why) = self.secret_refusal(&lexical, &resolved) {
-            return Err(why);
-        }
-        if let Ok(md) = std::fs::metadata(&resolved)
-            && md.is_file()
-            && md.nlink() > 1
-        {
-            return Err(format!(
-                "\"{raw}\" has {} hard links; files with more than one link are refused \
-                 because the other name may be outside the workspace",
-                md.nlink()
-            ));
-        }
-        Ok(resolved)
-    }
-
     /// The policy in force, for `/policy` and the operator.
     pub fn describe(&self, cfg: &Config) -> String {
         let list = |v: &[PathBuf]| -> String {
@@ -864,7 +335,7 @@ impl Gate {
             self.autonomy.as_str(),
             match self.workspace_result() {
                 Ok(w) => w.display().to_string(),
-                Err(e) => e.clone(),
+                Err(e) => e.reason.clone(),
             },
             self.workspace_only,
             list(&cfg.security.forbidden_paths),
@@ -921,149 +392,6 @@ impl Gate {
             ));
         }
         out
-    }
-
-    /// True when `p` is (inside) one of the runtime's own state paths; file
-    /// listings hide such entries.
-    pub fn is_protected(&self, p: &Path) -> bool {
-        self.protected().iter().any(|s| p.starts_with(s))
-    }
-
-    /// True when `p` (a path with no link in it) is latchclaw's state or
-    /// under a forbidden path: walks (`grep`, `file_list` with a depth)
-    /// skip it.
-    pub fn is_forbidden(&self, p: &Path) -> bool {
-        self.is_protected(p) || self.forbidden().iter().any(|f| p.starts_with(f))
-    }
-}
-
-/// What the shell judge asks of the policy.
-impl Gate {
-    pub(crate) fn forbidden_command(&self, lower_basename: &str) -> bool {
-        self.forbidden_commands.iter().any(|c| c == lower_basename)
-    }
-
-    pub(crate) fn allowlisted(&self, name: &str) -> bool {
-        !name.contains('/') && self.shell_allowlist.iter().any(|c| c == name)
-    }
-
-    /// An allowlist entry written as a path (`./tools/check.sh`) trusts that
-    /// one file, resolved against the workspace.
-    pub(crate) fn allowlisted_path(&self, program: &Path) -> bool {
-        let Ok(ws) = self.workspace() else {
-            return false;
-        };
-        self.shell_allowlist
-            .iter()
-            .filter(|e| e.contains('/'))
-            .filter_map(|e| resolve(&ws.join(e)).ok())
-            .any(|p| p == program)
-    }
-
-    /// A forbidden or protected path inside `dir` (a tree a program walks).
-    pub(crate) fn forbidden_beneath(&self, dir: &Path) -> Option<String> {
-        self.forbidden_within(dir, usize::MAX)
-    }
-
-    /// [`Gate::forbidden_beneath`] for a walk that lists at most `depth`
-    /// levels: a forbidden directory at the last level is only named, never
-    /// opened (`find . -maxdepth 1` shows `./private`, not what is in it).
-    pub(crate) fn forbidden_within(&self, dir: &Path, depth: usize) -> Option<String> {
-        self.forbidden()
-            .iter()
-            .chain(self.protected())
-            .find(|p| {
-                p.strip_prefix(dir).is_ok_and(|rel| {
-                    let n = rel.components().count();
-                    n > 0 && n < depth
-                })
-            })
-            .map(|p| p.display().to_string())
-    }
-
-    /// What the write policy says of a path that has no link in it (the
-    /// caller made sure): state, forbidden, outside, or inside a protected
-    /// directory.
-    pub(crate) fn refused_lexically(&self, p: &Path) -> Option<String> {
-        if let Some(hit) = self.protected().iter().find(|s| p.starts_with(s)) {
-            return Some(format!("latchclaw's own state ({})", hit.display()));
-        }
-        if let Some(hit) = self.forbidden().iter().find(|f| p.starts_with(f)) {
-            return Some(format!("under a forbidden path ({})", hit.display()));
-        }
-        let ws = self.workspace().ok()?;
-        match p.strip_prefix(ws) {
-            Ok(rel) => protected_workspace_dir(rel)
-                .map(|d| format!("inside a {} directory, {}", d.name, d.why)),
-            Err(_) if self.workspace_only => Some("outside the workspace".into()),
-            Err(_) => None,
-        }
-    }
-
-    /// What a program that writes throughout `dir` (`git checkout`, `git
-    /// clean`, `find -delete`) would reach that no write may: a forbidden or
-    /// state path, or the workspace's own protected directory that
-    /// work-tree writes reach.
-    pub(crate) fn write_refused_beneath(&self, dir: &Path) -> Option<String> {
-        if let Some(hit) = self.forbidden_beneath(dir) {
-            return Some(format!("the forbidden path {hit}"));
-        }
-        let ws = self.workspace().ok()?;
-        PROTECTED_WORKSPACE_DIRS
-            .iter()
-            .filter(|d| d.tree_writes_reach)
-            .find_map(|d| {
-                let p = ws.join(d.name);
-                (p.starts_with(dir) && std::fs::symlink_metadata(&p).is_ok())
-                    .then(|| format!("{}: a {} directory, {}", p.display(), d.name, d.why))
-            })
-    }
-
-    /// The first executable file named `name` on the shell's fixed PATH.
-    pub(crate) fn lookup_program(&self, name: &str) -> Option<PathBuf> {
-        if let Some((_, p)) = self.programs.borrow().iter().find(|(n, _)| n == name) {
-            return p.clone();
-        }
-        use std::os::unix::fs::PermissionsExt;
-        let found = judge::SAFE_PATH
-            .split(':')
-            .map(|dir| Path::new(dir).join(name))
-            .find(|p| {
-                std::fs::metadata(p)
-                    .is_ok_and(|md| md.is_file() && md.permissions().mode() & 0o111 != 0)
-            });
-        self.programs
-            .borrow_mut()
-            .push((name.to_string(), found.clone()));
-        found
-    }
-
-    /// PATH, TERM and a few variables from latchclaw's own environment
-    /// (never a provider key), plus the configured pass-through names.
-    pub fn child_env(&self) -> &[(String, String)] {
-        self.child_env.get_or_init(|| {
-            let mut env = vec![
-                ("PATH".to_string(), judge::SAFE_PATH.to_string()),
-                ("TERM".to_string(), "dumb".to_string()),
-            ];
-            const BASE: &[&str] = &[
-                "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
-            ];
-            for name in BASE
-                .iter()
-                .copied()
-                .chain(self.env_passthrough.iter().map(String::as_str))
-            {
-                if self.secret_envs.iter().any(|s| s == name) || env.iter().any(|(k, _)| k == name)
-                {
-                    continue;
-                }
-                if let Ok(v) = std::env::var(name) {
-                    env.push((name.to_string(), v));
-                }
-            }
-            env
-        })
     }
 }
 
@@ -1127,97 +455,10 @@ fn verdict_for(autonomy: Autonomy, risk: Risk, read_only: bool) -> (Verdict, Str
     }
 }
 
-/// Removes `.` and folds `..` without touching the file system.
-pub fn lexical_normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Resolves an absolute path like `realpath`, following symlinks (at most
-/// [`MAX_SYMLINK_HOPS`]) through every existing component. Components that do
-/// not exist yet are appended as written (`..` among them folds lexically,
-/// which is what the kernel would do once they are created as directories).
-/// Errors other than "not found" fail closed.
-pub fn resolve(path: &Path) -> Result<PathBuf, String> {
-    resolve_from(PathBuf::from("/"), path)
-}
-
-/// [`resolve`] of `rest` below `base`, a directory already resolved (no
-/// link in it), so its components are not looked at again.
-fn resolve_from(base: PathBuf, rest: &Path) -> Result<PathBuf, String> {
-    let mut queue: VecDeque<OsString> = VecDeque::new();
-    let mut out = base;
-    let mut hops = 0;
-    let mut missing = 0usize;
-    push_front_components(&mut queue, rest, &mut out);
-    while let Some(name) = queue.pop_front() {
-        if name == ".." {
-            missing = missing.saturating_sub(1);
-            out.pop();
-            continue;
-        }
-        let candidate = out.join(&name);
-        if missing > 0 {
-            out = candidate;
-            missing += 1;
-            continue;
-        }
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(md) if md.file_type().is_symlink() => {
-                hops += 1;
-                if hops > MAX_SYMLINK_HOPS {
-                    return Err(format!(
-                        "more than {MAX_SYMLINK_HOPS} symlinks at {} (a loop?)",
-                        candidate.display()
-                    ));
-                }
-                let target = std::fs::read_link(&candidate)
-                    .map_err(|e| format!("cannot read link {}: {e}", candidate.display()))?;
-                push_front_components(&mut queue, &target, &mut out);
-            }
-            Ok(_) => out = candidate,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                out = candidate;
-                missing = 1;
-            }
-            Err(e) => return Err(format!("{}: {e}", candidate.display())),
-        }
-    }
-    Ok(out)
-}
-
-/// Queues the components of `p` ahead of what is left; an absolute `p`
-/// restarts from the root.
-fn push_front_components(queue: &mut VecDeque<OsString>, p: &Path, out: &mut PathBuf) {
-    let mut parts = Vec::new();
-    for c in p.components() {
-        match c {
-            Component::RootDir | Component::Prefix(_) => {
-                *out = PathBuf::from("/");
-                parts.clear();
-            }
-            Component::CurDir => {}
-            Component::ParentDir => parts.push(OsString::from("..")),
-            Component::Normal(n) => parts.push(n.to_os_string()),
-        }
-    }
-    for part in parts.into_iter().rev() {
-        queue.push_front(part);
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use super::paths::{PROTECTED_WORKSPACE_DIRS, both_forms, lexical_normalize, under};
     use super::*;
     use std::os::unix::fs::symlink;
 
@@ -1256,8 +497,11 @@ mod tests {
         }
     }
 
-    fn read(fx: &Fx, p: &str) -> Result<PathBuf, String> {
-        fx.gate.check_path(p)
+    /// `check_path`, whose every refusal is a path refusal.
+    fn read(fx: &Fx, p: &str) -> Result<PathBuf, Refused> {
+        fx.gate.check_path(p).inspect_err(|e| {
+            assert_eq!(e.kind, Refusal::Path, "{p}: {e}");
+        })
     }
 
     #[test]
@@ -1301,7 +545,7 @@ mod tests {
         ] {
             let why = fx.gate.check_write_dir_ok(p).unwrap_err();
             assert!(
-                why.contains(&format!("inside a {dir} directory")),
+                why.reason.contains(&format!("inside a {dir} directory")),
                 "{p}: {why}"
             );
             let lexical = lexical_normalize(&ws.join(p));
@@ -1313,6 +557,7 @@ mod tests {
             fx.gate
                 .check_write_path(".latchclaw/x")
                 .unwrap_err()
+                .reason
                 .contains("the operator's configuration")
         );
         for p in [
@@ -1359,8 +604,8 @@ mod tests {
         ] {
             assert!(read(&fx, p).is_err(), "{p} should be denied");
         }
-        assert!(read(&fx, "~root/x").unwrap_err().contains("~user"));
-        assert!(read(&fx, "a\0b").unwrap_err().contains("NUL"));
+        assert!(read(&fx, "~root/x").unwrap_err().reason.contains("~user"));
+        assert!(read(&fx, "a\0b").unwrap_err().reason.contains("NUL"));
         assert!(read(&fx, "").is_err());
     }
 
@@ -1378,12 +623,18 @@ mod tests {
         assert!(
             read(&fx, "link")
                 .unwrap_err()
+                .reason
                 .contains("outside the workspace")
         );
         assert!(read(&fx, "dirlink/secret.txt").is_err());
         assert!(read(&fx, "dangling").is_err());
-        assert!(read(&fx, "loop1").unwrap_err().contains("loop"));
-        assert!(read(&fx, "etc/passwd").unwrap_err().contains("forbidden"));
+        assert!(read(&fx, "loop1").unwrap_err().reason.contains("loop"));
+        assert!(
+            read(&fx, "etc/passwd")
+                .unwrap_err()
+                .reason
+                .contains("forbidden")
+        );
         assert_eq!(read(&fx, "inside").unwrap(), ws.join("a.txt"));
     }
 
@@ -1392,10 +643,16 @@ mod tests {
         let fx = fixture("");
         std::fs::create_dir_all(fx.root.join("ws/private")).unwrap();
         std::fs::write(fx.root.join("ws/private/k"), "k").unwrap();
-        assert!(read(&fx, "private/k").unwrap_err().contains("forbidden"));
+        assert!(
+            read(&fx, "private/k")
+                .unwrap_err()
+                .reason
+                .contains("forbidden")
+        );
         assert!(
             read(&fx, "sub/../private")
                 .unwrap_err()
+                .reason
                 .contains("forbidden")
         );
     }
@@ -1409,6 +666,7 @@ mod tests {
         assert!(
             read(&fx, &format!("{s}/tool_receipts.log"))
                 .unwrap_err()
+                .reason
                 .contains("own state")
         );
         assert!(read(&fx, &format!("{s}/memory.sqlite-wal")).is_err());
@@ -1417,6 +675,7 @@ mod tests {
         assert!(
             read(&fx, "st/config.toml")
                 .unwrap_err()
+                .reason
                 .contains("own state")
         );
         // workspace_only = false lets other outside paths through.
@@ -1427,7 +686,7 @@ mod tests {
     fn hard_links_are_refused() {
         let fx = fixture("");
         std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
-        assert!(read(&fx, "hl").unwrap_err().contains("hard links"));
+        assert!(read(&fx, "hl").unwrap_err().reason.contains("hard links"));
     }
 
     #[test]
@@ -1543,6 +802,15 @@ mod tests {
         );
         assert_eq!(
             kind(g, ToolName::Shell, json!({"command": "bash -c id"})),
+            Some(Refusal::Command)
+        );
+        // The kind is the refusal's own: a path met while judging a shell
+        // command is a path refusal, said in the same words.
+        let d = g.decide(ToolName::Shell, &json!({"command": "cat private/k"}));
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::Path), "{d}");
+        assert!(d.reason.contains("forbidden path"), "{d}");
+        assert_eq!(
+            kind(g, ToolName::Shell, json!({"command": "cat $(id)"})),
             Some(Refusal::Command)
         );
         assert_eq!(

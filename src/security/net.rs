@@ -3,6 +3,7 @@
 //! every address it is about to connect to, so a name that resolves
 //! differently at connect time (DNS rebinding) is still checked.
 
+use super::refusal::Refused;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A URL taken apart, after the policy's syntactic checks.
@@ -134,38 +135,44 @@ fn default_port(scheme: &str) -> u16 {
 
 impl NetPolicy {
     /// Syntactic checks on a URL: scheme, credentials, host form, allowlist.
-    pub fn check_url(&self, url: &str) -> Result<Target, String> {
+    pub fn check_url(&self, url: &str) -> Result<Target, Refused> {
         if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err("the URL contains whitespace or control characters".into());
+            return Err(Refused::network(
+                "the URL contains whitespace or control characters",
+            ));
         }
         let (scheme, rest) = url
             .split_once("://")
-            .ok_or_else(|| format!("\"{url}\" is not an absolute http(s) URL"))?;
+            .ok_or_else(|| Refused::network(format!("\"{url}\" is not an absolute http(s) URL")))?;
         let scheme = scheme.to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
-            return Err(format!(
+            return Err(Refused::network(format!(
                 "scheme \"{scheme}\" is not allowed; only http and https"
-            ));
+            )));
         }
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         if authority.contains('@') {
-            return Err("URLs with credentials (user@host) are refused".into());
+            return Err(Refused::network(
+                "URLs with credentials (user@host) are refused",
+            ));
         }
         if authority.contains('\\') || authority.contains('%') {
-            return Err("escaped or backslashed hosts are refused".into());
+            return Err(Refused::network("escaped or backslashed hosts are refused"));
         }
         let (host_raw, port) = split_host_port(authority)?;
         let port = port.unwrap_or_else(|| default_port(&scheme));
         let host = host_raw.trim_end_matches('.').to_ascii_lowercase();
         if host.is_empty() {
-            return Err("the URL has no host".into());
+            return Err(Refused::network("the URL has no host"));
         }
         if !host.is_ascii() {
-            return Err("non-ASCII host names are refused (write the punycode form)".into());
+            return Err(Refused::network(
+                "non-ASCII host names are refused (write the punycode form)",
+            ));
         }
         let ip = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
             Some(IpAddr::V6(inner.parse::<Ipv6Addr>().map_err(|_| {
-                format!("\"{host}\" is not a valid IPv6 address")
+                Refused::network(format!("\"{host}\" is not a valid IPv6 address"))
             })?))
         } else if host
             .chars()
@@ -179,7 +186,9 @@ impl NetPolicy {
                         .split('.')
                         .all(|p| p.chars().all(|c| c.is_ascii_hexdigit() || c == 'x')) =>
                 {
-                    return Err(format!("\"{host}\" is not a valid address"));
+                    return Err(Refused::network(format!(
+                        "\"{host}\" is not a valid address"
+                    )));
                 }
                 None => None,
             }
@@ -190,7 +199,9 @@ impl NetPolicy {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-.[]:".contains(c))
         {
-            return Err(format!("\"{host}\" is not a valid host name"));
+            return Err(Refused::network(format!(
+                "\"{host}\" is not a valid host name"
+            )));
         }
         let canonical = match ip {
             Some(IpAddr::V6(v6)) => format!("[{v6}]"),
@@ -198,7 +209,9 @@ impl NetPolicy {
             None => host.clone(),
         };
         if self.allowed_domains.is_empty() {
-            return Err("no domain is allowed: tools.http.allowed_domains is empty".into());
+            return Err(Refused::network(
+                "no domain is allowed: tools.http.allowed_domains is empty",
+            ));
         }
         let allowed = self.allowed_domains.iter().any(|d| {
             let d = d.trim_end_matches('.').to_ascii_lowercase();
@@ -214,10 +227,10 @@ impl NetPolicy {
             }
         });
         if !allowed {
-            return Err(format!(
+            return Err(Refused::network(format!(
                 "host \"{canonical}\" is not in tools.http.allowed_domains ({})",
                 self.allowed_domains.join(", ")
-            ));
+            )));
         }
         let target = Target {
             scheme,
@@ -232,7 +245,7 @@ impl NetPolicy {
     }
 
     /// Whether `host` may connect to `ip`.
-    pub fn check_ip(&self, host: &str, ip: IpAddr) -> Result<(), String> {
+    pub fn check_ip(&self, host: &str, ip: IpAddr) -> Result<(), Refused> {
         let Some(why) = refused_ip(ip) else {
             return Ok(());
         };
@@ -244,17 +257,19 @@ impl NetPolicy {
         if listed {
             Ok(())
         } else {
-            Err(format!(
+            Err(Refused::network(format!(
                 "{ip} is {why}; refused (list the host in tools.http.allow_private to allow it)"
-            ))
+            )))
         }
     }
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
+fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), Refused> {
     let bad_port = |p: &str| format!("port \"{p}\" is not a number from 1 to 65535");
     if authority.starts_with('[') {
-        let end = authority.find(']').ok_or("unclosed \"[\" in the host")?;
+        let end = authority
+            .find(']')
+            .ok_or_else(|| Refused::network("unclosed \"[\" in the host"))?;
         let host = &authority[..=end];
         return match &authority[end + 1..] {
             "" => Ok((host, None)),
@@ -264,8 +279,8 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
                     .ok()
                     .filter(|n| *n > 0)
                     .map(|n| (host, Some(n)))
-                    .ok_or_else(|| bad_port(n)),
-                None => Err("junk after the IPv6 host".into()),
+                    .ok_or_else(|| Refused::network(bad_port(n))),
+                None => Err(Refused::network("junk after the IPv6 host")),
             },
         };
     }
@@ -275,7 +290,7 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), String> {
             .ok()
             .filter(|n| *n > 0)
             .map(|n| (h, Some(n)))
-            .ok_or_else(|| bad_port(p)),
+            .ok_or_else(|| Refused::network(bad_port(p))),
         None => Ok((authority, None)),
     }
 }
@@ -362,7 +377,12 @@ mod tests {
             ("http://exämple.com/", "non-ASCII"),
         ] {
             let err = p.check_url(url).unwrap_err();
-            assert!(err.contains(why), "{url}: {err}");
+            assert!(err.reason.contains(why), "{url}: {err}");
+            assert_eq!(
+                err.kind,
+                crate::security::refusal::Refusal::Network,
+                "{url}"
+            );
         }
         let t = p.check_url("https://API.Example.com./v1?q=1").unwrap();
         assert_eq!(
@@ -374,6 +394,7 @@ mod tests {
             empty
                 .check_url("https://example.com/")
                 .unwrap_err()
+                .reason
                 .contains("empty")
         );
     }

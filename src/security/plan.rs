@@ -5,6 +5,7 @@
 //! strings, with no shell in between to reinterpret them.
 
 use super::grammar::{Connector, Piece, RawWord};
+use super::refusal::Refused;
 use std::path::{Path, PathBuf};
 
 /// Glob work limits: directory entries examined and matches returned.
@@ -80,7 +81,7 @@ pub struct Expander<'a> {
     /// The path policy for directories a glob would list: a glob never
     /// looks inside a directory the tools may not read (its file names
     /// would reach the model in a denial message).
-    pub may_list: &'a dyn Fn(&Path) -> Result<(), String>,
+    pub may_list: &'a dyn Fn(&Path) -> Result<(), Refused>,
 }
 
 /// Variables a shell sets for itself; with no shell there is no value to
@@ -92,11 +93,11 @@ const SHELL_ONLY: &[&str] = &[
     "PIPESTATUS", "REPLY", "OPTARG", "OPTIND", "HISTCMD", "EPOCHSECONDS", "EPOCHREALTIME",
 ];
 
-fn check_var(name: &str) -> Result<(), String> {
+fn check_var(name: &str) -> Result<(), Refused> {
     if SHELL_ONLY.contains(&name) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`${name}` is set by a shell, and latchclaw runs no shell; write the value literally"
-        ));
+        )));
     }
     Ok(())
 }
@@ -112,7 +113,7 @@ impl Expander<'_> {
     /// Expands a word into zero or more argv strings. Unquoted expansions
     /// that would be split or globbed by a shell are refused instead of
     /// guessed at.
-    pub fn word(&self, w: &RawWord) -> Result<Vec<String>, String> {
+    pub fn word(&self, w: &RawWord) -> Result<Vec<String>, Refused> {
         // (char, quoted) pairs: quoted characters never act as glob syntax.
         let mut chars: Vec<(char, bool)> = Vec::new();
         let mut any_quoted = false;
@@ -127,10 +128,10 @@ impl Expander<'_> {
                     let v = self.var(name);
                     any_quoted |= *quoted;
                     if !quoted && v.chars().any(|c| c.is_whitespace() || "*?[".contains(c)) {
-                        return Err(format!(
+                        return Err(Refused::command(format!(
                             "`${name}` is unquoted and its value has spaces or glob characters; \
                              write \"${name}\" in double quotes"
-                        ));
+                        )));
                     }
                     // Text that came from a variable is never glob syntax.
                     chars.extend(v.chars().map(|c| (c, true)));
@@ -138,7 +139,7 @@ impl Expander<'_> {
                 Piece::Tilde => {
                     let home = self.var("HOME");
                     if home.is_empty() {
-                        return Err("`~` used but HOME is not set".into());
+                        return Err(Refused::command("`~` used but HOME is not set"));
                     }
                     chars.extend(home.chars().map(|c| (c, true)));
                 }
@@ -165,7 +166,7 @@ impl Expander<'_> {
 
     /// A word that must stay one string (assignment values, redirection
     /// targets): no globbing, no field removal.
-    pub fn single(&self, w: &RawWord) -> Result<String, String> {
+    pub fn single(&self, w: &RawWord) -> Result<String, Refused> {
         let mut out = String::new();
         for p in &w.pieces {
             match p {
@@ -301,14 +302,14 @@ pub(crate) fn matches(pat: &[Tok], name: &[char]) -> bool {
 fn glob(
     chars: &[(char, bool)],
     cwd: &Path,
-    may_list: &dyn Fn(&Path) -> Result<(), String>,
-) -> Result<Vec<String>, String> {
+    may_list: &dyn Fn(&Path) -> Result<(), Refused>,
+) -> Result<Vec<String>, Refused> {
     let shown: String = chars.iter().map(|(c, _)| *c).collect();
     if chars.len() > GLOB_MAX_PATTERN {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "the glob pattern is {} characters; the limit is {GLOB_MAX_PATTERN}",
             chars.len()
-        ));
+        )));
     }
     let absolute = chars.first().is_some_and(|&(c, _)| c == '/');
     let components: Vec<&[(char, bool)]> = chars
@@ -338,17 +339,17 @@ fn glob(
                 } else {
                     cwd.join(p)
                 };
-                may_list(&dir).map_err(|e| format!("the glob `{shown}`: {e}"))?;
+                may_list(&dir).map_err(|e| e.map_reason(|r| format!("the glob `{shown}`: {r}")))?;
                 let Ok(rd) = std::fs::read_dir(&dir) else {
                     continue;
                 };
                 for e in rd.flatten() {
                     scanned += 1;
                     if scanned > GLOB_MAX_SCANNED {
-                        return Err(format!(
+                        return Err(Refused::command(format!(
                             "the glob `{shown}` looks at more than {GLOB_MAX_SCANNED} files; \
                              narrow it"
-                        ));
+                        )));
                     }
                     let name = e.file_name();
                     let Some(name) = name.to_str() else { continue };
@@ -364,10 +365,10 @@ fn glob(
                     }
                     next.push(format!("{p}{name}{}", if last { "" } else { "/" }));
                     if next.len() > GLOB_MAX_MATCHES {
-                        return Err(format!(
+                        return Err(Refused::command(format!(
                             "the glob `{shown}` matches more than {GLOB_MAX_MATCHES} files; \
                              narrow it"
-                        ));
+                        )));
                     }
                 }
             }

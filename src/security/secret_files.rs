@@ -7,9 +7,10 @@
 //! that skip such files, and git's whole-repository views are refused while
 //! the repository tracks one.
 
-use super::Gate;
 use super::plan::{Tok, compile_pattern, glob_match, matches};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
+
+pub(super) mod walk;
 
 /// One rule: a lowercase glob over a file's name.
 #[derive(Debug)]
@@ -77,7 +78,7 @@ pub const RULES: &[Rule] = &[
 /// opens `.key`. Walk exclusions skip every name holding one.
 const KELVIN: char = '\u{212A}';
 
-fn normal_parts(p: &Path) -> Vec<String> {
+pub(super) fn normal_parts(p: &Path) -> Vec<String> {
     p.components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
@@ -86,7 +87,7 @@ fn normal_parts(p: &Path) -> Vec<String> {
         .collect()
 }
 
-fn git_dir_name(lower: &str) -> bool {
+pub(super) fn git_dir_name(lower: &str) -> bool {
     lower.ends_with(".git")
 }
 
@@ -224,203 +225,6 @@ pub fn walk_exclusions(program: &str, in_git_dir: bool) -> Vec<String> {
     }
 }
 
-/// `grep -r`, `rg` and `diff` of directories read every file of the trees
-/// they walk. They get options that skip secret-named files and git
-/// directories, placed after the caller's own (the last pattern that
-/// matches decides, so an `--include` or `-g` cannot bring one back), and
-/// the argv is read again: the options added must change nothing else the
-/// gate judged. `diff FILE DIR` reads `DIR/FILE`, judged here by its path.
-pub(crate) fn guard_walk(
-    lower: &str,
-    argv: &mut Vec<String>,
-    cwd: &Path,
-    gate: &Gate,
-) -> Result<(), String> {
-    if !matches!(lower, "grep" | "rg" | "diff") {
-        return Ok(());
-    }
-    let before = read_argv(lower, argv)?;
-    let mut roots = Vec::new();
-    let mut files = Vec::new();
-    for r in before.reads.iter().chain(&before.read_dirs_recursive) {
-        let p = gate.check_path(&super::judge::absolute(cwd, r))?;
-        if p.is_dir() || (lower != "diff" && before.read_dirs_recursive.contains(r)) {
-            roots.push(p);
-        } else {
-            files.push(p);
-        }
-    }
-    if lower == "diff" {
-        for d in &roots {
-            for f in &files {
-                if let Some(name) = f.file_name() {
-                    gate.check_path(&d.join(name).to_string_lossy())
-                        .map_err(|e| {
-                            format!("`diff` would read {}: {e}", gate.shown(&d.join(name)))
-                        })?;
-                }
-            }
-        }
-    }
-    if roots.is_empty() {
-        return Ok(());
-    }
-    let in_git = roots.iter().any(|p| gate.in_git_dir(p));
-    add_exclusions(lower, argv, in_git)
-}
-
-/// The exclusions spliced into `argv` where `lower` still reads options,
-/// and the argv read again to make sure nothing else changed.
-fn add_exclusions(lower: &str, argv: &mut Vec<String>, in_git: bool) -> Result<(), String> {
-    let before = read_argv(lower, argv)?;
-    let at = match lower {
-        "diff" => 1,
-        _ => {
-            1 + super::options::options_end(lower, &argv[1..])
-                .ok_or_else(|| format!("`{lower}`: cannot tell where its options end"))?
-        }
-    };
-    argv.splice(at..at, walk_exclusions(lower, in_git));
-    let after = read_argv(lower, argv)?;
-    let same = |a: &super::options::Parsed, b: &super::options::Parsed| {
-        (
-            &a.reads,
-            &a.writes,
-            &a.read_dirs_recursive,
-            &a.write_dirs_recursive,
-            a.writes_anything,
-            a.follows_symlinks_recursively,
-        ) == (
-            &b.reads,
-            &b.writes,
-            &b.read_dirs_recursive,
-            &b.write_dirs_recursive,
-            b.writes_anything,
-            b.follows_symlinks_recursively,
-        )
-    };
-    if !same(&before, &after) {
-        return Err(format!(
-            "`{lower}`: the options that keep it out of secret-named files would change what \
-             it reads; name the files instead"
-        ));
-    }
-    Ok(())
-}
-
-fn read_argv(lower: &str, argv: &[String]) -> Result<super::options::Parsed, String> {
-    super::options::parse(lower, &argv[1..])
-        .unwrap_or_else(|| Err(format!("`{lower}` has no option table")))
-}
-
-/// Entries a walk for secret-named files looks at before it gives up.
-const WALK_LIMIT: usize = 20_000;
-const DEPTH_LIMIT: usize = 256;
-
-impl Gate {
-    /// The rule that refuses `p` (absolute, lexical: no link in it), unless
-    /// `secret_files_allow` lists it. Directories are judged by the files in
-    /// them, never by their own name (a virtualenv called `.env`).
-    pub(crate) fn secret_rule(&self, p: &Path) -> Option<&'static str> {
-        let rel = self.workspace().ok().and_then(|w| p.strip_prefix(w).ok());
-        let rule = rule_for(rel.unwrap_or(p))?;
-        if rel.is_some_and(|rel| self.secret_allow.allows(rel)) {
-            return None;
-        }
-        Some(rule.shown)
-    }
-
-    /// The reason a path is refused as secret-named: as written
-    /// (`lexical`) or where it resolves to. `None` when neither is, or
-    /// the path is a directory.
-    pub(crate) fn secret_refusal(&self, lexical: &Path, resolved: &Path) -> Option<String> {
-        if resolved.is_dir() {
-            return None;
-        }
-        let tail = "; [security] secret_files_allow lists exceptions";
-        let written = self.shown(lexical);
-        if let Some(rule) = self.secret_rule(lexical) {
-            return Some(format!(
-                "\"{written}\" is a secret-named file (rule \"{rule}\"){tail}"
-            ));
-        }
-        let rule = self.secret_rule(resolved)?;
-        Some(format!(
-            "\"{written}\" leads to \"{}\", a secret-named file (rule \"{rule}\"){tail}",
-            self.shown(resolved)
-        ))
-    }
-
-    /// A path as the workspace names it.
-    pub(crate) fn shown(&self, p: &Path) -> String {
-        match self.workspace().ok().and_then(|w| p.strip_prefix(w).ok()) {
-            Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
-            _ => p.display().to_string(),
-        }
-    }
-
-    /// The first secret-named file below `dir` (not following links), with
-    /// its rule; `skip_git` leaves `.git` directories out (git never reads
-    /// its own directory as work tree files). Fails closed past
-    /// [`WALK_LIMIT`] entries.
-    pub(crate) fn secret_within(
-        &self,
-        dir: &Path,
-        skip_git: bool,
-    ) -> Result<Option<(PathBuf, &'static str)>, String> {
-        if !dir.is_dir() {
-            return Ok(None);
-        }
-        let mut stack = vec![(dir.to_path_buf(), 0usize)];
-        let mut seen = 0usize;
-        while let Some((d, depth)) = stack.pop() {
-            if depth > DEPTH_LIMIT {
-                return Err(format!(
-                    "{} is deeper than {DEPTH_LIMIT} levels; latchclaw cannot check it for \
-                     secret-named files",
-                    self.shown(dir)
-                ));
-            }
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                seen += 1;
-                if seen > WALK_LIMIT {
-                    return Err(format!(
-                        "{} holds more than {WALK_LIMIT} entries; latchclaw cannot check it \
-                         for secret-named files: name a smaller tree",
-                        self.shown(dir)
-                    ));
-                }
-                let p = e.path();
-                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-                if is_dir {
-                    let git = git_dir_name(&e.file_name().to_string_lossy().to_lowercase());
-                    if !(skip_git && git) {
-                        stack.push((p, depth + 1));
-                    }
-                } else if let Some(rule) = self.secret_rule(&p) {
-                    return Ok(Some((p, rule)));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// Whether `p` (resolved) is at or below a git directory.
-    pub(crate) fn in_git_dir(&self, p: &Path) -> bool {
-        let rel = self
-            .workspace()
-            .ok()
-            .and_then(|w| p.strip_prefix(w).ok())
-            .unwrap_or(p);
-        normal_parts(rel)
-            .iter()
-            .any(|c| git_dir_name(&c.to_lowercase()))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -550,34 +354,6 @@ mod tests {
         }
         for e in [".env.example", "./a.pem", "fixtures/**", "x/*.key"] {
             assert!(crate::config::check_secret_allow_entry(e).is_ok(), "{e}");
-        }
-    }
-
-    fn words(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    /// The exclusions land where each program still reads options: before
-    /// the `--` that ends them (not one taken as `-e`'s value), else last,
-    /// so they come after every `--include`/`-g` of the caller's.
-    #[test]
-    fn exclusions_go_where_options_are_still_read() {
-        for (prog, cmd, at) in [
-            ("grep", "grep -r KEY .", 4),
-            ("grep", "grep -r --include=* KEY .", 5),
-            ("grep", "grep -r -e -- KEY -- .", 5),
-            ("grep", "grep -rl KEY -- -odd", 3),
-            ("rg", "rg KEY", 2),
-            ("rg", "rg -g * --hidden KEY src", 6),
-            ("rg", "rg -e -- -- .", 3),
-            ("diff", "diff -r a b", 1),
-        ] {
-            let mut argv = words(cmd);
-            let n = argv.len();
-            add_exclusions(prog, &mut argv, false).unwrap_or_else(|e| panic!("{cmd}: {e}"));
-            let ex = walk_exclusions(prog, false);
-            assert_eq!(argv.len(), n + ex.len(), "{cmd}");
-            assert_eq!(argv[at..at + ex.len()], ex[..], "{cmd}: {argv:?}");
         }
     }
 

@@ -1,45 +1,14 @@
 //! `ask_user`: the model puts a question to the person at the terminal.
 //! The terminal itself is the channel's (`cli::approve`, where the approval
-//! prompt asks too); the tool reaches it through [`User`], and with no one
+//! prompt asks too); the tool reaches it through [`super::User`], and with no one
 //! there it answers at once instead of waiting.
 
-use super::{Tool, ToolCtx, ToolName, ToolResult};
-use crate::control::RunControl;
+use super::tool::{Reply, Tool, ToolCtx, ToolResult};
+use crate::types::ToolName;
 use serde_json::{Value, json};
-use std::time::Instant;
 
 /// Longest question a model may ask.
 pub use crate::types::args::{MAX_QUESTION_BYTES, question};
-
-/// What came back from the terminal.
-#[derive(Debug, PartialEq)]
-pub enum Reply {
-    Answer(String),
-    /// End of input (Ctrl-D) instead of a line.
-    NoAnswer,
-    /// No terminal to ask on (cron, a pipe with no controlling terminal).
-    NoUser,
-    /// The call's deadline, the run's `--timeout` or Ctrl-C came first; why.
-    Stopped(String),
-    /// The terminal could not be written or read; why.
-    Failed(String),
-}
-
-/// Someone a question can be put to. Only the runtime hands one to a tool.
-pub trait User {
-    /// Shows `question` (already safe to print) and waits for one line,
-    /// until `deadline` or until `control` says the run stops.
-    fn ask_user(&self, question: &str, control: &RunControl, deadline: Instant) -> Reply;
-}
-
-/// Nobody: every question is answered "no user present".
-pub struct Nobody;
-
-impl User for Nobody {
-    fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
-        Reply::NoUser
-    }
-}
 
 pub struct AskUser;
 

@@ -7,7 +7,7 @@
 //! descriptor, not the name.
 
 use super::beneath::{self, Symlinks};
-use super::{Tool, ToolCtx, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -39,7 +39,7 @@ pub(super) fn display_rel(ctx: &ToolCtx, p: &Path) -> String {
 /// no-symlink open starts at `/`. The gate's path is canonical, so that
 /// still refuses a symlink swapped in on any component, not only the last.
 pub(super) fn anchor(ctx: &ToolCtx, path: &Path) -> Result<(OwnedFd, PathBuf), String> {
-    let ws = ctx.gate.workspace()?;
+    let ws = ctx.gate.workspace().map_err(|e| e.to_string())?;
     if !path.is_absolute() {
         return Err(format!("internal: {} is not absolute", path.display()));
     }
@@ -114,8 +114,8 @@ impl Tool for FileList {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> super::ToolName {
-        super::ToolName::FileList
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::FileList
     }
     fn description(&self) -> &'static str {
         "Lists a workspace directory."
@@ -369,8 +369,8 @@ impl Tool for FileRead {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> super::ToolName {
-        super::ToolName::FileRead
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
         "Reads a UTF-8 text file; long files are cut with a marker."
@@ -561,8 +561,8 @@ fn read_lines(
 pub struct FileWrite;
 
 impl Tool for FileWrite {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::FileWrite
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::FileWrite
     }
     fn description(&self) -> &'static str {
         "Writes a UTF-8 text file in the workspace (whole content, replacing it), creating missing directories."
@@ -690,9 +690,15 @@ mod tests {
             decision: d,
             control: &control,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
-            user: &crate::tools::ask_user::Nobody,
+            user: &crate::tools::tool::Nobody,
         };
-        crate::tools::find(tool).unwrap().invoke(args, &ctx)
+        let tool: &dyn Tool = match tool {
+            "file_list" => &FileList,
+            "file_read" => &FileRead,
+            "file_write" => &FileWrite,
+            _ => panic!("not a file tool: {tool}"),
+        };
+        tool.invoke(args, &ctx)
     }
 
     fn leaked(r: &ToolResult) -> bool {
@@ -732,7 +738,7 @@ mod tests {
             for (tool, args) in calls() {
                 let decision = fx
                     .gate
-                    .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
+                    .decide(crate::types::ToolName::parse(tool).unwrap(), &args);
                 assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
                 std::fs::rename(&d, fx.ws.join("d.real")).unwrap();
                 symlink(&fx.outside, &d).unwrap();
@@ -765,7 +771,7 @@ mod tests {
                 let args = json!({"path": "d/canary.txt", "content": "new"});
                 let decision = fx
                     .gate
-                    .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
+                    .decide(crate::types::ToolName::parse(tool).unwrap(), &args);
                 assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
                 std::fs::rename(&target, fx.ws.join("saved")).unwrap();
                 symlink(fx.outside.join("canary.txt"), &target).unwrap();
@@ -795,7 +801,7 @@ mod tests {
         let args = json!({"path": fx.top.join("other/canary.txt")});
         for walk in [false, true] {
             let _g = WalkOnly::set(walk);
-            let decision = fx.gate.decide(crate::tools::ToolName::FileRead, &args);
+            let decision = fx.gate.decide(crate::types::ToolName::FileRead, &args);
             assert_eq!(decision.verdict, Verdict::Allow, "{decision}");
             let r = invoke(&fx, "file_read", &args, &decision);
             assert_eq!(r.output, "other", "{r:?}");
@@ -869,7 +875,7 @@ mod tests {
                     for (tool, args) in calls() {
                         let decision = fx
                             .gate
-                            .decide(crate::tools::ToolName::parse(tool).unwrap(), &args);
+                            .decide(crate::types::ToolName::parse(tool).unwrap(), &args);
                         if matches!(decision.verdict, Verdict::Deny(_)) {
                             continue;
                         }

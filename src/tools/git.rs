@@ -5,7 +5,8 @@
 //! and every program-starting setting pinned off — and the shell's runner
 //! runs the judged plan, confined, within the call's deadline.
 
-use super::{Tool, ToolCtx, ToolName, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
+use crate::types::ToolName;
 use serde_json::{Value, json};
 
 pub struct Git;

@@ -21,7 +21,7 @@
 use super::beneath::{self, Kind, Symlinks};
 use super::glob::{self, Glob, IgnoreFile, IgnoreStack};
 use super::isolate::{self, Child, Failure, Stopped, Watch};
-use super::{Tool, ToolCtx, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -273,8 +273,8 @@ impl Tool for Grep {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Grep
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::Grep
     }
     fn description(&self) -> &'static str {
         "Regex search in workspace files: path:line:text. Skips .git, binary, secret-named and \
@@ -338,7 +338,12 @@ impl Search<'_> {
     }
 
     fn walk_from(&mut self, start: &Path) -> Result<(), String> {
-        let ws = self.ctx.gate.workspace()?.to_path_buf();
+        let ws = self
+            .ctx
+            .gate
+            .workspace()
+            .map_err(|e| e.to_string())?
+            .to_path_buf();
         let shown = super::files::display_rel(self.ctx, start);
         let (root, rel) = super::files::anchor(self.ctx, start)?;
         let md = beneath::metadata_beneath(root.as_fd(), &rel)
@@ -861,7 +866,7 @@ mod tests {
 
     fn search(fx: &Fx, deadline: Instant, max_entries: usize) -> ToolResult {
         let args = json!({"pattern": "hit", "max_matches": 10000});
-        let decision = fx.gate.decide(super::super::ToolName::Grep, &args);
+        let decision = fx.gate.decide(crate::types::ToolName::Grep, &args);
         assert_eq!(
             decision.verdict,
             crate::security::Verdict::Allow,
@@ -876,7 +881,7 @@ mod tests {
             control: &control,
             deadline,
             conversation_id: "test",
-            user: &crate::tools::ask_user::Nobody,
+            user: &crate::tools::tool::Nobody,
         };
         let mut s = Search {
             ctx: &ctx,

@@ -3,7 +3,7 @@
 //! cannot move the target after the decision), no proxy is used, and
 //! redirects are followed by hand with the URL checked again at every hop.
 
-use super::{Tool, ToolCtx, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use crate::security::net::NetPolicy;
 use serde_json::{Value, json};
 use std::fmt;
@@ -46,7 +46,7 @@ impl Resolver for CheckedResolver {
         for addr in all.iter() {
             match self.policy.check_ip(host, addr.ip()) {
                 Ok(()) => kept.push(*addr),
-                Err(e) => why.push(e),
+                Err(e) => why.push(e.reason),
             }
         }
         // Any refused address refuses the host: a name that mixes public and
@@ -118,8 +118,8 @@ fn is_text(content_type: &str) -> bool {
 }
 
 impl Tool for Http {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Http
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::Http
     }
     fn description(&self) -> &'static str {
         "HTTP GET of a URL on an allowed domain. Returns the status, content type and text or JSON body."
@@ -136,7 +136,7 @@ impl Tool for Http {
             return ToolResult::err("\"url\" (a string) is required");
         };
         let policy = ctx.gate.net_policy().clone();
-        let own = ctx.cfg.tools.of(super::ToolName::Http).timeout_secs;
+        let own = ctx.cfg.tools.of(crate::types::ToolName::Http).timeout_secs;
         let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.http_timeout_secs)).min(
             ctx.deadline
                 .saturating_duration_since(std::time::Instant::now()),

@@ -22,7 +22,7 @@
 //! filesystem (a Landlock ruleset that allows nothing), each where the
 //! kernel has it.
 
-use super::ToolCtx;
+use super::tool::ToolCtx;
 use crate::control::RunControl;
 use serde_json::Value;
 use std::cell::Cell;
@@ -347,19 +347,16 @@ pub trait Parser {
     fn answer(&mut self, req: Request) -> Value;
 }
 
-/// A child's whole life (`latchclaw __parse KIND`): confined, it answers
-/// each request on stdin with what `kind`'s parser makes of it, until
-/// stdin ends. Its exit code.
-pub fn serve(kind: Option<&OsStr>) -> i32 {
+/// A child's whole life (`latchclaw __parse KIND`, through
+/// `tools::serve_parser`): confined, it answers each request on stdin with
+/// what `kind`'s parser (made by `parser_for`) makes of it, until stdin
+/// ends. Its exit code.
+pub fn serve(kind: Option<&OsStr>, parser_for: impl FnOnce(Kind) -> Box<dyn Parser>) -> i32 {
     let Some(kind) = kind.and_then(Kind::parse) else {
         return 2;
     };
     confine_self();
-    let mut parser: Box<dyn Parser> = match kind {
-        Kind::Grep => Box::<super::grep::Matcher>::default(),
-        #[cfg(feature = "pdf")]
-        Kind::Pdf => Box::new(super::pdf::Reader),
-    };
+    let mut parser = parser_for(kind);
     let mut input = io::stdin().lock();
     let mut output = io::stdout().lock();
     loop {

@@ -3,8 +3,10 @@
 //! by the gate, which judges a call with them, and the tools, which act on
 //! what they return.
 
-use super::{Tool, ToolCtx, ToolName, ToolResult};
-use crate::memory::{NOTE_MAX_BYTES, NewNote, Note};
+use super::tool::{Tool, ToolCtx, ToolResult};
+use crate::memory::NOTE_MAX_BYTES;
+use crate::memory::notes::{NewNote, Note};
+use crate::types::ToolName;
 use serde_json::{Value, json};
 
 pub use crate::types::args::{RECALL_MAX, StoreArgs, forget_id, recall_filter, store_args};

@@ -13,158 +13,18 @@ pub mod isolate;
 pub mod memory;
 #[cfg(feature = "pdf")]
 mod pdf;
-/// `pdf_extract` in a build without the `pdf` feature: still a `ToolName`
-/// (configs, receipts and `tool list` name it), never offered or run
-/// (`crate::features::tool_missing`).
+/// `pdf_extract` in a build without the `pdf` feature.
 #[cfg(not(feature = "pdf"))]
-mod pdf {
-    use super::{Tool, ToolCtx, ToolName, ToolResult};
-    use serde_json::{Value, json};
-
-    pub struct PdfExtract;
-
-    impl Tool for PdfExtract {
-        fn takes_effect(&self) -> bool {
-            false
-        }
-        fn name(&self) -> ToolName {
-            ToolName::PdfExtract
-        }
-        fn description(&self) -> &'static str {
-            "Text of a PDF file in the workspace, page by page (not in this build)."
-        }
-        fn parameters(&self) -> Value {
-            json!({"type": "object", "properties": {}})
-        }
-        fn invoke(&self, _args: &Value, _ctx: &ToolCtx) -> ToolResult {
-            ToolResult::err(
-                crate::features::tool_not_built(ToolName::PdfExtract).unwrap_or_default(),
-            )
-        }
-    }
-}
+#[path = "pdf_missing.rs"]
+mod pdf;
 pub mod shell;
+mod tool;
 pub mod web_search;
 
-use crate::config::Config;
-use crate::memory::Memory;
-use crate::security::redact::{Counts, Redactor};
-use crate::security::{Decision, Gate};
-use serde::Serialize;
 use serde_json::{Value, json};
-use std::path::Path;
-
-pub struct ToolCtx<'a> {
-    pub cfg: &'a Config,
-    pub gate: &'a Gate,
-    pub memory: &'a Memory,
-    /// The conversation the call belongs to (a stored note records it).
-    pub conversation_id: &'a str,
-    /// The gate's decision: the resolved path or argv the tool must use.
-    pub decision: &'a Decision,
-    /// The run's deadline and cancellation: a tool that waits polls it.
-    pub control: &'a crate::control::RunControl,
-    /// When this call must end: `tool_timeout_secs` or the run's deadline,
-    /// whichever comes first.
-    pub deadline: std::time::Instant,
-    /// Whom `ask_user` asks (the operator's terminal, or nobody).
-    pub user: &'a dyn ask_user::User,
-}
-
-impl ToolCtx<'_> {
-    pub fn path(&self) -> Option<&Path> {
-        self.decision.path.as_deref()
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolResult {
-    pub success: bool,
-    pub output: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub receipt_id: Option<String>,
-    /// The emergency stop ended the run.
-    #[serde(skip)]
-    pub estop: bool,
-}
-
-impl ToolResult {
-    /// A tool's result, before anything else sees it: output, error and
-    /// metadata strings. What was replaced is counted into the metadata's
-    /// `redacted` (`{"kind": n}`), which the outcome receipt hashes.
-    pub fn redact(&mut self, redactor: &Redactor) -> Counts {
-        let mut counts = Counts::default();
-        redactor.redact_string(&mut self.output, &mut counts);
-        if let Some(e) = &mut self.error {
-            redactor.redact_string(e, &mut counts);
-        }
-        if let Some(m) = &mut self.metadata {
-            redactor.redact_json(m, &mut counts);
-        }
-        if !counts.is_empty() {
-            let redacted = counts.to_json();
-            match &mut self.metadata {
-                Some(Value::Object(m)) => {
-                    m.insert("redacted".into(), redacted);
-                }
-                None => self.metadata = Some(serde_json::json!({"redacted": redacted})),
-                Some(other) => {
-                    let old = other.take();
-                    *other = serde_json::json!({"value": old, "redacted": redacted});
-                }
-            }
-        }
-        counts
-    }
-
-    pub fn ok(output: String) -> ToolResult {
-        ToolResult {
-            success: true,
-            output,
-            error: None,
-            metadata: None,
-            receipt_id: None,
-            estop: false,
-        }
-    }
-    pub fn err(error: impl Into<String>) -> ToolResult {
-        ToolResult {
-            success: false,
-            output: String::new(),
-            error: Some(error.into()),
-            metadata: None,
-            receipt_id: None,
-            estop: false,
-        }
-    }
-    /// What the model reads as the tool message.
-    pub fn for_model(&self) -> String {
-        match &self.error {
-            Some(e) if self.output.is_empty() => format!("error: {e}"),
-            Some(e) => format!("error: {e}\n{}", self.output),
-            None => self.output.clone(),
-        }
-    }
-}
-
-pub trait Tool: Sync {
-    fn name(&self) -> ToolName;
-    fn description(&self) -> &'static str;
-    fn parameters(&self) -> Value;
-    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
-    /// False for tools that change nothing and send nothing anywhere: cut
-    /// off mid-call they leave no effect, so they need no `started` receipt
-    /// (and its fsync) before they run.
-    fn takes_effect(&self) -> bool {
-        true
-    }
-}
 
 pub use crate::types::ToolName;
+pub use tool::{Nobody, Reply, Tool, ToolCtx, ToolResult, User};
 
 /// The `Tool` behind each row of the tool table (`types::ToolName`).
 pub fn tool(name: ToolName) -> &'static dyn Tool {
@@ -208,6 +68,18 @@ pub fn example(name: ToolName) -> Value {
         ToolName::WebSearch => json!({"query": "rust release notes"}),
         ToolName::PdfExtract => json!({"path": "report.pdf"}),
     }
+}
+
+/// A parser child's whole life (`latchclaw __parse KIND`, from `main.rs`):
+/// `isolate::serve` with the parser of `kind`. Its exit code.
+pub fn serve_parser(kind: Option<&std::ffi::OsStr>) -> i32 {
+    isolate::serve(kind, |kind| -> Box<dyn isolate::Parser> {
+        match kind {
+            isolate::Kind::Grep => Box::<grep::Matcher>::default(),
+            #[cfg(feature = "pdf")]
+            isolate::Kind::Pdf => Box::new(pdf::Reader),
+        }
+    })
 }
 
 pub fn find(name: &str) -> Option<&'static dyn Tool> {

@@ -10,7 +10,7 @@
 //! emergency stop, Ctrl-C — every descendant is killed.
 
 use super::beneath;
-use super::{Tool, ToolCtx, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use crate::security::grammar::Connector;
 use crate::security::plan::{Cmd, GitAccess, OpenMode, Plan, Redir, Step};
 use crate::security::{confine, estop_engaged};
@@ -463,8 +463,8 @@ fn run_plan(plan: &Plan, call: &CallEnv, io: &Outputs, stop: &AtomicBool) -> i32
 }
 
 impl Tool for Shell {
-    fn name(&self) -> super::ToolName {
-        super::ToolName::Shell
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::Shell
     }
     fn description(&self) -> &'static str {
         "Runs a command line in the workspace: allowed programs, pipes, && || ;, redirections, $VAR, globs (no subshells). Returns stdout, stderr and the exit code."
@@ -490,7 +490,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     };
     let ws = match ctx.gate.workspace() {
         Ok(w) => w.to_path_buf(),
-        Err(e) => return ToolResult::err(e),
+        Err(e) => return ToolResult::err(e.reason),
     };
     let tmp = private_tmp();
     let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
@@ -554,7 +554,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
     let err_reader =
         std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
-    let own = ctx.cfg.tools.of(super::ToolName::Shell).timeout_secs;
+    let own = ctx.cfg.tools.of(crate::types::ToolName::Shell).timeout_secs;
     let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.shell_timeout_secs))
         .min(ctx.deadline.saturating_duration_since(Instant::now()));
     let started = Instant::now();

@@ -4,8 +4,9 @@
 //! `http` tool's network policy, and again here from the same arguments;
 //! the connection goes through the same checked resolver as `http`.
 
-use super::{Tool, ToolCtx, ToolName, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use crate::config::SearchProvider;
+use crate::types::ToolName;
 use serde_json::{Value, json};
 use std::io::Read;
 use std::time::Duration;

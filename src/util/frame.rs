@@ -89,7 +89,7 @@ fn spells(rest: &str, tag: &str) -> bool {
             want.next();
             started = true;
         } else if !(matches!(c, ' ' | '_' | '-')
-            || crate::util::hidden(c)
+            || super::shown::hidden(c)
             || (c == '/' && !started))
         {
             return false;

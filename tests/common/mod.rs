@@ -123,10 +123,16 @@ impl Env {
     /// environment left out; stdio and the terminal are the caller's.
     pub fn base_command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        // Not the repository the tests run from: a run inside a git work
-        // tree works there (README, "The workspace").
+        // In the workspace, as a user would be, and not in the repository
+        // the tests run from: a run inside a git work tree works there
+        // (README, "The workspace").
+        let here = if self.ws.is_dir() {
+            &self.ws
+        } else {
+            &self.root
+        };
         c.args(args)
-            .current_dir(&self.root)
+            .current_dir(here)
             .env("LATCHCLAW_HOME", &self.state)
             .env("HOME", &self.home)
             .env_remove("LATCHCLAW_LOG")

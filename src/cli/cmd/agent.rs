@@ -2,8 +2,8 @@
 //! compact object on stdout however the run ends (README: "agent --json").
 
 use crate::channels::{Channel, CliChannel, TermProgress};
-use crate::cli::Ctx;
 use crate::cli::approve::TtyApprover;
+use crate::cli::ctx::Ctx;
 use crate::cli::parse::{Agent, Continue};
 use crate::config::Config;
 use crate::control::RunControl;
@@ -134,7 +134,7 @@ struct Reporter {
 impl Reporter {
     fn print(&self, end: &Ending, outcome: Option<&TurnOutcome>, conversation: Option<&str>) {
         if self.json {
-            crate::cli::print_json(&end.object(outcome, conversation));
+            crate::cli::ctx::print_json(&end.object(outcome, conversation));
         }
     }
 
@@ -203,7 +203,7 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
     } else {
         format!(
             " -w {}",
-            crate::cli::shell_quote(&cfg.workspace_dir.to_string_lossy())
+            crate::util::shell_quote(&cfg.workspace_dir.to_string_lossy())
         )
     };
     Ok((cfg, name, flag))
@@ -274,6 +274,7 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
     };
     rt.prepare_receipts();
     rt.workspace_flag = workspace_flag;
+    rt.standing = true;
     if a.no_memory {
         rt.memory.keep_turns_in_process();
     }

@@ -1,9 +1,10 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
 use crate::cli::approve::describe;
-use crate::cli::{Ctx, one_line, print_json, table};
+use crate::cli::ctx::{Ctx, print_json, table};
 use crate::error::{Error, Result, exit};
 use crate::memory::ApprovalStatus;
+use crate::util::one_line;
 use std::io::Write;
 
 pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
@@ -65,16 +66,12 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
         // whole command does, not its first 80 characters.
         for p in list {
             println!(
-                "{}  {}  {}  {}{}",
-                p.id,
-                p.status,
-                p.created_at,
-                p.conversation_id,
-                p.workspace
-                    .as_deref()
-                    .map(|w| format!("  in {w}"))
-                    .unwrap_or_default()
+                "{}  {}  {}  {}",
+                p.id, p.status, p.created_at, p.conversation_id
             );
+            if let Some(w) = &p.workspace {
+                println!("    workspace: {w}");
+            }
             print!(
                 "{}",
                 describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "    ")
@@ -144,7 +141,7 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
     let ws = p
         .workspace
         .as_deref()
-        .map(|w| format!(" -w {}", crate::cli::shell_quote(w)))
+        .map(|w| format!(" -w {}", crate::util::shell_quote(w)))
         .unwrap_or_default();
     println!(
         "{} {id}: {} in {}{}",

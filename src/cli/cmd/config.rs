@@ -1,8 +1,8 @@
 //! `init`, `onboard`, `config validate`, `config show`.
 
+use crate::cli::ctx::{Ctx, print_json};
 use crate::cli::onboard::{self, Setup};
 use crate::cli::parse::Onboard;
-use crate::cli::{Ctx, print_json};
 use crate::config::{Config, ProviderConfig, ProviderSettings};
 use crate::error::{Error, Result, exit};
 use serde_json::{Value, json};
@@ -38,13 +38,13 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
         Some(p) => println!(
             "ok: {} ({}, default \"{}\", autonomy {}{})",
             p.display(),
-            crate::cli::count(cfg.providers.len() as u64, "provider"),
+            crate::cli::ctx::count(cfg.providers.len() as u64, "provider"),
             cfg.default_provider,
             cfg.security.autonomy.as_str(),
             if skills.is_empty() {
                 String::new()
             } else {
-                format!(", {}", crate::cli::count(skills.len() as u64, "skill"))
+                format!(", {}", crate::cli::ctx::count(skills.len() as u64, "skill"))
             }
         ),
         None => println!(

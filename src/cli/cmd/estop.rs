@@ -1,6 +1,6 @@
 //! `estop`, `estop status`: the emergency stop file.
 
-use crate::cli::{Ctx, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::error::{Result, exit};
 
 pub fn run(ctx: &Ctx, clear: bool) -> Result<i32> {

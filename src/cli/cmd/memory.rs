@@ -1,10 +1,11 @@
 //! `memory list`, `memory search`, `memory show`, `memory clear`, `memory notes`,
 //! `memory forget`.
 
-use crate::cli::{Ctx, count, one_line, print_json, table};
+use crate::cli::ctx::{Ctx, count, print_json, table};
 use crate::error::{Error, Result, exit};
 use crate::memory::TurnRole;
 use crate::util::for_stdout;
+use crate::util::one_line;
 
 pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
     let list = match ctx.read_memory()? {

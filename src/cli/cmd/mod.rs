@@ -1,7 +1,7 @@
 //! One file per command group; each function takes the shared [`Ctx`]
 //! and exactly its command's options, and returns the exit code.
 //!
-//! [`Ctx`]: super::Ctx
+//! [`Ctx`]: super::ctx::Ctx
 
 pub mod agent;
 pub mod approvals;

@@ -1,7 +1,7 @@
 //! `prompt show`: the system prompt and what a first request weighs.
 
-use crate::cli::Ctx;
 use crate::cli::approve::TtyApprover;
+use crate::cli::ctx::Ctx;
 use crate::error::{Result, exit};
 use crate::runtime::Runtime;
 

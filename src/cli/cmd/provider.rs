@@ -1,9 +1,10 @@
 //! `provider list`, `provider test`.
 
 use super::config::env_is_set;
-use crate::cli::{Ctx, one_line, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::config::{ProviderConfig, ProviderSettings};
 use crate::error::{Result, exit};
+use crate::util::one_line;
 use serde_json::{Value, json};
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {

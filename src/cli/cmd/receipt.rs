@@ -1,10 +1,11 @@
 //! `receipt list`, `receipt verify`, `receipt head`, `receipt repair`,
 //! `receipt anchor`.
 
-use crate::cli::{Ctx, one_line, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::config::Config;
 use crate::error::{Error, Kind, Outcome, Result, exit};
 use crate::receipts::{Anchored, Auth, Expect, ReceiptLog, Repair, Verify, read_anchor, span};
+use crate::util::one_line;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -124,7 +125,10 @@ fn broken(json: bool, position: u64, count: u64, why: &str) -> i32 {
     } else if position > 0 {
         println!("broken: receipt {position} of {count}: {why}");
     } else {
-        println!("broken: {why} ({})", crate::cli::count(count, "receipt"));
+        println!(
+            "broken: {why} ({})",
+            crate::cli::ctx::count(count, "receipt")
+        );
     }
     Outcome::Failed(Kind::Integrity).code()
 }
@@ -172,14 +176,17 @@ pub fn verify(ctx: &Ctx, json: bool, expect: &[Expect]) -> Result<i32> {
     } else {
         match &said {
             Ok(line) => {
-                println!("ok: {}, head {head}", crate::cli::count(count, "receipt"));
+                println!(
+                    "ok: {}, head {head}",
+                    crate::cli::ctx::count(count, "receipt")
+                );
                 if let Some(line) = line {
                     println!("{line}");
                 }
             }
             Err(why) => println!(
                 "{why}. The chain itself links: {}, head {head}",
-                crate::cli::count(count, "receipt")
+                crate::cli::ctx::count(count, "receipt")
             ),
         }
         for e in expect {
@@ -258,7 +265,7 @@ pub fn repair(ctx: &Ctx, json: bool) -> Result<i32> {
             } else {
                 println!(
                     "ok: {}, head {head}; nothing to repair (nothing changed, no backup made)",
-                    crate::cli::count(count, "receipt")
+                    crate::cli::ctx::count(count, "receipt")
                 );
             }
             Ok(exit::OK)
@@ -291,13 +298,13 @@ pub fn repair(ctx: &Ctx, json: bool) -> Result<i32> {
                 println!(
                     "repaired: dropped a torn last line after receipt {kept}: {}, sha256 \
                      {dropped_sha256}",
-                    crate::cli::count(dropped, "byte")
+                    crate::cli::ctx::count(dropped, "byte")
                 );
             }
             println!("backup: {} (the log as it was)", backup.display());
             println!(
                 "appended receipt {count} ({receipt_id}, status repaired); ok: {}, head {head}",
-                crate::cli::count(count, "receipt")
+                crate::cli::ctx::count(count, "receipt")
             );
             Ok(exit::OK)
         }

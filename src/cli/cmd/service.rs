@@ -1,7 +1,7 @@
 //! `service install|start|stop|status|uninstall`: the gateway as a systemd
 //! user service (`crate::service` renders the unit and runs systemctl).
 
-use crate::cli::Ctx;
+use crate::cli::ctx::Ctx;
 use crate::error::{Error, Result, exit};
 use crate::service::{self, Spec, Systemctl, UNIT_NAME};
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! `skill list`, `skill show`.
 
-use crate::cli::{Ctx, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::config::Config;
 use crate::error::{Result, exit};
 use crate::skills::{self, Source};
@@ -95,7 +95,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             .collect();
         println!(
             "{}",
-            crate::cli::table(
+            crate::cli::ctx::table(
                 &["SKILL", "ENABLED", "SOURCE", "TOOLS", "DESCRIPTION"],
                 &cells,
                 &[]

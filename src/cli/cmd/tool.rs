@@ -1,7 +1,7 @@
 //! `tool list`, `tool run`, `policy check`, `policy show`.
 
 use crate::cli::approve::TtyApprover;
-use crate::cli::{Ctx, print_json};
+use crate::cli::ctx::{Ctx, print_json};
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Kind, Outcome, Result, exit};
 use crate::runtime::Runtime;
@@ -96,7 +96,7 @@ pub fn run(
     let config = match &ctx.config {
         Some(p) => format!(
             " --config {}",
-            crate::cli::shell_quote(&p.display().to_string())
+            crate::util::shell_quote(&p.display().to_string())
         ),
         None => String::new(),
     };
@@ -105,12 +105,12 @@ pub fn run(
         crate::cli::workspace::From::Config(_) => String::new(),
         _ => format!(
             " -w {}",
-            crate::cli::shell_quote(&cfg.workspace_dir.display().to_string())
+            crate::util::shell_quote(&cfg.workspace_dir.display().to_string())
         ),
     };
     rt.rerun = Some(format!(
         "latchclaw{config} tool run {name}{ws} --json {}",
-        crate::cli::shell_quote(&args.to_string())
+        crate::util::shell_quote(&args.to_string())
     ));
     let executed = rt.execute_tool("cli-tool-run", name, &args);
     if let Err(e) = rt.anchor_head() {
@@ -233,7 +233,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
     };
     let (workspace, workspace_error) = match gate.workspace() {
         Ok(w) => (Some(w.display().to_string()), None),
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e.reason)),
     };
     let confinement = match gate.workspace() {
         Ok(ws) => crate::security::confine::describe_for(cfg, ws, gate.autonomy()),

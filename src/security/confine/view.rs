@@ -29,7 +29,7 @@
 //! kernel kills everything left in the namespace, so no process a call
 //! started outlives it.
 
-use super::Spec;
+use super::spec::{DEV_READ, ETC_FILES, SYSTEM_DIRS, Spec};
 use crate::sys;
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -329,7 +329,7 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
             let lower = name.to_string_lossy().to_lowercase();
             let rel = path.strip_prefix(ws).unwrap_or(&path);
             let protected = !in_git
-                && super::super::PROTECTED_WORKSPACE_DIRS
+                && crate::security::paths::PROTECTED_WORKSPACE_DIRS
                     .iter()
                     .any(|d| lower == d.name);
             let secret = super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
@@ -612,13 +612,13 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     let mut b = stage()?;
     b.steps.push(Step::File(cstr(EMPTY_FILE)?));
     b.steps.push(Step::Dir(cstr(EMPTY_DIR)?));
-    for dir in super::SYSTEM_DIRS {
+    for dir in SYSTEM_DIRS {
         b.bind(Path::new(dir), false)?;
     }
-    for name in super::ETC_FILES {
+    for name in ETC_FILES {
         b.bind(&Path::new("/etc").join(name), false)?;
     }
-    for dev in super::DEV_READ {
+    for dev in DEV_READ {
         b.bind(Path::new(dev), false)?;
     }
     b.bind(Path::new("/dev/null"), true)?;

@@ -5,8 +5,9 @@
 //! kernel sandbox with the workspace read-only, stdin empty (or the bytes
 //! given), its output capped and a deadline after which it is killed.
 
-use crate::security::Gate;
 use crate::security::confine;
+use crate::security::gate::Gate;
+use crate::security::refusal::{Refusal, Refused};
 use crate::sys::poll::{PollSet, Want};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -72,7 +73,7 @@ pub(super) fn ask_git(
     env: &[(String, String)],
     queries: &[Query<'_>],
     gate: &Gate,
-) -> Result<Vec<Answer>, String> {
+) -> Result<Vec<Answer>, Refused> {
     let ws = gate.workspace()?;
     let spec = confine::Spec {
         workspace: ws.to_path_buf(),
@@ -86,7 +87,9 @@ pub(super) fn ask_git(
         // The view enters it by path (std's `current_dir` is the host's).
         cwd: Some(cwd.to_path_buf()),
     };
-    let prepared = confine::prepare(&spec)?;
+    // The sandbox git is asked in could not be set up: a refusal of
+    // confinement (the text is `confine`'s own).
+    let prepared = confine::prepare(&spec).map_err(|e| Refused::new(Refusal::Confinement, e))?;
     let mut running: Vec<Running> = Vec::with_capacity(queries.len());
     for q in queries {
         let mut cmd = Command::new(program);
@@ -113,10 +116,10 @@ pub(super) fn ask_git(
                     r.kill();
                     let _ = r.child.wait();
                 }
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "cannot start {} to ask which repository it will use: {e}",
                     program.display()
-                ));
+                )));
             }
         };
         running.push(Running {
@@ -167,7 +170,7 @@ impl Running<'_> {
 
 /// Feeds stdin and reads stdout and stderr of every query until each has
 /// closed them, in one thread (poll), within [`DEADLINE`].
-fn pump(running: &mut [Running<'_>]) -> Result<(), String> {
+fn pump(running: &mut [Running<'_>]) -> Result<(), Refused> {
     let end = Instant::now() + DEADLINE;
     let mut set = PollSet::default();
     let mut buf = vec![0u8; 64 << 10];
@@ -194,16 +197,16 @@ fn pump(running: &mut [Running<'_>]) -> Result<(), String> {
         }
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "git did not answer within {} s; latchclaw does not run git on a repository \
                  whose configuration it cannot read",
                 DEADLINE.as_secs()
-            ));
+            )));
         }
         match set.wait(left.as_millis().min(i32::MAX as u128) as i32) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("waiting for git: {e}")),
+            Err(e) => return Err(Refused::command(format!("waiting for git: {e}"))),
         }
         for (k, &(i, which)) in slots.iter().enumerate() {
             if !set.ready(k) {
@@ -226,11 +229,11 @@ fn pump(running: &mut [Running<'_>]) -> Result<(), String> {
                 }
                 1 => {
                     if !drain(&mut r.stdout, &mut r.out, MAX_OUT, &mut buf) {
-                        return Err(format!(
+                        return Err(Refused::command(format!(
                             "git's answer is larger than {} MiB; latchclaw does not run git on \
                              a configuration that large",
                             MAX_OUT >> 20
-                        ));
+                        )));
                     }
                 }
                 _ => {

@@ -12,9 +12,12 @@ pub(in crate::security) mod options;
 pub mod repo;
 pub(in crate::security) mod secrets;
 pub mod tool_args;
+pub(in crate::security) mod views;
 
-use crate::security::Gate;
-use crate::security::options::Parsed;
+use crate::security::gate::Gate;
+use crate::security::options::table::Parsed;
+use crate::security::paths::lexical_normalize;
+use crate::security::refusal::Refused;
 use std::path::Path;
 
 /// git's own checks after its table has read the argv: what it reads
@@ -27,7 +30,7 @@ pub(in crate::security) fn judge(
     program: &Path,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     reads(&argv[1..], parsed, trees, cwd, gate)?;
     secrets::judge(argv, parsed, program, cwd, gate)
 }
@@ -41,7 +44,7 @@ fn reads(
     trees: &mut Vec<String>,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let Some(sub) = parsed
         .git_subcommand
         .and_then(|i| args.get(i.wrapping_sub(1)))
@@ -65,12 +68,13 @@ fn reads(
             }
             // `HEAD:./x` is relative to the directory; `HEAD:x` to the top.
             let p = if path.starts_with("./") || path.starts_with("../") {
-                crate::security::lexical_normalize(&cwd.join(path))
+                lexical_normalize(&cwd.join(path))
             } else {
-                crate::security::lexical_normalize(&ws.join(path))
+                lexical_normalize(&ws.join(path))
             };
-            gate.check_path(&p.to_string_lossy())
-                .map_err(|e| format!("git `{a}` reads a file from the repository: {e}"))?;
+            gate.check_path(&p.to_string_lossy()).map_err(|e| {
+                e.map_reason(|r| format!("git `{a}` reads a file from the repository: {r}"))
+            })?;
         }
     }
     let pathspecs: Vec<String> = parsed

@@ -9,7 +9,8 @@
 //! from files (`--pathspec-from-file`), copy hooks (`--template` for init),
 //! open an editor or need a terminal (`-e`, `-p`/`--patch`, `-i`).
 
-use crate::security::options::{A, Entry, N, O, P, Parsed, R, V, o};
+use crate::security::options::table::{A, Entry, N, O, P, Parsed, R, V, o};
+use crate::security::refusal::Refused;
 
 // Bits for git.
 const PAT: u32 = 1;
@@ -369,17 +370,21 @@ impl Cx {
             _ => path.to_string(),
         }
     }
-    fn unknown(&self, word: &str) -> String {
-        format!(
+    fn unknown(&self, word: &str) -> Refused {
+        Refused::command(format!(
             "`git {}` option `{word}` is not in latchclaw's list for `git {}` (abbreviations are not accepted)",
             self.sub, self.sub
-        )
+        ))
     }
-    fn refused(&self, o: &O, why: &str) -> String {
-        format!("`git {}` option `{}` {why}", self.sub, o.name())
+    fn refused(&self, o: &O, why: &str) -> Refused {
+        Refused::command(format!("`git {}` option `{}` {why}", self.sub, o.name()))
     }
-    fn missing(&self, o: &O) -> String {
-        format!("`git {}` option `{}` needs a value", self.sub, o.name())
+    fn missing(&self, o: &O) -> Refused {
+        Refused::command(format!(
+            "`git {}` option `{}` needs a value",
+            self.sub,
+            o.name()
+        ))
     }
 }
 
@@ -399,7 +404,7 @@ fn scan<'a>(
     sets: &[&'static [O]],
     style: Style,
     args: &'a [String],
-) -> Result<Scan<'a>, String> {
+) -> Result<Scan<'a>, Refused> {
     let mut sc = Scan {
         hits: Vec::new(),
         operands: Vec::new(),
@@ -424,10 +429,10 @@ fn scan<'a>(
                 break;
             }
             if style.stop_at_operand && a.starts_with('-') && a.len() > 1 {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`git {}`: `{a}` comes after an operand; options must come first",
                     cx.sub
-                ));
+                )));
             }
             sc.operands.push(a);
             continue;
@@ -463,11 +468,11 @@ fn scan<'a>(
             let val = match o.a {
                 A::N => {
                     if glued.is_some() {
-                        return Err(format!(
+                        return Err(Refused::command(format!(
                             "`git {}` option `{}` takes no value",
                             cx.sub,
                             o.name()
-                        ));
+                        )));
                     }
                     None
                 }
@@ -551,7 +556,12 @@ fn scan<'a>(
     Ok(sc)
 }
 
-fn take<'a>(cx: &Cx, sc: &mut Scan<'a>, o: &'static O, val: Option<&'a str>) -> Result<(), String> {
+fn take<'a>(
+    cx: &Cx,
+    sc: &mut Scan<'a>,
+    o: &'static O,
+    val: Option<&'a str>,
+) -> Result<(), Refused> {
     if let V::Refuse(why) = o.v {
         return Err(cx.refused(o, why));
     }
@@ -612,14 +622,16 @@ const NOT_DOT_GIT: &str = "makes git read its configuration (which can name prog
                            from a directory that is not a .git directory";
 
 /// `--git-dir`/`--work-tree` values, as paths from latchclaw's directory.
-fn repo_dir(cx: &Cx, name: &str, d: &str) -> Result<String, String> {
+fn repo_dir(cx: &Cx, name: &str, d: &str) -> Result<String, Refused> {
     if name == "--git-dir" && d.trim_end_matches('/').rsplit('/').next() != Some(".git") {
-        return Err(format!("`git` option `{name}={d}` {NOT_DOT_GIT}"));
+        return Err(Refused::command(format!(
+            "`git` option `{name}={d}` {NOT_DOT_GIT}"
+        )));
     }
     Ok(cx.at(d))
 }
 
-fn git(args: &[String]) -> Result<Parsed, String> {
+fn git(args: &[String]) -> Result<Parsed, Refused> {
     let mut p = Parsed::default();
     let mut cx = Cx {
         dir: None,
@@ -636,7 +648,7 @@ fn git(args: &[String]) -> Result<Parsed, String> {
         let next = args.get(i + 1).map(String::as_str);
         let mut value = |what: &str| {
             next.inspect(|_| i += 1)
-                .ok_or_else(|| format!("`git` option `{what}` needs a value"))
+                .ok_or_else(|| Refused::command(format!("`git` option `{what}` needs a value")))
         };
         match a {
             "-C" => {
@@ -646,7 +658,9 @@ fn git(args: &[String]) -> Result<Parsed, String> {
                     // chdir fails beyond PATH_MAX; the cap keeps joining
                     // operands to it linear in the argv.
                     if nd.len() > 4096 {
-                        return Err("`git -C` directory is longer than a path can be".into());
+                        return Err(Refused::command(
+                            "`git -C` directory is longer than a path can be",
+                        ));
                     }
                     cx.dir = Some(nd.clone());
                     p.reads.push(nd);
@@ -675,12 +689,18 @@ fn git(args: &[String]) -> Result<Parsed, String> {
             | "--html-path"
             | "--man-path"
             | "--info-path" => {}
-            "-p" | "--paginate" => return Err(format!("`git` option `{a}` {PAGER}")),
-            "--bare" => return Err(format!("`git` option `--bare` {NOT_DOT_GIT}")),
+            "-p" | "--paginate" => {
+                return Err(Refused::command(format!("`git` option `{a}` {PAGER}")));
+            }
+            "--bare" => {
+                return Err(Refused::command(format!(
+                    "`git` option `--bare` {NOT_DOT_GIT}"
+                )));
+            }
             "-c" | "--config-env" => {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`git` option `{a}` sets configuration, which can name programs to run"
-                ));
+                )));
             }
             _ => {
                 if let Some((name, d)) = a
@@ -692,17 +712,17 @@ fn git(args: &[String]) -> Result<Parsed, String> {
                     trees.push(d);
                 } else if a.starts_with("--namespace=") || a.starts_with("--attr-source=") {
                 } else if a.starts_with("--config-env=") {
-                    return Err(format!(
+                    return Err(Refused::command(format!(
                         "`git` option `{a}` sets configuration, which can name programs to run"
-                    ));
+                    )));
                 } else if a.starts_with("--exec-path") {
-                    return Err(format!(
+                    return Err(Refused::command(format!(
                         "`git` option `{a}` sets or shows where git finds the programs it runs"
-                    ));
+                    )));
                 } else {
-                    return Err(format!(
+                    return Err(Refused::command(format!(
                         "`git` option `{a}` is not in latchclaw's list of git's global options"
-                    ));
+                    )));
                 }
             }
         }
@@ -780,12 +800,14 @@ fn git(args: &[String]) -> Result<Parsed, String> {
         "apply" => apply(&cx, &mut p, rest)?,
         "clean" => clean(&cx, &mut p, rest)?,
         "help" => {
-            return Err("`git help` may start a browser or a pager; it is refused".into());
+            return Err(Refused::command(
+                "`git help` may start a browser or a pager; it is refused",
+            ));
         }
         other => {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`git {other}` is not a git subcommand latchclaw allows"
-            ));
+            )));
         }
     };
     if writes {
@@ -824,7 +846,7 @@ fn read_cmd(
     style: Style,
     args: &[String],
     ops: Ops,
-) -> Result<bool, String> {
+) -> Result<bool, Refused> {
     let sc = scan(cx, sets, style, args)?;
     sc.apply(cx, p);
     match ops {
@@ -844,7 +866,10 @@ fn read_cmd(
         Ops::Plain => {}
         Ops::None => {
             if let Some(a) = sc.all_operands().next() {
-                return Err(format!("`git {}` takes no operand (`{a}`)", cx.sub));
+                return Err(Refused::command(format!(
+                    "`git {}` takes no operand (`{a}`)",
+                    cx.sub
+                )));
             }
         }
     }
@@ -861,14 +886,14 @@ fn revision_syntax(a: &str) -> bool {
 }
 
 /// `git reflog [show] [log options]`; expire and delete change the reflog.
-fn reflog(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn reflog(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let rest = match args.first().map(String::as_str) {
         Some("show" | "list") => &args[1..],
         Some("exists") => return Ok(false),
         Some(s @ ("expire" | "delete")) => {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`git reflog {s}` changes the reflog; it is refused"
-            ));
+            )));
         }
         _ => args,
     };
@@ -1173,7 +1198,7 @@ const GREP: &[O] = &[
     v('m', "max-count"),
 ];
 
-fn grep(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn grep(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let style = Style {
         numbers: true,
         stop_at_operand: true,
@@ -1251,7 +1276,7 @@ const CONFIG_GET: &[O] = &[
     v('\0', "url"),
 ];
 
-fn config(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn config(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let style = Style {
         stop_at_operand: true,
         ..PARSEOPT
@@ -1265,7 +1290,9 @@ fn config(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
                 "get",
             ),
             Some(s @ ("set" | "unset" | "rename-section" | "remove-section" | "edit")) => {
-                return Err(format!("`git config {s}` {WRITES_CONFIG}"));
+                return Err(Refused::command(format!(
+                    "`git config {s}` {WRITES_CONFIG}"
+                )));
             }
             _ => (
                 &[CONFIG_LOCATION, CONFIG_DISPLAY, CONFIG_LEGACY],
@@ -1286,12 +1313,11 @@ fn config(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
         _ => n == 1,
     };
     if !ok {
-        return Err(
+        return Err(Refused::command(
             "`git config` with these operands would change git's configuration (which can \
                     name programs git runs); only reading is allowed (`git config --get NAME`, \
-                    `git config --list`)"
-                .into(),
-        );
+                    `git config --list`)",
+        ));
     }
     if sc.has(GLOBAL) {
         p.reads.push("~/.gitconfig".into());
@@ -1304,7 +1330,7 @@ fn config(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
 
 // ---------------------------------------------------------------- remote
 
-fn remote(cx: &Cx, args: &[String]) -> Result<bool, String> {
+fn remote(cx: &Cx, args: &[String]) -> Result<bool, Refused> {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let ok = match words.as_slice() {
         [] => true,
@@ -1320,11 +1346,11 @@ fn remote(cx: &Cx, args: &[String]) -> Result<bool, String> {
     if ok {
         Ok(false)
     } else {
-        Err(format!(
+        Err(Refused::command(format!(
             "`git {}` is allowed only as `git remote`, `git remote -v` or `git remote get-url NAME` \
              (other forms change remotes or contact the network)",
             cx.sub
-        ))
+        )))
     }
 }
 
@@ -1368,7 +1394,7 @@ const BRANCH: &[O] = &[
     v('\0', "format"),
 ];
 
-fn branch(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn branch(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[BRANCH], PARSEOPT, args)?;
     sc.apply(cx, p);
     // Listing: no operands (or patterns with --list), nothing that changes.
@@ -1406,15 +1432,15 @@ const TAG: &[O] = &[
     f('i', "ignore-case"),
 ];
 
-fn tag(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn tag(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[TAG], PARSEOPT, args)?;
     sc.apply(cx, p);
     let listing = !sc.has(CHANGE) && (sc.has(LIST) || sc.all_operands().next().is_none());
     if !listing && sc.has(ANNOTATE) && !sc.has(MSG) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`git {}` -a without -m or -F {EDITOR}; give the message with -m",
             cx.sub
-        ));
+        )));
     }
     Ok(!listing)
 }
@@ -1442,7 +1468,7 @@ const STASH_SHOW: &[O] = &[
     f('\0', "only-untracked"),
 ];
 
-fn stash(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn stash(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let (sub, rest) = match args.first().map(String::as_str) {
         Some(s) if !s.starts_with('-') => (s, &args[1..]),
         _ => ("push", args),
@@ -1475,14 +1501,14 @@ fn stash(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
         "branch" => {
             let sc = scan(&cx, &[], PARSEOPT, rest)?;
             if sc.all_operands().next().is_none() {
-                return Err("`git stash branch` needs a branch name".into());
+                return Err(Refused::command("`git stash branch` needs a branch name"));
             }
             tree_write(&cx, p);
             Ok(true)
         }
-        other => Err(format!(
+        other => Err(Refused::command(format!(
             "`git stash {other}` is not a stash subcommand latchclaw allows"
-        )),
+        ))),
     }
 }
 
@@ -1695,7 +1721,7 @@ fn write_cmd(
     sets: &[&'static [O]],
     args: &[String],
     tree: Tree,
-) -> Result<bool, String> {
+) -> Result<bool, Refused> {
     let sc = scan(cx, sets, PARSEOPT, args)?;
     sc.apply(cx, p);
     check_strategy(cx, &sc)?;
@@ -1711,20 +1737,20 @@ fn write_cmd(
 }
 
 /// A strategy other than git's own runs a `git-merge-NAME` program.
-fn check_strategy(cx: &Cx, sc: &Scan) -> Result<(), String> {
+fn check_strategy(cx: &Cx, sc: &Scan) -> Result<(), Refused> {
     for s in sc.value_of(STRATEGY) {
         if !STRATEGIES.contains(&s) {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`git {}` strategy `{s}` would run a `git-merge-{s}` program; allowed: {}",
                 cx.sub,
                 STRATEGIES.join(", ")
-            ));
+            )));
         }
     }
     Ok(())
 }
 
-fn reset(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn reset(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[RESET], PARSEOPT, args)?;
     sc.apply(cx, p);
     p.writes.extend(sc.all_operands().map(|a| cx.at(a)));
@@ -1783,7 +1809,7 @@ const COMMIT: &[O] = &[
     f('\0', "allow-empty-message"),
 ];
 
-fn commit(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn commit(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[COMMIT], PARSEOPT, args)?;
     sc.apply(cx, p);
     if sc.has(DRY) {
@@ -1792,11 +1818,11 @@ fn commit(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
     }
     let has_message = sc.has(MSG) || (sc.has(AMEND) && sc.has(NO_EDIT));
     if !has_message {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`git {}` without -m, -F, -C or --fixup (or --amend --no-edit) {EDITOR}; give the \
              message with -m",
             cx.sub
-        ));
+        )));
     }
     p.writes.extend(sc.all_operands().map(|a| cx.at(a)));
     Ok(true)
@@ -1813,13 +1839,13 @@ const INIT: &[O] = &[
     v('\0', "ref-format"),
 ];
 
-fn init(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn init(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[INIT], PARSEOPT, args)?;
     let dirs: Vec<&str> = sc.all_operands().collect();
     match dirs.as_slice() {
         [] => p.writes.push(cx.at(".")),
         [d] => p.writes.push(cx.at(d)),
-        _ => return Err("`git init` takes at most one directory".into()),
+        _ => return Err(Refused::command("`git init` takes at most one directory")),
     }
     Ok(true)
 }
@@ -1862,7 +1888,7 @@ const APPLY_OPTS: &[O] = &[
     f('\0', "allow-empty"),
 ];
 
-fn apply(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn apply(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[APPLY_OPTS], PARSEOPT, args)?;
     for a in sc.all_operands() {
         if a != "-" {
@@ -1889,7 +1915,7 @@ const CLEAN: &[O] = &[
     f('X', ""),
 ];
 
-fn clean(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, String> {
+fn clean(cx: &Cx, p: &mut Parsed, args: &[String]) -> Result<bool, Refused> {
     let sc = scan(cx, &[CLEAN], PARSEOPT, args)?;
     let ops: Vec<String> = sc.all_operands().map(|a| cx.at(a)).collect();
     let targets = if ops.is_empty() {

@@ -11,8 +11,10 @@
 //! outside the workspace, and a work tree set elsewhere are refused.
 
 use super::ask::{Query, ask_git};
-use crate::security::Gate;
-use std::cell::RefCell;
+use super::views::{Cached, Repo, Setting, Viewed, stamp, watched};
+use crate::security::gate::Gate;
+use crate::security::paths::resolve;
+use crate::security::refusal::Refused;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -66,129 +68,6 @@ const COMMITS: &[&str] = &["commit", "merge", "revert", "cherry-pick", "stash", 
 /// the author's identity; a repository's index is read in `secrets`).
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// What git says of the repository it uses from one directory. (Its
-/// common directory, which a linked work tree shares with its main
-/// repository, is checked and needed no further.)
-#[derive(Debug)]
-pub(crate) struct Repo {
-    /// The git directory, resolved.
-    pub gitdir: PathBuf,
-    /// The top of the work tree, resolved.
-    pub top: PathBuf,
-    /// Objects are named by SHA-256 (`extensions.objectFormat`).
-    pub sha256: bool,
-    /// Every configuration file git read there, includes too, resolved.
-    pub files: Vec<PathBuf>,
-    /// The common git directory, resolved.
-    common: PathBuf,
-    /// Every include's target as written there (it may not exist yet).
-    includes: Vec<PathBuf>,
-    settings: Vec<Setting>,
-}
-
-/// One configuration entry as git names it: section and key as git
-/// lowercased them, the subsection's exact bytes.
-#[derive(Debug)]
-struct Setting {
-    section: String,
-    sub: Option<Vec<u8>>,
-    name: String,
-}
-
-/// git's answers by (program, directory): `git status && git diff` asks
-/// once, and a later decision reuses an answer only while nothing it
-/// rests on changed ([`Cached`]).
-#[derive(Debug, Default)]
-pub(crate) struct Views(RefCell<Vec<Cached>>);
-
-type Viewed = Result<Option<Rc<Repo>>, String>;
-
-/// One answer, and what it rests on: every path git looked at to find the
-/// repository and read its settings, with what was there. Within one
-/// decision it is reused as is; in a later one only while every path is
-/// unchanged (a command may have run between them).
-#[derive(Debug)]
-struct Cached {
-    program: PathBuf,
-    start: PathBuf,
-    viewed: Viewed,
-    stamps: Vec<(PathBuf, Stamp)>,
-    fresh: bool,
-}
-
-/// What is at a path: its metadata and, through a link, its target's;
-/// `None` for nothing. Inode, size, and modification and change times to
-/// the nanosecond: a write changes the change time, which no one can set.
-type Stamp = Option<[i64; 9]>;
-
-fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let of = |m: std::fs::Metadata| {
-        [
-            m.dev() as i64,
-            m.ino() as i64,
-            m.size() as i64,
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec(),
-            i64::from(m.mode()),
-        ]
-    };
-    let link = of(std::fs::symlink_metadata(p).ok()?);
-    let target = std::fs::metadata(p).ok().map(of).map_or(-1, |t| t[1]);
-    let [a, b, c, d, e, f, g, h] = link;
-    Some([a, b, c, d, e, f, g, h, target])
-}
-
-/// The paths an answer for `start` rests on: a `.git` in every directory
-/// from `start` up to the workspace (where git looks for one), and for a
-/// repository its git directories (a new file in one changes the
-/// directory), every settings file git read and every include's target
-/// and the directory it would appear in.
-fn watched(start: &Path, ws: &Path, viewed: &Viewed) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for d in start.ancestors().take_while(|d| d.starts_with(ws)) {
-        let git = d.join(".git");
-        // Where a refusal came from: a `.git` directory's own settings.
-        if viewed.is_err() {
-            for f in ["config", "config.worktree", "commondir"] {
-                out.push(git.join(f));
-            }
-        }
-        out.push(git);
-    }
-    if let Ok(Some(repo)) = viewed {
-        out.push(repo.gitdir.clone());
-        out.push(repo.common.clone());
-        for f in repo.files.iter().chain(&repo.includes) {
-            out.push(f.clone());
-            if let Some(d) = f.parent() {
-                out.push(d.to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-impl Views {
-    /// A decision starts: what was asked before must be checked again.
-    pub fn clear(&self) {
-        for c in self.0.borrow_mut().iter_mut() {
-            c.fresh = false;
-        }
-    }
-}
-
-/// A copy of the gate asks afresh.
-impl Clone for Views {
-    fn clone(&self) -> Views {
-        Views::default()
-    }
-}
-
 /// What git says of the repository it will use when started in `start`
 /// (`None`: it finds none): asked once per decision, and again only when
 /// something it rests on changed.
@@ -219,7 +98,7 @@ pub(super) fn view(program: &Path, start: &Path, gate: &Gate) -> Viewed {
             })
             .collect::<Vec<_>>()
     };
-    let pre = before(&Err(String::new()));
+    let pre = before(&Err(Refused::command(String::new())));
     let v = ask(program, start, gate).map(|r| r.map(Rc::new));
     {
         let mut stamps = pre;
@@ -287,7 +166,7 @@ fn config_args<'a>(kvs: impl Iterator<Item = &'a str>) -> Vec<String> {
 /// own repository-setup tests read) on the same stdout, written as setup
 /// ends and so before any setting. One process, so the repository and the
 /// settings cannot come from two moments.
-fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String> {
+fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, Refused> {
     let ws = gate.workspace()?.to_path_buf();
     let mut env = query_env(gate, &ws);
     env.retain(|(k, _)| !k.starts_with("GIT_TRACE"));
@@ -297,14 +176,14 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
     args.extend(["config", "-z", "--list", "--show-scope", "--show-origin"].map(String::from));
     let answers = ask_git(program, start, &env, &[Query { args, stdin: None }], gate)?;
     let [config] = &answers[..] else {
-        return Err("git gave no answer".into());
+        return Err(Refused::command("git gave no answer"));
     };
     if !config.ok() {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "git cannot read the repository here or its configuration ({}); latchclaw does \
              not run git where it cannot read every setting",
             config.message()
-        ));
+        )));
     }
     let (traced, listed) = split_trace(&config.stdout);
     let records = records(listed, true)?;
@@ -314,7 +193,9 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
             .iter()
             .any(|r| matches!(r.scope, b"local" | b"worktree"))
         {
-            return Err("git read a repository's settings but did not say which repository".into());
+            return Err(Refused::command(
+                "git read a repository's settings but did not say which repository",
+            ));
         }
         return Ok(None);
     };
@@ -331,18 +212,18 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
         ("work tree", top),
     ] {
         // Relative paths are from where git works.
-        let resolved = crate::security::resolve(&cwd.join(raw))?;
+        let resolved = resolve(&cwd.join(raw))?;
         if !resolved.starts_with(&ws) {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "git would use the {what} {}, outside the workspace; latchclaw does not run git \
                  on a repository it cannot see",
                 resolved.display()
-            ));
+            )));
         }
         out.push(resolved);
     }
     let [gitdir, common, top] = <[PathBuf; 3]>::try_from(out)
-        .map_err(|_| "git's repository setup is not one latchclaw reads".to_string())?;
+        .map_err(|_| Refused::command("git's repository setup is not one latchclaw reads"))?;
     let mut files: Vec<PathBuf> = Vec::new();
     let mut includes: Vec<PathBuf> = Vec::new();
     let mut checked: Option<&[u8]> = None;
@@ -360,11 +241,11 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
         // The work tree decides what git walks and rewrites; the gate
         // judges the repository's own directory.
         if setting.section == "core" && setting.sub.is_none() && setting.name == "worktree" {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "the repository's work tree is set elsewhere ({}); latchclaw runs git only where \
                  the work tree is the repository's own directory",
                 shown()
-            ));
+            )));
         }
         // The last one is the one git uses.
         if setting.section == "extensions"
@@ -379,25 +260,25 @@ fn ask(program: &Path, start: &Path, gate: &Gate) -> Result<Option<Repo>, String
             (b"global", Some(b"/dev/null")) => None,
             (b"local" | b"worktree", Some(path)) => Some(path),
             _ => {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "git read {} from where latchclaw does not expect a repository's settings",
                     shown()
-                ));
+                )));
             }
         };
         if let Some(path) = origin {
             let raw = cwd.join(OsStr::from_bytes(path));
             // Records come file by file: each file is judged once.
             if checked != Some(path) {
-                let file = crate::security::resolve(&raw)?;
+                let file = resolve(&raw)?;
                 let inside = |d: &Path| file.starts_with(d);
                 if !file.starts_with(&ws) || !(inside(&gitdir) || inside(&common) || inside(&top)) {
-                    return Err(format!(
+                    return Err(Refused::path(format!(
                         "git reads settings from {} ({}), outside the repository; latchclaw does \
                          not run git where settings come from elsewhere",
                         file.display(),
                         shown()
-                    ));
+                    )));
                 }
                 if !files.contains(&file) {
                     files.push(file);
@@ -462,25 +343,25 @@ struct Setup {
 /// exactly five lines in git's order, each path with `\\`, `\n` and `\r`
 /// escaped. Anything else is refused; so is a repository without a work
 /// tree (git run inside a git directory).
-fn setup(trace: &[u8]) -> Result<Option<Setup>, String> {
+fn setup(trace: &[u8]) -> Result<Option<Setup>, Refused> {
     if trace.is_empty() {
         return Ok(None);
     }
     let unreadable = || {
-        format!(
+        Refused::command(format!(
             "git's report of the repository it set up is not one latchclaw reads: {}",
             crate::util::one_line(
                 &crate::util::printable(&String::from_utf8_lossy(trace)),
                 300
             )
-        )
+        ))
     };
     let body = trace.strip_suffix(b"\n").ok_or_else(unreadable)?;
     let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').collect();
     let [gitdir, common, top, cwd, _prefix] = lines[..] else {
         return Err(unreadable());
     };
-    let field = |line: &[u8], name: &str| -> Result<PathBuf, String> {
+    let field = |line: &[u8], name: &str| -> Result<PathBuf, Refused> {
         let value = line
             .strip_prefix(format!("setup: {name}: ").as_bytes())
             .ok_or_else(unreadable)?;
@@ -512,11 +393,11 @@ fn setup(trace: &[u8]) -> Result<Option<Setup>, String> {
         return Err(unreadable());
     }
     if !setup.top.is_absolute() {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "git would work in {} without a work tree; latchclaw runs git only in a \
              repository's work tree",
             setup.gitdir.display()
-        ));
+        )));
     }
     Ok(Some(setup))
 }
@@ -531,13 +412,13 @@ fn check_include(
     origin: &Path,
     ws: &Path,
     shown: &dyn Fn() -> String,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let outside = |what: String| {
-        Err(format!(
+        Err(Refused::path(format!(
             "the repository config includes {what} ({}), outside the workspace; latchclaw does \
              not run git where it cannot read every setting",
             shown()
-        ))
+        )))
     };
     // `~/…` is a home directory, `%(prefix)/…` git's installation.
     if value.starts_with(b"~") || value.starts_with(b"%(") {
@@ -549,7 +430,7 @@ fn check_include(
         _ => target.to_path_buf(),
     };
     // As the kernel will open it: a link's `..` is the link target's parent.
-    let resolved = crate::security::resolve(&target)?;
+    let resolved = resolve(&target)?;
     if !resolved.starts_with(ws) {
         return outside(resolved.display().to_string());
     }
@@ -566,8 +447,8 @@ struct Record<'a> {
     value: Option<&'a [u8]>,
 }
 
-fn records(out: &[u8], with_origin: bool) -> Result<Vec<Record<'_>>, String> {
-    let bad = || "git's listing of its configuration is not one latchclaw reads".to_string();
+fn records(out: &[u8], with_origin: bool) -> Result<Vec<Record<'_>>, Refused> {
+    let bad = || Refused::command("git's listing of its configuration is not one latchclaw reads");
     let Some(body) = out.strip_suffix(b"\0") else {
         return if out.is_empty() {
             Ok(Vec::new())
@@ -604,12 +485,12 @@ fn records(out: &[u8], with_origin: bool) -> Result<Vec<Record<'_>>, String> {
 /// A key as git prints it: `section.name` or `section.subsection.name`,
 /// the subsection being everything between the first and the last dot
 /// (which is how `-c` reads it back).
-fn setting(key: &[u8]) -> Result<Setting, String> {
+fn setting(key: &[u8]) -> Result<Setting, Refused> {
     let bad = || {
-        format!(
+        Refused::command(format!(
             "git listed a setting `{}` latchclaw cannot read",
             crate::util::printable(&String::from_utf8_lossy(key))
-        )
+        ))
     };
     let (Some(first), Some(last)) = (
         key.iter().position(|b| *b == b'.'),
@@ -634,7 +515,7 @@ fn setting(key: &[u8]) -> Result<Setting, String> {
 impl Repo {
     /// `-c` pins for every driver the configuration names; refuses a name
     /// `-c SECTION.NAME.KEY=` cannot spell.
-    fn pins(&self) -> Result<Vec<String>, String> {
+    fn pins(&self) -> Result<Vec<String>, Refused> {
         let mut seen: HashSet<String> = PINNED.iter().map(|s| s.to_string()).collect();
         let mut out = Vec::new();
         let mut add = |kv: String| {
@@ -663,11 +544,13 @@ impl Repo {
                 .ok()
                 .filter(|n| !n.contains(['=', '\n', '\0']))
                 .ok_or_else(|| {
-                    format!(
-                        "the repository config names a {} `{}` that cannot be pinned off",
-                        s.section,
-                        crate::util::printable(&String::from_utf8_lossy(sub))
-                    )
+                    Refused::command({
+                        format!(
+                            "the repository config names a {} `{}` that cannot be pinned off",
+                            s.section,
+                            crate::util::printable(&String::from_utf8_lossy(sub))
+                        )
+                    })
                 })?;
             for k in keys.unwrap_or_default() {
                 add(format!("{}.{name}.{k}=", s.section));
@@ -767,36 +650,36 @@ pub fn harden(
     program: &Path,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     for a in argv.iter().skip(1) {
         if matches!(
             a.as_str(),
             "--icase-pathspecs" | "--glob-pathspecs" | "--noglob-pathspecs"
         ) {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "git `{a}`: pathspecs are matched literally here (a pattern could reach a \
                  forbidden path the gate cannot see); name the files"
-            ));
+            )));
         }
         // Nested repositories have configs of their own, never read here.
         if a.starts_with("--submodule")
             || a.starts_with("--recurse-submodules")
             || (a.starts_with("--ignore-submodules") && a != "--ignore-submodules=all")
         {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "git `{a}` would run git inside nested repositories, whose configs latchclaw \
                  does not read; run git there with `-C DIR`"
-            ));
+            )));
         }
         if a == "--git-dir"
             || a.starts_with("--git-dir=")
             || a == "--work-tree"
             || a.starts_with("--work-tree=")
         {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "git `{a}` points git at another repository, whose config could run programs; \
                  use `-C DIR` inside the workspace"
-            ));
+            )));
         }
     }
     let ws = gate.workspace()?.to_path_buf();
@@ -833,21 +716,32 @@ pub(super) fn start_dir_and_subcommand(
     argv: &[String],
     cwd: &Path,
     gate: &Gate,
-) -> Result<(PathBuf, Option<usize>), String> {
+) -> Result<(PathBuf, Option<usize>), Refused> {
     let mut dir = cwd.to_path_buf();
     let mut i = 1;
     while i < argv.len() {
         let a = argv[i].as_str();
         if a == "-C" {
             let Some(d) = argv.get(i + 1) else {
-                return Err("git `-C` needs a directory".into());
+                return Err(Refused::command("git `-C` needs a directory"));
             };
             dir = gate.check_path(&dir.join(d).to_string_lossy())?;
             i += 2;
         } else if let Some(d) = a.strip_prefix("-C") {
             dir = gate.check_path(&dir.join(d).to_string_lossy())?;
             i += 1;
-        } else if matches!(a, "-c" | "--namespace" | "--config-env" | "--list-cmds") {
+        } else if matches!(
+            a,
+            // Every global option that takes its value as the next word (as
+            // `options::git` reads them): else the value passes for the
+            // subcommand and the hardening of the real one is left out.
+            "-c" | "--namespace"
+                | "--config-env"
+                | "--list-cmds"
+                | "--attr-source"
+                | "--git-dir"
+                | "--work-tree"
+        ) {
             i += 2;
         } else if a.starts_with('-') {
             i += 1;
@@ -861,7 +755,7 @@ pub(super) fn start_dir_and_subcommand(
 /// The bytes of a regular file of at most `max` bytes, opened without
 /// following a link and without blocking on a FIFO; `None` when it does
 /// not exist; anything else is an error naming the file.
-pub(super) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+pub(super) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Refused> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = match std::fs::OpenOptions::new()
@@ -871,21 +765,26 @@ pub(super) fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Str
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e} (a link or unreadable)", path.display())),
+        Err(e) => {
+            return Err(Refused::command(format!(
+                "{}: {e} (a link or unreadable)",
+                path.display()
+            )));
+        }
     };
     let md = f
         .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| Refused::command(format!("{}: {e}", path.display())))?;
     if !md.is_file() || md.len() > max {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "{} is not a regular file of at most {max} bytes",
             path.display()
-        ));
+        )));
     }
     let mut data = Vec::with_capacity(md.len() as usize);
     f.take(max)
         .read_to_end(&mut data)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| Refused::command(format!("{}: {e}", path.display())))?;
     Ok(Some(data))
 }
 
@@ -1024,7 +923,7 @@ mod tests {
         };
         // Inside a git directory: no work tree.
         let e = setup(five("(null)", "/w/.git").as_bytes()).unwrap_err();
-        assert!(e.contains("without a work tree"), "{e}");
+        assert!(e.reason.contains("without a work tree"), "{e}");
         for bad in [
             five("/w", "w"),
             five("/w\\x", "/w"),

@@ -7,8 +7,10 @@
 //! pathspecs after `--` that leave every such file out, and no raw object
 //! id (which could name one of their blobs).
 
-use crate::security::options::Parsed;
-use crate::security::{Gate, lexical_normalize};
+use crate::security::gate::Gate;
+use crate::security::options::table::Parsed;
+use crate::security::paths::{absolute, lexical_normalize};
+use crate::security::refusal::Refused;
 use std::path::{Path, PathBuf};
 
 /// Largest index file the gate reads.
@@ -42,7 +44,7 @@ pub(crate) fn judge(
     program: &Path,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let (start, sub) = super::repo::start_dir_and_subcommand(argv, cwd, gate)?;
     let Some(i) = sub else {
         return Ok(());
@@ -54,7 +56,7 @@ pub(crate) fn judge(
     // tree, compares the files themselves, directories like `diff -r`.
     if sub == "diff" {
         for r in &parsed.reads {
-            let p = gate.check_path(&crate::security::judge::absolute(cwd, r))?;
+            let p = gate.check_path(&absolute(cwd, r))?;
             if repo.as_ref().is_some_and(|repo| p.starts_with(&repo.top)) {
                 continue;
             }
@@ -91,7 +93,11 @@ pub(crate) fn judge(
     if prints_config {
         for f in &repo.files {
             gate.check_path(&f.to_string_lossy()).map_err(|e| {
-                format!("`git {sub}` would print values from the repository's configuration: {e}")
+                e.map_reason(|r| {
+                    format!(
+                        "`git {sub}` would print values from the repository's configuration: {r}"
+                    )
+                })
             })?;
         }
     }
@@ -108,12 +114,12 @@ pub(crate) fn judge(
     if matches!(sub, "show" | "diff" | "cat-file" | "tag")
         && let Some(id) = ops.iter().find(|o| looks_like_object_id(o))
     {
-        return Err(format!(
+        return Err(Refused::path(format!(
             "`git {sub} {id}`: this repository tracks the secret-named file {first} (rule \
              \"{rule}\"), and an object id can name its content; use a branch or `HEAD~N`, \
              `git log -p -1 ID -- PATHS` for a commit, or list the file in [security] \
              secret_files_allow"
-        ));
+        )));
     }
     if sub == "tag" {
         return Ok(());
@@ -124,15 +130,15 @@ pub(crate) fn judge(
         return Ok(());
     }
     if sub == "cat-file" {
-        return Err(format!(
+        return Err(Refused::path(format!(
             "`git cat-file` could print {first}, a tracked secret-named file (rule \"{rule}\"); \
              name the file as `REV:path`, or list it in [security] secret_files_allow"
-        ));
+        )));
     }
     let specs: Vec<PathBuf> = parsed
         .git_pathspecs
         .iter()
-        .map(|s| lexical_normalize(&PathBuf::from(crate::security::judge::absolute(cwd, s))))
+        .map(|s| lexical_normalize(&PathBuf::from(absolute(cwd, s))))
         .collect();
     let lower = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
     let exposed = tracked.iter().find(|(f, _)| {
@@ -140,22 +146,22 @@ pub(crate) fn judge(
         specs.is_empty() || specs.iter().any(|s| f.starts_with(lower(s)))
     });
     if let Some((f, rule)) = exposed {
-        return Err(format!(
+        return Err(Refused::path(format!(
             "`git {sub}` could show {f}, a secret-named file this repository tracks (rule \
              \"{rule}\"); name the paths to show after `--`, leaving it out (`git {sub} … -- \
              src`), or list it in [security] secret_files_allow"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn secret_in_tree(what: &str, gate: &Gate, dir: &Path, f: &Path, rule: &str) -> String {
-    format!(
+fn secret_in_tree(what: &str, gate: &Gate, dir: &Path, f: &Path, rule: &str) -> Refused {
+    Refused::path(format!(
         "`{what}` would read {}, which holds the secret-named file {} (rule \"{rule}\"); name \
          the files, or list it in [security] secret_files_allow",
         gate.shown(dir),
         gate.shown(f)
-    )
+    ))
 }
 
 /// Whether a reading `git config` prints values of the repository's own
@@ -298,7 +304,7 @@ fn tracked_secrets(
     top: &Path,
     sha256: bool,
     gate: &Gate,
-) -> Result<Vec<(String, &'static str)>, String> {
+) -> Result<Vec<(String, &'static str)>, Refused> {
     let path = gitdir.join("index");
     let data = match read_index(&path)? {
         Some(d) => d,
@@ -306,10 +312,12 @@ fn tracked_secrets(
     };
     let hash_len = if sha256 { 32 } else { 20 };
     let names = index_paths(&data, hash_len).map_err(|e| {
-        format!(
-            "{}: {e}; latchclaw cannot tell which files git tracks",
-            path.display()
-        )
+        e.map_reason(|r| {
+            format!(
+                "{}: {r}; latchclaw cannot tell which files git tracks",
+                path.display()
+            )
+        })
     })?;
     let mut out = Vec::new();
     for n in names {
@@ -321,31 +329,31 @@ fn tracked_secrets(
     Ok(out)
 }
 
-fn read_index(path: &Path) -> Result<Option<Vec<u8>>, String> {
+fn read_index(path: &Path) -> Result<Option<Vec<u8>>, Refused> {
     super::repo::read_bounded(path, MAX_INDEX_BYTES)
-        .map_err(|e| format!("{e}; latchclaw cannot tell which files git tracks"))
+        .map_err(|e| e.map_reason(|r| format!("{r}; latchclaw cannot tell which files git tracks")))
 }
 
 /// The path of every entry of a git index (versions 2, 3 and 4). A split
 /// or sparse index leaves files out of this one file: refused.
-fn index_paths(data: &[u8], hash_len: usize) -> Result<Vec<Vec<u8>>, String> {
-    let short = || "the index is cut short".to_string();
-    let be32 = |at: usize| -> Result<usize, String> {
+fn index_paths(data: &[u8], hash_len: usize) -> Result<Vec<Vec<u8>>, Refused> {
+    let short = || Refused::command("the index is cut short");
+    let be32 = |at: usize| -> Result<usize, Refused> {
         let b = data.get(at..at + 4).ok_or_else(short)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
-    let be16 = |at: usize| -> Result<usize, String> {
+    let be16 = |at: usize| -> Result<usize, Refused> {
         let b = data.get(at..at + 2).ok_or_else(short)?;
         Ok(u16::from_be_bytes([b[0], b[1]]) as usize)
     };
     if data.get(..4) != Some(b"DIRC") {
-        return Err("not a git index".into());
+        return Err(Refused::command("not a git index"));
     }
     let version = be32(4)?;
     if !(2..=4).contains(&version) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "index version {version} is not one latchclaw reads"
-        ));
+        )));
     }
     let count = be32(8)?;
     let mut pos = 12;
@@ -364,10 +372,9 @@ fn index_paths(data: &[u8], hash_len: usize) -> Result<Vec<Vec<u8>>, String> {
             let (strip, used) = varint(tail).ok_or_else(short)?;
             let rest = &tail[used..];
             let len = memchr::memchr(0, rest).ok_or_else(short)?;
-            let keep = prev
-                .len()
-                .checked_sub(strip)
-                .ok_or("an index entry strips more than the path before it")?;
+            let keep = prev.len().checked_sub(strip).ok_or_else(|| {
+                Refused::command("an index entry strips more than the path before it")
+            })?;
             let mut n = prev[..keep].to_vec();
             n.extend_from_slice(&rest[..len]);
             pos = name_at + used + len + 1;
@@ -378,10 +385,14 @@ fn index_paths(data: &[u8], hash_len: usize) -> Result<Vec<Vec<u8>>, String> {
             tail[..len].to_vec()
         };
         if flags & 0xFFF != name.len().min(0xFFF) {
-            return Err("an index entry's name does not have the length it records".into());
+            return Err(Refused::command(
+                "an index entry's name does not have the length it records",
+            ));
         }
         if mode & 0o170000 == 0o040000 {
-            return Err("a sparse index lists directories, not the files in them".into());
+            return Err(Refused::command(
+                "a sparse index lists directories, not the files in them",
+            ));
         }
         prev.clone_from(&name);
         out.push(name);
@@ -389,7 +400,9 @@ fn index_paths(data: &[u8], hash_len: usize) -> Result<Vec<Vec<u8>>, String> {
     let end = data.len().checked_sub(hash_len).ok_or_else(short)?;
     while pos + 8 <= end {
         if &data[pos..pos + 4] == b"link" {
-            return Err("a split index keeps entries in another file".into());
+            return Err(Refused::command(
+                "a split index keeps entries in another file",
+            ));
         }
         pos += 8 + be32(pos + 4)?;
     }
@@ -552,7 +565,7 @@ mod tests {
             git(&repo, &["update-index", "--split-index"]);
             let data = std::fs::read(repo.join(".git/index")).unwrap();
             let e = index_paths(&data, hash_len).unwrap_err();
-            assert!(e.contains("split index"), "{e}");
+            assert!(e.reason.contains("split index"), "{e}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -3,7 +3,8 @@
 //! and paths checked for what the tool allows; `Gate::decide` then judges
 //! that argv as it judges `git …` typed into the shell tool.
 
-use crate::security::Gate;
+use crate::security::gate::Gate;
+use crate::security::refusal::Refused;
 use serde_json::{Map, Value};
 use std::path::{Component, Path};
 
@@ -28,13 +29,13 @@ pub const COMMANDS: &[(&str, &[&str])] = &[
 /// arguments cannot be run. Refs and paths are checked here for what the
 /// tool allows (no option injection, no `..`, inside the workspace); the
 /// gate then judges the whole argv as it judges a shell `git` command.
-pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
+pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, Refused> {
     let empty = Map::new();
     let obj = args.as_object().unwrap_or(&empty);
     let command = obj
         .get("command")
         .and_then(Value::as_str)
-        .ok_or("\"command\" (a string) is required")?;
+        .ok_or_else(|| Refused::arguments("\"command\" (a string) is required"))?;
     let names = || {
         COMMANDS
             .iter()
@@ -43,11 +44,11 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
             .join(", ")
     };
     let Some((sub, takes)) = COMMANDS.iter().find(|(c, _)| *c == command) else {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: unknown command \"{}\"; allowed: {}",
             crate::util::printable(command),
             names()
-        ));
+        )));
     };
     for key in obj.keys().filter(|k| *k != "command") {
         if !takes.contains(&key.as_str()) {
@@ -56,21 +57,19 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
             } else {
                 format!("it takes {}", takes.join(", "))
             };
-            return Err(format!(
+            return Err(Refused::arguments(format!(
                 "git {sub}: argument \"{}\" does not apply; {allowed}",
                 crate::util::printable(key)
-            ));
+            )));
         }
     }
     let text = |key: &str| obj.get(key).and_then(Value::as_str);
-    let number = |key: &str| -> Result<Option<u64>, String> {
+    let number = |key: &str| -> Result<Option<u64>, Refused> {
         match obj.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .filter(|n| *n >= 1)
-                .map(Some)
-                .ok_or_else(|| format!("git {sub}: \"{key}\" must be a positive integer")),
+            Some(v) => v.as_u64().filter(|n| *n >= 1).map(Some).ok_or_else(|| {
+                Refused::arguments(format!("git {sub}: \"{key}\" must be a positive integer"))
+            }),
         }
     };
     let path = text("path").map(|p| rel_path(p, gate)).transpose()?;
@@ -88,7 +87,9 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
         "log" => {
             let n = number("n")?.unwrap_or(LOG_DEFAULT);
             if n > LOG_MAX {
-                return Err(format!("git log: \"n\" is {n}; the most is {LOG_MAX}"));
+                return Err(Refused::arguments(format!(
+                    "git log: \"n\" is {n}; the most is {LOG_MAX}"
+                )));
             }
             push(&format!("--max-count={n}"));
             push("--date=short");
@@ -106,16 +107,20 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
                     .iter()
                     .map(|r| {
                         r.as_str()
-                            .ok_or_else(|| "git diff: \"refs\" must be strings".to_string())
+                            .ok_or_else(|| Refused::arguments("git diff: \"refs\" must be strings"))
                     })
                     .collect::<Result<Vec<_>, _>>()?,
-                Some(_) => return Err("git diff: \"refs\" must be an array of strings".into()),
+                Some(_) => {
+                    return Err(Refused::arguments(
+                        "git diff: \"refs\" must be an array of strings",
+                    ));
+                }
             };
             if refs.len() > 2 || (staged && refs.len() > 1) {
-                return Err(format!(
+                return Err(Refused::arguments(format!(
                     "git diff: {} refs given; at most 2 (1 with \"staged\")",
                     refs.len()
-                ));
+                )));
             }
             if staged {
                 push("--cached");
@@ -132,20 +137,24 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
                 // `./` makes git read the path from the workspace, where the
                 // gate judges it, not from the repository's top.
                 Some(p) if p != "." => push(&format!("{r}:./{p}")),
-                Some(_) => return Err("git show: \"path\" must name a file".into()),
+                Some(_) => return Err(Refused::arguments("git show: \"path\" must name a file")),
                 None => push(r),
             }
             return Ok(out);
         }
         "blame" => {
             if path.is_none() {
-                return Err("git blame: \"path\" (the file to annotate) is required".into());
+                return Err(Refused::arguments(
+                    "git blame: \"path\" (the file to annotate) is required",
+                ));
             }
             let (start, end) = (number("start_line")?, number("end_line")?);
             if let (Some(s), Some(e)) = (start, end)
                 && e < s
             {
-                return Err(format!("git blame: end_line {e} is before start_line {s}"));
+                return Err(Refused::arguments(format!(
+                    "git blame: end_line {e} is before start_line {s}"
+                )));
             }
             match (start, end) {
                 (None, None) => {}
@@ -169,48 +178,48 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, String> {
 /// A leading `-` would be read as an option; anything outside the charset
 /// is refused rather than quoted. After a `:` comes a path in the commit,
 /// held to the path rules (the gate judges it as a file too).
-fn check_ref(r: &str) -> Result<(), String> {
+fn check_ref(r: &str) -> Result<(), Refused> {
     const ALLOWED: &str = "letters, digits and . _ / @ { } ^ ~ : -";
     if r.is_empty() {
-        return Err("git: a ref is empty".into());
+        return Err(Refused::arguments("git: a ref is empty"));
     }
     if r.len() > MAX_REF {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: a ref is {} bytes; the most is {MAX_REF}",
             r.len()
-        ));
+        )));
     }
     if r.starts_with('-') {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: ref \"{}\" starts with `-` and would be read as an option; name a commit, \
              branch or tag",
             crate::util::printable(r)
-        ));
+        )));
     }
     if let Some(bad) = r
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "._/@{}^~:-".contains(*c)))
     {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: ref \"{}\" has `{}`; refs may hold {ALLOWED}",
             crate::util::printable(r),
             crate::util::printable(&bad.to_string())
-        ));
+        )));
     }
     if let Some((_, p)) = r.split_once(':')
         && (p.starts_with('-')
             || p.starts_with('/')
             || Path::new(p).components().any(|c| c == Component::ParentDir))
     {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: the path in ref \"{r}\" must be relative to the repository, without `..` \
              or a leading `-` or `/`"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn check_since(s: &str) -> Result<(), String> {
+fn check_since(s: &str) -> Result<(), Refused> {
     if s.is_empty()
         || s.len() > MAX_SINCE
         || s.starts_with('-')
@@ -218,10 +227,10 @@ fn check_since(s: &str) -> Result<(), String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || " .:,+/_-".contains(c))
     {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git log: \"since\" must be a date such as \"2024-05-01\" or \"2 weeks ago\" (at \
              most {MAX_SINCE} letters, digits, spaces and . : , + / _ -, not starting with `-`)"
-        ));
+        )));
     }
     Ok(())
 }
@@ -229,41 +238,41 @@ fn check_since(s: &str) -> Result<(), String> {
 /// A path argument as git will get it: relative to the workspace (where
 /// git runs), after the gate's path policy accepted it. No `..`, no
 /// leading `-` or `~`.
-fn rel_path(raw: &str, gate: &Gate) -> Result<String, String> {
+fn rel_path(raw: &str, gate: &Gate) -> Result<String, Refused> {
     let shown = crate::util::printable(raw);
     if raw.starts_with('-') {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: path \"{shown}\" starts with `-` and would be read as an option"
-        ));
+        )));
     }
     if raw.starts_with('~') {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: path \"{shown}\": paths are relative to the workspace (\".\" is its root)"
-        ));
+        )));
     }
     if Path::new(raw)
         .components()
         .any(|c| c == Component::ParentDir)
     {
-        return Err(format!(
+        return Err(Refused::arguments(format!(
             "git: path \"{shown}\" has a `..` component; name it from the workspace root"
-        ));
+        )));
     }
     gate.check_path(raw)?;
     let ws = gate.workspace()?;
-    let lexical = crate::security::lexical_normalize(&ws.join(raw));
+    let lexical = crate::security::paths::lexical_normalize(&ws.join(raw));
     let rel = lexical.strip_prefix(ws).map_err(|_| {
-        format!(
+        Refused::path(format!(
             "git: path \"{shown}\" is outside the workspace {}",
             ws.display()
-        )
+        ))
     })?;
     if rel.as_os_str().is_empty() {
         return Ok(".".into());
     }
     rel.to_str()
         .map(str::to_string)
-        .ok_or_else(|| format!("git: path \"{shown}\" is not valid UTF-8"))
+        .ok_or_else(|| Refused::arguments(format!("git: path \"{shown}\" is not valid UTF-8")))
 }
 
 #[cfg(test)]
@@ -303,7 +312,7 @@ mod tests {
             assert!(check_ref(bad).is_err(), "{bad:?} should be refused");
         }
         assert!(check_ref(&"a".repeat(MAX_REF + 1)).is_err());
-        assert!(check_ref("-p").unwrap_err().contains("option"));
+        assert!(check_ref("-p").unwrap_err().reason.contains("option"));
     }
 
     #[test]

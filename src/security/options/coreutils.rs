@@ -1,11 +1,12 @@
 //! GNU coreutils 9.1 (and debianutils `which`): the long and short option
 //! lists are those compiled into the binaries.
 
-use crate::security::Gate;
-use crate::security::judge::absolute;
+use crate::security::gate::Gate;
+use crate::security::paths::absolute;
+use crate::security::refusal::Refused;
 use std::path::{Path, PathBuf};
 
-use super::{
+use super::table::{
     Entry, FOLLOW, Item, N, O, Order, P, PARENTS, Parsed, R, REC, Spec, Style, TARGET, getopt, o,
     operands_read, push_read, push_tree, push_tree_named, walk,
 };
@@ -94,7 +95,7 @@ pub(super) const LS: Entry = Entry {
     summary: "operands read (default .); recursive with -R, following links with -RL",
 };
 
-fn ls(args: &[String]) -> Result<Parsed, String> {
+fn ls(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&LS_SPEC, args)?;
     let rec = w.bits & REC != 0;
     // `ls` names "-" as a file, not standard input.
@@ -142,7 +143,7 @@ pub(super) const CAT: Entry = Entry {
 };
 
 /// Programs whose operands are files they read (`-` is standard input).
-fn reads_only(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
+fn reads_only(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(spec, args)?;
     operands_read(&mut w.p, &w.operands, false, false);
     Ok(w.p)
@@ -170,7 +171,7 @@ pub(super) const HEAD: Entry = Entry {
     summary: "operands read; -NUM[bcklmqvz] as the first argument",
 };
 
-fn head(args: &[String]) -> Result<Parsed, String> {
+fn head(args: &[String]) -> Result<Parsed, Refused> {
     // The obsolete `-NUM[letters]` form is only looked for in the first
     // argument, and the whole word is consumed (`-5c` is 5 bytes, not `-c`
     // taking the next word as its value).
@@ -178,9 +179,9 @@ fn head(args: &[String]) -> Result<Parsed, String> {
         Some(a) if a.len() > 1 && a.starts_with('-') && a.as_bytes()[1].is_ascii_digit() => {
             let letters = a[1..].trim_start_matches(|c: char| c.is_ascii_digit());
             if let Some(bad) = letters.chars().find(|c| !"bcklmqvz".contains(*c)) {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`head` option `{a}`: `{bad}` is not a valid letter after the count"
-                ));
+                )));
             }
             &args[1..]
         }
@@ -221,7 +222,7 @@ pub(super) const TAIL: Entry = Entry {
 
 /// coreutils' `parse_obsolete_option`: `tail -5 [FILE]`, `tail +3 FILE`,
 /// `tail -5c`, with at most one file.
-fn tail_obsolete(args: &[String]) -> Option<Result<(), String>> {
+fn tail_obsolete(args: &[String]) -> Option<Result<(), Refused>> {
     let n = args.len();
     let shape = n == 1
         || (n == 2 && !(args[1].starts_with('-') && args[1].len() > 1))
@@ -249,12 +250,14 @@ fn tail_obsolete(args: &[String]) -> Option<Result<(), String>> {
         .to_string();
     match rest.as_str() {
         "" => Some(Ok(())),
-        "f" => Some(Err(format!("`tail` option `{a}` {FOLLOWS_FOREVER}"))),
+        "f" => Some(Err(Refused::command(format!(
+            "`tail` option `{a}` {FOLLOWS_FOREVER}"
+        )))),
         _ => None,
     }
 }
 
-fn tail(args: &[String]) -> Result<Parsed, String> {
+fn tail(args: &[String]) -> Result<Parsed, Refused> {
     let rest = match tail_obsolete(args) {
         Some(r) => {
             r?;
@@ -288,7 +291,7 @@ pub(super) const WC: Entry = Entry {
 
 // ---------------------------------------------------------------- text-only
 
-fn plain(_: &[String]) -> Result<Parsed, String> {
+fn plain(_: &[String]) -> Result<Parsed, Refused> {
     Ok(Parsed::default())
 }
 
@@ -389,7 +392,7 @@ pub(super) const WHICH: Entry = Entry {
 };
 
 /// debianutils `which` is a shell script using `getopts a`.
-fn which(args: &[String]) -> Result<Parsed, String> {
+fn which(args: &[String]) -> Result<Parsed, Refused> {
     let mut p = Parsed::default();
     let mut i = 0;
     while let Some(a) = args.get(i) {
@@ -401,7 +404,9 @@ fn which(args: &[String]) -> Result<Parsed, String> {
             break;
         }
         if let Some(c) = a[1..].chars().find(|&c| c != 'a') {
-            return Err(format!("`which` option `-{c}` is not known (only -a is)"));
+            return Err(Refused::command(format!(
+                "`which` option `-{c}` is not known (only -a is)"
+            )));
         }
         i += 1;
     }
@@ -441,12 +446,12 @@ pub(super) const DATE: Entry = Entry {
     summary: "+FORMAT operand; -f/-r read; -s and a date operand (sets the clock) refused",
 };
 
-fn date(args: &[String]) -> Result<Parsed, String> {
+fn date(args: &[String]) -> Result<Parsed, Refused> {
     let w = walk(&DATE_SPEC, args)?;
     if let Some(a) = w.operands.iter().find(|a| !a.starts_with('+')) {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`date` operand `{a}` sets the system clock (only a +FORMAT operand is allowed)"
-        ));
+        )));
     }
     Ok(w.p)
 }
@@ -534,13 +539,13 @@ pub(super) const UNIQ: Entry = Entry {
     summary: "first operand read, second operand WRITTEN; +N skips characters",
 };
 
-fn uniq(args: &[String]) -> Result<Parsed, String> {
+fn uniq(args: &[String]) -> Result<Parsed, Refused> {
     let items = getopt(&UNIQ_SPEC, args)?;
     let mut p = Parsed::default();
     let mut files: Vec<&str> = Vec::new();
     for it in &items {
         match it {
-            Item::Opt(h) => super::apply("uniq", &mut p, h)?,
+            Item::Opt(h) => super::table::apply("uniq", &mut p, h)?,
             // `+N` before `--` is the obsolete skip-characters option (when
             // it is a number uniq can hold), not a file.
             Item::Arg(a, false) if plus_number(a) => {}
@@ -548,10 +553,10 @@ fn uniq(args: &[String]) -> Result<Parsed, String> {
         }
     }
     if files.len() > 2 {
-        return Err(format!(
+        return Err(Refused::command(format!(
             "`uniq` takes at most two operands (input, output); `{}` is extra",
             files[2]
-        ));
+        )));
     }
     if let Some(input) = files.first() {
         push_read(&mut p, input);
@@ -654,7 +659,7 @@ pub(super) const DU: Entry = Entry {
     summary: "operands are trees (default .); -L follows links; --files0-from refused",
 };
 
-fn du(args: &[String]) -> Result<Parsed, String> {
+fn du(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&DU_SPEC, args)?;
     if w.operands.is_empty() {
         push_tree(&mut w.p, ".");
@@ -722,7 +727,7 @@ pub(super) const TEE: Entry = Entry {
 };
 
 /// Programs whose operands are all files they create or change.
-fn writes_all(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
+fn writes_all(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(spec, args)?;
     w.p.writes.extend(w.operands.iter().map(|s| s.to_string()));
     w.p.writes_anything = true;
@@ -767,7 +772,7 @@ pub(super) const TOUCH: Entry = Entry {
     summary: "operands WRITTEN; -r read",
 };
 
-fn touch(args: &[String]) -> Result<Parsed, String> {
+fn touch(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&TOUCH_SPEC, args)?;
     // `touch -` changes the times of standard output, not a file named "-".
     w.p.writes.extend(
@@ -852,7 +857,7 @@ pub(super) const MV: Entry = Entry {
     summary: "sources and destination WRITTEN",
 };
 
-fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
+fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
     let prog = spec.prog;
     let is_mv = prog == "mv";
     let mut w = walk(spec, args)?;
@@ -864,14 +869,16 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
         match w.operands.split_last() {
             Some((d, s)) if !s.is_empty() => (s, Some(*d)),
             _ => {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`{prog}` needs a source and a destination (or -t DIR)"
-                ));
+                )));
             }
         }
     };
     if sources.is_empty() {
-        return Err(format!("`{prog}` needs at least one source"));
+        return Err(Refused::command(format!(
+            "`{prog}` needs at least one source"
+        )));
     }
     // The destination directory: `-t DIR` (already in writes) or the last
     // operand. Two -t options make cp and mv fail.
@@ -881,7 +888,11 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, String> {
             vec![d.to_string()]
         }
         None if w.p.writes.len() == 1 => w.p.writes.clone(),
-        None => return Err(format!("`{prog}` takes one target directory")),
+        None => {
+            return Err(Refused::command(format!(
+                "`{prog}` takes one target directory"
+            )));
+        }
     };
     for s in sources {
         if is_mv {
@@ -932,7 +943,7 @@ pub(in crate::security) fn judge_cp(
     parsed: &Parsed,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     // A recursive copy writes every file of its sources below the
     // destination, following links already there (`x1/c -> .git/config`):
     // each of those destination paths is judged like a write of its own.
@@ -972,7 +983,7 @@ const COPY_DEPTH_LIMIT: usize = 256;
 /// Judges, as writes, the destination path of every entry below `src` for
 /// both ways `cp -r` may place it (`dest/rel`, and `dest/name/rel` when
 /// `dest` is a directory already).
-fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
+fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), Refused> {
     let src = Path::new(src);
     let name = src.file_name().map(PathBuf::from).unwrap_or_default();
     // Both places the tree may land, resolved once. Below them the walk
@@ -982,17 +993,19 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
     for b in [dest.to_path_buf(), dest.join(&name)] {
         bases.push(
             gate.check_write_dir_ok(&b.to_string_lossy())
-                .map_err(|why| format!("`cp` would write {}: {why}", b.display()))?,
+                .map_err(|why| {
+                    why.map_reason(|r| format!("`cp` would write {}: {r}", b.display()))
+                })?,
         );
     }
     let mut stack = vec![(PathBuf::new(), 0usize)];
     let mut seen = 0usize;
     while let Some((rel, depth)) = stack.pop() {
         if depth > COPY_DEPTH_LIMIT {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`cp` would copy a tree deeper than {COPY_DEPTH_LIMIT} levels from {}",
                 src.display()
-            ));
+            )));
         }
         let Ok(rd) = std::fs::read_dir(src.join(&rel)) else {
             continue;
@@ -1000,11 +1013,11 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
         for e in rd.flatten() {
             seen += 1;
             if seen > COPY_WALK_LIMIT {
-                return Err(format!(
+                return Err(Refused::command(format!(
                     "`cp` would copy more than {COPY_WALK_LIMIT} entries from {}; copy a \
                      smaller tree",
                     src.display()
-                ));
+                )));
             }
             let r = rel.join(e.file_name());
             let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
@@ -1012,22 +1025,25 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
             // The copy would be the secret under the same name or, below a
             // directory that is no longer `.git`, under a plain one.
             if !is_dir && let Some(rule) = gate.secret_rule(&src.join(&r)) {
-                return Err(format!(
+                return Err(Refused::path(format!(
                     "`cp` would copy {}, a secret-named file (rule \"{rule}\"); \
                      [security] secret_files_allow lists exceptions",
                     gate.shown(&src.join(&r))
-                ));
+                )));
             }
             for base in &bases {
                 let target = base.join(&r);
                 if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_symlink()) {
-                    return Err(format!(
+                    return Err(Refused::path(format!(
                         "`cp` would write {}, a link it would write through",
                         target.display()
-                    ));
+                    )));
                 }
                 if let Some(why) = gate.refused_lexically(&target) {
-                    return Err(format!("`cp` would write {}: {why}", target.display()));
+                    return Err(Refused::path(format!(
+                        "`cp` would write {}: {why}",
+                        target.display()
+                    )));
                 }
                 if is_link {
                     check_link_copy(&src.join(&r), &target, gate)?;
@@ -1043,7 +1059,7 @@ fn copy_targets(src: &str, dest: &Path, gate: &Gate) -> Result<(), String> {
 
 /// A link at `link`, copied as a link to `at`: what it will point to
 /// from there must pass the read policy.
-fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Result<(), String> {
+fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Result<(), Refused> {
     let Ok(target) = std::fs::read_link(link) else {
         return Ok(());
     };
@@ -1055,11 +1071,13 @@ fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Result<(), String> {
     gate.check_path(&lands.to_string_lossy())
         .map(drop)
         .map_err(|why| {
-            format!(
-                "`cp` would copy the link {} to {}, where it points to {}: {why}",
-                link.display(),
-                at.display(),
-                lands.display()
-            )
+            why.map_reason(|r| {
+                format!(
+                    "`cp` would copy the link {} to {}, where it points to {}: {r}",
+                    link.display(),
+                    at.display(),
+                    lands.display()
+                )
+            })
         })
 }

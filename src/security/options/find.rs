@@ -1,7 +1,8 @@
 //! GNU findutils 4.9 `find`: leading options, starting points, then the
 //! expression, read the way `find/util.c` and `find/tree.c` read them.
 
-use super::{Entry, Parsed, push_tree_named};
+use super::table::{Entry, Parsed, push_tree_named};
+use crate::security::refusal::Refused;
 
 /// What an expression word is and how many arguments follow it.
 #[derive(Clone, Copy)]
@@ -128,7 +129,7 @@ fn looks_like_expression(arg: &str, leading: bool) -> bool {
     }
 }
 
-fn find(args: &[String]) -> Result<Parsed, String> {
+fn find(args: &[String]) -> Result<Parsed, Refused> {
     let mut p = Parsed::default();
     let mut follow = false;
     let mut i = 0;
@@ -143,7 +144,7 @@ fn find(args: &[String]) -> Result<Parsed, String> {
             }
             "-D" => {
                 if args.get(i + 1).is_none() {
-                    return Err("`find` option `-D` needs a value".into());
+                    return Err(Refused::command("`find` option `-D` needs a value"));
                 }
                 i += 1;
             }
@@ -168,15 +169,17 @@ fn find(args: &[String]) -> Result<Parsed, String> {
     while let Some(a) = args.get(i) {
         i += 1;
         if !looks_like_expression(a, false) {
-            return Err(format!(
+            return Err(Refused::command(format!(
                 "`find`: `{a}` is neither a starting point (those come first) nor part of the expression"
-            ));
+            )));
         }
         let k = if a.len() == 8 && a.starts_with("-newer") {
             // -newerXY: a reference file unless Y is `t` (a date string).
             let b = a.as_bytes();
             if !b"aBcm".contains(&b[6]) || !b"aBcmt".contains(&b[7]) {
-                return Err(format!("`find` primary `{a}` is not valid"));
+                return Err(Refused::command(format!(
+                    "`find` primary `{a}` is not valid"
+                )));
             }
             if b[7] == b't' {
                 K::Plain(1)
@@ -188,9 +191,9 @@ fn find(args: &[String]) -> Result<Parsed, String> {
             match PRIMARIES.iter().find(|(n, _)| *n == name) {
                 Some((_, k)) => *k,
                 None => {
-                    return Err(format!(
+                    return Err(Refused::command(format!(
                         "`find` primary `{a}` is not known to latchclaw's table for `find`"
-                    ));
+                    )));
                 }
             }
         };
@@ -198,19 +201,23 @@ fn find(args: &[String]) -> Result<Parsed, String> {
             K::Plain(n) => {
                 let n = usize::from(n);
                 if args.len() < i + n {
-                    return Err(format!("`find` primary `{a}` needs a value"));
+                    return Err(Refused::command(format!(
+                        "`find` primary `{a}` needs a value"
+                    )));
                 }
                 i += n;
             }
             K::ReadFile => {
                 let Some(f) = args.get(i) else {
-                    return Err(format!("`find` primary `{a}` needs a file"));
+                    return Err(Refused::command(format!(
+                        "`find` primary `{a}` needs a file"
+                    )));
                 };
                 p.reads.push(f.clone());
                 i += 1;
             }
             K::Follow => follow = true,
-            K::Refuse(why) => return Err(format!("`find` primary `{a}` {why}")),
+            K::Refuse(why) => return Err(Refused::command(format!("`find` primary `{a}` {why}"))),
         }
     }
     p.follows_symlinks_recursively = follow;

@@ -1,10 +1,11 @@
 //! grep 3.8, ripgrep 15, diffutils 3.8 `diff`, file 5.44.
 
-use crate::security::Gate;
-use crate::security::judge::absolute;
+use crate::security::gate::Gate;
+use crate::security::paths::absolute;
+use crate::security::refusal::Refused;
 use std::path::{Path, PathBuf};
 
-use super::{
+use super::table::{
     COLON, DIRACT, Entry, FOLLOW, Item, N, NODEREF, NOPAT, O, Order, P, PAT, Parsed, R, REC, Spec,
     Style, o, push_read, push_tree, walk,
 };
@@ -91,7 +92,7 @@ pub(super) const GREP: Entry = Entry {
     summary: "pattern, then files read; trees with -r, following links with -R",
 };
 
-fn grep(args: &[String]) -> Result<Parsed, String> {
+fn grep(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&GREP_SPEC, args)?;
     let mut rec = w.bits & REC != 0;
     for it in &w.items {
@@ -291,7 +292,7 @@ pub(super) const RG: Entry = Entry {
     summary: "pattern, then trees read (default .); -L follows links; --pre, -z, --hostname-bin refused",
 };
 
-fn rg(args: &[String]) -> Result<Parsed, String> {
+fn rg(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&RG_SPEC, args)?;
     // The first positional is the pattern only in a search given no -e/-f.
     let paths = if w.bits & (PAT | NOPAT) != 0 {
@@ -401,7 +402,7 @@ pub(super) const DIFF: Entry = Entry {
     summary: "operands read; trees with -r (following links unless --no-dereference); -l refused",
 };
 
-fn diff(args: &[String]) -> Result<Parsed, String> {
+fn diff(args: &[String]) -> Result<Parsed, Refused> {
     let mut w = walk(&DIFF_SPEC, args)?;
     let rec = w.bits & REC != 0;
     for a in &w.operands {
@@ -492,16 +493,16 @@ pub(in crate::security) fn judge_diff(
     parsed: &Parsed,
     cwd: &Path,
     gate: &Gate,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     for r in &parsed.reads {
         let p = PathBuf::from(absolute(cwd, r));
         if p.is_dir()
-            && let Some(hit) = gate.forbidden_within(&gate.check_path(r)?, 2)
+            && let Some(hit) = gate.forbidden_within(&gate.check_path(&absolute(cwd, r))?, 2)
         {
-            return Err(format!(
+            return Err(Refused::path(format!(
                 "`diff` would read the files in {}, among them the forbidden path {hit}",
                 p.display()
-            ));
+            )));
         }
     }
     Ok(())

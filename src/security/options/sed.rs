@@ -11,10 +11,11 @@
 //! The analysis is byte-wise, which is exact for UTF-8 and single-byte
 //! locales (no ASCII byte is ever part of a multibyte character there).
 
-use super::{
+use super::table::{
     Entry, FOLLOW_LINKS, INPLACE, Item, N, O, Order, P, Parsed, R, SANDBOX, SCRIPT, SCRIPT_FILE,
     Spec, Style, WRITES, apply, getopt, o, push_read,
 };
+use crate::security::refusal::Refused;
 
 const SED_OPTS: &[O] = &[
     o('b', "binary", N),
@@ -50,7 +51,7 @@ pub(super) const SED: Entry = Entry {
     summary: "script analysed (e, w, W, s///e, s///w refused; r/R read); files read, WRITTEN with -i",
 };
 
-fn sed(args: &[String]) -> Result<Parsed, String> {
+fn sed(args: &[String]) -> Result<Parsed, Refused> {
     let items = getopt(&SED_SPEC, args)?;
     let mut p = Parsed::default();
     let mut chunks: Vec<Chunk> = Vec::new();
@@ -78,7 +79,7 @@ fn sed(args: &[String]) -> Result<Parsed, String> {
         }
         if k & SCRIPT_FILE != 0 {
             if !sandbox {
-                return Err(super::refusal(
+                return Err(super::table::refusal(
                     "sed",
                     h,
                     "reads a script latchclaw cannot check (put --sandbox before it)",
@@ -128,17 +129,18 @@ fn sed(args: &[String]) -> Result<Parsed, String> {
             p.writes.push(f.to_string());
             if ext != "*" {
                 if follow {
-                    return Err(
+                    return Err(Refused::command(
                         "`sed` with --follow-symlinks and a backup suffix writes the backup next to \
-                         wherever the link points; latchclaw refuses that combination"
-                            .to_string(),
-                    );
+                         wherever the link points; latchclaw refuses that combination",
+                    ));
                 }
                 // Longer than PATH_MAX fails anyway; the cap keeps this
                 // linear in the argv.
                 let stars = ext.matches('*').count();
                 if ext.len() + stars.saturating_mul(f.len()) > 4096 {
-                    return Err("`sed` backup file name would be longer than a path can be".into());
+                    return Err(Refused::command(
+                        "`sed` backup file name would be longer than a path can be",
+                    ));
                 }
                 p.writes.push(ext.replace('*', f));
             }
@@ -191,7 +193,7 @@ impl Sc<'_> {
         }
         self.savchar(ch);
     }
-    fn read_end_of_cmd(&mut self) -> Result<(), String> {
+    fn read_end_of_cmd(&mut self) -> Result<(), Refused> {
         let ch = self.in_nonblank();
         if ch == i32::from(b'}') || ch == i32::from(b'#') {
             self.savchar(ch);
@@ -229,7 +231,7 @@ impl Sc<'_> {
         String::from_utf8_lossy(&out).into_owned()
     }
     /// `match_slash`: true when the delimiter closed the part.
-    fn match_slash(&mut self, slash: i32, regex: bool) -> Result<bool, String> {
+    fn match_slash(&mut self, slash: i32, regex: bool) -> Result<bool, Refused> {
         if !(0..0x80).contains(&slash) {
             return Err(bad("a delimiter that is not an ASCII character"));
         }
@@ -320,7 +322,7 @@ impl Sc<'_> {
         false
     }
     /// `compile_address`: consumes an address if `ch` starts one.
-    fn address(&mut self, mut ch: i32) -> Result<bool, String> {
+    fn address(&mut self, mut ch: i32) -> Result<bool, Refused> {
         if ch == i32::from(b'/') || ch == i32::from(b'\\') {
             if ch == i32::from(b'\\') {
                 ch = self.inchar();
@@ -354,13 +356,17 @@ impl Sc<'_> {
         }
     }
     /// `mark_subst_opts`.
-    fn subst_flags(&mut self) -> Result<(), String> {
+    fn subst_flags(&mut self) -> Result<(), Refused> {
         loop {
             let ch = self.in_nonblank();
             match u8::try_from(ch).ok() {
                 Some(b'i' | b'I' | b'm' | b'M' | b'p' | b'g') => {}
-                Some(b'e') => return Err(refuse("the `s///e` flag runs the result as a command")),
-                Some(b'w') => return Err(refuse("the `s///w` flag writes a file")),
+                Some(b'e') => {
+                    return Err(refuse("the `s///e` flag runs the result as a command"));
+                }
+                Some(b'w') => {
+                    return Err(refuse("the `s///w` flag writes a file"));
+                }
                 Some(c @ b'0'..=b'9') => self.in_integer(i32::from(c)),
                 Some(b'}' | b'#') => {
                     self.savchar(ch);
@@ -391,17 +397,19 @@ fn is_space(ch: i32) -> bool {
 fn is_digit(ch: i32) -> bool {
     (i32::from(b'0')..=i32::from(b'9')).contains(&ch)
 }
-fn bad(what: &str) -> String {
-    format!("`sed` script has {what}; latchclaw cannot check it")
+fn bad(what: &str) -> Refused {
+    Refused::command(format!(
+        "`sed` script has {what}; latchclaw cannot check it"
+    ))
 }
-fn refuse(what: &str) -> String {
-    format!("`sed` script: {what}")
+fn refuse(what: &str) -> Refused {
+    Refused::command(format!("`sed` script: {what}"))
 }
 
 /// Reads the script chunks (each `-e`, or the operand script) like sed's
 /// compiler and returns the files `r`/`R` read; refuses commands that run
 /// programs or write files.
-pub(super) fn analyse(chunks: &[Chunk]) -> Result<Vec<String>, String> {
+pub(super) fn analyse(chunks: &[Chunk]) -> Result<Vec<String>, Refused> {
     let mut reads = Vec::new();
     let mut pending_text = false;
     let mut blocks: usize = 0;
@@ -434,7 +442,7 @@ fn compile(
     reads: &mut Vec<String>,
     pending_text: &mut bool,
     blocks: &mut usize,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     loop {
         let mut ch = sc.inchar();
         while ch == i32::from(b';') || is_space(ch) {

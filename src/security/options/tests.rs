@@ -2,6 +2,7 @@
 //! (coreutils 9.1, grep 3.8, sed 4.9, findutils 4.9, diffutils 3.8, file
 //! 5.44, git 2.47) where the program exists; the comments say what it did.
 
+use super::table::*;
 use super::*;
 
 fn argv(words: &[&str]) -> Vec<String> {
@@ -21,7 +22,9 @@ fn ok(prog: &str, words: &[&str]) -> Parsed {
 fn err(prog: &str, words: &[&str]) -> String {
     match parse(prog, &argv(words)) {
         Some(Ok(p)) => panic!("{prog} {words:?} allowed: {p:?}"),
-        Some(Err(e)) => e,
+        // A table refuses a command, never anything else.
+        Some(Err(e)) if e.kind == crate::security::refusal::Refusal::Command => e.reason,
+        Some(Err(e)) => panic!("{prog} {words:?}: refused as {:?}: {e}", e.kind),
         None => panic!("no table for {prog}"),
     }
 }

@@ -12,7 +12,7 @@ mod text;
 
 use super::files::{display_rel, open_regular};
 use super::isolate::{Child, Failure, Kind, Stopped, Watch};
-use super::{Tool, ToolCtx, ToolResult};
+use super::tool::{Tool, ToolCtx, ToolResult};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -178,8 +178,8 @@ impl Tool for PdfExtract {
     fn takes_effect(&self) -> bool {
         false
     }
-    fn name(&self) -> super::ToolName {
-        super::ToolName::PdfExtract
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::PdfExtract
     }
     fn description(&self) -> &'static str {
         "Text of a PDF file in the workspace, page by page."

@@ -1,0 +1,155 @@
+//! What every tool is and gets: the `Tool` trait, the `ToolCtx` a call
+//! runs with (the gate's decision, the run's control, the `User` whom
+//! `ask_user` asks) and the `ToolResult` it returns. A leaf of `tools`:
+//! each tool and the table (`mod.rs`) use it.
+
+use crate::config::Config;
+use crate::control::RunControl;
+use crate::memory::Memory;
+use crate::security::redact::{Counts, Redactor};
+use crate::security::{Decision, Gate};
+use crate::types::ToolName;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Instant;
+
+pub struct ToolCtx<'a> {
+    pub cfg: &'a Config,
+    pub gate: &'a Gate,
+    pub memory: &'a Memory,
+    /// The conversation the call belongs to (a stored note records it).
+    pub conversation_id: &'a str,
+    /// The gate's decision: the resolved path or argv the tool must use.
+    pub decision: &'a Decision,
+    /// The run's deadline and cancellation: a tool that waits polls it.
+    pub control: &'a crate::control::RunControl,
+    /// When this call must end: `tool_timeout_secs` or the run's deadline,
+    /// whichever comes first.
+    pub deadline: std::time::Instant,
+    /// Whom `ask_user` asks (the operator's terminal, or nobody).
+    pub user: &'a dyn User,
+}
+
+impl ToolCtx<'_> {
+    pub fn path(&self) -> Option<&Path> {
+        self.decision.path.as_deref()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolResult {
+    pub success: bool,
+    pub output: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_id: Option<String>,
+    /// The emergency stop ended the run.
+    #[serde(skip)]
+    pub estop: bool,
+}
+
+impl ToolResult {
+    /// A tool's result, before anything else sees it: output, error and
+    /// metadata strings. What was replaced is counted into the metadata's
+    /// `redacted` (`{"kind": n}`), which the outcome receipt hashes.
+    pub fn redact(&mut self, redactor: &Redactor) -> Counts {
+        let mut counts = Counts::default();
+        redactor.redact_string(&mut self.output, &mut counts);
+        if let Some(e) = &mut self.error {
+            redactor.redact_string(e, &mut counts);
+        }
+        if let Some(m) = &mut self.metadata {
+            redactor.redact_json(m, &mut counts);
+        }
+        if !counts.is_empty() {
+            let redacted = counts.to_json();
+            match &mut self.metadata {
+                Some(Value::Object(m)) => {
+                    m.insert("redacted".into(), redacted);
+                }
+                None => self.metadata = Some(serde_json::json!({"redacted": redacted})),
+                Some(other) => {
+                    let old = other.take();
+                    *other = serde_json::json!({"value": old, "redacted": redacted});
+                }
+            }
+        }
+        counts
+    }
+
+    pub fn ok(output: String) -> ToolResult {
+        ToolResult {
+            success: true,
+            output,
+            error: None,
+            metadata: None,
+            receipt_id: None,
+            estop: false,
+        }
+    }
+    pub fn err(error: impl Into<String>) -> ToolResult {
+        ToolResult {
+            success: false,
+            output: String::new(),
+            error: Some(error.into()),
+            metadata: None,
+            receipt_id: None,
+            estop: false,
+        }
+    }
+    /// What the model reads as the tool message.
+    pub fn for_model(&self) -> String {
+        match &self.error {
+            Some(e) if self.output.is_empty() => format!("error: {e}"),
+            Some(e) => format!("error: {e}\n{}", self.output),
+            None => self.output.clone(),
+        }
+    }
+}
+
+pub trait Tool: Sync {
+    fn name(&self) -> ToolName;
+    fn description(&self) -> &'static str;
+    fn parameters(&self) -> Value;
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
+    /// False for tools that change nothing and send nothing anywhere: cut
+    /// off mid-call they leave no effect, so they need no `started` receipt
+    /// (and its fsync) before they run.
+    fn takes_effect(&self) -> bool {
+        true
+    }
+}
+
+/// What came back from the terminal.
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    Answer(String),
+    /// End of input (Ctrl-D) instead of a line.
+    NoAnswer,
+    /// No terminal to ask on (cron, a pipe with no controlling terminal).
+    NoUser,
+    /// The call's deadline, the run's `--timeout` or Ctrl-C came first; why.
+    Stopped(String),
+    /// The terminal could not be written or read; why.
+    Failed(String),
+}
+
+/// Someone a question can be put to. Only the runtime hands one to a tool.
+pub trait User {
+    /// Shows `question` (already safe to print) and waits for one line,
+    /// until `deadline` or until `control` says the run stops.
+    fn ask_user(&self, question: &str, control: &RunControl, deadline: Instant) -> Reply;
+}
+
+/// Nobody: every question is answered "no user present".
+pub struct Nobody;
+
+impl User for Nobody {
+    fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
+        Reply::NoUser
+    }
+}
