@@ -574,3 +574,70 @@ fn max_tools_offers_the_best_matches_with_examples() {
         "{r:?}"
     );
 }
+
+#[test]
+fn an_answer_made_up_before_looking_is_reminded_once() {
+    let server = FakeServer::start(vec![
+        says("It is 2023."),
+        calls("call_1", "time", json!({})),
+        says("It is 2026."),
+    ]);
+    let env = env_for(&server, "tool_mode = \"native\"");
+    let (r, v) = agent(&env, "What year is it?");
+    assert_eq!((r.code, &v["answer"]), (0, &json!("It is 2026.")), "{r:?}");
+    let last = messages(&server, 1).last().unwrap()["content"].clone();
+    assert!(
+        last.as_str()
+            .unwrap()
+            .contains("you answered without calling a tool, but the question is about the time"),
+        "{last}"
+    );
+    // Reminded once: the second answer stands.
+    let server = FakeServer::start(vec![says("I cannot tell.")]);
+    let env = env_for(&server, "tool_mode = \"native\"");
+    let (r, v) = agent(&env, "Does alpha.txt exist?");
+    assert_eq!(
+        (r.code, &v["answer"]),
+        (0, &json!("I cannot tell.")),
+        "{r:?}"
+    );
+    assert_eq!(server.requests().len(), 2);
+    // Nothing a tool could tell: no reminder.
+    let server = FakeServer::start(vec![says("Hello, Ada.")]);
+    let env = env_for(&server, "tool_mode = \"native\"");
+    let (r, _) = agent(&env, "Hello, I am Ada.");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn a_value_the_tool_does_not_take_is_repaired_not_answered() {
+    let server = FakeServer::start(vec![
+        calls("call_1", "file_list", json!({"depth": 0, "path": "."})),
+        calls("call_2", "file_list", json!({"path": "."})),
+        says("There is alpha.txt."),
+    ]);
+    let env = env_for(&server, "tool_mode = \"native\"");
+    let (r, v) = agent(&env, "which files are here?");
+    assert_eq!(
+        (r.code, &v["answer"]),
+        (0, &json!("There is alpha.txt.")),
+        "{r:?}"
+    );
+    let note = messages(&server, 1)[3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        note.contains("file_list: argument \"depth\" must be an integer from 1 to 5, not 0"),
+        "{note}"
+    );
+    // `tool run` is the operator's: the tool's own error, as before.
+    let r = env.run(&["tool", "run", "file_list", "--json", "{\"depth\": 0}"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("\\\"depth\\\" must be an integer from 1 to 5"),
+        "{r:?}"
+    );
+}

@@ -59,7 +59,38 @@ struct Object<P> {
 struct CallProps<'t> {
     action: Const<'static>,
     tool: Const<'t>,
-    arguments: Value,
+    arguments: Arguments<'t>,
+}
+
+/// A tool's parameters, closed to other keys, its properties in the order
+/// a model should write them: those of its example first, then the
+/// required, then the rest. llama.cpp generates required properties first
+/// and offers the optional ones in the order given; sorted (a `Value`),
+/// `file_list`'s came out `depth` first, and a 1.5B model filled in every
+/// one, `depth: 0` included.
+#[derive(Debug, Serialize)]
+struct Arguments<'t> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    properties: Ordered<'t>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    required: Vec<&'t str>,
+    #[serde(rename = "additionalProperties")]
+    additional: bool,
+}
+
+#[derive(Debug)]
+struct Ordered<'t>(Vec<(&'t str, &'t Value)>);
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -108,7 +139,7 @@ pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
                         kind: "string",
                         value: &t.name,
                     },
-                    arguments: closed(&t.parameters),
+                    arguments: arguments(t),
                 },
                 &["action", "tool", "arguments"],
             ))
@@ -134,15 +165,33 @@ pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
 }
 
 /// A tool's parameters with no room for other keys (what `check_args`
-/// refuses, the grammar then cannot produce).
-fn closed(parameters: &Value) -> Value {
-    let mut p = parameters.clone();
-    if let Some(o) = p.as_object_mut() {
-        o.entry("type").or_insert_with(|| json!("object"));
-        o.entry("properties").or_insert_with(|| json!({}));
-        o.insert("additionalProperties".into(), json!(false));
+/// refuses, the grammar then cannot produce), in the order to write them.
+fn arguments(t: &ToolSpec) -> Arguments<'_> {
+    let required: Vec<&str> = t.parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut props: Vec<(&str, &Value)> = t.parameters["properties"]
+        .as_object()
+        .map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect())
+        .unwrap_or_default();
+    let rank = |k: &str| {
+        if t.example.get(k).is_some() {
+            0
+        } else if required.contains(&k) {
+            1
+        } else {
+            2
+        }
+    };
+    // Stable: within a rank, the names' order.
+    props.sort_by_key(|(k, _)| rank(k));
+    Arguments {
+        kind: "object",
+        properties: Ordered(props),
+        required,
+        additional: false,
     }
-    p
 }
 
 /// A call written in this mode's form (the history sent back, examples).
@@ -489,6 +538,19 @@ mod tests {
         let shapes = v["json_schema"]["schema"]["anyOf"].as_array().unwrap();
         assert_eq!(shapes.len(), 3);
         assert_eq!(shapes[1]["properties"]["tool"]["const"], "file_read");
+        // The example's keys first on the wire.
+        let list = ToolSpec {
+            name: "file_list".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {"depth": {"type": "integer"},
+                "glob": {"type": "string"}, "path": {"type": "string"}}}),
+            example: json!({"path": "."}),
+        };
+        let wire = serde_json::to_string(&response_format(std::slice::from_ref(&list))).unwrap();
+        assert!(
+            wire.contains("\"properties\":{\"path\":{\"type\":\"string\"},\"depth\""),
+            "{wire}"
+        );
         let args = &shapes[1]["properties"]["arguments"];
         assert_eq!(args["additionalProperties"], false);
         assert_eq!(args["required"], json!(["path"]));

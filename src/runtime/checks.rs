@@ -325,6 +325,70 @@ impl Claim {
     }
 }
 
+/// What a message asks that a tool can tell: a file or directory it names
+/// that is in the workspace, the time or date, the repository, the
+/// workspace's files. An answer given before any call gets one reminder
+/// to look (`look_first`).
+pub fn asks_about(message: &str, workspace: &std::path::Path) -> Option<&'static str> {
+    // The user's own words: not what was attached or piped after them
+    // (`File PATH, quoted as data:`, `Input from stdin, quoted as data:`),
+    // which the model already has.
+    let own = match message.find(", quoted as data:\n<") {
+        Some(at) => message[..at]
+            .rfind("\n\n")
+            .map_or("", |start| &message[..start]),
+        None => message,
+    };
+    let words: Vec<String> = own
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| "\"'`()[]{},;:?!".contains(c))
+                .trim_end_matches('.')
+                .to_string()
+        })
+        .collect();
+    // A path as the user wrote it, inside the workspace (never `..` or
+    // absolute: nothing outside is looked at).
+    let names_a_file = words.iter().any(|w| {
+        (w.contains('.') || w.contains('/'))
+            && !w.starts_with('/')
+            && !w.split('/').any(|part| part == "..")
+            && workspace.join(w).symlink_metadata().is_ok()
+    });
+    let has = |list: &[&str]| {
+        words
+            .iter()
+            .any(|w| list.contains(&w.to_lowercase().as_str()))
+    };
+    if names_a_file {
+        Some("a file in the workspace")
+    } else if has(&["time", "date", "year", "today", "month", "weekday", "clock"]) {
+        Some("the time or the date")
+    } else if has(&["git", "commit", "commits", "branch"]) {
+        Some("the repository")
+    } else if has(&[
+        "file",
+        "files",
+        "directory",
+        "directories",
+        "folder",
+        "workspace",
+    ]) {
+        Some("the workspace")
+    } else {
+        None
+    }
+}
+
+/// The one reminder to look before answering.
+pub fn look_first(what: &str) -> String {
+    format!(
+        "[latchclaw: you answered without calling a tool, but the question is about {what}, \
+         which a tool can tell you. Call the right tool now and answer from its result; answer \
+         without one only if no tool can tell.]"
+    )
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -389,6 +453,41 @@ mod tests {
         ] {
             assert_eq!(claimed_effect(answer, &tools), None, "{answer}");
         }
+    }
+
+    #[test]
+    fn questions_a_tool_answers_are_told_from_others() {
+        let ws = std::env::temp_dir().join(format!("lc-asks-{}", std::process::id()));
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::write(ws.join("src/calc.py"), "").unwrap();
+        let about = |m: &str| asks_about(m, &ws);
+        assert_eq!(
+            about("Which function in src/calc.py adds two numbers?"),
+            Some("a file in the workspace")
+        );
+        assert_eq!(about("What year is it?"), Some("the time or the date"));
+        assert_eq!(
+            about("What is the last git commit?"),
+            Some("the repository")
+        );
+        assert_eq!(about("How many files are in src?"), Some("the workspace"));
+        // Attached or piped data is not the question.
+        assert_eq!(
+            about(
+                "explain these\n\nFile /x/notes.md, quoted as data:\n<attachment path=\"x\">\nfiles\n</attachment>"
+            ),
+            None
+        );
+        for m in [
+            "Hello, I am Ada. Say hello back.",
+            "What is 2 + 2?",
+            "Explain ../etc/passwd.",
+            "Does /etc/hostname exist?",
+            "Is gone.txt there?",
+        ] {
+            assert_eq!(about(m), None, "{m}");
+        }
+        std::fs::remove_dir_all(&ws).unwrap();
     }
 
     #[test]

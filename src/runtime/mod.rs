@@ -427,7 +427,9 @@ impl<'a> Runtime<'a> {
         let Some(name) = tools::ToolName::parse(&call.name) else {
             return Some(checks::Problem::UnknownTool(call.name.clone()));
         };
-        tools::check_args(tools::tool(name), &call.arguments)
+        let tool = tools::tool(name);
+        tools::check_args(tool, &call.arguments)
+            .and_then(|()| tools::check_bounds(tool, &call.arguments))
             .err()
             .map(|e| checks::Problem::BadArguments(name, format!("invalid arguments: {e}")))
     }
@@ -557,6 +559,8 @@ impl<'a> Runtime<'a> {
             last_results: Vec::new(),
             asked_plain: false,
             asked_last: false,
+            message: message.to_string(),
+            looked: false,
             repaired: false,
             reminded: false,
             tool_mode: None,
@@ -699,12 +703,28 @@ impl<'a> Runtime<'a> {
             );
             return Some(Ending::new(answer, who, meta, Outcome::UnusableReply));
         }
-        let Some(claim) = claimed_effect(&resp.final_text, &turn.req.tools) else {
+        let Some(claim) =
+            claimed_effect(&resp.final_text, &turn.req.tools).filter(|c| !c.made_by(&turn.calls))
+        else {
+            // An answer before any call to a question a tool answers (a
+            // file the message names, the time): one reminder to look.
+            if turn.rounds == 0
+                && turn.calls.is_empty()
+                && !turn.looked
+                && !turn.req.tools.is_empty()
+                && let Some(what) = checks::asks_about(&turn.message, &self.cfg.workspace_dir)
+            {
+                turn.looked = true;
+                turn.req
+                    .messages
+                    .push(Message::new(Role::Assistant, resp.final_text));
+                turn.req
+                    .messages
+                    .push(Message::runtime(checks::look_first(what)));
+                return None;
+            }
             return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
         };
-        if claim.made_by(&turn.calls) {
-            return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
-        }
         // "DONE has been written into status.txt" with no write in the
         // turn: the model is reminded once; said again, the answer is
         // shown for what it is, with a warning and no exit 0.
@@ -929,6 +949,10 @@ struct Turn<'t> {
     repaired: bool,
     /// The one reminder of a claimed effect was used.
     reminded: bool,
+    /// The user's message (with what was piped or attached).
+    message: String,
+    /// The one reminder to look before answering was used.
+    looked: bool,
     /// How the last request sent tools (the provider's report).
     tool_mode: Option<crate::config::ToolMode>,
 }

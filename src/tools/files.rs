@@ -229,7 +229,7 @@ impl Tool for FileList {
 }
 
 /// The deepest `depth` a listing takes.
-const MAX_DEPTH: u64 = 5;
+pub(super) const MAX_DEPTH: u64 = 5;
 /// Entries looked at (shown or not) before a deep listing stops.
 const MAX_WALK: usize = 20_000;
 

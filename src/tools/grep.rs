@@ -41,8 +41,8 @@ pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 const BINARY_PROBE: usize = 8192;
 const MAX_LINE_CHARS: usize = 400;
 const DEFAULT_MATCHES: u64 = 200;
-const MAX_MATCHES: u64 = 10_000;
-const MAX_CONTEXT: u64 = 10;
+pub(super) const MAX_MATCHES: u64 = 10_000;
+pub(super) const MAX_CONTEXT: u64 = 10;
 const MAX_PATTERN: usize = 1000;
 const MAX_DEPTH: usize = 64;
 /// A batch of files for the parser child is sent at this many bytes or

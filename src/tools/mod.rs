@@ -86,6 +86,39 @@ pub fn find(name: &str) -> Option<&'static dyn Tool> {
     ToolName::parse(name).map(tool)
 }
 
+/// What the tools check of their own arguments beyond their JSON types:
+/// integer ranges and the strings allowed. Kept out of the schemas offered
+/// to a model (every request would carry them, README: request budget);
+/// the agent checks a model's call against them (`check_bounds`), so a
+/// value out of range is a repair for the model (README: Small local
+/// models), not a tool's error handed on as the answer. The tools still
+/// check them themselves (`tool run` reports their errors).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    Int(u64, u64),
+    OneOf(&'static [&'static str]),
+}
+
+pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
+    const LINE: Bound = Bound::Int(1, u32::MAX as u64);
+    match name {
+        ToolName::FileList => &[
+            ("depth", Bound::Int(1, files::MAX_DEPTH)),
+            ("sort", Bound::OneOf(&["name", "mtime", "size"])),
+        ],
+        ToolName::FileRead => &[("start_line", LINE), ("end_line", LINE)],
+        ToolName::MemorySearch => &[("limit", Bound::Int(1, 50))],
+        ToolName::Grep => &[
+            ("context", Bound::Int(0, grep::MAX_CONTEXT)),
+            ("max_matches", Bound::Int(1, grep::MAX_MATCHES)),
+        ],
+        ToolName::WebSearch => &[("limit", Bound::Int(1, crate::types::args::MAX_RESULTS))],
+        ToolName::MemoryRecall => &[("limit", Bound::Int(1, crate::types::args::RECALL_MAX))],
+        ToolName::MemoryForget => &[("id", Bound::Int(1, i64::MAX as u64))],
+        _ => &[],
+    }
+}
+
 /// Checks a call's arguments against the tool's parameter schema, before
 /// the gate sees them: a misspelt or mistyped field is the model's mistake
 /// to fix, not a call to judge. Covers the subset the tools use: an object
@@ -158,6 +191,57 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
                 "{name}: missing required argument \"{key}\" ({want}); {}",
                 allowed()
             ));
+        }
+    }
+    Ok(())
+}
+
+/// A call's values against the tool's `bounds` and its schema's `enum`s
+/// (after `check_args`, which checked their types).
+pub fn check_bounds(tool: &dyn Tool, args: &Value) -> Result<(), String> {
+    let schema = tool.parameters();
+    let name = tool.name().as_str();
+    let Some(given) = args.as_object() else {
+        return Ok(());
+    };
+    for (key, value) in given {
+        let prop = &schema["properties"][key];
+        let listed: Vec<&str> = prop["enum"]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let bound = bounds(tool.name())
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, b)| *b)
+            .or_else(|| (!listed.is_empty()).then_some(Bound::OneOf(&[])));
+        let key = crate::util::printable(key);
+        match bound {
+            Some(Bound::Int(lo, hi)) if value.as_u64().is_none_or(|n| n < lo || n > hi) => {
+                let range = if hi >= u32::MAX as u64 {
+                    format!("{lo} or more")
+                } else {
+                    format!("from {lo} to {hi}")
+                };
+                return Err(format!(
+                    "{name}: argument \"{key}\" must be an integer {range}, not {value}"
+                ));
+            }
+            Some(Bound::OneOf(allowed)) => {
+                let allowed = if allowed.is_empty() {
+                    &listed[..]
+                } else {
+                    allowed
+                };
+                if !value.as_str().is_some_and(|v| allowed.contains(&v)) {
+                    return Err(format!(
+                        "{name}: argument \"{key}\" must be one of {}, not {}",
+                        allowed.join(", "),
+                        crate::util::printable(&value.to_string())
+                    ));
+                }
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -324,7 +408,35 @@ mod tests {
     }
 
     fn check(tool: &str, args: Value) -> Result<(), String> {
-        check_args(find(tool).unwrap(), &args)
+        let tool = find(tool).unwrap();
+        check_args(tool, &args).and_then(|()| check_bounds(tool, &args))
+    }
+
+    #[test]
+    fn values_out_of_bounds_are_named_with_what_is_allowed() {
+        assert_eq!(
+            check("file_list", json!({"depth": 0})).unwrap_err(),
+            "file_list: argument \"depth\" must be an integer from 1 to 5, not 0"
+        );
+        assert_eq!(
+            check("file_list", json!({"sort": "date"})).unwrap_err(),
+            "file_list: argument \"sort\" must be one of name, mtime, size, not \"date\""
+        );
+        assert_eq!(
+            check("file_read", json!({"path": "a", "start_line": 0})).unwrap_err(),
+            "file_read: argument \"start_line\" must be an integer 1 or more, not 0"
+        );
+        // The schema's own enum.
+        let e = check("git", json!({"command": "push"})).unwrap_err();
+        assert!(
+            e.contains("must be one of status, log, diff, show, blame, branch"),
+            "{e}"
+        );
+        assert_eq!(
+            check("file_list", json!({"depth": 5, "sort": "size"})),
+            Ok(())
+        );
+        assert_eq!(check("grep", json!({"pattern": "x", "context": 0})), Ok(()));
     }
 
     #[test]
