@@ -63,11 +63,9 @@ struct CallProps<'t> {
 }
 
 /// A tool's parameters, closed to other keys, its properties in the order
-/// a model should write them: those of its example first, then the
-/// required, then the rest. llama.cpp generates required properties first
-/// and offers the optional ones in the order given; sorted (a `Value`),
-/// `file_list`'s came out `depth` first, and a 1.5B model filled in every
-/// one, `depth: 0` included.
+/// a model should write them (`textcalls::argument_order`): llama.cpp
+/// generates required properties first and offers the optional ones in
+/// the order given.
 #[derive(Debug, Serialize)]
 struct Arguments<'t> {
     #[serde(rename = "type")]
@@ -167,29 +165,13 @@ pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
 /// A tool's parameters with no room for other keys (what `check_args`
 /// refuses, the grammar then cannot produce), in the order to write them.
 fn arguments(t: &ToolSpec) -> Arguments<'_> {
-    let required: Vec<&str> = t.parameters["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut props: Vec<(&str, &Value)> = t.parameters["properties"]
-        .as_object()
-        .map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect())
-        .unwrap_or_default();
-    let rank = |k: &str| {
-        if t.example.get(k).is_some() {
-            0
-        } else if required.contains(&k) {
-            1
-        } else {
-            2
-        }
-    };
-    // Stable: within a rank, the names' order.
-    props.sort_by_key(|(k, _)| rank(k));
     Arguments {
         kind: "object",
-        properties: Ordered(props),
-        required,
+        properties: Ordered(super::textcalls::argument_order(t)),
+        required: t.parameters["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default(),
         additional: false,
     }
 }

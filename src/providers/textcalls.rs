@@ -297,7 +297,7 @@ pub fn tool_line(t: &ToolSpec, example: &str) -> String {
         "- {}: {} Arguments: {}",
         t.name,
         t.description,
-        arguments_line(&t.parameters)
+        arguments_line(t)
     );
     if !t.example.is_null() {
         line.push_str(if line.ends_with('.') { " " } else { ". " });
@@ -311,19 +311,17 @@ pub fn tool_line(t: &ToolSpec, example: &str) -> String {
 /// A schema's properties as one short line, `path (string, required):
 /// file, relative to the workspace; …`: the same facts as the JSON schema
 /// in about half the bytes (a one-tool turn with the default tools stays under 3.5 KB).
-fn arguments_line(schema: &Value) -> String {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(props) = schema["properties"].as_object().filter(|p| !p.is_empty()) else {
+fn arguments_line(t: &ToolSpec) -> String {
+    let required = required(&t.parameters);
+    let props = argument_order(t);
+    if props.is_empty() {
         return "none".into();
-    };
+    }
     props
         .iter()
         .map(|(name, p)| {
             let mut kind = p["type"].as_str().unwrap_or("any").to_string();
-            if required.contains(&name.as_str()) {
+            if required.contains(name) {
                 kind.push_str(", required");
             }
             match p["description"].as_str() {
@@ -333,6 +331,37 @@ fn arguments_line(schema: &Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+fn required(schema: &Value) -> Vec<&str> {
+    schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A tool's arguments in the order a model should write them: those of
+/// its example first, then the required, then the rest by name. A small
+/// model fills in the arguments in the order it is shown them (sorted,
+/// `file_list`'s `depth` came first and a 1.5B model gave it 0).
+pub fn argument_order(t: &ToolSpec) -> Vec<(&str, &Value)> {
+    let required = required(&t.parameters);
+    let mut props: Vec<(&str, &Value)> = t.parameters["properties"]
+        .as_object()
+        .map(|p| p.iter().map(|(k, v)| (k.as_str(), v)).collect())
+        .unwrap_or_default();
+    let rank = |k: &str| {
+        if t.example.get(k).is_some() {
+            0
+        } else if required.contains(&k) {
+            1
+        } else {
+            2
+        }
+    };
+    // Stable: within a rank, by name.
+    props.sort_by_key(|(k, _)| rank(k));
+    props
 }
 
 /// Text that only looks like a tool call or a tool result, of any shape:

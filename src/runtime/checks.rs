@@ -329,7 +329,10 @@ impl Claim {
 /// that is in the workspace, the time or date, the repository, the
 /// workspace's files. An answer given before any call gets one reminder
 /// to look (`look_first`).
-pub fn asks_about(message: &str, workspace: &std::path::Path) -> Option<&'static str> {
+pub fn asks_about(
+    message: &str,
+    workspace: &std::path::Path,
+) -> Option<(&'static str, &'static str)> {
     // The user's own words: not what was attached or piped after them
     // (`File PATH, quoted as data:`, `Input from stdin, quoted as data:`),
     // which the model already has.
@@ -349,43 +352,52 @@ pub fn asks_about(message: &str, workspace: &std::path::Path) -> Option<&'static
         .collect();
     // A path as the user wrote it, inside the workspace (never `..` or
     // absolute: nothing outside is looked at).
-    let names_a_file = words.iter().any(|w| {
-        (w.contains('.') || w.contains('/'))
+    let named = words.iter().find_map(|w| {
+        let inside = (w.contains('.') || w.contains('/'))
             && !w.starts_with('/')
-            && !w.split('/').any(|part| part == "..")
-            && workspace.join(w).symlink_metadata().is_ok()
+            && !w.split('/').any(|part| part == "..");
+        inside
+            .then(|| workspace.join(w).symlink_metadata().ok())
+            .flatten()
     });
     let has = |list: &[&str]| {
         words
             .iter()
             .any(|w| list.contains(&w.to_lowercase().as_str()))
     };
-    if names_a_file {
-        Some("a file in the workspace")
-    } else if has(&["time", "date", "year", "today", "month", "weekday", "clock"]) {
-        Some("the time or the date")
-    } else if has(&["git", "commit", "commits", "branch"]) {
-        Some("the repository")
-    } else if has(&[
-        "file",
-        "files",
-        "directory",
-        "directories",
-        "folder",
-        "workspace",
-    ]) {
-        Some("the workspace")
-    } else {
-        None
+    match named {
+        Some(m) if m.is_dir() => Some(("a directory in the workspace", "file_list")),
+        Some(_) => Some(("a file in the workspace", "file_read")),
+        None if has(&["time", "date", "year", "today", "month", "weekday", "clock"]) => {
+            Some(("the time or the date", "time"))
+        }
+        None if has(&["git", "commit", "commits", "branch"]) => Some(("the repository", "git")),
+        None if has(&[
+            "file",
+            "files",
+            "directory",
+            "directories",
+            "folder",
+            "workspace",
+        ]) =>
+        {
+            Some(("the workspace", "file_list"))
+        }
+        None => None,
     }
 }
 
-/// The one reminder to look before answering.
-pub fn look_first(what: &str) -> String {
+/// The one reminder to look before answering; `tool`, the one that tells,
+/// when it is offered.
+pub fn look_first(what: &str, tool: Option<&str>) -> String {
+    let call = match tool {
+        Some(t) => format!("Call {t} now"),
+        None => "Call the right tool now".into(),
+    };
     format!(
         "[latchclaw: you answered without calling a tool, but the question is about {what}, \
-         which a tool can tell you. Call the right tool now and answer from its result; answer \
-         without one only if no tool can tell.]"
+         which a tool can tell you. {call} and answer from its result; answer without one only \
+         if no tool can tell.]"
     )
 }
 
@@ -463,14 +475,24 @@ mod tests {
         let about = |m: &str| asks_about(m, &ws);
         assert_eq!(
             about("Which function in src/calc.py adds two numbers?"),
-            Some("a file in the workspace")
+            Some(("a file in the workspace", "file_read"))
         );
-        assert_eq!(about("What year is it?"), Some("the time or the date"));
+        assert_eq!(
+            about("What is in src/?"),
+            Some(("a directory in the workspace", "file_list"))
+        );
+        assert_eq!(
+            about("What year is it?"),
+            Some(("the time or the date", "time"))
+        );
         assert_eq!(
             about("What is the last git commit?"),
-            Some("the repository")
+            Some(("the repository", "git"))
         );
-        assert_eq!(about("How many files are in src?"), Some("the workspace"));
+        assert_eq!(
+            about("How many files are in src?"),
+            Some(("the workspace", "file_list"))
+        );
         // Attached or piped data is not the question.
         assert_eq!(
             about(

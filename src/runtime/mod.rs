@@ -712,15 +712,16 @@ impl<'a> Runtime<'a> {
                 && turn.calls.is_empty()
                 && !turn.looked
                 && !turn.req.tools.is_empty()
-                && let Some(what) = checks::asks_about(&turn.message, &self.cfg.workspace_dir)
+                && let Some((what, tool)) =
+                    checks::asks_about(&turn.message, &self.cfg.workspace_dir)
             {
                 turn.looked = true;
+                let offered = turn.req.tools.iter().any(|t| t.name == tool);
+                let note = checks::look_first(what, offered.then_some(tool));
                 turn.req
                     .messages
                     .push(Message::new(Role::Assistant, resp.final_text));
-                turn.req
-                    .messages
-                    .push(Message::runtime(checks::look_first(what)));
+                turn.req.messages.push(Message::runtime(note));
                 return None;
             }
             return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));
