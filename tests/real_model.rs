@@ -695,7 +695,7 @@ fn judge(task: &str, row: &mut Row, env: &Env, clock: &[(String, String)]) {
             (ok, format!("the time tool's year {year}: {}", yes(ok)))
         }
         "exists" => {
-            let no = has_word(&a, "no") || a.contains("does not") || a.contains("doesn't");
+            let no = has_word(&a, "no") || has_word(&a, "not") || a.contains("n't");
             let ok = no && !has_word(&a, "yes");
             (ok, format!("says no: {}", yes(ok)))
         }
@@ -1380,6 +1380,11 @@ fn judged_loosely_but_not_blindly() {
         ("year", "It is 2026.", true),
         ("year", "It is 2025.", false),
         ("exists", "No, it does not.", true),
+        (
+            "exists",
+            "The function divide is not defined in src/calc.py.",
+            true,
+        ),
         ("exists", "Yes.", false),
         ("grep", "docs/birds.md mentions it.", true),
         ("git", "The last commit is \"Add the word counter\".", true),

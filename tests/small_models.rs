@@ -592,6 +592,40 @@ fn an_answer_made_up_before_looking_is_reminded_once() {
             .contains("you answered without calling a tool, but the question is about the time"),
         "{last}"
     );
+    // The reminded request is held to a call, the one after it is not.
+    let reqs = server.requests();
+    assert_eq!(reqs[0].json().get("tool_choice"), None);
+    assert_eq!(reqs[1].json()["tool_choice"], "required");
+    assert_eq!(reqs[2].json().get("tool_choice"), None);
+    // In structured mode its schema leaves the answer out.
+    let server = FakeServer::start(vec![
+        says("{\"action\": \"answer\", \"text\": \"It is 2023.\"}"),
+        says("{\"action\": \"call\", \"tool\": \"time\", \"arguments\": {}}"),
+        says("{\"action\": \"answer\", \"text\": \"It is 2026.\"}"),
+    ]);
+    let env = env_for(&server, "tool_mode = \"structured\"");
+    let (r, v) = agent(&env, "What year is it?");
+    assert_eq!((r.code, &v["answer"]), (0, &json!("It is 2026.")), "{r:?}");
+    let shapes = |i: usize| {
+        server.requests()[i].json()["response_format"]["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s["properties"]["action"]["const"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(shapes(0).contains(&"answer".to_string()));
+    assert!(
+        !shapes(1).contains(&"answer".to_string()),
+        "{:?}",
+        shapes(1)
+    );
+    assert!(shapes(2).contains(&"answer".to_string()));
     // Reminded once: the second answer stands.
     let server = FakeServer::start(vec![says("I cannot tell.")]);
     let env = env_for(&server, "tool_mode = \"native\"");

@@ -352,6 +352,7 @@ mod tests {
             temperature: None,
             options: Default::default(),
             metadata: Default::default(),
+            calls_only: false,
         }
     }
 

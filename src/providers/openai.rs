@@ -310,7 +310,8 @@ pub fn wire_body(
     let mut body = wire_value(req, mode, temperature, max_tokens);
     if mode == ToolMode::Structured {
         body["response_format"] =
-            serde_json::to_value(structured::response_format(&req.tools)).unwrap_or_default();
+            serde_json::to_value(structured::response_format(&req.tools, !req.calls_only))
+                .unwrap_or_default();
     }
     body
 }
@@ -321,7 +322,8 @@ pub fn wire_body(
 fn wire_text(body: &Value, req: &ChatRequest, mode: ToolMode) -> String {
     let mut text = body.to_string();
     if mode == ToolMode::Structured
-        && let Ok(format) = serde_json::to_string(&structured::response_format(&req.tools))
+        && let Ok(format) =
+            serde_json::to_string(&structured::response_format(&req.tools, !req.calls_only))
         && text.ends_with('}')
     {
         // The body is an object with keys, so one more goes before its `}`.
@@ -377,6 +379,9 @@ fn wire_value(
                         "name": t.name, "description": t.description, "parameters": t.parameters}})
                 })
                 .collect();
+            if req.calls_only {
+                body["tool_choice"] = json!("required");
+            }
         }
         // The run's options (`agent -o`) first, then the configured ones.
         let o = &req.options;
@@ -1224,6 +1229,7 @@ mod tests {
             description: String::new(),
             parameters: json!({"properties": {"path": {}}}),
             example: serde_json::Value::Null,
+            bounds: serde_json::Value::Null,
         }];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/openai");
         let mut bodies: Vec<String> = std::fs::read_dir(&dir)

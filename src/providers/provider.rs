@@ -80,6 +80,12 @@ pub struct ToolSpec {
     /// tool modes (`tools::example`); null: none.
     #[serde(skip_serializing_if = "Value::is_null")]
     pub example: Value,
+    /// What the tool takes of some arguments beyond their type, as schema
+    /// keywords by argument (`{"depth": {"minimum": 1, "maximum": 5}}`,
+    /// `tools::bounds`): structured mode's schema holds them, so a grammar
+    /// cannot produce a value the tool refuses. Null: none.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub bounds: Value,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +100,11 @@ pub struct ChatRequest {
     #[serde(skip_serializing_if = "ModelOptions::is_empty")]
     pub options: ModelOptions,
     pub metadata: BTreeMap<String, String>,
+    /// This request must be answered with a call (after a reminder to
+    /// look first): structured mode leaves the answer out of its schema,
+    /// native mode sends `tool_choice: "required"`; text mode cannot say.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub calls_only: bool,
 }
 
 /// Sampling options given for one run (`agent -o KEY=VALUE`). They travel

@@ -78,7 +78,7 @@ struct Arguments<'t> {
 }
 
 #[derive(Debug)]
-struct Ordered<'t>(Vec<(&'t str, &'t Value)>);
+struct Ordered<'t>(Vec<(&'t str, Value)>);
 
 impl Serialize for Ordered<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -123,7 +123,9 @@ fn object<P>(properties: P, required: &'static [&'static str]) -> Object<P> {
 /// The schema name servers see (OpenAI requires one).
 pub const SCHEMA_NAME: &str = "latchclaw_reply";
 
-pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
+/// `answer`: whether an answer fits (not after a reminder to look first,
+/// unless no tool is offered).
+pub fn response_format(tools: &[ToolSpec], answer: bool) -> ResponseFormat<'_> {
     let mut any_of: Vec<Shape> = tools
         .iter()
         .map(|t| {
@@ -143,16 +145,18 @@ pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
             ))
         })
         .collect();
-    any_of.push(Shape::Answer(object(
-        AnswerProps {
-            action: Const {
-                kind: "string",
-                value: "answer",
+    if answer || tools.is_empty() {
+        any_of.push(Shape::Answer(object(
+            AnswerProps {
+                action: Const {
+                    kind: "string",
+                    value: "answer",
+                },
+                text: Type { kind: "string" },
             },
-            text: Type { kind: "string" },
-        },
-        &["action", "text"],
-    )));
+            &["action", "text"],
+        )));
+    }
     ResponseFormat {
         kind: "json_schema",
         json_schema: Named {
@@ -167,13 +171,30 @@ pub fn response_format(tools: &[ToolSpec]) -> ResponseFormat<'_> {
 fn arguments(t: &ToolSpec) -> Arguments<'_> {
     Arguments {
         kind: "object",
-        properties: Ordered(super::textcalls::argument_order(t)),
+        properties: Ordered(
+            super::textcalls::argument_order(t)
+                .into_iter()
+                .map(|(k, v)| (k, bounded(v, &t.bounds[k])))
+                .collect(),
+        ),
         required: t.parameters["required"]
             .as_array()
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default(),
         additional: false,
     }
+}
+
+/// An argument's schema with the tool's bounds on it (`minimum`,
+/// `maximum`, `enum`: a grammar then cannot produce what the tool refuses).
+fn bounded(schema: &Value, bounds: &Value) -> Value {
+    let mut s = schema.clone();
+    if let (Some(s), Some(b)) = (s.as_object_mut(), bounds.as_object()) {
+        for (k, v) in b {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    s
 }
 
 /// A call written in this mode's form (the history sent back, examples).
@@ -494,6 +515,7 @@ mod tests {
                 description: "Local time.".into(),
                 parameters: json!({"type": "object", "properties": {}}),
                 example: json!({}),
+                bounds: serde_json::Value::Null,
             },
             ToolSpec {
                 name: "file_read".into(),
@@ -501,6 +523,7 @@ mod tests {
                 parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
                                    "required": ["path"]}),
                 example: json!({"path": "notes.txt"}),
+                bounds: serde_json::Value::Null,
             },
         ]
     }
@@ -508,7 +531,7 @@ mod tests {
     #[test]
     fn the_schema_names_each_tool_before_its_arguments() {
         let tools = specs();
-        let text = serde_json::to_string(&response_format(&tools)).unwrap();
+        let text = serde_json::to_string(&response_format(&tools, true)).unwrap();
         // The order a grammar follows: action, tool, arguments.
         let a = text.find("\"action\"").unwrap();
         let t = text.find("\"tool\"").unwrap();
@@ -527,8 +550,10 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"depth": {"type": "integer"},
                 "glob": {"type": "string"}, "path": {"type": "string"}}}),
             example: json!({"path": "."}),
+            bounds: serde_json::Value::Null,
         };
-        let wire = serde_json::to_string(&response_format(std::slice::from_ref(&list))).unwrap();
+        let wire =
+            serde_json::to_string(&response_format(std::slice::from_ref(&list), true)).unwrap();
         assert!(
             wire.contains("\"properties\":{\"path\":{\"type\":\"string\"},\"depth\""),
             "{wire}"
@@ -539,7 +564,16 @@ mod tests {
         assert_eq!(shapes[2]["properties"]["action"]["const"], "answer");
         assert_eq!(shapes[2]["required"], json!(["action", "text"]));
         // No tools: only an answer fits.
-        let only = serde_json::to_value(response_format(&[])).unwrap();
+        // Calls only: no answer shape (but with no tool, only the answer).
+        let calls = serde_json::to_value(response_format(&tools, false)).unwrap();
+        assert_eq!(
+            calls["json_schema"]["schema"]["anyOf"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        let only = serde_json::to_value(response_format(&[], false)).unwrap();
         assert_eq!(
             only["json_schema"]["schema"]["anyOf"]
                 .as_array()

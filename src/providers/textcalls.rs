@@ -435,6 +435,7 @@ mod tests {
             description: String::new(),
             parameters,
             example: Value::Null,
+            bounds: serde_json::Value::Null,
         };
         vec![
             spec("time", json!({"type": "object", "properties": {}})),
@@ -651,6 +652,7 @@ mod tests {
                 description: String::new(),
                 parameters: json!({"properties": {"path": {}}}),
                 example: Value::Null,
+                bounds: serde_json::Value::Null,
             })
             .collect();
         for t in [

@@ -258,6 +258,7 @@ mod tests {
                 description: String::new(),
                 parameters: serde_json::json!({"properties": {"path": {}}}),
                 example: serde_json::Value::Null,
+                bounds: serde_json::Value::Null,
             })
             .collect();
         let mut v = Visible::new(&tools);
@@ -359,6 +360,7 @@ mod tests {
             description: String::new(),
             parameters: serde_json::json!({"properties": {}}),
             example: serde_json::Value::Null,
+            bounds: serde_json::Value::Null,
         }];
         for _ in 0..3000 {
             let n = rng.usize(0..10);

@@ -413,6 +413,7 @@ mod tests {
             description: String::new(),
             parameters: json!({"type": "object", "properties": {}}),
             example: Value::Null,
+            bounds: serde_json::Value::Null,
         }
     }
 

@@ -193,6 +193,7 @@ impl<'a> Runtime<'a> {
                 description: t.description().into(),
                 parameters: t.parameters(),
                 example: tools::example(t.name()),
+                bounds: tools::bounds_schema(t.name()),
             })
             .collect()
     }
@@ -544,6 +545,7 @@ impl<'a> Runtime<'a> {
                 .iter()
                 .map(|h| ("hint".to_string(), h.clone()))
                 .collect(),
+            calls_only: false,
         };
         Ok(Turn {
             provider,
@@ -655,6 +657,8 @@ impl<'a> Runtime<'a> {
         if resp.tool_mode.is_some() {
             turn.tool_mode = resp.tool_mode;
         }
+        // Held to a call for one request only.
+        turn.req.calls_only = false;
         Ok(Answered::Whole(resp))
     }
 
@@ -722,6 +726,9 @@ impl<'a> Runtime<'a> {
                     .messages
                     .push(Message::new(Role::Assistant, resp.final_text));
                 turn.req.messages.push(Message::runtime(note));
+                // Structured and native mode can hold the next reply to a
+                // call; text mode only asks.
+                turn.req.calls_only = offered;
                 return None;
             }
             return Some(Ending::new(resp.final_text, who, meta, Outcome::Completed));

@@ -114,6 +114,7 @@ mod tests {
                 description: t.description().into(),
                 parameters: t.parameters(),
                 example: serde_json::Value::Null,
+                bounds: serde_json::Value::Null,
             })
             .collect()
     }

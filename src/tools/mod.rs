@@ -196,6 +196,26 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// The tool's `bounds` as JSON Schema keywords by argument (`minimum` and
+/// `maximum`, `enum`), for a schema a grammar follows; null: none.
+pub fn bounds_schema(name: ToolName) -> Value {
+    let b = bounds(name);
+    if b.is_empty() {
+        return Value::Null;
+    }
+    b.iter()
+        .map(|(key, bound)| {
+            let keywords = match bound {
+                Bound::Int(lo, hi) if *hi >= u32::MAX as u64 => json!({"minimum": lo}),
+                Bound::Int(lo, hi) => json!({"minimum": lo, "maximum": hi}),
+                Bound::OneOf(values) => json!({"enum": values}),
+            };
+            (key.to_string(), keywords)
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 /// A call's values against the tool's `bounds` and its schema's `enum`s
 /// (after `check_args`, which checked their types).
 pub fn check_bounds(tool: &dyn Tool, args: &Value) -> Result<(), String> {

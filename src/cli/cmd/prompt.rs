@@ -37,6 +37,7 @@ pub fn show(
         temperature: None,
         options: Default::default(),
         metadata: Default::default(),
+        calls_only: false,
     };
     let native = openai::wire_body(&req, ToolMode::Native, None, None).to_string();
     let text = openai::wire_body(&req, ToolMode::Text, None, None).to_string();

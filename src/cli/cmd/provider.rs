@@ -79,6 +79,7 @@ fn request(
         temperature: Some(0.0),
         options: Default::default(),
         metadata: Default::default(),
+        calls_only: false,
     }
 }
 
@@ -88,6 +89,7 @@ fn probe_tool() -> crate::providers::ToolSpec {
         description: "Returns the current time.".into(),
         parameters: json!({"type": "object", "properties": {}}),
         example: json!({}),
+        bounds: Value::Null,
     }
 }
 
