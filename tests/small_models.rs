@@ -9,7 +9,7 @@ mod common;
 #[path = "common/fake_server.rs"]
 mod fake_server;
 
-use common::{BASIC_TOOLS, Env, Run};
+use common::{BASIC_TOOLS, Env, Run, commit_all};
 use fake_server::{FakeServer, Reply};
 use serde_json::{Value, json};
 
@@ -673,5 +673,45 @@ fn a_value_the_tool_does_not_take_is_repaired_not_answered() {
         r.stdout
             .contains("\\\"depth\\\" must be an integer from 1 to 5"),
         "{r:?}"
+    );
+}
+
+#[test]
+fn a_git_argument_its_command_does_not_take_is_repaired_not_refused() {
+    let server = FakeServer::start(vec![
+        calls(
+            "call_1",
+            "git",
+            json!({"command": "log", "n": 1, "refs": ["HEAD"], "staged": false}),
+        ),
+        calls("call_2", "git", json!({"command": "log", "n": 1})),
+        says("The last commit is \"one\"."),
+    ]);
+    let env = Env::new();
+    env.config(&format!(
+        "default_provider = \"local\"\n\
+         [security]\nautonomy = \"full\"\n[channels.cli]\ntools_allow = [\"git\", \"file_read\"]\n\
+         [providers.models.local]\nkind = \"openai-compatible\"\nbase_url = \"{}/v1\"\n\
+         timeout_secs = 5\nretries = 0\ntool_mode = \"native\"\n",
+        server.url()
+    ));
+    std::fs::write(env.ws.join("alpha.txt"), "a").unwrap();
+    commit_all(&env.ws);
+    let (r, v) = agent(&env, "What is the last commit?");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["answer"], "The last commit is \"one\".");
+    let statuses: Vec<&Value> = v["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["status"])
+        .collect();
+    assert_eq!(statuses, [&json!("failed"), &json!("allowed")], "{v}");
+    let note = messages(&server, 1)[3]["content"].clone();
+    assert!(
+        note.as_str()
+            .unwrap()
+            .contains("git log: argument \"refs\" does not apply; it takes n, path, since"),
+        "{note}"
     );
 }

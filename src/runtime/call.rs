@@ -321,6 +321,27 @@ impl Runtime<'_> {
         Ok((recorded.record, recorded.result))
     }
 
+    /// A call the model wrote that cannot run as written (`runtime::checks`:
+    /// an unknown tool, arguments its schema or its bounds refuse): not
+    /// judged, not run; its outcome receipt records the attempt as failed,
+    /// with `error`.
+    pub(super) fn refuse_malformed(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        error: String,
+    ) -> Result<(CallRecord, ToolResult)> {
+        log::info!(target: "event::tool_requested", "conversation={conversation_id} tool={name}");
+        let call = Call {
+            conversation_id,
+            name,
+            args,
+        };
+        let recorded = self.record(invalid(call, error))?;
+        Ok((recorded.record, recorded.result))
+    }
+
     /// A valid call from the gate to its end, before its outcome receipt.
     fn through<'c>(&self, valid: Valid<'c>) -> Result<Ended<'c>> {
         let judged = self.judge(valid)?;

@@ -851,7 +851,7 @@ impl<'a> Runtime<'a> {
             (text.to_string(), None, Reported::Cancelled)
         } else {
             let problem = self.call_problem(call);
-            match self.run_call(turn, call) {
+            match self.run_call(turn, call, problem.as_ref()) {
                 // A call that could not run as written: the model reads
                 // how to write it (the one repair, `checks::repair_note`);
                 // the receipt and the stored round keep the error.
@@ -901,8 +901,18 @@ impl<'a> Runtime<'a> {
         &self,
         turn: &mut Turn,
         call: &ToolCall,
+        problem: Option<&checks::Problem>,
     ) -> Result<(String, Option<String>, Reported)> {
-        let (record, result) = self.execute_tool(&turn.conv, &call.name, &call.arguments)?;
+        let (record, result) = match problem {
+            // Not judged: a call the model must write again is no refusal.
+            Some(p) => self.refuse_malformed(
+                &turn.conv,
+                &call.name,
+                &call.arguments,
+                p.error(&self.offered_names()),
+            )?,
+            None => self.execute_tool(&turn.conv, &call.name, &call.arguments)?,
+        };
         let reported = Reported::Ran(record.status, record.receipt_id.clone());
         let ended = CallEnd::of(record.status);
         turn.calls.push(record);

@@ -224,6 +224,28 @@ pub fn check_bounds(tool: &dyn Tool, args: &Value) -> Result<(), String> {
     let Some(given) = args.as_object() else {
         return Ok(());
     };
+    // `git`'s arguments depend on its command: the gate's own table says
+    // which (a model that fills in every argument gets a repair, not a
+    // refusal).
+    if tool.name() == ToolName::Git
+        && let Some(command) = given.get("command").and_then(Value::as_str)
+        && let Some((_, takes)) = crate::security::git::tool_args::COMMANDS
+            .iter()
+            .find(|(c, _)| *c == command)
+        && let Some(key) = given
+            .keys()
+            .find(|k| *k != "command" && !takes.contains(&k.as_str()))
+    {
+        let allowed = if takes.is_empty() {
+            "it takes no other argument".to_string()
+        } else {
+            format!("it takes {}", takes.join(", "))
+        };
+        return Err(format!(
+            "git {command}: argument \"{}\" does not apply; {allowed}",
+            crate::util::printable(key)
+        ));
+    }
     for (key, value) in given {
         let prop = &schema["properties"][key];
         let listed: Vec<&str> = prop["enum"]
@@ -452,6 +474,11 @@ mod tests {
             e.contains("must be one of status, log, diff, show, blame, branch"),
             "{e}"
         );
+        assert_eq!(
+            check("git", json!({"command": "log", "n": 1, "refs": ["HEAD"]})).unwrap_err(),
+            "git log: argument \"refs\" does not apply; it takes n, path, since"
+        );
+        assert_eq!(check("git", json!({"command": "log", "n": 1})), Ok(()));
         assert_eq!(
             check("file_list", json!({"depth": 5, "sort": "size"})),
             Ok(())
