@@ -714,4 +714,7 @@ fn a_git_argument_its_command_does_not_take_is_repaired_not_refused() {
             .contains("git log: argument \"refs\" does not apply; it takes n, path, since"),
         "{note}"
     );
+    // The repair round's request is held to a call, the next is not.
+    assert_eq!(server.requests()[1].json()["tool_choice"], "required");
+    assert_eq!(server.requests()[2].json().get("tool_choice"), None);
 }

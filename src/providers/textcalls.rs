@@ -378,12 +378,17 @@ pub fn argument_order(t: &ToolSpec) -> Vec<(&str, &Value)> {
 pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
     // Besides what opens a call: closing tags, a chat template's own
     // tokens, and `[latchclaw:`, our own request echoed back (seen from a
-    // 1.5B model).
-    const MORE: [&str; 4] = [
+    // 1.5B model), or the words of our repair notes and reminders without
+    // it (a 1.5B model answered with a repair note's first lines).
+    const MORE: [&str; 8] = [
         "</tool_call",
         "</tool_result",
         "<|im_start|>",
         "[latchclaw:",
+        "the call did not run:",
+        "write the call exactly in this form",
+        "this note is for you",
+        "you answered without calling a tool",
     ];
     let lower = text.to_ascii_lowercase();
     let opens = CALL_OPENERS.iter();
@@ -672,6 +677,8 @@ mod tests {
             "{\"function\": \"sum\", \"params\": [1, 2]}",
             "```\n{\"tool\": \"calc\", \"arguments\": {}}\n```",
             "{\"action\": \"call\", \"tool\": \"time\", \"arguments\": {}}",
+            // A repair note's words, echoed as an answer.
+            "The call did not run: invalid arguments: git log: argument \"refs\" does not apply",
         ] {
             assert!(looks_like_tool_text(t, &tools), "{t}");
         }

@@ -699,6 +699,7 @@ impl<'a> Runtime<'a> {
                     .messages
                     .push(Message::new(Role::Assistant, resp.final_text));
                 turn.req.messages.push(Message::runtime(note));
+                turn.req.calls_only = true;
                 return None;
             }
             let answer = stopped_text(
@@ -858,6 +859,10 @@ impl<'a> Runtime<'a> {
                 Ok((content, results, reported)) => match problem {
                     Some(p) => {
                         turn.repaired = true;
+                        // The model meant a call: the next reply is held to
+                        // one where the mode can (a 1.5B model answered
+                        // with the note's own words otherwise).
+                        turn.req.calls_only = true;
                         mistaken = true;
                         stored_as = Some(content);
                         let note = p.repair_note(&self.offered_names(), turn.tool_mode);
