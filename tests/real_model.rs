@@ -932,10 +932,13 @@ fn real_model_tasks() {
     let mut rows = Vec::new();
     let mut log = String::new();
     let mut verdicts = Vec::new();
+    // Per mode: each task run and whether it ended right, for the summary.
+    let mut summary: Vec<(String, Vec<(&str, bool)>)> = Vec::new();
     for mode in &s.modes {
         let mut mode_rows = Vec::new();
         // A task counts once, by its last run (the write task by its resumed run).
         let mut outcomes = Vec::new();
+        let mut ran = Vec::new();
         for task in TASKS.iter().filter(|t| s.tasks.iter().any(|k| k == t.key)) {
             eprintln!("[real-model] {mode} / {} …", task.key);
             let r = run_task(&s, &proxy, mode, task, &mut log);
@@ -950,12 +953,14 @@ fn real_model_tasks() {
                 );
             }
             outcomes.push(r.last().is_some_and(|row| row.correct));
+            ran.push((task.key, r.last().is_some_and(|row| row.correct)));
             mode_rows.extend(r);
         }
         if s.tasks.iter().any(|k| k == "cache") {
             eprintln!("[real-model] {mode} / cache …");
             let (row, note, ok) = cache_check(&s, &proxy, mode, &mut log);
             eprintln!("[real-model]   {note}");
+            ran.push(("cache", ok));
             verdicts.push((format!("{mode}: prompt cache ≥ 90 %"), ok, note));
             mode_rows.push(row);
         }
@@ -987,6 +992,7 @@ fn real_model_tasks() {
             ));
         }
         rows.extend(mode_rows);
+        summary.push((mode.clone(), ran));
     }
 
     let mut report = format!(
@@ -1005,6 +1011,8 @@ fn real_model_tasks() {
             if *ok { "PASS" } else { "FAIL" }
         );
     }
+    let summary = summary_line(&s.model_name, &summary);
+    let _ = writeln!(report, "\n{summary}");
     std::fs::write(s.out.join("results.md"), &report).unwrap();
     std::fs::write(s.out.join("transcript.md"), &log).unwrap();
     println!("{log}\n{report}");
@@ -1014,6 +1022,9 @@ fn real_model_tasks() {
         s.out.join("transcript.md").display(),
         s.out.display()
     );
+    // Last, on both streams, so it is the line a reader of either finds.
+    println!("{summary}");
+    eprintln!("[real-model] {summary}");
     let failed: Vec<&str> = verdicts
         .iter()
         .filter(|v| !v.1)
@@ -1022,7 +1033,53 @@ fn real_model_tasks() {
     assert!(failed.is_empty(), "not met: {}", failed.join("; "));
 }
 
+/// One line: the model, then per mode the tasks that ran and how many
+/// ended right, naming the wrong ones.
+fn summary_line(model: &str, modes: &[(String, Vec<(&str, bool)>)]) -> String {
+    let (mut right, mut all) = (0, 0);
+    let per_mode: Vec<String> = modes
+        .iter()
+        .map(|(mode, ran)| {
+            let ok = ran.iter().filter(|(_, ok)| *ok).count();
+            right += ok;
+            all += ran.len();
+            let tasks: Vec<&str> = ran.iter().map(|(t, _)| *t).collect();
+            let wrong: Vec<&str> = ran.iter().filter(|(_, ok)| !ok).map(|(t, _)| *t).collect();
+            format!(
+                "{mode}: {ok} of {} right ({}){}",
+                ran.len(),
+                tasks.join(", "),
+                if wrong.is_empty() {
+                    String::new()
+                } else {
+                    format!(", wrong: {}", wrong.join(", "))
+                }
+            )
+        })
+        .collect();
+    format!(
+        "summary: {model}: {right} of {all} tasks ended right; {}",
+        per_mode.join("; ")
+    )
+}
+
 // The harness's own parsing, checked without a server (these run in `make test`).
+
+#[test]
+fn the_summary_names_the_tasks_and_counts_the_right_ones() {
+    let modes = vec![
+        (
+            "native".to_string(),
+            vec![("files", true), ("explain", false), ("cache", true)],
+        ),
+        ("text".to_string(), vec![("files", true)]),
+    ];
+    assert_eq!(
+        summary_line("m", &modes),
+        "summary: m: 3 of 4 tasks ended right; native: 2 of 3 right (files, explain, cache), \
+         wrong: explain; text: 1 of 1 right (files)"
+    );
+}
 
 #[test]
 fn dechunk_reads_whole_and_cut_bodies() {
