@@ -31,11 +31,33 @@ pub(crate) struct Ctx {
     /// The process's redactor (shared with the logger): every holder of
     /// it — memory, providers, the runtime, the gateway — gets this one.
     pub redactor: Arc<Redactor>,
+    /// `agent -q`: no notes on stderr.
+    pub quiet: bool,
+    /// Set once the config's notes were printed (a command may load it
+    /// more than once).
+    pub notes_said: std::cell::Cell<bool>,
 }
 
 impl Ctx {
+    /// A provider name given on the command line, the built-in mock's old
+    /// name resolved (with its note, unless quiet).
+    pub fn provider_name<'n>(&self, cfg: &Config, name: &'n str) -> &'n str {
+        let (name, note) = cfg.provider_name(name);
+        if let Some(n) = note
+            && !self.quiet
+        {
+            eprintln!("latchclaw: note: {n}");
+        }
+        name
+    }
+
     pub fn load_config(&self) -> Result<Config> {
         let cfg = Config::load(self.config.as_deref())?;
+        if !self.quiet && !self.notes_said.replace(true) {
+            for n in &cfg.notes {
+                eprintln!("latchclaw: note: {n}");
+            }
+        }
         // From here on, log lines, errors and memory read-outs are scrubbed
         // of the secrets this config names.
         for name in self.redactor.learn_config(&cfg) {
@@ -83,10 +105,14 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         .collect::<Vec<_>>()
         .join(" ");
     let inv = parse::parse(argv)?;
+    // `-q`: the answer or the error, nothing else on stderr.
+    let quiet = matches!(&inv.command, Command::Agent(a) if a.quiet);
     let ctx = Ctx {
         config: inv.config,
         line,
         redactor: Arc::clone(redactor),
+        quiet,
+        notes_said: std::cell::Cell::new(false),
     };
     match inv.command {
         Command::Missing => {
@@ -120,7 +146,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ConfigValidate => cmd::config::validate(&ctx),
         Command::ConfigShow { json } => cmd::config::show(&ctx, json),
         Command::ProviderList { json } => cmd::provider::list(&ctx, json),
-        Command::ProviderTest { name, json } => cmd::provider::test(&ctx, &name, json),
+        Command::ProviderTest { name, json } => cmd::provider::test(&ctx, name.as_deref(), json),
         Command::ToolList { json } => cmd::tool::list(&ctx, json),
         Command::ToolRun { tool, args } => cmd::tool::run(&ctx, &tool, args.as_deref()),
         Command::PolicyCheck {

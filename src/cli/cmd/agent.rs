@@ -157,10 +157,10 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
     }
-    let name = a
-        .provider
-        .clone()
-        .unwrap_or_else(|| cfg.default_provider.clone());
+    let name = match &a.provider {
+        Some(n) => ctx.provider_name(&cfg, n).to_string(),
+        None => cfg.default_provider.clone(),
+    };
     if a.provider.is_some() && !cfg.providers.contains_key(&name) {
         return Err(Error::usage(format!(
             "--provider: no provider \"{name}\"; configured providers: {}",

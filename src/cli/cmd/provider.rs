@@ -63,9 +63,13 @@ fn base_url(p: &ProviderConfig) -> Option<&str> {
     }
 }
 
-pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
+pub fn test(ctx: &Ctx, name: Option<&str>, json: bool) -> Result<i32> {
     use crate::providers::{ChatRequest, Message, Role, ToolSpec};
     let cfg = ctx.load_config()?;
+    let name = match name {
+        Some(n) => ctx.provider_name(&cfg, n),
+        None => cfg.default_provider.as_str(),
+    };
     let pc = cfg.provider(name)?;
     let provider = crate::providers::build(&cfg, name, &ctx.redactor)?;
     let request = |text: &str, tools: Vec<ToolSpec>| ChatRequest {
