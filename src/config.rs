@@ -655,6 +655,31 @@ pub fn state_dir() -> Result<PathBuf> {
     }
 }
 
+/// Makes sure the state directory exists (created 0700 as `init` does)
+/// and can be written, before anything else is created: a run that cannot
+/// keep its memory and receipts stops here, leaving no workspace or
+/// database behind.
+pub fn usable_state_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let next = "set LATCHCLAW_HOME to a writable directory";
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            Error::runtime(format!(
+                "the state directory {} cannot be created: {e}; {next}",
+                dir.display()
+            ))
+        })?;
+    crate::sys::fs::writable_dir(dir).map_err(|e| {
+        Error::runtime(format!(
+            "the state directory {} is not writable: {e}; {next}",
+            dir.display()
+        ))
+    })
+}
+
 fn absolute(p: PathBuf) -> PathBuf {
     if p.is_absolute() {
         p
@@ -1047,7 +1072,16 @@ impl Config {
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => None,
+            // A state dir under a regular file holds no config either; the
+            // command that needs the directory says what to do about it.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) && !must_exist =>
+            {
+                None
+            }
             Err(e) => {
                 return Err(Error::usage(format!(
                     "cannot read config file {}: {e}",

@@ -7,7 +7,7 @@ use crate::config::{self, Autonomy, CliChannel, Config, Security};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
 use crate::security::redact::Redactor;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,12 +120,7 @@ pub fn install(
     replace_existing: bool,
     redactor: &Arc<Redactor>,
 ) -> Result<i32> {
-    let state = config::state_dir()?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&state)
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", state.display())))?;
+    config::usable_state_dir(&config::state_dir()?)?;
     let path = config_path(config)?;
     let exists = path.exists();
     let action = if exists && !replace_existing {

@@ -60,6 +60,14 @@ pub fn mkdirat(dir: BorrowedFd, name: &CStr, mode: u32) -> io::Result<()> {
     )?)
 }
 
+/// Whether this process may create files in the directory `dir`:
+/// access(2) with W_OK and X_OK, which also says EROFS for a read-only
+/// mount (root passes the mode bits, not that).
+pub fn writable_dir(dir: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::Access;
+    Ok(rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK)?)
+}
+
 /// renameat(2) of `from` over `to`, both in `dir`.
 pub fn rename_in(dir: BorrowedFd, from: &CStr, to: &CStr) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)

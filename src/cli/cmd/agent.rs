@@ -178,9 +178,8 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String)> {
         }
     }
     cfg.prompt.base_text = a.system.clone();
-    match &a.workspace {
-        Some(dir) => cfg.workspace_dir = run_workspace(&cfg, dir)?,
-        None => create_workspace(&cfg, a.quiet)?,
+    if let Some(dir) = &a.workspace {
+        cfg.workspace_dir = run_workspace(&cfg, dir)?;
     }
     Ok((cfg, name))
 }
@@ -255,10 +254,17 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Err(e) => return reporter.fail(e),
     };
     let approver = TtyApprover;
+    // The state directory first (Runtime::new checks it): nothing is
+    // created when it cannot be used.
     let mut rt = match Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor)) {
         Ok(rt) => rt,
         Err(e) => return reporter.fail(e),
     };
+    if a.workspace.is_none()
+        && let Err(e) = create_workspace(&cfg, a.quiet)
+    {
+        return reporter.fail(e);
+    }
     rt.prepare_receipts();
     if a.no_memory {
         rt.memory.keep_turns_in_process();
