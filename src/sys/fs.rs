@@ -1,7 +1,8 @@
 //! Descriptor-relative file operations, for `tools::beneath`'s opens beneath
 //! a directory: `openat`, `openat2` with resolve flags, `mkdirat`, a rename
 //! and an unlink inside one directory, `fstat`, `fstatfs`, `readlinkat`, and
-//! directory entries with their type. All through rustix: no `unsafe` here.
+//! directory entries with their type; and `access` for whether the state
+//! directory can be written. All through rustix: no `unsafe` here.
 //!
 //! Flags and modes are open(2)'s own integers (`libc::O_*`), as the callers
 //! build them.
