@@ -932,10 +932,15 @@ fn real_model_tasks() {
     let mut rows = Vec::new();
     let mut log = String::new();
     let mut verdicts = Vec::new();
+    // For the summary, per mode: each task run and whether it ended right,
+    // and the cache check's verdict when it ran.
+    let mut summary: Vec<Ran> = Vec::new();
     for mode in &s.modes {
         let mut mode_rows = Vec::new();
         // A task counts once, by its last run (the write task by its resumed run).
         let mut outcomes = Vec::new();
+        let mut ran = Vec::new();
+        let mut cache = None;
         for task in TASKS.iter().filter(|t| s.tasks.iter().any(|k| k == t.key)) {
             eprintln!("[real-model] {mode} / {} …", task.key);
             let r = run_task(&s, &proxy, mode, task, &mut log);
@@ -950,12 +955,14 @@ fn real_model_tasks() {
                 );
             }
             outcomes.push(r.last().is_some_and(|row| row.correct));
+            ran.push((task.key, r.last().is_some_and(|row| row.correct)));
             mode_rows.extend(r);
         }
         if s.tasks.iter().any(|k| k == "cache") {
             eprintln!("[real-model] {mode} / cache …");
             let (row, note, ok) = cache_check(&s, &proxy, mode, &mut log);
             eprintln!("[real-model]   {note}");
+            cache = Some(ok);
             verdicts.push((format!("{mode}: prompt cache ≥ 90 %"), ok, note));
             mode_rows.push(row);
         }
@@ -987,6 +994,11 @@ fn real_model_tasks() {
             ));
         }
         rows.extend(mode_rows);
+        summary.push(Ran {
+            mode: mode.clone(),
+            tasks: ran,
+            cache,
+        });
     }
 
     let mut report = format!(
@@ -1005,6 +1017,8 @@ fn real_model_tasks() {
             if *ok { "PASS" } else { "FAIL" }
         );
     }
+    let summary = summary_line(&s.model_name, &summary);
+    let _ = writeln!(report, "\n{summary}");
     std::fs::write(s.out.join("results.md"), &report).unwrap();
     std::fs::write(s.out.join("transcript.md"), &log).unwrap();
     println!("{log}\n{report}");
@@ -1014,6 +1028,9 @@ fn real_model_tasks() {
         s.out.join("transcript.md").display(),
         s.out.display()
     );
+    // Last, on both streams, so it is the line a reader of either finds.
+    println!("{summary}");
+    eprintln!("[real-model] {summary}");
     let failed: Vec<&str> = verdicts
         .iter()
         .filter(|v| !v.1)
@@ -1022,7 +1039,75 @@ fn real_model_tasks() {
     assert!(failed.is_empty(), "not met: {}", failed.join("; "));
 }
 
+/// What one mode ran, for the summary.
+struct Ran {
+    mode: String,
+    /// Each task and whether it ended right (by its last run).
+    tasks: Vec<(&'static str, bool)>,
+    /// The prompt-cache check, when it ran.
+    cache: Option<bool>,
+}
+
+/// One line: the model, then per mode the tasks that ran and how many
+/// ended right, naming the wrong ones, and the cache check's verdict.
+fn summary_line(model: &str, modes: &[Ran]) -> String {
+    let (mut right, mut all) = (0, 0);
+    let per_mode: Vec<String> = modes
+        .iter()
+        .map(|m| {
+            let ok = m.tasks.iter().filter(|(_, ok)| *ok).count();
+            right += ok;
+            all += m.tasks.len();
+            let names: Vec<&str> = m.tasks.iter().map(|(t, _)| *t).collect();
+            let wrong: Vec<&str> = m
+                .tasks
+                .iter()
+                .filter(|(_, ok)| !ok)
+                .map(|(t, _)| *t)
+                .collect();
+            let mut line = format!(
+                "{}: {ok} of {} ({})",
+                m.mode,
+                m.tasks.len(),
+                names.join(", ")
+            );
+            if !wrong.is_empty() {
+                let _ = write!(line, ", wrong: {}", wrong.join(", "));
+            }
+            if let Some(c) = m.cache {
+                let _ = write!(line, ", prompt cache {}", if c { "ok" } else { "FAILED" });
+            }
+            line
+        })
+        .collect();
+    format!(
+        "summary: {model}: {right} of {all} tasks ended right; {}",
+        per_mode.join("; ")
+    )
+}
+
 // The harness's own parsing, checked without a server (these run in `make test`).
+
+#[test]
+fn the_summary_names_the_tasks_and_counts_the_right_ones() {
+    let modes = vec![
+        Ran {
+            mode: "native".into(),
+            tasks: vec![("files", true), ("explain", false), ("lines", true)],
+            cache: Some(true),
+        },
+        Ran {
+            mode: "text".into(),
+            tasks: vec![("files", true)],
+            cache: None,
+        },
+    ];
+    assert_eq!(
+        summary_line("m", &modes),
+        "summary: m: 3 of 4 tasks ended right; native: 2 of 3 (files, explain, lines), \
+         wrong: explain, prompt cache ok; text: 1 of 1 (files)"
+    );
+}
 
 #[test]
 fn dechunk_reads_whole_and_cut_bodies() {

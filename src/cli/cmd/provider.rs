@@ -64,9 +64,13 @@ fn base_url(p: &ProviderConfig) -> Option<&str> {
     }
 }
 
-pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
+pub fn test(ctx: &Ctx, name: Option<&str>, json: bool) -> Result<i32> {
     use crate::providers::{ChatRequest, Message, Role, ToolSpec};
     let cfg = ctx.load_config()?;
+    let name = match name {
+        Some(n) => ctx.provider_name(&cfg, n),
+        None => cfg.default_provider.as_str(),
+    };
     let pc = cfg.provider(name)?;
     let provider = crate::providers::build(&cfg, name, &ctx.redactor)?;
     let request = |text: &str, tools: Vec<ToolSpec>| ChatRequest {
@@ -90,6 +94,9 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let tools = provider.chat(&request("Call the get_time tool now.", vec![tool]));
     let tools_ms = started.elapsed().as_millis();
     let native = provider.capabilities().native_tool_calls;
+    // This is the test the error would suggest.
+    let hint = crate::providers::provider_test_hint(name);
+    let error = |e: &crate::providers::ProviderError| e.to_string().replace(&hint, "");
     let called = tools.as_ref().is_ok_and(|r| !r.tool_calls.is_empty());
     let ok = text.is_ok() && tools.is_ok();
     if json {
@@ -97,10 +104,10 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
             "provider": name, "kind": pc.kind().as_str(), "model": pc.model, "ok": ok,
             "text": {"ok": text.is_ok(), "latency_ms": text_ms,
                      "reply": text.as_ref().ok().map(|r| r.final_text.clone()),
-                     "error": text.as_ref().err().map(|e| e.to_string())},
+                     "error": text.as_ref().err().map(error)},
             "tools": {"ok": tools.is_ok(), "latency_ms": tools_ms, "tool_call": called,
                       "native": called && native,
-                      "error": tools.as_ref().err().map(|e| e.to_string())},
+                      "error": tools.as_ref().err().map(error)},
         }));
     } else {
         println!(
@@ -113,7 +120,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                 "text:        ok in {text_ms} ms: {}",
                 one_line(&r.final_text, 60)
             ),
-            Err(e) => println!("text:        FAILED in {text_ms} ms: {e}"),
+            Err(e) => println!("text:        FAILED in {text_ms} ms: {}", error(e)),
         }
         match &tools {
             Ok(_) if called && native => println!("tool calls:  native, ok in {tools_ms} ms"),
@@ -124,7 +131,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                 "tool calls:  none made in {tools_ms} ms (answered: {})",
                 one_line(&r.final_text, 60)
             ),
-            Err(e) => println!("tool calls:  FAILED in {tools_ms} ms: {e}"),
+            Err(e) => println!("tool calls:  FAILED in {tools_ms} ms: {}", error(e)),
         }
     }
     Ok(if ok { exit::OK } else { exit::RUNTIME })
