@@ -562,7 +562,7 @@ impl OpenAiCompatible {
                         "{other} ({}); is a server running at {}?{}",
                         self.url,
                         self.base_url,
-                        super::provider_test_hint(&self.name)
+                        super::provider::provider_test_hint(&self.name)
                     ),
                 ),
                 None,
