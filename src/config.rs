@@ -641,7 +641,7 @@ pub struct Config {
     /// Largest message (with piped stdin) `agent` accepts.
     pub max_input_bytes: usize,
     pub security: Security,
-    /// `[providers.models.NAME]` by name; `local` is always there.
+    /// `[providers.models.NAME]` by name; `mock` is always there.
     pub providers: BTreeMap<String, ProviderConfig>,
     pub channels: Channels,
     pub tools: Tools,
@@ -650,6 +650,10 @@ pub struct Config {
     pub receipts: ReceiptsConfig,
     pub skills: SkillsConfig,
     pub gateway: GatewayConfig,
+    /// Said once on stderr when the config is loaded (`latchclaw: note:`):
+    /// what loads but should be written differently, each naming the file
+    /// and key.
+    pub notes: Vec<String>,
 }
 
 /// Every problem found in one pass, each prefixed with its key path.
@@ -692,6 +696,31 @@ pub fn state_dir() -> Result<PathBuf> {
             "cannot find the state directory: neither LATCHCLAW_HOME nor HOME is set",
         )),
     }
+}
+
+/// Makes sure the state directory exists (created 0700 as `init` does)
+/// and can be written, before anything else is created: a run that cannot
+/// keep its memory and receipts stops here, leaving no workspace or
+/// database behind.
+pub fn usable_state_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let next = "set LATCHCLAW_HOME to a writable directory";
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            Error::runtime(format!(
+                "the state directory {} cannot be created: {e}; {next}",
+                dir.display()
+            ))
+        })?;
+    crate::sys::fs::writable_dir(dir).map_err(|e| {
+        Error::runtime(format!(
+            "the state directory {} is not writable: {e}; {next}",
+            dir.display()
+        ))
+    })
 }
 
 fn absolute(p: PathBuf) -> PathBuf {
@@ -787,6 +816,8 @@ struct Section {
 
 struct Reader<'a> {
     errors: Vec<String>,
+    /// What loads but deserves a word (an old name still accepted).
+    notes: Vec<String>,
     base_dir: &'a Path,
 }
 
@@ -1091,8 +1122,8 @@ impl Config {
             config_path,
             workspace_dir,
             workspace_here: false,
-            default_provider: "local".into(),
-            providers: BTreeMap::from([("local".into(), builtin_local(&default_model))]),
+            default_provider: BUILTIN_MOCK.into(),
+            providers: BTreeMap::from([(BUILTIN_MOCK.into(), builtin_mock(&default_model))]),
             default_model,
             max_tool_rounds: 5,
             max_response_bytes: 1 << 20,
@@ -1117,6 +1148,7 @@ impl Config {
             skills: SkillsConfig::default(),
             gateway: GatewayConfig::default(),
             state_dir,
+            notes: Vec::new(),
         }
     }
 
@@ -1130,7 +1162,16 @@ impl Config {
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => None,
+            // A state dir under a regular file holds no config either; the
+            // command that needs the directory says what to do about it.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) && !must_exist =>
+            {
+                None
+            }
             Err(e) => {
                 return Err(Error::usage(format!(
                     "cannot read config file {}: {e}",
@@ -1169,12 +1210,16 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("/"));
         let mut r = Reader {
             errors: Vec::new(),
+            notes: Vec::new(),
             base_dir: &base_dir,
         };
         let defaults = Config::defaults(path.to_path_buf(), state_dir);
         let cfg = read_config(&mut r, Section::new(table, ""), defaults);
         if r.errors.is_empty() {
-            Ok(cfg)
+            Ok(Config {
+                notes: r.notes.iter().map(|n| format!("{file}: {n}")).collect(),
+                ..cfg
+            })
         } else {
             Err(ConfigErrors {
                 file,
@@ -1210,6 +1255,17 @@ impl Config {
             v.push(PathBuf::from(p));
         }
         v
+    }
+
+    /// The provider a name given at run time (`--provider`, `provider
+    /// test`) means: itself, or `mock` for the built-in mock's old name
+    /// (`local`), with the note to print.
+    pub fn provider_name<'n>(&self, name: &'n str) -> (&'n str, Option<String>) {
+        if name == OLD_MOCK_NAME && old_name_means_mock(&self.providers) {
+            (BUILTIN_MOCK, Some(old_mock_text()))
+        } else {
+            (name, None)
+        }
     }
 
     pub fn provider(&self, name: &str) -> Result<&ProviderConfig> {
@@ -1255,7 +1311,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
             d.state_dir.display()
         ));
     }
-    let default_provider = r
+    let mut default_provider = r
         .string(&mut top, "default_provider")
         .unwrap_or(d.default_provider);
     let default_model = r
@@ -1308,6 +1364,10 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
 
     let security = read_security(r, &mut top, d.security);
     let providers = read_providers(r, &mut top, &default_model);
+    if default_provider == OLD_MOCK_NAME && old_name_means_mock(&providers) {
+        r.notes.push(old_mock_note("default_provider"));
+        default_provider = BUILTIN_MOCK.into();
+    }
     if !providers.contains_key(&default_provider) {
         r.err(format!(
             "default_provider: \"{default_provider}\" is not defined; defined providers: {}",
@@ -1350,6 +1410,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         receipts,
         skills,
         gateway,
+        notes: Vec::new(),
     }
 }
 
@@ -1867,9 +1928,37 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
     allow
 }
 
-fn builtin_local(default_model: &str) -> ProviderConfig {
+/// The built-in deterministic provider, there unless the config defines a
+/// provider of the same name.
+pub const BUILTIN_MOCK: &str = "mock";
+
+/// What the built-in mock was called before it was `mock`. Configs written
+/// then still name it (`default_provider = "local"`, a `reliable` list), so
+/// where no provider of that name is defined and `mock` is a mock, the old
+/// name means `mock`, with a note saying to write that.
+pub const OLD_MOCK_NAME: &str = "local";
+
+fn old_name_means_mock(providers: &BTreeMap<String, ProviderConfig>) -> bool {
+    !providers.contains_key(OLD_MOCK_NAME)
+        && providers
+            .get(BUILTIN_MOCK)
+            .is_some_and(|p| p.kind() == ProviderKind::Mock)
+}
+
+fn old_mock_text() -> String {
+    format!(
+        "\"{OLD_MOCK_NAME}\" is the old name of the built-in mock provider, \
+         now \"{BUILTIN_MOCK}\"; it still works, write \"{BUILTIN_MOCK}\" instead"
+    )
+}
+
+fn old_mock_note(at: &str) -> String {
+    format!("{at}: {}", old_mock_text())
+}
+
+fn builtin_mock(default_model: &str) -> ProviderConfig {
     ProviderConfig::new(
-        "local",
+        BUILTIN_MOCK,
         default_model,
         ProviderSettings::Mock(MockSettings::default()),
     )
@@ -1896,8 +1985,18 @@ fn read_providers(
         }
         r.finish(providers);
     }
-    out.entry("local".into())
-        .or_insert_with(|| builtin_local(default_model));
+    out.entry(BUILTIN_MOCK.into())
+        .or_insert_with(|| builtin_mock(default_model));
+    if old_name_means_mock(&out) {
+        for p in out.values_mut() {
+            for (key, target) in provider_links(p) {
+                if target == OLD_MOCK_NAME {
+                    r.notes.push(old_mock_note(&key));
+                    *target = BUILTIN_MOCK.into();
+                }
+            }
+        }
+    }
     check_provider_links(r, &out);
     out
 }
@@ -2119,6 +2218,32 @@ fn read_openai(r: &mut Reader, p: &mut Section) -> OpenAiSettings {
             .unwrap_or(d.tool_mode),
         stream: r.boolean(p, "stream", d.stream),
         retries: r.int(p, "retries", d.retries.into(), 0, 10) as u32,
+    }
+}
+
+/// The names a `reliable` or `router` provider gives of other providers,
+/// each with its key path.
+fn provider_links(p: &mut ProviderConfig) -> Vec<(String, &mut String)> {
+    let at = format!("providers.models.{}", p.name);
+    match &mut p.settings {
+        ProviderSettings::Reliable(rel) => rel
+            .providers
+            .iter_mut()
+            .enumerate()
+            .map(|(i, t)| (format!("{at}.providers[{i}]"), t))
+            .collect(),
+        ProviderSettings::Router(rt) => rt
+            .hints
+            .iter_mut()
+            .map(|(k, t)| (format!("{at}.hints.{k}"), t))
+            .chain(
+                rt.routes
+                    .iter_mut()
+                    .map(|(k, t)| (format!("{at}.routes.\"{k}\""), t)),
+            )
+            .chain([(format!("{at}.default_route"), &mut rt.default_route)])
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -2372,7 +2497,8 @@ mod tests {
         );
         assert_eq!(c.memory.path, PathBuf::from("/state/memory.sqlite"));
         assert_eq!(c.receipts.path, PathBuf::from("/state/tool_receipts.log"));
-        assert_eq!(c.providers["local"].kind(), ProviderKind::Mock);
+        assert_eq!(c.providers["mock"].kind(), ProviderKind::Mock);
+        assert_eq!(c.default_provider, "mock");
         assert!(c.channels.cli.tools_allow.contains(&ToolName::FileList));
     }
 
@@ -2632,6 +2758,76 @@ url = "https://s.example"
         assert_eq!(c.workspace_dir, PathBuf::from("/cfg/ws"));
         assert_eq!(c.memory.path, PathBuf::from("/abs/m.db"));
     }
+    /// `local`, the built-in mock's old name, still means it where the
+    /// config defines no `local`; a config that defines one keeps its own.
+    #[test]
+    fn the_old_mock_name_still_means_the_mock() {
+        let c = parse(
+            "default_provider = \"local\"\n\
+             [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n\
+             [providers.models.r]\nkind = \"reliable\"\nproviders = [\"o\", \"local\"]\n\
+             [providers.models.t]\nkind = \"router\"\ndefault_route = \"local\"\n\
+             [providers.models.t.hints]\nfast = \"local\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.default_provider, "mock");
+        assert!(!c.providers.contains_key("local"));
+        let ProviderSettings::Reliable(r) = &c.providers["r"].settings else {
+            panic!("reliable")
+        };
+        assert_eq!(r.providers, ["o", "mock"]);
+        let ProviderSettings::Router(t) = &c.providers["t"].settings else {
+            panic!("router")
+        };
+        assert_eq!(
+            (t.default_route.as_str(), t.hints[0].1.as_str()),
+            ("mock", "mock")
+        );
+        assert_eq!(c.notes.len(), 4, "{:?}", c.notes);
+        assert!(
+            c.notes[0].starts_with("/cfg/config.toml: providers.models.r.providers[1]: \"local\""),
+            "{:?}",
+            c.notes
+        );
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("providers.models.t.default_route: "))
+        );
+        assert!(
+            c.notes.iter().any(
+                |n| n.contains(": default_provider: ") && n.ends_with("write \"mock\" instead")
+            )
+        );
+        assert_eq!(c.provider_name("local").0, "mock");
+        assert!(c.provider_name("local").1.is_some());
+        assert_eq!(c.provider_name("o"), ("o", None));
+
+        // Its own `local`: no alias, no note.
+        let c = parse(
+            "default_provider = \"local\"\n[providers.models.local]\n\
+             kind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.default_provider, "local");
+        assert_eq!(c.providers["local"].kind(), ProviderKind::OpenAiCompatible);
+        assert_eq!(c.providers["mock"].kind(), ProviderKind::Mock);
+        assert!(c.notes.is_empty());
+        assert_eq!(c.provider_name("local"), ("local", None));
+
+        // A `mock` that is not a mock: `local` is just undefined.
+        let e = parse(
+            "default_provider = \"local\"\n[providers.models.mock]\n\
+             kind = \"openai-compatible\"\nbase_url = \"http://h/v1\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("default_provider: \"local\" is not defined"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn an_empty_file_is_the_defaults() {
         let c = parse("").unwrap();
@@ -2643,7 +2839,7 @@ url = "https://s.example"
         assert_eq!(c.prompt, PromptConfig::default());
         assert_eq!((c.memory.busy_timeout_ms, c.memory.context_hits), (5000, 5));
         assert_eq!(
-            c.providers["local"].settings,
+            c.providers["mock"].settings,
             ProviderSettings::Mock(MockSettings::default())
         );
     }

@@ -640,7 +640,8 @@ fn estop_denies_tools_but_the_agent_still_answers() {
     assert_eq!(env.run(&["estop", "--clear"]).code, 0);
     assert_eq!(env.run(&["agent", "-m", "list files"]).code, 0);
     // An ESTOP path that cannot be checked (the state dir is a file, so the
-    // check fails with ENOTDIR) counts as on.
+    // check fails with ENOTDIR) counts as on. A run stops before it, at the
+    // state dir itself; the gate alone (`policy check`) still meets it.
     let cfg = env.root.join("elsewhere.toml");
     std::fs::write(
         &cfg,
@@ -654,17 +655,24 @@ fn estop_denies_tools_but_the_agent_still_answers() {
     .unwrap();
     std::fs::remove_dir_all(&env.state).unwrap();
     std::fs::write(&env.state, "not a directory").unwrap();
-    let r = env.run(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "tool",
-        "run",
-        "time",
-        "--json",
-        "{}",
-    ]);
-    assert_eq!(r.code, 5, "{r:?}");
-    assert!(r.stdout.contains("cannot be checked"), "{r:?}");
+    let cfg = cfg.to_str().unwrap();
+    let r = env.run(&["--config", cfg, "tool", "run", "time", "--json", "{}"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("set LATCHCLAW_HOME to a writable directory"),
+        "{r:?}"
+    );
+    let (r, v) = env.json(&["--config", cfg, "policy", "check", "time", "--json", "{}"]);
+    assert_eq!(
+        (&v["decision"], &v["refusal"]),
+        (&"deny".into(), &"estop".into()),
+        "{r:?}"
+    );
+    assert!(
+        v["reason"].as_str().unwrap().contains("cannot be checked"),
+        "{r:?}"
+    );
 }
 
 #[test]

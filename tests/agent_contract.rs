@@ -80,10 +80,10 @@ fn an_unknown_provider_names_the_configured_ones() {
     let v = object(&r);
     let e = v["error"].as_str().unwrap();
     assert!(
-        e.contains("\"nope\"") && e.contains("configured providers: local, m"),
+        e.contains("\"nope\"") && e.contains("configured providers: m, mock"),
         "{e}"
     );
-    assert!(r.stderr.contains("configured providers: local, m"), "{r:?}");
+    assert!(r.stderr.contains("configured providers: m, mock"), "{r:?}");
 }
 
 #[test]

@@ -397,10 +397,10 @@ fn did_you_mean_names_the_nearest_command_flag_key_and_tool() {
             "did you mean \"file_read\"?",
         ),
         (
-            &["agent", "--provider", "lcoal", "hi"],
-            "no provider \"lcoal\"; did you mean \"local\"?",
+            &["agent", "--provider", "mokc", "hi"],
+            "no provider \"mokc\"; did you mean \"mock\"?",
         ),
-        (&["provider", "test", "lcoal"], "did you mean \"local\"?"),
+        (&["provider", "test", "mokc"], "did you mean \"mock\"?"),
         // Targeted hints.
         (
             &["estop", "off"],
@@ -713,7 +713,7 @@ fn completions_call_back_for_providers_tools_skills_and_ids() {
     let Some(got) = bash_complete(&env, &["agent", "--provider", ""]) else {
         return;
     };
-    assert_eq!(got, sorted(&["backup", "local", "m"]));
+    assert_eq!(got, sorted(&["backup", "m", "mock"]));
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (vec!["provider", "test", "b"], vec!["backup"]),
         (
@@ -772,7 +772,7 @@ fn completions_call_back_for_providers_tools_skills_and_ids() {
             ]
         )
         .unwrap(),
-        sorted(&["elsewhere", "local"])
+        sorted(&["elsewhere", "mock"])
     );
     // fish and zsh name the callback too.
     let fish = env.run(&["completions", "fish"]).stdout;
@@ -808,7 +808,7 @@ fn the_callback_is_quiet_fast_hidden_and_creates_nothing() {
         assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{kind}: {r:?}");
         match kind {
             "tools" => assert!(r.stdout.lines().any(|l| l == "file_read"), "{r:?}"),
-            "providers" => assert_eq!(r.stdout, "local\n"),
+            "providers" => assert_eq!(r.stdout, "mock\n"),
             _ => assert_eq!(r.stdout, "", "{kind}"),
         }
     }

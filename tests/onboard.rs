@@ -84,7 +84,7 @@ fn onboard_asks_on_a_terminal() {
     p.send("readonly\n");
     p.expect("Workspace directory");
     p.send(&format!("{}\n", ws.display()));
-    p.expect("next: latchclaw agent");
+    p.expect("next: latchclaw provider test   (one request to openai_compatible at http");
     assert_eq!(p.wait(), Some(0));
     let (_, c) = env.json(&["config", "show", "--json"]);
     assert_eq!(c["security"]["autonomy"], "readonly");
@@ -125,7 +125,7 @@ fn onboard_asks_again_after_a_bad_answer() {
     p.send("full\n");
     p.expect("Workspace directory");
     p.send(&format!("{}\n", ws.display()));
-    p.expect("next: latchclaw agent");
+    p.expect("next: latchclaw provider test   (one request to openai_compatible at http");
     let t = p.transcript();
     assert_eq!(p.wait(), Some(0));
     assert!(!t.contains("export "), "no key to export: {t}");
@@ -285,4 +285,103 @@ fn init_workspace_on_an_existing_config_says_what_it_did() {
     );
     let (_, c) = env.json(&["config", "show", "--json"]);
     assert_eq!(c["workspace_dir"], other.display().to_string());
+}
+
+/// `init` ends on `provider test`, which tests the default provider (the
+/// built-in `mock`) when no name is given; nothing about the empty workspace.
+#[test]
+fn init_suggests_provider_test_on_the_builtin_mock() {
+    let env = Env::new();
+    std::fs::remove_dir_all(&env.state).unwrap();
+    let r = env.run(&["init"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("next: latchclaw provider test   (one request to mock, model mock)"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains("a real model: latchclaw onboard --force"),
+        "{r:?}"
+    );
+    assert!(!r.stdout.contains("What files"), "{r:?}");
+    let text = std::fs::read_to_string(env.state.join("config.toml")).unwrap();
+    assert!(
+        text.contains("default_provider = \"mock\"") && text.contains("[providers.models.mock]"),
+        "{text}"
+    );
+    assert!(!text.contains("local\""), "{text}");
+    let r = env.run(&["provider", "test"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("provider mock (mock, model mock)"),
+        "{r:?}"
+    );
+    let (_, rows) = env.json(&["provider", "list", "--json"]);
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["mock", "openai_compatible"]);
+}
+
+/// A config written when the mock was called `local` keeps working: the old
+/// name means `mock`, with one note per place it appears (none under -q).
+#[test]
+fn the_old_mock_name_local_still_works_with_a_note() {
+    let env = Env::new();
+    env.config(
+        "default_provider = \"local\"\n[providers.models.fb]\nkind = \"reliable\"\n\
+         providers = [\"local\"]\n",
+    );
+    let r = env.run(&["agent", "-m", "hello"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let notes: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("latchclaw: note: "))
+        .collect();
+    assert_eq!(notes.len(), 2, "{r:?}");
+    assert!(
+        notes[0]
+            .contains("config.toml: providers.models.fb.providers[0]: \"local\" is the old name")
+            && notes[1].contains("config.toml: default_provider: \"local\" is the old name")
+            && notes[1].ends_with("now \"mock\"; it still works, write \"mock\" instead"),
+        "{r:?}"
+    );
+    let r = env.run(&["agent", "-q", "-m", "hello"]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("default \"mock\""), "{r:?}");
+    assert!(r.stderr.contains("default_provider: \"local\""), "{r:?}");
+
+    // On the command line too, where the config no longer says it.
+    env.config("");
+    for args in [
+        &["agent", "--provider", "local", "-m", "hello"][..],
+        &["provider", "test", "local"][..],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(
+                "latchclaw: note: \"local\" is the old name of the built-in mock provider"
+            ),
+            "{args:?}: {r:?}"
+        );
+    }
+    // A config with its own `local` means that one, and says nothing.
+    env.config(
+        "default_provider = \"local\"\n[providers.models.local]\nkind = \"mock\"\nmodel = \"mine\"\n",
+    );
+    let r = env.run(&["provider", "test"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("provider local (mock, model mine)"),
+        "{r:?}"
+    );
+    assert!(!r.stderr.contains("note"), "{r:?}");
 }

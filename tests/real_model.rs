@@ -1109,10 +1109,15 @@ fn real_model_tasks() {
     let mut log = String::new();
     let mut verdicts = Vec::new();
     let mut measured = Vec::new();
+    // For the summary, per mode: each task run and whether it ended right,
+    // and the cache check's verdict when it ran.
+    let mut summary: Vec<Ran> = Vec::new();
     for mode in &s.modes {
         let mut mode_rows = Vec::new();
         // A task counts once, by its last run (the write task by its resumed run).
         let mut outcomes = Vec::new();
+        let mut ran = Vec::new();
+        let mut cache = None;
         for task in TASKS.iter().filter(|t| s.tasks.iter().any(|k| k == t.key)) {
             eprintln!("[real-model] {mode} / {} …", task.key);
             let r = run_task(&s, &proxy, mode, task, &mut log);
@@ -1130,12 +1135,14 @@ fn real_model_tasks() {
             // A task's time is all its runs' (the write's pending and resumed).
             let secs: f64 = r.iter().map(|row| row.secs).sum();
             measured.push((mode.clone(), r.last().is_some_and(|row| row.correct), secs));
+            ran.push((task.key, r.last().is_some_and(|row| row.correct)));
             mode_rows.extend(r);
         }
         if s.tasks.iter().any(|k| k == "cache") {
             eprintln!("[real-model] {mode} / cache …");
             let (row, note, ok) = cache_check(&s, &proxy, mode, &mut log);
             eprintln!("[real-model]   {note}");
+            cache = Some(ok);
             verdicts.push((format!("{mode}: prompt cache ≥ 90 %"), ok, note));
             mode_rows.push(row);
         }
@@ -1170,6 +1177,11 @@ fn real_model_tasks() {
             ));
         }
         rows.extend(mode_rows);
+        summary.push(Ran {
+            mode: mode.clone(),
+            tasks: ran,
+            cache,
+        });
     }
 
     let mut report = format!(
@@ -1190,6 +1202,8 @@ fn real_model_tasks() {
             if *ok { "PASS" } else { "FAIL" }
         );
     }
+    let summary = summary_line(&s.model_name, &summary);
+    let _ = writeln!(report, "\n{summary}");
     std::fs::write(s.out.join("results.md"), &report).unwrap();
     std::fs::write(s.out.join("transcript.md"), &log).unwrap();
     println!("{log}\n{report}");
@@ -1201,6 +1215,9 @@ fn real_model_tasks() {
     );
     println!("{measures}");
     eprintln!("[real-model] {measures}");
+    // Last, on both streams, so it is the line a reader of either finds.
+    println!("{summary}");
+    eprintln!("[real-model] {summary}");
     let failed: Vec<&str> = verdicts
         .iter()
         .filter(|v| !v.1)
@@ -1235,6 +1252,51 @@ fn measured_line(model: &str, modes: &[String], measured: &[(String, bool, f64)]
         })
         .collect();
     format!("measured: {model}: {}", per_mode.join("; "))
+/// What one mode ran, for the summary.
+struct Ran {
+    mode: String,
+    /// Each task and whether it ended right (by its last run).
+    tasks: Vec<(&'static str, bool)>,
+    /// The prompt-cache check, when it ran.
+    cache: Option<bool>,
+}
+
+/// One line: the model, then per mode the tasks that ran and how many
+/// ended right, naming the wrong ones, and the cache check's verdict.
+fn summary_line(model: &str, modes: &[Ran]) -> String {
+    let (mut right, mut all) = (0, 0);
+    let per_mode: Vec<String> = modes
+        .iter()
+        .map(|m| {
+            let ok = m.tasks.iter().filter(|(_, ok)| *ok).count();
+            right += ok;
+            all += m.tasks.len();
+            let names: Vec<&str> = m.tasks.iter().map(|(t, _)| *t).collect();
+            let wrong: Vec<&str> = m
+                .tasks
+                .iter()
+                .filter(|(_, ok)| !ok)
+                .map(|(t, _)| *t)
+                .collect();
+            let mut line = format!(
+                "{}: {ok} of {} ({})",
+                m.mode,
+                m.tasks.len(),
+                names.join(", ")
+            );
+            if !wrong.is_empty() {
+                let _ = write!(line, ", wrong: {}", wrong.join(", "));
+            }
+            if let Some(c) = m.cache {
+                let _ = write!(line, ", prompt cache {}", if c { "ok" } else { "FAILED" });
+            }
+            line
+        })
+        .collect();
+    format!(
+        "summary: {model}: {right} of {all} tasks ended right; {}",
+        per_mode.join("; ")
+    )
 }
 
 // The harness's own parsing, checked without a server (these run in `make test`).
@@ -1254,6 +1316,27 @@ fn the_measure_counts_right_tasks_and_takes_the_median() {
         measured_line("q", &modes, &measured),
         "measured: q: text 2 of 3 right, median 20.0 s per task; \
          structured 2 of 2 right, median 5.0 s per task"
+    );
+}
+
+#[test]
+fn the_summary_names_the_tasks_and_counts_the_right_ones() {
+    let modes = vec![
+        Ran {
+            mode: "native".into(),
+            tasks: vec![("files", true), ("explain", false), ("lines", true)],
+            cache: Some(true),
+        },
+        Ran {
+            mode: "text".into(),
+            tasks: vec![("files", true)],
+            cache: None,
+        },
+    ];
+    assert_eq!(
+        summary_line("m", &modes),
+        "summary: m: 3 of 4 tasks ended right; native: 2 of 3 (files, explain, lines), \
+         wrong: explain, prompt cache ok; text: 1 of 1 (files)"
     );
 }
 

@@ -266,7 +266,7 @@ fn setup(root: &Path, ws: &Path) -> (std::path::PathBuf, String) {
         root,
         "gateway",
         &format!(
-            "{}default_provider = \"local\"\n[providers.models.local]\nkind = \"mock\"\n\
+            "{}default_provider = \"mock\"\n[providers.models.mock]\nkind = \"mock\"\n\
              fixture = {:?}\n[gateway]\nrate_limit_per_minute = 1000000\n",
             ws_line(ws),
             fixture.display().to_string()

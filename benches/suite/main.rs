@@ -388,7 +388,7 @@ fn cli_figures(meter: &Meter, report: &mut Report, root: &Path, ws: &Path) {
         root,
         "rounds",
         &format!(
-            "{}max_tool_rounds = 10\n[providers.models.local]\nkind = \"mock\"\nfixture = {:?}\n",
+            "{}max_tool_rounds = 10\n[providers.models.mock]\nkind = \"mock\"\nfixture = {:?}\n",
             ws_line(ws),
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("fixtures/bench_rounds.toml")
@@ -497,7 +497,7 @@ fn stall_figures(report: &mut Report, root: &Path, ws: &Path) {
         root,
         "stall-mock",
         &format!(
-            "{}[providers.models.local]\nkind = \"mock\"\nfixture = {:?}\n",
+            "{}[providers.models.mock]\nkind = \"mock\"\nfixture = {:?}\n",
             ws_line(ws),
             fixture.display().to_string()
         ),

@@ -18,11 +18,33 @@ pub struct Ctx {
     /// The process's redactor (shared with the logger): every holder of
     /// it — memory, providers, the runtime, the gateway — gets this one.
     pub redactor: Arc<Redactor>,
+    /// `agent -q`: no notes on stderr.
+    pub quiet: bool,
+    /// Set once the config's notes were printed (a command may load it
+    /// more than once).
+    pub notes_said: std::cell::Cell<bool>,
 }
 
 impl Ctx {
+    /// A provider name given on the command line, the built-in mock's old
+    /// name resolved (with its note, unless quiet).
+    pub fn provider_name<'n>(&self, cfg: &Config, name: &'n str) -> &'n str {
+        let (name, note) = cfg.provider_name(name);
+        if let Some(n) = note
+            && !self.quiet
+        {
+            eprintln!("latchclaw: note: {n}");
+        }
+        name
+    }
+
     pub fn load_config(&self) -> Result<Config> {
         let cfg = Config::load(self.config.as_deref())?;
+        if !self.quiet && !self.notes_said.replace(true) {
+            for n in &cfg.notes {
+                eprintln!("latchclaw: note: {n}");
+            }
+        }
         // From here on, log lines, errors and memory read-outs are scrubbed
         // of the secrets this config names.
         for name in self.redactor.learn_config(&cfg) {

@@ -420,8 +420,9 @@ pub const COMMANDS: &[CommandDef] = &[
         args: &[],
         summary: "create the state dir, config, memory database and workspace",
         about: "Creates the state directory, a default config (kept if one exists), the
-memory database and the workspace. The default config's `local` provider is
-the built-in mock, so `latchclaw agent -m ...` works straight away.",
+memory database and the workspace. The default config's provider is `mock`,
+the built-in one, so `latchclaw agent -m ...` works straight away;
+`latchclaw onboard` sets up a real model.",
         bare: false,
     },
     CommandDef {
@@ -464,11 +465,16 @@ key variable is set (never its value).",
     },
     CommandDef {
         path: "provider test",
-        args: &[arg("NAME", "provider name")],
+        args: &[Arg {
+            name: "NAME",
+            what: "provider name",
+            required: false,
+        }],
         summary: "one tiny request and one with a tool: latency, text, tool calls",
-        about: "Sends one tiny text request and one request offering a trivial tool, and
-prints the latency of each, whether text works and whether the model made a
-native tool call. Exit 3 when a request fails.",
+        about: "Sends one tiny text request and one request offering a trivial tool to
+the provider NAME (default: default_provider), and prints the latency of
+each, whether text works and whether the model made a native tool call.
+Exit 3 when a request fails.",
         bare: false,
     },
     CommandDef {

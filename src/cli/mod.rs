@@ -41,10 +41,14 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         .collect::<Vec<_>>()
         .join(" ");
     let inv = parse::parse(argv)?;
+    // `-q`: the answer or the error, nothing else on stderr.
+    let quiet = matches!(&inv.command, Command::Agent(a) if a.quiet);
     let ctx = Ctx {
         config: inv.config,
         line,
         redactor: Arc::clone(redactor),
+        quiet,
+        notes_said: std::cell::Cell::new(false),
     };
     match inv.command {
         Command::Missing => {
@@ -79,7 +83,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ConfigValidate => cmd::config::validate(&ctx),
         Command::ConfigShow { json } => cmd::config::show(&ctx, json),
         Command::ProviderList { json } => cmd::provider::list(&ctx, json),
-        Command::ProviderTest { name, json } => cmd::provider::test(&ctx, &name, json),
+        Command::ProviderTest { name, json } => cmd::provider::test(&ctx, name.as_deref(), json),
         Command::ToolList { json } => cmd::tool::list(&ctx, json),
         Command::ToolRun {
             tool,

@@ -7,7 +7,7 @@ use crate::config::{self, Autonomy, CliChannel, Config, Security};
 use crate::error::{Error, Result, exit};
 use crate::memory::Memory;
 use crate::security::redact::Redactor;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ impl Setup {
         Ok(Setup {
             workspace,
             requested_workspace: workspace_arg.map(Path::to_path_buf),
-            default_provider: "local",
+            default_provider: config::BUILTIN_MOCK,
             autonomy: Security::default().autonomy.as_str().into(),
             base_url: "http://localhost:1234/v1".into(),
             model: "local-model".into(),
@@ -120,12 +120,7 @@ pub fn install(
     replace_existing: bool,
     redactor: &Arc<Redactor>,
 ) -> Result<i32> {
-    let state = config::state_dir()?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&state)
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", state.display())))?;
+    config::usable_state_dir(&config::state_dir()?)?;
     let path = config_path(config)?;
     let exists = path.exists();
     let action = if exists && !replace_existing {
@@ -217,7 +212,23 @@ pub fn install(
     {
         println!("key        export {var}=... before running the agent (the key is never stored)");
     }
-    println!("next: latchclaw agent \"What files are in this project?\"");
+    // A first request tells whether the provider answers at all; asking the
+    // agent about a workspace just made would only list an empty directory.
+    let provider = cfg.provider(&cfg.default_provider)?;
+    let target = match &provider.settings {
+        config::ProviderSettings::OpenAiCompatible(o) => format!(" at {}", o.base_url),
+        _ => String::new(),
+    };
+    println!(
+        "next: latchclaw provider test   (one request to {}{target}, model {})",
+        cfg.default_provider, provider.model
+    );
+    if provider.kind() == config::ProviderKind::Mock {
+        println!(
+            "      a real model: latchclaw onboard --force --provider openai-compatible \
+             --base-url URL --model NAME (README: Quick Start)"
+        );
+    }
     Ok(exit::OK)
 }
 
@@ -393,7 +404,7 @@ forbidden_commands = {forbidden_commands}
 audit_log = {audit_log}
 
 # The built-in deterministic provider: no network, no key.
-[providers.models.local]
+[providers.models.mock]
 kind = "mock"
 model = "mock"
 

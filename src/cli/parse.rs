@@ -31,7 +31,8 @@ pub enum Command {
         json: bool,
     },
     ProviderTest {
-        name: String,
+        /// None: the default provider.
+        name: Option<String>,
         json: bool,
     },
     ToolList {
@@ -735,7 +736,10 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "config validate" => Command::ConfigValidate,
         "config show" => Command::ConfigShow { json },
         "provider list" => Command::ProviderList { json },
-        "provider test" => Command::ProviderTest { name: arg(0), json },
+        "provider test" => Command::ProviderTest {
+            name: args.first().cloned(),
+            json,
+        },
         "tool list" => Command::ToolList { json },
         "tool run" => Command::ToolRun {
             tool: arg(0),

@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub use mock::MockProvider;
 pub use provider::{
     ChatRequest, ChatResponse, Message, ModelOptions, Provider, ProviderError, ProviderErrorKind,
-    Role, StreamSink, ToolCall, ToolSpec, Usage,
+    Role, StreamSink, ToolCall, ToolSpec, Usage, provider_test_hint,
 };
 
 /// Builds the named provider (and, for `reliable`, the ones it wraps);

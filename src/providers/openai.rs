@@ -31,6 +31,8 @@ const POLL: Duration = Duration::from_millis(50);
 pub struct OpenAiCompatible {
     name: String,
     model: String,
+    /// As configured, for errors that name it.
+    base_url: String,
     url: String,
     api_key_env: Option<String>,
     headers: Vec<(String, String)>,
@@ -184,6 +186,7 @@ impl OpenAiCompatible {
         OpenAiCompatible {
             name: p.name.clone(),
             model: p.model.clone(),
+            base_url: o.base_url.clone(),
             url: format!("{}/chat/completions", o.base_url.trim_end_matches('/')),
             api_key_env: o.api_key_env.clone(),
             headers: o.headers.clone(),
@@ -410,7 +413,13 @@ impl OpenAiCompatible {
                 Ok(k) if !k.is_empty() => Ok(Some(k)),
                 _ => Err(self.err(
                     ProviderErrorKind::Auth,
-                    format!("environment variable {var} (api_key_env) is not set"),
+                    format!(
+                        "the environment variable {var} is not set \
+                         (providers.models.{}.api_key_env names it): export {var}=… where \
+                         latchclaw runs; a cron job or a service does not see your login \
+                         shell's environment, so set it in the crontab or the unit",
+                        self.name
+                    ),
                 )),
             },
         }
@@ -633,7 +642,10 @@ impl OpenAiCompatible {
             return Ok(bytes);
         }
         let detail = self.scrub(&server_message(&bytes), key);
-        let msg = format!("HTTP {status}: {detail}");
+        let msg = match self.next_step(status, &detail, &bytes, body, key.is_some()) {
+            Some(hint) => format!("HTTP {status}: {detail}; {hint}"),
+            None => format!("HTTP {status}: {detail}"),
+        };
         Err(match status {
             401 | 403 => SendError::Fatal(self.err(ProviderErrorKind::Auth, msg)),
             408 => SendError::Retry(self.err(ProviderErrorKind::Timeout, msg), retry_after),
@@ -662,10 +674,64 @@ impl OpenAiCompatible {
             other => SendError::Retry(
                 self.err(
                     ProviderErrorKind::Network,
-                    format!("{} ({})", other, self.url),
+                    format!(
+                        "{other} ({}); is a server running at {}?{}",
+                        self.url,
+                        self.base_url,
+                        super::provider::provider_test_hint(&self.name)
+                    ),
                 ),
                 None,
             ),
+        }
+    }
+
+    /// What to do about an HTTP error the operator can fix: a model the
+    /// server does not have, a key refused or missing, a URL where no
+    /// chat completions endpoint is. `detail` is the server's message
+    /// (scrubbed), `raw` its whole body, `body` the request sent.
+    fn next_step(
+        &self,
+        status: u16,
+        detail: &str,
+        raw: &[u8],
+        body: &str,
+        key_sent: bool,
+    ) -> Option<String> {
+        let at = format!("providers.models.{}", self.name);
+        if model_missing(status, detail, raw) {
+            // The request's model: `--model` may have replaced the configured one.
+            let model = serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|v| v["model"].as_str().map(String::from))
+                .unwrap_or_else(|| self.model.clone());
+            let pull = if detail.contains("try pulling it") {
+                format!(" (Ollama: `ollama pull {model}`)")
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "the server at {} has no model \"{model}\"{pull}: set {at}.model to one it \
+                 serves (`latchclaw provider list` shows each provider's model; \
+                 `--model NAME` tries another for one run)",
+                self.base_url
+            ));
+        }
+        match (status, &self.api_key_env) {
+            (401 | 403, Some(var)) if key_sent => Some(format!(
+                "the server refused the key in {var} ({at}.api_key_env): check that \
+                 variable's value"
+            )),
+            (401 | 403, _) => Some(format!(
+                "the server wants an API key: set {at}.api_key_env to the name of the \
+                 variable that holds it, and export that variable"
+            )),
+            (404, _) => Some(format!(
+                "nothing answers at {}: check {at}.base_url (an OpenAI-compatible server's \
+                 usually ends in /v1; `latchclaw provider test {}` tries it)",
+                self.url, self.name
+            )),
+            _ => None,
         }
     }
 
@@ -1065,6 +1131,17 @@ fn is_timeout(e: &std::io::Error) -> bool {
             e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>()),
             Some(ureq::Error::Timeout(_))
         )
+}
+
+/// A "no such model" answer, in the shapes servers give it: OpenAI's 404
+/// (or 403) with `"code": "model_not_found"` ("The model `x` does not
+/// exist…"), Ollama's 404 `model "x" not found, try pulling it first`,
+/// llama.cpp's router `model 'x' not found` (400).
+fn model_missing(status: u16, detail: &str, raw: &[u8]) -> bool {
+    let d = detail.to_ascii_lowercase();
+    matches!(status, 400 | 403 | 404)
+        && (memchr::memmem::find(raw, b"model_not_found").is_some()
+            || (d.contains("model") && (d.contains("not found") || d.contains("does not exist"))))
 }
 
 /// The provider's own error text: `error.message`, else the body.

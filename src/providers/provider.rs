@@ -262,6 +262,12 @@ impl ProviderErrorKind {
     }
 }
 
+/// The next step an unreachable provider's error ends with (`provider
+/// test` leaves it out of its own report).
+pub fn provider_test_hint(name: &str) -> String {
+    format!(" try `latchclaw provider test {name}`")
+}
+
 #[derive(Debug, Clone)]
 pub struct ProviderError {
     pub kind: ProviderErrorKind,

@@ -153,6 +153,7 @@ impl<'a> Runtime<'a> {
         approver: &'a dyn Approver,
         redactor: std::sync::Arc<Redactor>,
     ) -> Result<Runtime<'a>> {
+        crate::config::usable_state_dir(&cfg.state_dir)?;
         let memory = Memory::open(
             &cfg.memory.path,
             cfg.memory.busy_timeout_ms,

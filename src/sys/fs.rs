@@ -1,7 +1,8 @@
 //! Descriptor-relative file operations, for `tools::beneath`'s opens beneath
 //! a directory: `openat`, `openat2` with resolve flags, `mkdirat`, a rename
 //! and an unlink inside one directory, `fstat`, `fstatfs`, `readlinkat`, and
-//! directory entries with their type. All through rustix: no `unsafe` here.
+//! directory entries with their type; and `access` for whether the state
+//! directory can be written. All through rustix: no `unsafe` here.
 //!
 //! Flags and modes are open(2)'s own integers (`libc::O_*`), as the callers
 //! build them.
@@ -58,6 +59,14 @@ pub fn mkdirat(dir: BorrowedFd, name: &CStr, mode: u32) -> io::Result<()> {
         name,
         Mode::from_bits_retain(mode),
     )?)
+}
+
+/// Whether this process may create files in the directory `dir`:
+/// access(2) with W_OK and X_OK, which also says EROFS for a read-only
+/// mount (root passes the mode bits, not that).
+pub fn writable_dir(dir: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::Access;
+    Ok(rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK)?)
 }
 
 /// renameat(2) of `from` over `to`, both in `dir`.

@@ -157,10 +157,10 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
             "the cli channel is disabled (channels.cli.enabled = false)",
         ));
     }
-    let name = a
-        .provider
-        .clone()
-        .unwrap_or_else(|| cfg.default_provider.clone());
+    let name = match &a.provider {
+        Some(n) => ctx.provider_name(&cfg, n).to_string(),
+        None => cfg.default_provider.clone(),
+    };
     if a.provider.is_some() && !cfg.providers.contains_key(&name) {
         let near = crate::util::suggest::nearest(&name, cfg.providers.keys().map(String::as_str))
             .map(|p| format!(" did you mean \"{p}\"?"))
@@ -192,8 +192,9 @@ fn configure(ctx: &Ctx, a: &Agent) -> Result<(Config, String, String)> {
         }
     }
     let from = crate::cli::workspace::choose(&mut cfg, a.workspace.as_deref())?;
+    // The configured workspace is created after the state dir is known to
+    // be usable (`run`), so that nothing is made before that.
     let flag = if let crate::cli::workspace::From::Config(_) = from {
-        create_workspace(&cfg, a.quiet)?;
         if let Some(note) = crate::cli::workspace::note(&cfg, &from)
             && !a.quiet
         {
@@ -268,10 +269,17 @@ pub fn run(ctx: &Ctx, a: Agent) -> Result<i32> {
         Err(e) => return reporter.fail(e),
     };
     let approver = TtyApprover;
+    // The state directory first (Runtime::new checks it): nothing is
+    // created when it cannot be used.
     let mut rt = match Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor)) {
         Ok(rt) => rt,
         Err(e) => return reporter.fail(e),
     };
+    if a.workspace.is_none()
+        && let Err(e) = create_workspace(&cfg, a.quiet)
+    {
+        return reporter.fail(e);
+    }
     rt.prepare_receipts();
     rt.workspace_flag = workspace_flag;
     rt.standing = true;

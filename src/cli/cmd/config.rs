@@ -52,7 +52,48 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
             cfg.config_path.display()
         ),
     }
+    for w in unset_keys(&cfg) {
+        eprintln!("latchclaw: warning: {w}");
+    }
     Ok(exit::OK)
+}
+
+/// A key variable the config names but this environment lacks: valid, but
+/// every request that needs it fails, and the place it is most often
+/// missing is a job's environment rather than the shell where this runs.
+fn unset_keys(cfg: &Config) -> Vec<String> {
+    let mut named: Vec<(String, &str, String)> = cfg
+        .providers
+        .values()
+        .filter_map(|p| {
+            let var = p.api_key_env()?;
+            Some((
+                format!("providers.models.{}.api_key_env", p.name),
+                var,
+                format!("requests to provider \"{}\" fail", p.name),
+            ))
+        })
+        .collect();
+    if let Some(w) = &cfg.tools.web_search
+        && let Some(var) = &w.api_key_env
+    {
+        named.push((
+            "tools.web_search.api_key_env".into(),
+            var,
+            "web_search calls fail".into(),
+        ));
+    }
+    named
+        .into_iter()
+        .filter(|(_, var, _)| env_is_set(Some(var)) == Some(false))
+        .map(|(key, var, what)| {
+            format!(
+                "{key}: {var} is not set in this environment, so {what} until it is; \
+                 cron jobs and services do not see your login shell's environment: \
+                 set it in the crontab or the unit too"
+            )
+        })
+        .collect()
 }
 
 pub(crate) fn env_is_set(name: Option<&str>) -> Option<bool> {

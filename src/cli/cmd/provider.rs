@@ -199,8 +199,12 @@ fn probe_modes(p: &crate::providers::openai::OpenAiCompatible, model: &str) -> M
     m
 }
 
-pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
+pub fn test(ctx: &Ctx, name: Option<&str>, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
+    let name = match name {
+        Some(n) => ctx.provider_name(&cfg, n),
+        None => cfg.default_provider.as_str(),
+    };
     let pc = cfg.provider(name)?;
     let provider = crate::providers::build(&cfg, name, &ctx.redactor)?;
     // An openai-compatible provider is probed in each tool mode it may use.
@@ -247,6 +251,9 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let structured = modes.as_ref().and_then(|m| m.structured.as_ref());
     let structured_ok = structured.is_none_or(|s| s.0.is_ok());
     let ok = text.is_ok() && tools.is_ok() && structured_ok;
+    // This is the test the error would suggest.
+    let hint = crate::providers::provider_test_hint(name);
+    let error = |e: &crate::providers::ProviderError| e.to_string().replace(&hint, "");
     let structured_called =
         structured.is_some_and(|s| s.0.as_ref().is_ok_and(|r| !r.tool_calls.is_empty()));
     if json {
@@ -254,16 +261,16 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
             "provider": name, "kind": pc.kind().as_str(), "model": pc.model, "ok": ok,
             "text": {"ok": text.is_ok(), "latency_ms": text_ms,
                      "reply": text.as_ref().ok().map(|r| r.final_text.clone()),
-                     "error": text.as_ref().err().map(|e| e.to_string())},
+                     "error": text.as_ref().err().map(error)},
             "tools": {"ok": tools.is_ok(), "latency_ms": tools_ms, "tool_call": called,
                       "native": called && native,
-                      "error": tools.as_ref().err().map(|e| e.to_string())},
+                      "error": tools.as_ref().err().map(error)},
             "structured": structured.map(|s| json!({
                 "ok": s.0.is_ok(), "latency_ms": s.1,
                 "accepted": modes.as_ref().is_some_and(|m| m.refused.is_none()),
                 "refused": modes.as_ref().and_then(|m| m.refused.clone()),
                 "tool_call": structured_called,
-                "error": s.0.as_ref().err().map(|e| e.to_string()),
+                "error": s.0.as_ref().err().map(error),
             })),
             "tool_mode": modes.as_ref().map(|m| json!({
                 "configured": m.configured.as_str(), "uses": m.uses.as_str(), "why": m.why,
@@ -280,7 +287,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                 "text:        ok in {text_ms} ms: {}",
                 one_line(&r.final_text, 60)
             ),
-            Err(e) => println!("text:        FAILED in {text_ms} ms: {e}"),
+            Err(e) => println!("text:        FAILED in {text_ms} ms: {}", error(e)),
         }
         let tried_tools = modes.as_ref().is_none_or(|m| m.tools.is_some());
         if tried_tools {
@@ -293,7 +300,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                     "tool calls:  none made in {tools_ms} ms (answered: {})",
                     one_line(&r.final_text, 60)
                 ),
-                Err(e) => println!("tool calls:  FAILED in {tools_ms} ms: {e}"),
+                Err(e) => println!("tool calls:  FAILED in {tools_ms} ms: {}", error(e)),
             }
         }
         if let (Some(s), Some(m)) = (structured, &modes) {
@@ -310,7 +317,7 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                     "structured:  accepted in {ms} ms, no call made (answered: {})",
                     one_line(&r.final_text, 60)
                 ),
-                (Err(e), None) => println!("structured:  FAILED in {ms} ms: {e}"),
+                (Err(e), None) => println!("structured:  FAILED in {ms} ms: {}", error(e)),
             }
         }
         if let Some(m) = &modes {
