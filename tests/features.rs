@@ -196,11 +196,16 @@ fn pdf_extract_is_listed_as_not_built_and_refused_everywhere() {
     assert_eq!(v["decision"], "deny", "{v}");
     assert!(v["reason"].as_str().unwrap().contains(not_built), "{v}");
 
-    // A model that names it anyway gets a failed call it can read.
+    // A model that names it anyway gets a failed call it can read, in the
+    // one repair note; this mock then answers with the note's own words,
+    // which is no answer (exit 3), never the note shown as one.
     let r = env.run(&["agent", "-m", "read a.pdf"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains(not_built), "{r:?}");
-    let req = &env.requests()[0]["request"];
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(!r.stdout.contains("did not run"), "{r:?}");
+    let requests = env.requests();
+    let repair = requests[1]["request"].to_string();
+    assert!(repair.contains(&not_built.replace('"', "\\\"")), "{repair}");
+    let req = &requests[0]["request"];
     let offered: Vec<&str> = req["tools"]
         .as_array()
         .into_iter()

@@ -1252,6 +1252,8 @@ fn measured_line(model: &str, modes: &[String], measured: &[(String, bool, f64)]
         })
         .collect();
     format!("measured: {model}: {}", per_mode.join("; "))
+}
+
 /// What one mode ran, for the summary.
 struct Ran {
     mode: String,

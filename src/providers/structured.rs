@@ -128,21 +128,23 @@ pub const SCHEMA_NAME: &str = "latchclaw_reply";
 pub fn response_format(tools: &[ToolSpec], answer: bool) -> ResponseFormat<'_> {
     let mut any_of: Vec<Shape> = tools
         .iter()
-        .map(|t| {
-            Shape::Call(object(
-                CallProps {
-                    action: Const {
-                        kind: "string",
-                        value: "call",
+        .flat_map(|t| {
+            variants(t).into_iter().map(|arguments| {
+                Shape::Call(object(
+                    CallProps {
+                        action: Const {
+                            kind: "string",
+                            value: "call",
+                        },
+                        tool: Const {
+                            kind: "string",
+                            value: &t.name,
+                        },
+                        arguments,
                     },
-                    tool: Const {
-                        kind: "string",
-                        value: &t.name,
-                    },
-                    arguments: arguments(t),
-                },
-                &["action", "tool", "arguments"],
-            ))
+                    &["action", "tool", "arguments"],
+                ))
+            })
         })
         .collect();
     if answer || tools.is_empty() {
@@ -183,6 +185,49 @@ fn arguments(t: &ToolSpec) -> Arguments<'_> {
             .unwrap_or_default(),
         additional: false,
     }
+}
+
+/// A tool whose arguments depend on one of them (`git`'s on its command:
+/// the bounds' `$variants`, `{"key": "command", "takes": {"log": ["n",
+/// …]}}`) gets one arguments object per value, holding only what that
+/// value takes, so `refs` on a `log` cannot be generated either.
+fn variants(t: &ToolSpec) -> Vec<Arguments<'_>> {
+    let all = arguments(t);
+    let v = &t.bounds["$variants"];
+    let (Some(key), Some(takes)) = (v["key"].as_str(), v["takes"].as_object()) else {
+        return vec![all];
+    };
+    takes
+        .iter()
+        .map(|(value, keys)| {
+            let keeps = |k: &str| {
+                k == key
+                    || keys
+                        .as_array()
+                        .is_some_and(|ks| ks.iter().any(|x| x.as_str() == Some(k)))
+            };
+            Arguments {
+                kind: "object",
+                properties: Ordered(
+                    all.properties
+                        .0
+                        .iter()
+                        .filter(|(k, _)| keeps(k))
+                        .map(|(k, s)| {
+                            let s = if *k == key {
+                                json!({"type": "string", "const": value})
+                            } else {
+                                s.clone()
+                            };
+                            (*k, s)
+                        })
+                        .collect(),
+                ),
+                required: all.required.iter().copied().filter(|k| keeps(k)).collect(),
+                additional: false,
+            }
+        })
+        .collect()
 }
 
 /// An argument's schema with the tool's bounds on it (`minimum`,
@@ -581,6 +626,55 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    /// A `git`-like spec: one arguments object per command, holding only
+    /// what that command takes, the command a `const`.
+    #[test]
+    fn a_tool_whose_arguments_depend_on_its_command_gets_one_object_per_command() {
+        let spec = ToolSpec {
+            name: "git".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "required": ["command"], "properties": {
+                "command": {"type": "string", "enum": ["status", "log", "diff"]},
+                "n": {"type": "integer"}, "path": {"type": "string"},
+                "refs": {"type": "array", "items": {"type": "string"}},
+                "since": {"type": "string"}, "staged": {"type": "boolean"}}}),
+            example: json!({"command": "log", "n": 3}),
+            bounds: json!({"$variants": {"key": "command", "takes": {
+                "status": [], "log": ["n", "path", "since"],
+                "diff": ["staged", "refs", "path"]}}}),
+        };
+        let v = serde_json::to_value(response_format(std::slice::from_ref(&spec), false)).unwrap();
+        let shapes = v["json_schema"]["schema"]["anyOf"].as_array().unwrap();
+        let by_command = |c: &str| {
+            shapes
+                .iter()
+                .map(|s| &s["properties"]["arguments"])
+                .find(|a| a["properties"]["command"]["const"] == c)
+                .unwrap_or_else(|| panic!("no {c} in {v}"))
+                .clone()
+        };
+        assert_eq!(shapes.len(), 3, "{v}");
+        let keys = |a: &Value| {
+            let mut k: Vec<String> = a["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            k.sort();
+            k
+        };
+        let log = by_command("log");
+        assert_eq!(keys(&log), ["command", "n", "path", "since"], "{log}");
+        assert_eq!(log["required"], json!(["command"]));
+        assert_eq!(log["additionalProperties"], false);
+        assert_eq!(
+            keys(&by_command("diff")),
+            ["command", "path", "refs", "staged"]
+        );
+        assert_eq!(keys(&by_command("status")), ["command"]);
     }
 
     #[test]

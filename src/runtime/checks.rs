@@ -334,7 +334,7 @@ pub fn asks_about(
     workspace: &std::path::Path,
 ) -> Option<(&'static str, &'static str)> {
     // The user's own words: not what was attached or piped after them
-    // (`File PATH, quoted as data:`, `Input from stdin, quoted as data:`),
+    // (`File PATH (N lines, M bytes), quoted as data:`, `Input from stdin (…), quoted as data:`),
     // which the model already has.
     let own = match message.find(", quoted as data:\n<") {
         Some(at) => message[..at]

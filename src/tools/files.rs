@@ -192,14 +192,17 @@ impl Tool for FileList {
         }
         let count = |k| entries.iter().filter(|e| e.rank == k).count();
         let (dirs, files, links) = (count(0), count(1), count(2));
-        let mut out = format!(
-            "{shown}: {} entries ({dirs} directories, {files} files, {links} links)",
-            entries.len()
-        );
+        // The names first, the counts after them: a small model handed the
+        // counts first answered "which files?" with them.
+        let mut out = format!("{shown}:");
         for e in entries.iter().take(MAX_ENTRIES) {
             out.push('\n');
             out.push_str(&e.line);
         }
+        out.push_str(&format!(
+            "\n({} entries: {dirs} directories, {files} files, {links} links)",
+            entries.len()
+        ));
         if entries.len() > MAX_ENTRIES {
             out.push_str(&format!(
                 "\n…[truncated: {} more entries]",

@@ -199,6 +199,15 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
 /// The tool's `bounds` as JSON Schema keywords by argument (`minimum` and
 /// `maximum`, `enum`), for a schema a grammar follows; null: none.
 pub fn bounds_schema(name: ToolName) -> Value {
+    // `git`: what each command takes, from the gate's own table (one
+    // arguments object per command in structured mode).
+    if name == ToolName::Git {
+        let takes: serde_json::Map<String, Value> = crate::security::git::tool_args::COMMANDS
+            .iter()
+            .map(|(c, keys)| (c.to_string(), json!(keys)))
+            .collect();
+        return json!({"$variants": {"key": "command", "takes": takes}});
+    }
     let b = bounds(name);
     if b.is_empty() {
         return Value::Null;
@@ -452,6 +461,28 @@ mod tests {
     fn check(tool: &str, args: Value) -> Result<(), String> {
         let tool = find(tool).unwrap();
         check_args(tool, &args).and_then(|()| check_bounds(tool, &args))
+    }
+
+    /// Structured mode's per-command objects for `git` come from the
+    /// gate's own table, every command of the schema's enum included.
+    #[test]
+    fn git_bounds_name_what_each_command_takes() {
+        let b = bounds_schema(ToolName::Git);
+        let takes = b["$variants"]["takes"].as_object().unwrap();
+        assert_eq!(b["$variants"]["key"], "command");
+        assert_eq!(takes["log"], json!(["n", "path", "since"]));
+        assert_eq!(takes["status"], json!([]));
+        let listed = tool(ToolName::Git).parameters()["properties"]["command"]["enum"].clone();
+        let mut names: Vec<&String> = takes.keys().collect();
+        let mut want: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        names.sort();
+        want.sort();
+        assert_eq!(names, want);
     }
 
     #[test]
