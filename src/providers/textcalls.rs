@@ -425,7 +425,43 @@ pub fn looks_like_tool_text(text: &str, tools: &[ToolSpec]) -> bool {
                     o.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
                 })
         });
-    named || call_keys || structured_call || bare_arguments
+    named || call_keys || structured_call || bare_arguments || invented_result(text, tools)
+}
+
+/// A fenced JSON object inside prose whose keys (two or more) are all the
+/// offered tools' argument names or a result's (`content`, `output`, …):
+/// an invented call or result ("file_read was called with … and returned:
+/// ```json {"path": …, "end_line": 10, "content": …}```", seen from a 1.5B
+/// model in native mode). A JSON answer of the user's own keys is not one.
+fn invented_result(text: &str, tools: &[ToolSpec]) -> bool {
+    const RESULT: [&str; 7] = [
+        "content",
+        "output",
+        "result",
+        "error",
+        "stdout",
+        "stderr",
+        "exit_code",
+    ];
+    let params: std::collections::HashSet<&str> = tools
+        .iter()
+        .filter_map(|t| t.parameters["properties"].as_object())
+        .flat_map(|p| p.keys().map(String::as_str))
+        .collect();
+    // Inside a fence: every other piece between ``` marks, its info string
+    // (`json`) dropped.
+    text.split("```").skip(1).step_by(2).any(|block| {
+        let body = block.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
+        serde_json::from_str::<Value>(body.trim())
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .is_some_and(|o| {
+                o.len() >= 2
+                    && o.keys().any(|k| params.contains(k.as_str()))
+                    && o.keys()
+                        .all(|k| params.contains(k.as_str()) || RESULT.contains(&k.as_str()))
+            })
+    })
 }
 
 #[cfg(test)]
@@ -677,6 +713,9 @@ mod tests {
             "{\"function\": \"sum\", \"params\": [1, 2]}",
             "```\n{\"tool\": \"calc\", \"arguments\": {}}\n```",
             "{\"action\": \"call\", \"tool\": \"time\", \"arguments\": {}}",
+            // An invented result in prose, its keys the tools' own.
+            "file_read was called and returned:\n```json\n{\n  \"content\": \"def plus\",\n  \
+             \"path\": \"src/calc.py\"\n}\n```",
             // A repair note's words, echoed as an answer.
             "The call did not run: invalid arguments: git log: argument \"refs\" does not apply",
         ] {
@@ -686,6 +725,9 @@ mod tests {
             "It is noon.",
             "{\"name\": \"Ada\", \"age\": 3}",
             "```json\n{\"age\": 3}\n```",
+            // A JSON answer with the user's own keys, one a tool's among them.
+            "Your config:\n```json\n{\"path\": \"/srv\", \"port\": 8080}\n```",
+            "```\n{\"path\": \"a\", \"content\": 1}\nnot json\n```",
             "Use {\"path\": \".\"} next time.",
             "The time tool says 12:00; file_list shows a.txt.",
             "",
