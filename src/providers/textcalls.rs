@@ -452,16 +452,53 @@ fn invented_result(text: &str, tools: &[ToolSpec]) -> bool {
     // (`json`) dropped.
     text.split("```").skip(1).step_by(2).any(|block| {
         let body = block.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-        serde_json::from_str::<Value>(body.trim())
-            .ok()
-            .and_then(|v| v.as_object().cloned())
-            .is_some_and(|o| {
-                o.len() >= 2
-                    && o.keys().any(|k| params.contains(k.as_str()))
-                    && o.keys()
-                        .all(|k| params.contains(k.as_str()) || RESULT.contains(&k.as_str()))
-            })
+        top_keys(body).is_some_and(|keys| {
+            keys.len() >= 2
+                && keys.iter().any(|k| params.contains(k))
+                && keys
+                    .iter()
+                    .all(|k| params.contains(k) || RESULT.contains(k))
+        })
     })
+}
+
+/// The keys of an object's top level, read loosely: a model's invented
+/// result is not always valid JSON (a raw tab inside a string, as the
+/// 1.5B model wrote a numbered file's lines). None: not one object.
+fn top_keys(body: &str) -> Option<Vec<&str>> {
+    let body = body.trim();
+    if !(body.starts_with('{') && body.ends_with('}')) {
+        return None;
+    }
+    let (mut keys, mut depth, mut string_at) = (Vec::new(), 0usize, None);
+    let mut last_string = None;
+    let mut escaped = false;
+    for (i, c) in body.char_indices() {
+        if let Some(start) = string_at {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    string_at = None;
+                    last_string = (depth == 1).then(|| &body[start + 1..i]);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => string_at = Some(i),
+            ':' => keys.extend(last_string.take()),
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.checked_sub(1)?,
+            c if c.is_whitespace() => continue,
+            _ => {}
+        }
+        if c != '"' {
+            last_string = None;
+        }
+    }
+    (depth == 0 && string_at.is_none()).then_some(keys)
 }
 
 #[cfg(test)]
@@ -685,6 +722,19 @@ mod tests {
     }
 
     #[test]
+    fn top_keys_reads_one_level_loosely() {
+        assert_eq!(
+            top_keys("{\"a\": {\"b\": 1}, \"c\": \"x:\\\"y}\", \"d\": [\"e\", {\"f\": 2}]}"),
+            Some(vec!["a", "c", "d"])
+        );
+        assert_eq!(top_keys("{\"t\": \"a\tb\"}"), Some(vec!["t"]));
+        assert_eq!(top_keys("{}"), Some(vec![]));
+        for bad in ["[1]", "{\"a\": 1", "{\"a\": \"}", "{]}}", "x"] {
+            assert_eq!(top_keys(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn tool_text_is_recognised_and_prose_is_not() {
         let tools: Vec<ToolSpec> = ["time", "file_list"]
             .iter()
@@ -713,7 +763,10 @@ mod tests {
             "{\"function\": \"sum\", \"params\": [1, 2]}",
             "```\n{\"tool\": \"calc\", \"arguments\": {}}\n```",
             "{\"action\": \"call\", \"tool\": \"time\", \"arguments\": {}}",
-            // An invented result in prose, its keys the tools' own.
+            // An invented result in prose, its keys the tools' own (a raw
+            // tab in a string: not JSON, still one).
+            "`file_read` was called and returned:\n```json\n{\n  \"content\": \"1\tdef plus\",\n  \
+             \"exit_code\": 0,\n  \"path\": \"src/calc.py\"\n}\n```",
             "file_read was called and returned:\n```json\n{\n  \"content\": \"def plus\",\n  \
              \"path\": \"src/calc.py\"\n}\n```",
             // A repair note's words, echoed as an answer.
