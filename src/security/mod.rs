@@ -21,7 +21,7 @@ pub mod redact;
 mod refusal;
 pub mod secret_files;
 
-pub use decision::{Decision, Risk, Verdict};
+pub use decision::{Decision, External, Risk, Verdict};
 pub use gate::Gate;
 pub use paths::resolve;
 pub use refusal::{Refusal, Refused};
@@ -308,6 +308,86 @@ impl Gate {
             estop: false,
             path,
             plan,
+        }
+    }
+
+    /// The decision for one call of an external tool (a plugin's): the
+    /// same autonomy × risk as a built-in, on what the tool declares. A
+    /// tool not declared read-only is never low risk (it may change
+    /// things: supervised asks), and only a read-only one runs under
+    /// readonly.
+    pub fn decide_external(&self, ext: &External, args: &Value) -> Decision {
+        let risk = if ext.read_only {
+            ext.risk
+        } else {
+            ext.risk.max(Risk::Medium)
+        };
+        let name = ext.name;
+        if let Some(reason) = estop_engaged(&self.estop_path) {
+            return Decision {
+                estop: true,
+                ..Decision::deny(risk, Refusal::Estop, reason)
+            };
+        }
+        if self.disabled_external.iter().any(|d| d == name) {
+            return Decision::deny(
+                risk,
+                Refusal::Unavailable,
+                format!("tool \"{name}\" is disabled (tools.{name}.enabled = false)"),
+            );
+        }
+        if let Some(why) = ext.unapproved {
+            return Decision::deny(risk, Refusal::Unapproved, why.to_string());
+        }
+        // The sandbox gives a child no network or all of it: a tool that
+        // names hosts cannot be held to them, so it does not run.
+        if !ext.network.is_empty() {
+            return Decision::deny(
+                risk,
+                Refusal::Network,
+                format!(
+                    "{} declares network hosts ({}); not implemented: the sandbox has no \
+                     host-scoped network, so external tools run without any",
+                    ext.source,
+                    ext.network.join(", ")
+                ),
+            );
+        }
+        if let Some(secret) = ext
+            .env
+            .iter()
+            .find(|n| self.secret_envs.iter().any(|s| s == *n))
+        {
+            return Decision::deny(
+                risk,
+                Refusal::Unavailable,
+                format!(
+                    "{} asks for ${secret}, which holds a key latchclaw uses; it is never \
+                     passed to a child",
+                    ext.source
+                ),
+            );
+        }
+        if !args.is_object() {
+            return Decision::deny(
+                risk,
+                Refusal::Arguments,
+                "tool arguments must be a JSON object",
+            );
+        }
+        let (verdict, reason) = verdict_for(self.autonomy, risk, ext.read_only);
+        let declared = if ext.read_only { ", read-only" } else { "" };
+        Decision {
+            risk,
+            verdict,
+            reason: format!(
+                "{reason}: {} declares {} risk{declared}",
+                ext.source,
+                ext.risk.as_str()
+            ),
+            estop: false,
+            path: None,
+            plan: None,
         }
     }
 
