@@ -104,6 +104,14 @@ fn the_echo_plugin_installs_and_a_mock_turn_calls_it() {
             .is_some_and(|h| h.len() == 64)
     );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+    // Arguments its schema refuses: one repair note with echo's schema.
+    let r = env.run(&["agent", "-m", "repair this"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("right key"), "{r:?}");
+    let reqs = env.requests();
+    let note = reqs[reqs.len() - 2].to_string();
+    assert!(note.contains("unknown argument \\\"txt\\\""), "{note}");
+    assert!(note.contains("echo's arguments (JSON Schema)"), "{note}");
     // `tool run`, `tool list`, `policy check` and `prompt show` know it.
     let (r, v) = env.tool("echo", json!({"text": "direct"}));
     assert_eq!(r.code, 0, "{r:?}");
@@ -571,4 +579,58 @@ fn a_description_carrying_instructions_reaches_the_model_as_data() {
     // `plugin show` prints it without the escapes.
     let r = env.run(&["plugin", "show", "echo"]);
     assert!(!r.stdout.contains('\u{1b}'), "{r:?}");
+}
+
+#[test]
+fn the_emergency_stop_and_ctrl_c_end_a_hanging_plugin_at_once() {
+    let env = Env::new();
+    autonomy(&env, "full");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let dir = plugin(
+        &env,
+        "sleeper",
+        &[(
+            "sleeper",
+            "risk = \"low\"\nread_only = true\ntimeout_secs = 60",
+            "sleep 7.3890",
+        )],
+    );
+    assert_eq!(install(&env, &dir).code, 0);
+    // The emergency stop: exit 5, its processes gone.
+    let child = env
+        .command(&["tool", "run", "sleeper", "--json", "{}"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_process("7.3890", Duration::from_secs(10));
+    let t = Instant::now();
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("emergency stop"),
+        "{v}"
+    );
+    assert!(processes_with("7.3890").is_empty());
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+    // Ctrl-C (SIGINT): the call ends cancelled, nothing left running.
+    let child = env
+        .command(&["tool", "run", "sleeper", "--json", "{}"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_process("7.3890", Duration::from_secs(10));
+    let t = Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("cancelled"), "{v}");
+    assert!(processes_with("7.3890").is_empty());
 }

@@ -428,10 +428,15 @@ impl<'a> Runtime<'a> {
     /// gate). The model's mistake, corrected once (`checks::repair_note`).
     fn call_problem(&self, call: &ToolCall) -> Option<checks::Problem> {
         let Some(name) = tools::ToolName::parse(&call.name) else {
-            // An external tool's arguments are checked (and repaired) when
-            // it is called; one not approved is the gate's to refuse.
-            if self.external.find(&call.name).is_some() {
-                return None;
+            // An external tool's arguments against its schema; one not
+            // approved is the gate's to refuse.
+            if let Some(ext) = self.external.find(&call.name) {
+                return tools::check_schema(&call.name, &ext.schema, &call.arguments)
+                    .err()
+                    .map(|e| {
+                        let e = format!("invalid arguments: {e}");
+                        checks::Problem::BadExternal(call.name.clone(), ext.schema.clone(), e)
+                    });
             }
             return Some(checks::Problem::UnknownTool(call.name.clone()));
         };

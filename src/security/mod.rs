@@ -584,6 +584,85 @@ mod tests {
         })
     }
 
+    fn ext<'a>(risk: Risk, read_only: bool) -> External<'a> {
+        External {
+            name: "echo",
+            source: "plugin \"echo\" tool \"echo\"",
+            risk,
+            read_only,
+            network: &[],
+            env: &[],
+            unapproved: None,
+        }
+    }
+
+    #[test]
+    fn external_tools_get_the_built_ins_autonomy_matrix() {
+        let args = serde_json::json!({});
+        let at = |extra: &str, e: External| {
+            let d = fixture(extra).gate.decide_external(&e, &args);
+            (d.risk, d.verdict)
+        };
+        // Keys of the fixture's own [security] table.
+        let ro = "autonomy = \"readonly\"\n";
+        let sup = "";
+        let full = "autonomy = \"full\"\n";
+        let deny = |k| Verdict::Deny(k);
+        assert_eq!(at(ro, ext(Risk::Low, true)), (Risk::Low, Verdict::Allow));
+        assert_eq!(at(ro, ext(Risk::Medium, true)).1, deny(Refusal::Autonomy));
+        // Not declared read-only: never low risk, never run under readonly.
+        assert_eq!(
+            at(ro, ext(Risk::Low, false)),
+            (Risk::Medium, deny(Refusal::Autonomy))
+        );
+        assert_eq!(at(sup, ext(Risk::Low, true)), (Risk::Low, Verdict::Allow));
+        assert_eq!(at(sup, ext(Risk::Low, false)), (Risk::Medium, Verdict::Ask));
+        assert_eq!(at(sup, ext(Risk::High, true)).1, deny(Refusal::Autonomy));
+        assert_eq!(at(full, ext(Risk::Medium, false)).1, Verdict::Allow);
+        assert_eq!(at(full, ext(Risk::High, false)).1, Verdict::Ask);
+        // Refused whatever the autonomy: unapproved, network, a key's name.
+        let hosts = ["example.com".to_string()];
+        let key = ["OPENAI_API_KEY".to_string()];
+        let keyed = "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"OPENAI_API_KEY\"\n";
+        for (extra, e, kind) in [
+            (
+                full,
+                External {
+                    unapproved: Some("changed"),
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Unapproved,
+            ),
+            (
+                full,
+                External {
+                    network: &hosts,
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Network,
+            ),
+            (
+                keyed,
+                External {
+                    env: &key,
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Unavailable,
+            ),
+        ] {
+            let fx = fixture(extra);
+            let d = fx.gate.decide_external(&e, &args);
+            assert_eq!(d.verdict, deny(kind), "{}", d.reason);
+        }
+        // The environment it gets: PATH and what it names, never a key.
+        let fx = fixture(keyed);
+        let env = fx
+            .gate
+            .external_env(&["OPENAI_API_KEY".into(), "PATH".into()]);
+        assert_eq!(env.len(), 1, "{env:?}");
+        assert_eq!(env[0].0, "PATH");
+    }
+
     #[test]
     fn plain_workspace_paths_resolve() {
         let fx = fixture("");
