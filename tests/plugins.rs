@@ -140,6 +140,22 @@ fn the_echo_plugin_installs_and_a_mock_turn_calls_it() {
     assert_eq!(p["decision"], "allow", "{p}");
     let r = env.run(&["prompt", "show"]);
     assert!(r.stdout.contains("tool echo"), "{r:?}");
+    // Its middleware: a rate limit across runs, by its name.
+    env.mock(
+        "plugin_echo.toml",
+        "",
+        "[tools.echo]\nrate_limit = { per_hour = 1 }\n",
+    );
+    assert_eq!(env.tool("echo", json!({"text": "1"})).0.code, 0);
+    let (r, v) = env.tool("echo", json!({"text": "2"}));
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("rate limit: echo 1/hour across runs"),
+        "{v}"
+    );
     // `[tools.echo] enabled = false` takes it away, and refuses it.
     env.mock("plugin_echo.toml", "", "[tools.echo]\nenabled = false\n");
     let (r, v) = env.tool("echo", json!({"text": "x"}));

@@ -65,6 +65,11 @@ impl Installed {
                 "plugin \"{}\" was never approved (no pin); {approve}",
                 self.name
             )),
+            // An executable gone or unreadable: not what was approved.
+            (_, Some(_), None) => Some(format!(
+                "plugin \"{}\": an executable of its tools cannot be read; {approve}",
+                self.name
+            )),
             (_, Some(p), Some(c)) if p["hash"] != c["hash"] => Some(format!(
                 "plugin \"{}\": its tool definitions changed since they were approved; \
                  its tools are refused until the operator approves them again: {approve}",
