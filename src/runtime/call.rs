@@ -142,7 +142,7 @@ impl Admitted<'_> {
 
 /// The token a tool runs on.
 mod started {
-    use super::{Admitted, Runtime};
+    use super::{Admitted, Runtime, Target};
     use crate::error::Result;
     use crate::receipts::{NewReceipt, Status};
 
@@ -168,7 +168,11 @@ mod started {
         /// tool whose receipt cannot be written does not run.
         pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
             let c = admitted.call.call;
-            if admitted.acting().plan.is_some() {
+            // A plan's children, or a plugin's: the shared namespaces get
+            // made beside the receipt.
+            if admitted.acting().plan.is_some()
+                || matches!(admitted.call.target, Target::External(_))
+            {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }
             let id = if admitted.call.takes_effect() {
