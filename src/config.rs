@@ -413,12 +413,24 @@ pub struct Tools {
     /// The tools whose section sets `enabled`, `timeout_secs` or
     /// `rate_limit`.
     pub middleware: BTreeMap<ToolName, Middleware>,
+    /// `[tools."NAME"]` of a name no built-in has: an external tool's (a
+    /// plugin's). Which exist is known from the state dir only, so the
+    /// command line checks these names when it loads the config.
+    pub external: BTreeMap<String, Middleware>,
 }
 
 impl Tools {
     /// The middleware keys of `tool` (all unset when it has none).
     pub fn of(&self, tool: ToolName) -> Middleware {
         self.middleware.get(&tool).copied().unwrap_or_default()
+    }
+
+    /// The middleware keys of a tool by the name models call it.
+    pub fn of_name(&self, name: &str) -> Middleware {
+        match ToolName::parse(name) {
+            Some(t) => self.of(t),
+            None => self.external.get(name).copied().unwrap_or_default(),
+        }
     }
 }
 
@@ -1746,10 +1758,23 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
     let mut tools = r.section(top, "tools");
     let mut out = Tools {
         middleware: BTreeMap::new(),
+        external: BTreeMap::new(),
         ..d
     };
     let names: Vec<String> = tools.t.keys().cloned().collect();
     for name in names {
+        // Not near a built-in's name (a typo stays an error here) and a
+        // name a model can call: an external tool's middleware.
+        if ToolName::parse(&name).is_none()
+            && tool_hint(&name).is_empty()
+            && crate::types::valid_tool_name(&name)
+        {
+            let mut sec = r.section(&mut tools, &name);
+            let m = read_middleware(r, &mut sec);
+            r.finish(sec);
+            out.external.insert(name, m);
+            continue;
+        }
         let Some(tool) = ToolName::parse(&name) else {
             tools.t.remove(&name);
             r.err(format!(
@@ -2586,8 +2611,11 @@ tools_allow = ["file_read", "teleport"]
     fn tool_sections_are_checked_in_one_pass() {
         let e = errors(
             r#"
+[tools."tele port"]
+enabled = true
 [tools.teleport]
 enabled = true
+colour = 3
 [tools.shell]
 enabled = "no"
 timeout_secs = 0
@@ -2602,7 +2630,10 @@ url = "https://s.example"
 "#,
         );
         let want = [
-            "tools.teleport: unknown tool \"teleport\"; [tools.NAME] takes one of: time, ",
+            "tools.tele port: unknown tool \"tele port\"; [tools.NAME] takes one of: time, ",
+            // Not a built-in's, not near one: a plugin's tool, whose keys
+            // are checked here and whose name where plugins are known.
+            "tools.teleport.colour: unknown key",
             "tools.shell.enabled: expected true or false",
             "tools.shell.timeout_secs: 0 is out of range; allowed: 1 to 3600",
             "tools.shell.allowed_domains: unknown key",

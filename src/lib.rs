@@ -8,11 +8,13 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod external;
 pub mod features;
 #[cfg(feature = "gateway")]
 pub(crate) mod gateway;
 pub mod logging;
 pub mod memory;
+pub mod plugins;
 pub(crate) mod prompt;
 pub(crate) mod providers;
 pub mod receipts;

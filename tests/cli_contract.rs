@@ -23,6 +23,11 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         "---\nname: demo\ndescription: d\n---\nbody\n",
     )
     .unwrap();
+    let echo = common::fixture("plugins/echo");
+    assert_eq!(
+        env.run(&["plugin", "install", echo.to_str().unwrap()]).code,
+        0
+    );
     for cmd in [
         &["config", "show"][..],
         &["provider", "list"],
@@ -41,6 +46,8 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["prompt", "show"],
         &["skill", "list"],
         &["skill", "show", "demo"],
+        &["plugin", "list"],
+        &["plugin", "show", "echo"],
     ] {
         let last: Vec<&str> = cmd.iter().copied().chain(["--json"]).collect();
         let first: Vec<&str> = ["--json"].into_iter().chain(cmd.iter().copied()).collect();
@@ -208,6 +215,18 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
         (
             &["skill", "show"],
             "`latchclaw skill show` needs a skill name",
+        ),
+        (
+            &["plugin", "install"],
+            "`latchclaw plugin install` needs a plugin directory",
+        ),
+        (
+            &["plugin", "approve"],
+            "`latchclaw plugin approve` needs a plugin name",
+        ),
+        (
+            &["plugin", "remove", "nothing-here"],
+            "no plugin \"nothing-here\"; installed: none",
         ),
         (
             &["service"],

@@ -36,6 +36,8 @@ const LAYERS: &[&str] = &[
     "transport", // the TCP/TLS connections under the HTTP agents
     "providers", // model providers
     "tools",    // the tools, acting on what the gate resolved
+    "external", // external tools (plugins', later MCP servers'): the registry, names, descriptions
+    "plugins",  // plugins: manifests, install, pins, the sandboxed call
     "skills",   // SKILL.md files
     "prompt",   // the system prompt and the notes a message carries
     "runtime",  // the agent loop and one tool call's pipeline

@@ -442,7 +442,12 @@ impl CliChannel {
                 }
                 ("/tools", _) => {
                     for t in rt.tool_specs() {
-                        eprintln!("{:14} {}", t.name, t.description);
+                        // A plugin's is framed data: shown on one line.
+                        eprintln!(
+                            "{:14} {}",
+                            t.name,
+                            crate::util::for_terminal(&crate::util::one_line(&t.description, 1000))
+                        );
                     }
                 }
                 ("/policy", _) => eprintln!("{}", rt.gate.describe(rt.cfg)),

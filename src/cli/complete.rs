@@ -12,7 +12,14 @@ use std::ffi::OsString;
 pub const CALLBACK: &str = "__complete";
 
 /// What `__complete` lists.
-pub const KINDS: [&str; 5] = ["providers", "tools", "skills", "conversations", "approvals"];
+pub const KINDS: [&str; 6] = [
+    "providers",
+    "tools",
+    "skills",
+    "conversations",
+    "approvals",
+    "plugins",
+];
 
 /// What a value completes to: names `__complete` lists, then fixed words.
 struct Values {
@@ -61,6 +68,9 @@ const ARG_VALUES: &[(&str, Values)] = &[
     ("tool run", kind("tools")),
     ("policy check", kind("tools")),
     ("skill show", kind("skills")),
+    ("plugin show", kind("plugins")),
+    ("plugin remove", kind("plugins")),
+    ("plugin approve", kind("plugins")),
     (
         "memory show",
         Values {
@@ -120,10 +130,20 @@ pub fn callback(args: &[OsString]) -> i32 {
 fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<Vec<String>> {
     use crate::config::Config;
     if kind == "tools" {
-        return Ok(crate::types::ToolName::ALL
+        let mut names: Vec<String> = crate::types::ToolName::ALL
             .iter()
             .map(|t| t.as_str().to_string())
-            .collect());
+            .collect();
+        // A plugin's tools too, when a config loads (quietly: completion).
+        if let Ok(cfg) = Config::load(config) {
+            names.extend(
+                crate::plugins::registry(&cfg)
+                    .tools
+                    .into_iter()
+                    .map(|t| t.name),
+            );
+        }
+        return Ok(names);
     }
     let cfg = Config::load(config)?;
     let memory = || {
@@ -135,6 +155,10 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
     };
     Ok(match kind {
         "providers" => cfg.providers.keys().cloned().collect(),
+        "plugins" => crate::plugins::installed(&cfg)?
+            .into_iter()
+            .map(|p| p.name)
+            .collect(),
         "skills" => {
             let mut names: Vec<String> = crate::skills::list(&cfg)?
                 .into_iter()

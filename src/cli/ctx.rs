@@ -40,6 +40,16 @@ impl Ctx {
 
     pub fn load_config(&self) -> Result<Config> {
         let cfg = Config::load(self.config.as_deref())?;
+        // `[tools."NAME"]` of a name no built-in has: a plugin's tool, which
+        // only the state dir knows.
+        let unknown = crate::plugins::unknown_config_tools(&cfg);
+        if !unknown.is_empty() {
+            return Err(crate::config::ConfigErrors {
+                file: cfg.config_path.display().to_string(),
+                errors: unknown,
+            }
+            .into());
+        }
         if !self.quiet && !self.notes_said.replace(true) {
             for n in &cfg.notes {
                 eprintln!("latchclaw: note: {n}");

@@ -113,6 +113,11 @@ const DATA: &[&str] = &[
     "prompt show",
     "skill list",
     "skill show",
+    "plugin list",
+    "plugin show",
+    "plugin install",
+    "plugin remove",
+    "plugin approve",
     "estop status",
 ];
 
@@ -775,6 +780,54 @@ or why it cannot be used.",
         about: "Prints one skill: its name, description, the tools it needs, where it
 comes from, whether it is enabled, then the body that joins the system
 prompt when it is.",
+        bare: false,
+    },
+    CommandDef {
+        path: "plugin list",
+        args: &[],
+        summary: "plugins: name, version, tools, approved or why not",
+        about: "Lists the plugins in <state>/plugins/NAME (README: plugins): name,
+version, their tools and whether their definitions are the approved ones
+(a plugin whose manifest, schemas, descriptions or executables changed
+after it was approved is refused until `latchclaw plugin approve NAME`).",
+        bare: true,
+    },
+    CommandDef {
+        path: "plugin show",
+        args: &[arg("NAME", "plugin name")],
+        summary: "one plugin's manifest, tools and pin",
+        about: "Prints one plugin: its directory, version, each tool (name, risk,
+read_only, network, env, timeout, command, description), whether it is
+approved, and what changed since it was if it was.",
+        bare: false,
+    },
+    CommandDef {
+        path: "plugin install",
+        args: &[arg("PATH", "plugin directory")],
+        summary: "check and copy a plugin directory into <state>/plugins, pinned",
+        about: "Checks the directory PATH (its manifest.toml: every problem in one
+pass, each with its key path; links that leave it; each tool's command: an
+executable inside it; schemas that are objects; tool names that shadow a
+built-in or another plugin's), copies it to <state>/plugins/NAME and pins
+its tool definitions as approved. Its tools are offered from the next run.",
+        bare: false,
+    },
+    CommandDef {
+        path: "plugin remove",
+        args: &[arg("NAME", "plugin name")],
+        summary: "delete an installed plugin and its pin",
+        about: "Deletes <state>/plugins/NAME and its pin.",
+        bare: false,
+    },
+    CommandDef {
+        path: "plugin approve",
+        args: &[arg("NAME", "plugin name")],
+        summary: "show what changed in a plugin and approve it as it is",
+        about: "Shows each difference between the plugin's approved tool definitions
+and the ones on disk now (names, descriptions, schemas, risk, read_only,
+network, env, commands and the executables' SHA-256), then records the ones
+on disk as approved: its tools are offered and run again. Refused while its
+manifest has problems.",
         bare: false,
     },
     CommandDef {

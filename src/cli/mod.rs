@@ -136,6 +136,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
         Command::SkillList { json } => cmd::skill::list(&ctx, json),
         Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
+        Command::PluginList { json } => cmd::plugin::list(&ctx, json),
+        Command::PluginShow { name, json } => cmd::plugin::show(&ctx, &name, json),
+        Command::PluginInstall { path, json } => cmd::plugin::install(&ctx, &path, json),
+        Command::PluginRemove { name, json } => cmd::plugin::remove(&ctx, &name, json),
+        Command::PluginApprove { name, json } => cmd::plugin::approve(&ctx, &name, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)

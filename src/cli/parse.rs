@@ -138,6 +138,25 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    PluginList {
+        json: bool,
+    },
+    PluginShow {
+        name: String,
+        json: bool,
+    },
+    PluginInstall {
+        path: PathBuf,
+        json: bool,
+    },
+    PluginRemove {
+        name: String,
+        json: bool,
+    },
+    PluginApprove {
+        name: String,
+        json: bool,
+    },
     ServiceInstall {
         bind: Option<String>,
         print: bool,
@@ -840,6 +859,14 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "skill list" => Command::SkillList { json },
         "skill show" => Command::SkillShow { name: arg(0), json },
+        "plugin list" => Command::PluginList { json },
+        "plugin show" => Command::PluginShow { name: arg(0), json },
+        "plugin install" => Command::PluginInstall {
+            path: PathBuf::from(arg(0)),
+            json,
+        },
+        "plugin remove" => Command::PluginRemove { name: arg(0), json },
+        "plugin approve" => Command::PluginApprove { name: arg(0), json },
         "service install" => Command::ServiceInstall {
             bind: o
                 .value("bind")

@@ -261,7 +261,7 @@ impl Gateway {
     }
 
     fn tools(&self) -> Response {
-        let rows: Vec<Value> = crate::tools::ToolName::ALL
+        let mut rows: Vec<Value> = crate::tools::ToolName::ALL
             .into_iter()
             .map(|name| {
                 json!({
@@ -273,6 +273,20 @@ impl Gateway {
                 })
             })
             .collect();
+        // Then the plugins' tools, as `tool list` shows them.
+        let external = crate::plugins::registry(&self.cfg);
+        for t in &external.tools {
+            rows.push(json!({
+                "name": t.name,
+                "enabled": external.offered(&self.cfg).any(|o| o.name == t.name),
+                "built": true,
+                "risk": t.risk.as_str(),
+                "read_only": t.read_only,
+                "description": t.description,
+                "source": format!("plugin {}", t.provider),
+                "approved": t.unapproved.is_none(),
+            }));
+        }
         Response::json(200, &Value::Array(rows))
     }
 

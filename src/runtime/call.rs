@@ -54,11 +54,36 @@ struct Call<'c> {
     args: &'c Value,
 }
 
+/// What a call names: a built-in, or an external tool (a plugin's).
+#[derive(Clone, Copy)]
+enum Target<'c> {
+    Builtin(ToolName, &'static dyn Tool),
+    External(&'c crate::external::ExternalTool),
+}
+
 /// A call that names a tool, with arguments its schema accepts.
 struct Valid<'c> {
     call: Call<'c>,
-    tool_name: ToolName,
-    tool: &'static dyn Tool,
+    target: Target<'c>,
+}
+
+impl Valid<'_> {
+    /// The built-in it names, if it names one.
+    fn builtin(&self) -> Option<ToolName> {
+        match self.target {
+            Target::Builtin(t, _) => Some(t),
+            Target::External(_) => None,
+        }
+    }
+
+    fn takes_effect(&self) -> bool {
+        match self.target {
+            Target::Builtin(_, tool) => tool.takes_effect(),
+            // Its own word is not taken for it: every call of a process
+            // latchclaw does not know gets its started receipt first.
+            Target::External(_) => true,
+        }
+    }
 }
 
 /// The gate's decision, and `<state>/tools.lock` taken before it: one call
@@ -117,7 +142,7 @@ impl Admitted<'_> {
 
 /// The token a tool runs on.
 mod started {
-    use super::{Admitted, Runtime};
+    use super::{Admitted, Runtime, Target};
     use crate::error::Result;
     use crate::receipts::{NewReceipt, Status};
 
@@ -143,10 +168,14 @@ mod started {
         /// tool whose receipt cannot be written does not run.
         pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
             let c = admitted.call.call;
-            if admitted.acting().plan.is_some() {
+            // A plan's children, or a plugin's: the shared namespaces get
+            // made beside the receipt.
+            if admitted.acting().plan.is_some()
+                || matches!(admitted.call.target, Target::External(_))
+            {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }
-            let id = if admitted.call.tool.takes_effect() {
+            let id = if admitted.call.takes_effect() {
                 self.append_receipt(&NewReceipt {
                     conversation_id: c.conversation_id,
                     tool: c.name,
@@ -236,13 +265,13 @@ enum Next<'c, T> {
 /// process, every run's in the memory database.
 struct CallLog<'a> {
     memory: &'a crate::memory::Memory,
-    in_run: &'a RefCell<Vec<(ToolName, Instant)>>,
+    in_run: &'a RefCell<Vec<(String, Instant)>>,
 }
 
 impl crate::security::rate::CallCounter for CallLog<'_> {
     fn admit(
         &self,
-        tool: ToolName,
+        tool: &str,
         hourly: bool,
         record: bool,
         decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
@@ -253,7 +282,7 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
             .in_run
             .borrow()
             .iter()
-            .filter(|(t, at)| *t == tool && now.duration_since(*at) < minute)
+            .filter(|(t, at)| t == tool && now.duration_since(*at) < minute)
             .count() as u32;
         let mut verdict = None;
         let mut judge = |hour_all_runs| {
@@ -264,16 +293,13 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
             verdict.is_none() && record
         };
         if hourly {
-            self.memory.admit_tool_call(
-                tool.as_str(),
-                crate::security::rate::HOUR_MS,
-                &mut judge,
-            )?;
+            self.memory
+                .admit_tool_call(tool, crate::security::rate::HOUR_MS, &mut judge)?;
         } else {
             judge(0);
         }
         if verdict.is_none() && record {
-            self.in_run.borrow_mut().push((tool, now));
+            self.in_run.borrow_mut().push((tool.to_string(), now));
         }
         Ok(verdict)
     }
@@ -359,8 +385,17 @@ impl Runtime<'_> {
 
     /// A tool the table knows, with arguments its schema accepts (a tool
     /// not enabled on the channel is the gate's to refuse).
-    fn validate<'c>(&self, call: Call<'c>) -> Next<'c, Valid<'c>> {
+    fn validate<'c>(&'c self, call: Call<'c>) -> Next<'c, Valid<'c>> {
         let Some(tool_name) = ToolName::parse(call.name) else {
+            if let Some(ext) = self.external.find(call.name) {
+                if let Err(e) = tools::check_schema(call.name, &ext.schema, call.args) {
+                    return Next::End(invalid(call, format!("invalid arguments: {e}")));
+                }
+                return Next::Go(Valid {
+                    call,
+                    target: Target::External(ext),
+                });
+            }
             let offered: Vec<&str> = self
                 .cfg
                 .channels
@@ -368,6 +403,7 @@ impl Runtime<'_> {
                 .tools_allow
                 .iter()
                 .map(|t| t.as_str())
+                .chain(self.external.offered(self.cfg).map(|t| t.name.as_str()))
                 .collect();
             let e = format!(
                 "unknown tool \"{}\"; the tools on this channel: {}",
@@ -382,9 +418,16 @@ impl Runtime<'_> {
         }
         Next::Go(Valid {
             call,
-            tool_name,
-            tool,
+            target: Target::Builtin(tool_name, tool),
         })
+    }
+
+    /// The gate's decision on a call.
+    fn decide(&self, call: &Valid<'_>) -> Decision {
+        match call.target {
+            Target::Builtin(t, _) => self.gate.decide(t, call.call.args),
+            Target::External(ext) => self.gate.decide_external(&ext.judged(), call.call.args),
+        }
     }
 
     fn call_log(&self) -> CallLog<'_> {
@@ -399,11 +442,11 @@ impl Runtime<'_> {
     /// when it runs (`admit`).
     fn judge<'c>(&self, call: Valid<'c>) -> Result<Judged<'c>> {
         let lock = tool_lock(self.cfg, &self.control);
-        let d = self.gate.decide(call.tool_name, call.call.args);
+        let d = self.decide(&call);
         let decision = match d.verdict {
             Verdict::Ask => match self
                 .gate
-                .rate_limited(call.tool_name, &self.call_log(), false)?
+                .rate_limited(call.call.name, &self.call_log(), false)?
             {
                 Some(why) => Decision {
                     verdict: Verdict::Deny(crate::security::Refusal::RateLimit),
@@ -577,7 +620,7 @@ impl Runtime<'_> {
         };
         let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
         let fresh = if relocked {
-            let fresh = self.gate.decide(call.tool_name, c.args);
+            let fresh = self.decide(&call);
             if matches!(fresh.verdict, Verdict::Deny(_)) || fresh.risk > decision.risk {
                 let result = ToolResult::err(format!(
                     "denied by policy: the files changed while the operator was asked: {}",
@@ -590,10 +633,7 @@ impl Runtime<'_> {
         } else {
             None
         };
-        if let Some(why) = self
-            .gate
-            .rate_limited(call.tool_name, &self.call_log(), true)?
-        {
+        if let Some(why) = self.gate.rate_limited(c.name, &self.call_log(), true)? {
             let result = ToolResult::err(format!("denied by policy: {why}"));
             let ended = Ended::early(c, &decision, Status::Denied, why, result, Some(lock));
             return Ok(Next::End(ended));
@@ -624,11 +664,16 @@ impl Runtime<'_> {
         // `tool_timeout_secs` (or the tool's own `timeout_secs`) bounds
         // every call; a tool's own timeout (shell, http) and the run's
         // `--timeout` can only cut it shorter.
+        let own = match call.target {
+            Target::Builtin(..) => None,
+            Target::External(ext) => ext.timeout_secs,
+        };
         let limit = std::time::Duration::from_secs(
             self.cfg
                 .tools
-                .of(call.tool_name)
+                .of_name(call.call.name)
                 .timeout_secs
+                .or(own)
                 .unwrap_or(self.cfg.tool_timeout_secs),
         );
         let ctx = ToolCtx {
@@ -643,13 +688,20 @@ impl Runtime<'_> {
         };
         // A question touches no file: nobody else's call waits while the
         // user thinks.
-        let lock = if call.tool_name == ToolName::AskUser {
+        let lock = if call.builtin() == Some(ToolName::AskUser) {
             drop(lock);
             None
         } else {
             Some(lock)
         };
-        let mut result = call.tool.invoke(call.call.args, &ctx);
+        let mut result = match call.target {
+            Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
+            Target::External(ext) => match &ext.kind {
+                crate::external::Kind::Plugin { dir, command } => {
+                    crate::plugins::call(ext, dir, command, call.call.args, &ctx)
+                }
+            },
+        };
         let redacted = result.redact(&self.redactor);
         if !redacted.is_empty() {
             log::info!(
@@ -690,7 +742,7 @@ impl Runtime<'_> {
             // Nobody was asked, so say it happened: a write under `full`
             // leaves a line on stderr (cron mails it, a terminal shows it).
             if status == Status::Allowed
-                && call.tool_name == ToolName::FileWrite
+                && call.builtin() == Some(ToolName::FileWrite)
                 && self.gate.autonomy() == crate::config::Autonomy::Full
             {
                 log::warn!(

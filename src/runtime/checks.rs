@@ -17,6 +17,9 @@ pub enum Problem {
     UnknownTool(String),
     /// The tool, and `tools::check_args`'s error.
     BadArguments(ToolName, String),
+    /// An external tool (a plugin's): its name, its schema, and
+    /// `tools::check_schema`'s error.
+    BadExternal(String, Value, String),
 }
 
 impl Problem {
@@ -28,15 +31,26 @@ impl Problem {
                 crate::util::printable(name),
                 offered.join(", ")
             ),
-            Problem::BadArguments(_, e) => e.clone(),
+            Problem::BadArguments(_, e) | Problem::BadExternal(_, _, e) => e.clone(),
         }
     }
 
     /// The one note that corrects it: the error, the call written in the
     /// mode's form with example arguments, and the tool's schema.
     pub fn repair_note(&self, offered: &[&str], mode: Option<ToolMode>) -> String {
+        if let Problem::BadExternal(name, schema, _) = self {
+            return format!(
+                "[latchclaw: the call did not run: {}. Write the call exactly in this form, \
+                 with arguments that fit {name}'s schema:\n{}\n{name}'s arguments (JSON \
+                 Schema): {}{REPAIR_END}",
+                self.error(offered),
+                call_form(name, &json!({}), mode),
+                spaced_json(schema)
+            );
+        }
         let tool = match self {
             Problem::BadArguments(t, _) => Some(*t),
+            Problem::BadExternal(..) => None,
             Problem::UnknownTool(name) => {
                 crate::util::suggest::nearest(name, offered.iter().copied())
                     .and_then(ToolName::parse)

@@ -195,6 +195,8 @@ impl<'a> Runtime<'a> {
                 example: tools::example(t.name()),
                 bounds: tools::bounds_schema(t.name()),
             })
+            // Then the external tools approved as they are now.
+            .chain(self.external.offered(self.cfg).map(|t| t.spec()))
             .collect()
     }
 
@@ -426,6 +428,16 @@ impl<'a> Runtime<'a> {
     /// gate). The model's mistake, corrected once (`checks::repair_note`).
     fn call_problem(&self, call: &ToolCall) -> Option<checks::Problem> {
         let Some(name) = tools::ToolName::parse(&call.name) else {
+            // An external tool's arguments against its schema; one not
+            // approved is the gate's to refuse.
+            if let Some(ext) = self.external.find(&call.name) {
+                return tools::check_schema(&call.name, &ext.schema, &call.arguments)
+                    .err()
+                    .map(|e| {
+                        let e = format!("invalid arguments: {e}");
+                        checks::Problem::BadExternal(call.name.clone(), ext.schema.clone(), e)
+                    });
+            }
             return Some(checks::Problem::UnknownTool(call.name.clone()));
         };
         let tool = tools::tool(name);
@@ -473,13 +485,14 @@ impl<'a> Runtime<'a> {
     }
 
     /// The names of the tools offered on the channel.
-    fn offered_names(&self) -> Vec<&'static str> {
+    fn offered_names(&self) -> Vec<&str> {
         self.cfg
             .channels
             .cli
             .tools_allow
             .iter()
             .map(|t| t.as_str())
+            .chain(self.external.offered(self.cfg).map(|t| t.name.as_str()))
             .collect()
     }
 

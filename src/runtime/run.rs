@@ -93,7 +93,9 @@ pub struct Runtime<'a> {
     pub round: RefCell<Option<Round>>,
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
-    pub(super) calls_in_run: RefCell<Vec<(tools::ToolName, Instant)>>,
+    pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
+    /// The external tools (plugins') this run knows, read once.
+    pub external: crate::external::Registry,
     /// Provider calls of this run that failed: the gateway adds them to
     /// its metrics and answers a turn that failed after one with 502.
     pub provider_errors: std::cell::Cell<u64>,
@@ -178,6 +180,7 @@ impl<'a> Runtime<'a> {
             conversation: Default::default(),
             round: Default::default(),
             calls_in_run: Default::default(),
+            external: crate::plugins::registry(cfg),
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,
             workspace_flag: String::new(),

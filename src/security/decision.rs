@@ -43,6 +43,26 @@ impl Verdict {
     }
 }
 
+/// An external tool (a plugin's) as the gate judges it: what its manifest
+/// declares, and whether the operator approved its definitions as they are
+/// on disk now. The gate never reads a manifest: what provides the tool
+/// fills this in, and the gate decides on it alone.
+#[derive(Debug, Clone, Copy)]
+pub struct External<'a> {
+    /// The name models call it.
+    pub name: &'a str,
+    /// Who provides it, for reasons: `plugin "echo"`.
+    pub source: &'a str,
+    pub risk: Risk,
+    pub read_only: bool,
+    /// Hosts it declares it needs.
+    pub network: &'a [String],
+    /// Names of latchclaw's environment variables it is given.
+    pub env: &'a [String],
+    /// `Some(why)`: its definitions are not the approved ones.
+    pub unapproved: Option<&'a str>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Decision {
     pub risk: Risk,

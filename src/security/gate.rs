@@ -57,8 +57,10 @@ pub struct Gate {
     /// `[tools.NAME] enabled = false`.
     pub(super) disabled: Vec<ToolName>,
     pub(super) web_search: Option<crate::config::WebSearch>,
-    /// The tools with a `rate_limit`.
-    pub(super) rate_limits: Vec<(ToolName, crate::config::RateLimit)>,
+    /// External tools with `[tools."NAME"] enabled = false`.
+    pub(super) disabled_external: Vec<String>,
+    /// The tools with a `rate_limit`, by the name models call them.
+    pub(super) rate_limits: Vec<(String, crate::config::RateLimit)>,
 }
 
 impl Gate {
@@ -119,12 +121,21 @@ impl Gate {
                 .map(|(t, _)| *t)
                 .collect(),
             web_search: cfg.tools.web_search.clone(),
+            disabled_external: cfg
+                .tools
+                .external
+                .iter()
+                .filter(|(_, m)| m.enabled == Some(false))
+                .map(|(t, _)| t.clone())
+                .collect(),
             rate_limits: cfg
                 .tools
                 .middleware
                 .iter()
+                .map(|(t, m)| (t.as_str().to_string(), m))
+                .chain(cfg.tools.external.iter().map(|(t, m)| (t.clone(), m)))
                 .filter(|(_, m)| m.rate_limit.is_set())
-                .map(|(t, m)| (*t, m.rate_limit))
+                .map(|(t, m)| (t, m.rate_limit))
                 .collect(),
         }
     }
@@ -134,11 +145,11 @@ impl Gate {
     /// A tool without a limit is admitted without counting.
     pub fn rate_limited(
         &self,
-        tool: ToolName,
+        tool: &str,
         counter: &dyn rate::CallCounter,
         record: bool,
     ) -> crate::error::Result<Option<String>> {
-        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| *t == tool) else {
+        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| t == tool) else {
             return Ok(None);
         };
         counter.admit(tool, limit.per_hour.is_some(), record, &mut |c| {
@@ -482,6 +493,25 @@ impl Gate {
             }
             env
         })
+    }
+}
+
+impl Gate {
+    /// An external tool's environment: `PATH` (the shell's safe one) and
+    /// the variables it declares, from latchclaw's own environment, never
+    /// one holding a key latchclaw uses (`decide_external` refuses a tool
+    /// that asks for one).
+    pub fn external_env(&self, names: &[String]) -> Vec<(String, String)> {
+        let mut env = vec![("PATH".to_string(), SAFE_PATH.to_string())];
+        for name in names {
+            if self.secret_envs.iter().any(|s| s == name) || env.iter().any(|(k, _)| k == name) {
+                continue;
+            }
+            if let Ok(v) = std::env::var(name) {
+                env.push((name.clone(), v));
+            }
+        }
+        env
     }
 }
 

@@ -21,7 +21,7 @@ pub mod redact;
 mod refusal;
 pub mod secret_files;
 
-pub use decision::{Decision, Risk, Verdict};
+pub use decision::{Decision, External, Risk, Verdict};
 pub use gate::Gate;
 pub use paths::resolve;
 pub use refusal::{Refusal, Refused};
@@ -311,6 +311,86 @@ impl Gate {
         }
     }
 
+    /// The decision for one call of an external tool (a plugin's): the
+    /// same autonomy × risk as a built-in, on what the tool declares. A
+    /// tool not declared read-only is never low risk (it may change
+    /// things: supervised asks), and only a read-only one runs under
+    /// readonly.
+    pub fn decide_external(&self, ext: &External, args: &Value) -> Decision {
+        let risk = if ext.read_only {
+            ext.risk
+        } else {
+            ext.risk.max(Risk::Medium)
+        };
+        let name = ext.name;
+        if let Some(reason) = estop_engaged(&self.estop_path) {
+            return Decision {
+                estop: true,
+                ..Decision::deny(risk, Refusal::Estop, reason)
+            };
+        }
+        if self.disabled_external.iter().any(|d| d == name) {
+            return Decision::deny(
+                risk,
+                Refusal::Unavailable,
+                format!("tool \"{name}\" is disabled (tools.{name}.enabled = false)"),
+            );
+        }
+        if let Some(why) = ext.unapproved {
+            return Decision::deny(risk, Refusal::Unapproved, why.to_string());
+        }
+        // The sandbox gives a child no network or all of it: a tool that
+        // names hosts cannot be held to them, so it does not run.
+        if !ext.network.is_empty() {
+            return Decision::deny(
+                risk,
+                Refusal::Network,
+                format!(
+                    "{} declares network hosts ({}); not implemented: the sandbox has no \
+                     host-scoped network, so external tools run without any",
+                    ext.source,
+                    ext.network.join(", ")
+                ),
+            );
+        }
+        if let Some(secret) = ext
+            .env
+            .iter()
+            .find(|n| self.secret_envs.iter().any(|s| s == *n))
+        {
+            return Decision::deny(
+                risk,
+                Refusal::Unavailable,
+                format!(
+                    "{} asks for ${secret}, which holds a key latchclaw uses; it is never \
+                     passed to a child",
+                    ext.source
+                ),
+            );
+        }
+        if !args.is_object() {
+            return Decision::deny(
+                risk,
+                Refusal::Arguments,
+                "tool arguments must be a JSON object",
+            );
+        }
+        let (verdict, reason) = verdict_for(self.autonomy, risk, ext.read_only);
+        let declared = if ext.read_only { ", read-only" } else { "" };
+        Decision {
+            risk,
+            verdict,
+            reason: format!(
+                "{reason}: {} declares {} risk{declared}",
+                ext.source,
+                ext.risk.as_str()
+            ),
+            estop: false,
+            path: None,
+            plan: None,
+        }
+    }
+
     /// The policy in force, for `/policy` and the operator.
     pub fn describe(&self, cfg: &Config) -> String {
         let list = |v: &[PathBuf]| -> String {
@@ -502,6 +582,85 @@ mod tests {
         fx.gate.check_path(p).inspect_err(|e| {
             assert_eq!(e.kind, Refusal::Path, "{p}: {e}");
         })
+    }
+
+    fn ext<'a>(risk: Risk, read_only: bool) -> External<'a> {
+        External {
+            name: "echo",
+            source: "plugin \"echo\" tool \"echo\"",
+            risk,
+            read_only,
+            network: &[],
+            env: &[],
+            unapproved: None,
+        }
+    }
+
+    #[test]
+    fn external_tools_get_the_built_ins_autonomy_matrix() {
+        let args = serde_json::json!({});
+        let at = |extra: &str, e: External| {
+            let d = fixture(extra).gate.decide_external(&e, &args);
+            (d.risk, d.verdict)
+        };
+        // Keys of the fixture's own [security] table.
+        let ro = "autonomy = \"readonly\"\n";
+        let sup = "";
+        let full = "autonomy = \"full\"\n";
+        let deny = |k| Verdict::Deny(k);
+        assert_eq!(at(ro, ext(Risk::Low, true)), (Risk::Low, Verdict::Allow));
+        assert_eq!(at(ro, ext(Risk::Medium, true)).1, deny(Refusal::Autonomy));
+        // Not declared read-only: never low risk, never run under readonly.
+        assert_eq!(
+            at(ro, ext(Risk::Low, false)),
+            (Risk::Medium, deny(Refusal::Autonomy))
+        );
+        assert_eq!(at(sup, ext(Risk::Low, true)), (Risk::Low, Verdict::Allow));
+        assert_eq!(at(sup, ext(Risk::Low, false)), (Risk::Medium, Verdict::Ask));
+        assert_eq!(at(sup, ext(Risk::High, true)).1, deny(Refusal::Autonomy));
+        assert_eq!(at(full, ext(Risk::Medium, false)).1, Verdict::Allow);
+        assert_eq!(at(full, ext(Risk::High, false)).1, Verdict::Ask);
+        // Refused whatever the autonomy: unapproved, network, a key's name.
+        let hosts = ["example.com".to_string()];
+        let key = ["OPENAI_API_KEY".to_string()];
+        let keyed = "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key_env = \"OPENAI_API_KEY\"\n";
+        for (extra, e, kind) in [
+            (
+                full,
+                External {
+                    unapproved: Some("changed"),
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Unapproved,
+            ),
+            (
+                full,
+                External {
+                    network: &hosts,
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Network,
+            ),
+            (
+                keyed,
+                External {
+                    env: &key,
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Unavailable,
+            ),
+        ] {
+            let fx = fixture(extra);
+            let d = fx.gate.decide_external(&e, &args);
+            assert_eq!(d.verdict, deny(kind), "{}", d.reason);
+        }
+        // The environment it gets: PATH and what it names, never a key.
+        let fx = fixture(keyed);
+        let env = fx
+            .gate
+            .external_env(&["OPENAI_API_KEY".into(), "PATH".into()]);
+        assert_eq!(env.len(), 1, "{env:?}");
+        assert_eq!(env[0].0, "PATH");
     }
 
     #[test]

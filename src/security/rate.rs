@@ -5,7 +5,6 @@
 //! uses up the allowance.
 
 use crate::config::RateLimit;
-use crate::types::ToolName;
 
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 3_600_000;
@@ -26,7 +25,7 @@ pub struct Counts {
 pub trait CallCounter {
     fn admit(
         &self,
-        tool: ToolName,
+        tool: &str,
         hourly: bool,
         record: bool,
         decide: &mut dyn FnMut(Counts) -> Option<String>,
@@ -34,7 +33,7 @@ pub trait CallCounter {
 }
 
 /// The refusal for a call over `limit`, or `None` while it is under.
-pub fn over_limit(tool: ToolName, limit: &RateLimit, c: Counts) -> Option<String> {
+pub fn over_limit(tool: &str, limit: &RateLimit, c: Counts) -> Option<String> {
     if let Some(n) = limit.per_minute
         && c.minute_in_run >= n
     {
@@ -65,7 +64,7 @@ mod tests {
         };
         let at = |m, h| {
             over_limit(
-                ToolName::Shell,
+                "shell",
                 &l,
                 Counts {
                     minute_in_run: m,
@@ -84,7 +83,7 @@ mod tests {
         );
         assert_eq!(
             over_limit(
-                ToolName::Shell,
+                "shell",
                 &RateLimit::default(),
                 Counts {
                     minute_in_run: 99,

@@ -30,6 +30,9 @@ pub enum Refusal {
     Autonomy,
     /// Over the tool's `rate_limit`.
     RateLimit,
+    /// An external tool whose definitions changed since the operator
+    /// approved them (`latchclaw plugin approve NAME`).
+    Unapproved,
 }
 
 impl Refusal {
@@ -45,6 +48,7 @@ impl Refusal {
             Refusal::Confinement => "confinement",
             Refusal::Autonomy => "autonomy",
             Refusal::RateLimit => "rate_limit",
+            Refusal::Unapproved => "unapproved",
         }
     }
 }

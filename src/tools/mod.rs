@@ -129,8 +129,11 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
     if let Some(why) = crate::features::tool_not_built(tool.name()) {
         return Err(why);
     }
-    let schema = tool.parameters();
-    let name = tool.name().as_str();
+    check_schema(tool.name().as_str(), &tool.parameters(), args)
+}
+
+/// `check_args` for any tool by its schema (an external tool's too).
+pub fn check_schema(name: &str, schema: &Value, args: &Value) -> Result<(), String> {
     let Some(given) = args.as_object() else {
         return Err(format!(
             "{name}: the arguments must be a JSON object, not {}",

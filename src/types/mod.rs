@@ -91,6 +91,16 @@ impl Serialize for ToolName {
     }
 }
 
+/// Whether `name` can be a tool's name as a model calls it:
+/// `^[a-zA-Z0-9_-]{1,64}$`, what every provider's function-calling API
+/// accepts. External tools (plugins) are held to it.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Tokens one provider call used, as the server reported them; a run adds
 /// them up and its record keeps the sum.
 #[derive(Debug, Clone, Default, Serialize)]

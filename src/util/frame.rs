@@ -9,7 +9,14 @@
 use std::borrow::Cow;
 
 /// The tags of every frame, each defused in the data of all of them.
-pub const TAGS: [&str; 5] = ["notes", "tool_result", "stdin", "skill", "attachment"];
+pub const TAGS: [&str; 6] = [
+    "notes",
+    "tool_result",
+    "stdin",
+    "skill",
+    "attachment",
+    "tool_description",
+];
 
 /// `data` framed: `<tag k="v" …>`, the data, `</tag>`, each on its own
 /// line. Attribute values are defused too, and JSON-quoted so none can

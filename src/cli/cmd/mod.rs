@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod config;
 pub mod estop;
 pub mod memory;
+pub mod plugin;
 pub mod prompt;
 pub mod provider;
 pub mod receipt;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let rows: Vec<Value> = ToolName::ALL
+    let mut rows: Vec<Value> = ToolName::ALL
         .into_iter()
         .map(|name| {
             json!({
@@ -20,9 +20,24 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 "built": crate::features::tool_missing(name).is_none(),
                 "risk": crate::security::risk_summary(name),
                 "description": crate::tools::tool(name).description(),
+                "source": "built-in",
             })
         })
         .collect();
+    // Then the plugins' tools: offered when approved and not disabled.
+    let external = crate::plugins::registry(&cfg);
+    for t in &external.tools {
+        let offered = external.offered(&cfg).any(|o| o.name == t.name);
+        rows.push(json!({
+            "name": t.name,
+            "enabled": offered,
+            "built": true,
+            "risk": format!("{}{}", t.risk.as_str(), if t.read_only { ", read-only" } else { "" }),
+            "description": t.description,
+            "source": format!("plugin {}", t.provider),
+            "approved": t.unapproved.is_none(),
+        }));
+    }
     if json {
         print_json(&rows);
         return Ok(exit::OK);
@@ -39,6 +54,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     // A tool this build lacks says so where "yes" or "no" would be.
     let enabled = |r: &Value| match (&r["built"], &r["enabled"]) {
         (Value::Bool(false), _) => "not built",
+        _ if r["approved"] == false => "unapproved",
         (_, Value::Bool(true)) => "yes",
         _ => "no",
     };
@@ -58,7 +74,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             r["name"].as_str().unwrap_or(""),
             enabled(r),
             r["risk"].as_str().unwrap_or(""),
-            r["description"].as_str().unwrap_or("")
+            crate::util::printable(r["description"].as_str().unwrap_or(""))
         );
     }
     Ok(exit::OK)
@@ -84,11 +100,17 @@ pub fn run(
     raw: Option<&str>,
     workspace: Option<&std::path::Path>,
 ) -> Result<i32> {
-    let (tool, args) = parse_tool_args(name, raw)?;
-    // `policy check` leaves this out: it shows what the gate alone decides.
-    crate::tools::check_args(crate::tools::tool(tool), &args)
-        .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let (cfg, from) = config_here(ctx, workspace)?;
+    let external = crate::plugins::registry(&cfg);
+    let (tool, args) = parse_tool_args(name, raw, &external)?;
+    // `policy check` leaves this out: it shows what the gate alone decides.
+    match tool {
+        Some(t) => crate::tools::check_args(crate::tools::tool(t), &args),
+        None => external.find(name).map_or(Ok(()), |e| {
+            crate::tools::check_schema(name, &e.schema, &args)
+        }),
+    }
+    .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor))?;
     rt.prepare_receipts();
@@ -140,16 +162,31 @@ pub fn run(
     Ok(outcome.code())
 }
 
-fn parse_tool_args(name: &str, raw: Option<&str>) -> Result<(ToolName, Value)> {
-    let Some(tool) = ToolName::parse(name) else {
-        let near = crate::util::suggest::nearest(name, ToolName::ALL.iter().map(|t| t.as_str()))
+/// The built-in `name` names (`None`: an external tool's), and the
+/// arguments.
+fn parse_tool_args(
+    name: &str,
+    raw: Option<&str>,
+    external: &crate::external::Registry,
+) -> Result<(Option<ToolName>, Value)> {
+    let tool = ToolName::parse(name);
+    if tool.is_none() && external.find(name).is_none() {
+        let names = ToolName::ALL
+            .iter()
+            .map(|t| t.as_str())
+            .chain(external.tools.iter().map(|t| t.name.as_str()));
+        let near = crate::util::suggest::nearest(name, names)
             .map(|t| format!(" did you mean \"{t}\"?"))
             .unwrap_or_default();
+        let mut known = ToolName::list();
+        for t in &external.tools {
+            known.push_str(", ");
+            known.push_str(&t.name);
+        }
         return Err(Error::usage(format!(
-            "unknown tool \"{name}\";{near} known tools: {}",
-            ToolName::list()
+            "unknown tool \"{name}\";{near} known tools: {known}"
         )));
-    };
+    }
     let raw = raw.unwrap_or("{}");
     let args: Value = serde_json::from_str(raw).map_err(|e| {
         Error::usage(format!(
@@ -172,13 +209,18 @@ pub fn policy_check(
     workspace: Option<&std::path::Path>,
 ) -> Result<i32> {
     use crate::security::plan::{OpenMode, Redir};
-    let (tool, args) = parse_tool_args(name, raw)?;
     let (cfg, _) = config_here(ctx, workspace)?;
+    let external = crate::plugins::registry(&cfg);
+    let (tool, args) = parse_tool_args(name, raw, &external)?;
     let mut gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
     if let Some(autonomy) = autonomy {
         gate = gate.with_autonomy(autonomy);
     }
-    let d = gate.decide(tool, &args);
+    let d = match (tool, external.find(name)) {
+        (Some(t), _) => gate.decide(t, &args),
+        (None, Some(e)) => gate.decide_external(&e.judged(), &args),
+        (None, None) => return Err(Error::usage(format!("unknown tool \"{name}\""))),
+    };
     let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
     if let crate::security::Verdict::Deny(kind) = d.verdict {
         out["refusal"] = kind.as_str().into();

@@ -25,6 +25,9 @@ pub struct Spec {
     pub network: bool,
     /// The children's working directory (the workspace when `None`).
     pub cwd: Option<PathBuf>,
+    /// Directories given read and execute only (a plugin's own directory),
+    /// bound at their own paths: nothing beside them is in view.
+    pub read_only_dirs: Vec<PathBuf>,
 }
 
 impl Spec {
@@ -49,6 +52,7 @@ impl Spec {
                 .collect(),
             network: false,
             cwd: None,
+            read_only_dirs: Vec::new(),
         }
     }
 }
