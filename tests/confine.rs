@@ -67,6 +67,7 @@ impl Fx {
             forbidden: Vec::new(),
             network: false,
             cwd: None,
+            read_dirs: Vec::new(),
         }
     }
 

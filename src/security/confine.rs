@@ -450,6 +450,9 @@ fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
     if let Some(tmp) = &spec.tmp_dir {
         add(tmp, all & !AccessFs::Execute, false)?;
     }
+    for dir in &spec.read_dirs {
+        add(dir, read_exec, false)?;
+    }
     let fd: Option<OwnedFd> = ruleset.into();
     let fd = fd.ok_or("the kernel created no ruleset")?;
     Ok((fd, rules))
@@ -755,6 +758,7 @@ mod tests {
             forbidden: Vec::new(),
             network: false,
             cwd: None,
+            read_dirs: Vec::new(),
         }
     }
 

@@ -25,6 +25,10 @@ pub struct Spec {
     pub network: bool,
     /// The children's working directory (the workspace when `None`).
     pub cwd: Option<PathBuf>,
+    /// Directories outside the workspace children may read and execute
+    /// (an MCP server's installed runtime: a venv, `node_modules`);
+    /// canonical, none for the shell.
+    pub read_dirs: Vec<PathBuf>,
 }
 
 impl Spec {
@@ -49,6 +53,7 @@ impl Spec {
                 .collect(),
             network: false,
             cwd: None,
+            read_dirs: Vec::new(),
         }
     }
 }

@@ -639,6 +639,11 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     if let Some(tmp) = &spec.tmp_dir {
         b.bind(&canon(tmp)?, true)?;
     }
+    for dir in &spec.read_dirs {
+        if !b.bind(&canon(dir)?, false)? {
+            return Err(format!("{} does not exist", dir.display()));
+        }
+    }
     let found = walk(spec, &ws)?;
     // latchclaw's own state where the workspace holds it (the state dir,
     // a config, the receipts log and its anchor, the memory database and
