@@ -12,6 +12,7 @@ pub mod features;
 #[cfg(feature = "gateway")]
 pub(crate) mod gateway;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub(crate) mod prompt;
 pub(crate) mod providers;

@@ -79,6 +79,14 @@ pub fn kill(pid: i32) -> io::Result<()> {
     }
 }
 
+/// SIGKILLs the process group `pgid` (nothing for ids that are not positive).
+pub fn kill_group(pgid: i32) -> io::Result<()> {
+    match Pid::from_raw(pgid) {
+        Some(p) if pgid > 0 => Ok(rustix::process::kill_process_group(p, Signal::KILL)?),
+        _ => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+    }
+}
+
 /// What [`reap_one`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reaped {
