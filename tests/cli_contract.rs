@@ -41,6 +41,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["prompt", "show"],
         &["skill", "list"],
         &["skill", "show", "demo"],
+        &["mcp", "list"],
     ] {
         let last: Vec<&str> = cmd.iter().copied().chain(["--json"]).collect();
         let first: Vec<&str> = ["--json"].into_iter().chain(cmd.iter().copied()).collect();
@@ -209,6 +210,11 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
             &["skill", "show"],
             "`latchclaw skill show` needs a skill name",
         ),
+        (
+            &["mcp", "tools"],
+            "`latchclaw mcp tools` needs a server name (from mcp list)",
+        ),
+        (&["mcp", "test", "nope"], "no MCP server \"nope\""),
         (
             &["service"],
             "`latchclaw service` needs a subcommand: install, start, stop, status, uninstall",

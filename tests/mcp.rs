@@ -490,3 +490,140 @@ fn config_refusals_are_typed() {
     assert_eq!(e.kind, ErrorKind::Config);
     assert!(e.message.contains("read_paths"), "{e}");
 }
+
+/// `config.toml` for the binary: server `h` in `mode`, plus `extra`.
+fn write_config(env: &Env, mode: &str, extra: &str) {
+    let text = format!(
+        "[mcp.servers.h]\ncommand = \"{PYTHON}\"\nargs = [{script}, \"{mode}\", {state}]\n\
+         read_paths = [{dir}]\ntimeout_secs = 2\n{extra}\n",
+        script = lit(&fixture("mcp/hostile.py")),
+        state = lit(&env.state),
+        dir = lit(&fixture("mcp")),
+    );
+    env.config(&text);
+}
+
+#[test]
+fn mcp_list_tools_and_test_on_the_command_line() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    write_config(
+        &env,
+        "builtin",
+        "tools_deny = [\"shell\"]\nrisk = \"high\"\n[mcp.servers.helper]\ncommand = \"true\"",
+    );
+    let (r, v) = env.json(&["mcp", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v[0]["name"], "h");
+    assert_eq!(v[0]["risk"], "high");
+    assert_eq!(v[0]["offered_to_model"], false);
+    let r = env.run(&["mcp", "list"]);
+    assert!(r.stdout.contains("not yet offered to the model"), "{r:?}");
+    let (r, v) = env.json(&["mcp", "tools", "h", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["model_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["mcp_h_file_read", "mcp_h_bad_name_with_spaces_and_slashes"]
+    );
+    assert!(
+        !r.stdout.contains("\\u001b") && !r.stdout.contains('\u{1b}'),
+        "{r:?}"
+    );
+    let r = env.run(&["mcp", "tools", "h"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains('\u{1b}'), "{r:?}");
+    assert!(r.stdout.contains("left out: shell"), "{r:?}");
+    let (r, v) = env.json(&["mcp", "test", "h", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let steps: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["start", "initialize", "tools/list", "ping", "stop"]);
+    assert!(v["steps"][3]["ms"].as_f64().unwrap() >= 0.0);
+    let r = env.run(&["mcp", "test", "helpr"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("did you mean \"helper\"?"), "{r:?}");
+}
+
+#[test]
+fn mcp_test_fails_with_exit_3_within_the_timeout() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    write_config(&env, "never_init", "");
+    let t = Instant::now();
+    let (r, v) = env.json(&["mcp", "test", "h", "--json"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["steps"][0]["error"]["kind"], "timeout");
+    write_config(&env, "version", "");
+    let r = env.run(&["mcp", "test", "h"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("FAIL  start"), "{r:?}");
+    assert!(r.stdout.contains("(version)"), "{r:?}");
+}
+
+#[test]
+fn a_key_in_latchclaws_environment_never_reaches_a_server() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    let key = "sk-mcp-canary-0123456789abcdef";
+    write_config(&env, "snoop", "env = [\"LC_MCP_PASSED\"]");
+    let r = env.run_env(
+        &["mcp", "tools", "h", "--json"],
+        &[("LC_MCP_KEY", key), ("LC_MCP_PASSED", "yes")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let d = v["tools"][0]["description"].as_str().unwrap();
+    assert_eq!(d, "env: HOME LANG LC_MCP_PASSED PATH TMPDIR");
+    assert!(!r.stdout.contains(key) && !r.stderr.contains(key));
+    // A provider's key cannot be passed by name either.
+    env.config(&format!(
+        "[providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         api_key_env = \"LC_MCP_KEY\"\n[mcp.servers.h]\ncommand = \"{PYTHON}\"\nenv = [\"LC_MCP_KEY\"]\n"
+    ));
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("mcp.servers.h.env[0]: LC_MCP_KEY is provider o's api_key_env"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn endless_stderr_is_logged_capped_and_redacted() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    write_config(&env, "stderr", "");
+    let r = env.run_env(&["mcp", "test", "h"], &[("LATCHCLAW_LOG_LEVEL", "info")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("mcp_stderr"),
+        "{}",
+        &r.stderr[..r.stderr.len().min(2000)]
+    );
+    assert!(!r.stderr.contains("AKIAIOSFODNN7EXAMPLE"));
+    assert!(r.stderr.contains("leaking credential"));
+    assert!(r.stderr.contains("the rest is not logged"));
+    // The cap (64 KiB of the server's lines) and the log's own words.
+    assert!(r.stderr.len() < 200 * 1024, "{} bytes", r.stderr.len());
+}

@@ -12,7 +12,14 @@ use std::ffi::OsString;
 pub const CALLBACK: &str = "__complete";
 
 /// What `__complete` lists.
-pub const KINDS: [&str; 5] = ["providers", "tools", "skills", "conversations", "approvals"];
+pub const KINDS: [&str; 6] = [
+    "providers",
+    "tools",
+    "skills",
+    "conversations",
+    "approvals",
+    "mcp_servers",
+];
 
 /// What a value completes to: names `__complete` lists, then fixed words.
 struct Values {
@@ -61,6 +68,8 @@ const ARG_VALUES: &[(&str, Values)] = &[
     ("tool run", kind("tools")),
     ("policy check", kind("tools")),
     ("skill show", kind("skills")),
+    ("mcp tools", kind("mcp_servers")),
+    ("mcp test", kind("mcp_servers")),
     (
         "memory show",
         Values {
@@ -135,6 +144,7 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
     };
     Ok(match kind {
         "providers" => cfg.providers.keys().cloned().collect(),
+        "mcp_servers" => cfg.mcp.servers.keys().cloned().collect(),
         "skills" => {
             let mut names: Vec<String> = crate::skills::list(&cfg)?
                 .into_iter()

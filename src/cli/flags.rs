@@ -113,6 +113,9 @@ const DATA: &[&str] = &[
     "prompt show",
     "skill list",
     "skill show",
+    "mcp list",
+    "mcp tools",
+    "mcp test",
     "estop status",
 ];
 
@@ -775,6 +778,37 @@ or why it cannot be used.",
         about: "Prints one skill: its name, description, the tools it needs, where it
 comes from, whether it is enabled, then the body that joins the system
 prompt when it is.",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp list",
+        args: &[],
+        summary: "MCP servers: name, command, allowed tools (nothing is started)",
+        about: "Lists the servers in [mcp.servers.NAME]: the command and its arguments,
+the variables passed by name, the read paths, timeout, risk, and which of
+their tools tools_allow / tools_deny let through. Starts nothing. MCP
+tools are listed and tested here but not yet offered to the model.",
+        bare: true,
+    },
+    CommandDef {
+        path: "mcp tools",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start a server in the sandbox and list its tools",
+        about: "Starts server NAME in the sandbox, initialises it and lists its tools with
+the names a model would see (mcp_<server>_<tool>), their sanitised
+descriptions and argument schemas, and the listed tools left out (by
+tools_allow / tools_deny, or unusable), then stops it. Exit 3 when the
+server cannot be started or listed.",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp test",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start, initialise, list and ping a server, with timings",
+        about: "Starts server NAME in the sandbox and times each step in milliseconds:
+start, initialize (with the protocol version agreed), tools/list, ping;
+then stops it, and says whether it left anything running. Exit 0 when
+every step worked, 3 when one failed (which one, and why).",
         bare: false,
     },
     CommandDef {

@@ -136,6 +136,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
         Command::SkillList { json } => cmd::skill::list(&ctx, json),
         Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
+        Command::McpList { json } => cmd::mcp::list(&ctx, json),
+        Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
+        Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)

@@ -138,6 +138,17 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    McpList {
+        json: bool,
+    },
+    McpTools {
+        name: String,
+        json: bool,
+    },
+    McpTest {
+        name: String,
+        json: bool,
+    },
     ServiceInstall {
         bind: Option<String>,
         print: bool,
@@ -840,6 +851,9 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "skill list" => Command::SkillList { json },
         "skill show" => Command::SkillShow { name: arg(0), json },
+        "mcp list" => Command::McpList { json },
+        "mcp tools" => Command::McpTools { name: arg(0), json },
+        "mcp test" => Command::McpTest { name: arg(0), json },
         "service install" => Command::ServiceInstall {
             bind: o
                 .value("bind")

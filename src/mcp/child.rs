@@ -344,6 +344,7 @@ impl Child {
         let Some(tx) = self.to_server.take() else {
             return;
         };
+        let _ = tx.try_send(wire::CLOSE);
         drop(tx);
         if self.exit_status(STOP_GRACE).is_none() {
             let _ = crate::sys::process::kill_group(self.pid);

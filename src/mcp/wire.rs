@@ -26,6 +26,11 @@ pub const WRITE_QUEUE: usize = 64;
 /// Responses waiting for the client: past this, the reader waits.
 pub const READ_QUEUE: usize = 16;
 
+/// What the client queues to close the server's stdin (the reader holds a
+/// sender of its own for its replies, so dropping the client's is not
+/// enough).
+pub const CLOSE: Vec<u8> = Vec::new();
+
 /// What the reader hands the client.
 #[derive(Debug)]
 pub enum Incoming {
@@ -209,10 +214,14 @@ pub fn cut(s: &str, max: usize) -> String {
     }
 }
 
-/// Writes each message to the server's input until the client is gone or
-/// the server closed it; dropping `input` then closes the server's stdin.
+/// Writes each message to the server's input until the client is gone,
+/// sends [`CLOSE`] or the server closed it; dropping `input` then closes
+/// the server's stdin.
 pub fn write_loop(mut input: impl Write, from_client: Receiver<Vec<u8>>) {
     for msg in from_client {
+        if msg == CLOSE {
+            return;
+        }
         if input.write_all(&msg).and_then(|()| input.flush()).is_err() {
             return;
         }
