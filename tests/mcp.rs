@@ -336,7 +336,7 @@ fn tools_allow_and_deny_choose_what_is_offered() {
     let names: Vec<&str> = s.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["echo", "fail"]);
     assert!(s.tools()[0].read_only && !s.tools()[1].read_only);
-    assert_eq!(s.skipped().len(), 4);
+    assert_eq!(s.skipped().len(), 5);
 }
 
 #[test]
@@ -414,12 +414,67 @@ fn a_readonly_run_gives_the_server_a_read_only_workspace() {
     }
     let env = Env::new();
     let mut s = start_with(&env, "ok", "", Autonomy::ReadOnly).unwrap();
-    let (r, _) = call(&mut s, "daemon", json!({}), 10);
-    // The daemon cannot write its pid file: the workspace is read-only.
-    let _ = r;
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!env.ws.join("daemon-pid").exists());
-    s.stop();
+    let (r, _) = call(&mut s, "touch", json!({}), 10);
+    let r = r.unwrap();
+    assert!(
+        r.is_error && r.text.contains("Read-only file system"),
+        "{r:?}"
+    );
+    assert!(!env.ws.join("touched.txt").exists());
+    let mut s = start_with(&env, "ok", "", Autonomy::Supervised).unwrap();
+    let (r, _) = call(&mut s, "touch", json!({}), 10);
+    assert_eq!(r.unwrap().text, "wrote");
+    assert!(env.ws.join("touched.txt").exists());
+}
+
+#[test]
+fn the_emergency_stop_and_ctrl_c_end_a_call() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    let cfg = config(&env, "ok", "");
+    let control = latchclaw::control::RunControl::new(None);
+    let estop = cfg.estop_path();
+    let mut s = start(&env, "ok").unwrap();
+    let stop = latchclaw::mcp::run_stop(&control, &estop);
+    let at = Instant::now() + Duration::from_millis(300);
+    let file = estop.clone();
+    let engage = std::thread::spawn(move || {
+        std::thread::sleep(at - Instant::now());
+        std::fs::write(file, "test").unwrap();
+    });
+    let t = Instant::now();
+    let r = s.call(
+        "slow",
+        &json!({"text": "30"}),
+        t + Duration::from_secs(20),
+        &stop,
+    );
+    engage.join().unwrap();
+    assert_eq!(r.unwrap_err().kind, ErrorKind::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    std::fs::remove_file(&estop).unwrap();
+    // The server is still there for the next call.
+    let (r, _) = call(&mut s, "echo", json!({"text": "after"}), 5);
+    assert_eq!(r.unwrap().text, "after");
+    // Ctrl-C: what the REPL's handler does to the run's control.
+    let installed = control.install();
+    let ctrl_c = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(300));
+        latchclaw::control::cancel_from_handler();
+    });
+    let t = Instant::now();
+    let r = s.call(
+        "slow",
+        &json!({"text": "30"}),
+        t + Duration::from_secs(20),
+        &stop,
+    );
+    ctrl_c.join().unwrap();
+    drop(installed);
+    assert_eq!(r.unwrap_err().kind, ErrorKind::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
 
 #[test]

@@ -46,6 +46,16 @@ const TOOL_NAME_MAX: usize = 128;
 /// How often a waiting call looks at its cancel function.
 const POLL: Duration = Duration::from_millis(20);
 
+/// The cancel check a run gives [`Server::call`]: Ctrl-C or a terminating
+/// signal (`control`, whose handlers the run installed), or the emergency
+/// stop (`estop`: `Config::estop_path`, looked at on every poll, a stat).
+pub fn run_stop<'a>(
+    control: &'a crate::control::RunControl,
+    estop: &'a std::path::Path,
+) -> impl Fn() -> bool + 'a {
+    move || control.cancelled() || crate::security::estop_engaged(estop).is_some()
+}
+
 /// One tool a server offers and the config allows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpTool {
