@@ -67,7 +67,7 @@ impl Fx {
             forbidden: Vec::new(),
             network: false,
             cwd: None,
-            read_dirs: Vec::new(),
+            read_only_dirs: Vec::new(),
         }
     }
 

@@ -253,7 +253,7 @@ fn the_git_views_hold_by_themselves() {
         forbidden: Vec::new(),
         network: false,
         cwd: None,
-        read_dirs: Vec::new(),
+        read_only_dirs: Vec::new(),
     };
     let p = confine::prepare(&spec).unwrap();
     if !p.has_namespaces() {

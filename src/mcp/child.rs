@@ -176,7 +176,7 @@ impl Child {
         })?;
         let mut spec = confine::Spec::new(launch.cfg, &ws, launch.autonomy, Some(&tmp));
         spec.cwd = Some(cwd.clone());
-        spec.read_dirs = read.clone();
+        spec.read_only_dirs = read.clone();
         let prepared = match confine::prepare(&spec) {
             Ok(p) => p,
             Err(e) => {

@@ -450,7 +450,7 @@ fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
     if let Some(tmp) = &spec.tmp_dir {
         add(tmp, all & !AccessFs::Execute, false)?;
     }
-    for dir in &spec.read_dirs {
+    for dir in &spec.read_only_dirs {
         add(dir, read_exec, false)?;
     }
     let fd: Option<OwnedFd> = ruleset.into();
@@ -758,7 +758,7 @@ mod tests {
             forbidden: Vec::new(),
             network: false,
             cwd: None,
-            read_dirs: Vec::new(),
+            read_only_dirs: Vec::new(),
         }
     }
 

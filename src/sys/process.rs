@@ -79,7 +79,7 @@ pub fn kill(pid: i32) -> io::Result<()> {
     }
 }
 
-/// SIGKILLs the process group `pgid` (nothing for ids that are not positive).
+/// SIGKILLs every process of the process group `pgid`.
 pub fn kill_group(pgid: i32) -> io::Result<()> {
     match Pid::from_raw(pgid) {
         Some(p) if pgid > 0 => Ok(rustix::process::kill_process_group(p, Signal::KILL)?),

@@ -25,10 +25,9 @@ pub struct Spec {
     pub network: bool,
     /// The children's working directory (the workspace when `None`).
     pub cwd: Option<PathBuf>,
-    /// Directories outside the workspace children may read and execute
-    /// (an MCP server's installed runtime: a venv, `node_modules`);
-    /// canonical, none for the shell.
-    pub read_dirs: Vec<PathBuf>,
+    /// Directories given read and execute only (a plugin's own directory),
+    /// bound at their own paths: nothing beside them is in view.
+    pub read_only_dirs: Vec<PathBuf>,
 }
 
 impl Spec {
@@ -53,7 +52,7 @@ impl Spec {
                 .collect(),
             network: false,
             cwd: None,
-            read_dirs: Vec::new(),
+            read_only_dirs: Vec::new(),
         }
     }
 }

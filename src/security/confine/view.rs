@@ -639,7 +639,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     if let Some(tmp) = &spec.tmp_dir {
         b.bind(&canon(tmp)?, true)?;
     }
-    for dir in &spec.read_dirs {
+    for dir in &spec.read_only_dirs {
         if !b.bind(&canon(dir)?, false)? {
             return Err(format!("{} does not exist", dir.display()));
         }

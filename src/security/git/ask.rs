@@ -86,7 +86,7 @@ pub(super) fn ask_git(
         network: false,
         // The view enters it by path (std's `current_dir` is the host's).
         cwd: Some(cwd.to_path_buf()),
-        read_dirs: Vec::new(),
+        read_only_dirs: Vec::new(),
     };
     // The sandbox git is asked in could not be set up: a refusal of
     // confinement (the text is `confine`'s own).
