@@ -91,6 +91,14 @@ fn alive(pid: i32) -> bool {
             .unwrap_or(false)
 }
 
+/// The runtime may start a server on one thread and call it from another.
+#[test]
+fn a_server_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Server>();
+    send::<latchclaw::mcp::McpError>();
+}
+
 #[test]
 fn a_well_behaved_server_is_listed_called_and_stopped() {
     if !usable() {
