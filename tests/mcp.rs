@@ -323,9 +323,16 @@ fn a_tool_list_that_changes_between_runs_is_seen_as_it_is() {
         return;
     }
     let env = Env::new();
-    let a = start(&env, "changing").unwrap().tools()[0].name.clone();
-    let b = start(&env, "changing").unwrap().tools()[0].name.clone();
-    assert_eq!((a.as_str(), b.as_str()), ("tool_v0", "tool_v1"));
+    let a = start(&env, "changing").unwrap().tools()[0].clone();
+    let b = start(&env, "changing").unwrap().tools()[0].clone();
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("tool_v0", "tool_v1"));
+    // What pinning will compare: the definitions' hashes differ, and the
+    // same definition hashes the same on every start.
+    assert_ne!(a.definition_sha256, b.definition_sha256);
+    let ok1 = start(&env, "ok").unwrap().tools()[0].clone();
+    let ok2 = start(&env, "ok").unwrap().tools()[0].clone();
+    assert_eq!(ok1.definition_sha256, ok2.definition_sha256);
+    assert_eq!(ok1.definition_sha256.len(), 64);
 }
 
 #[test]

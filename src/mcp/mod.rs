@@ -69,6 +69,10 @@ pub struct McpTool {
     pub input_schema: Value,
     /// Listed in the server's `read_only_tools`.
     pub read_only: bool,
+    /// SHA-256 (hex) of the definition as the server sent it — its name,
+    /// raw description and input schema, as compact JSON with sorted keys —
+    /// for pinning: a changed definition has another hash.
+    pub definition_sha256: String,
 }
 
 /// A tool the server listed that is not offered, and why.
@@ -369,6 +373,12 @@ impl Server {
             model = content::with_hash(&model, raw);
         }
         let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+        let definition = json!({
+            "name": raw,
+            "description": description,
+            "inputSchema": t.get("inputSchema").cloned().unwrap_or(Value::Null),
+        });
+        let definition_sha256 = crate::util::sha256_hex(definition.to_string().as_bytes());
         let description = sanitize(&self.redactor.redact(description), DESCRIPTION_MAX_CHARS);
         self.tools.push(McpTool {
             name: raw.to_string(),
@@ -376,6 +386,7 @@ impl Server {
             description,
             input_schema: schema,
             read_only: self.config.read_only_tools.iter().any(|r| r == raw),
+            definition_sha256,
         });
     }
 

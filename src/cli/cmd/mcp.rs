@@ -163,6 +163,7 @@ pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                 "description": t.description,
                 "input_schema": t.input_schema,
                 "read_only": t.read_only,
+                "definition_sha256": t.definition_sha256,
             })
         })
         .collect();
