@@ -630,6 +630,94 @@ impl Default for GatewayConfig {
     }
 }
 
+/// A risk a config or manifest declares for external tools (the gate's
+/// own `security::Risk` sits above `config`; the integration maps one to
+/// the other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeclaredRisk {
+    Low,
+    #[default]
+    Medium,
+    High,
+}
+
+impl DeclaredRisk {
+    pub const ALLOWED: &'static [&'static str] = &["low", "medium", "high"];
+    pub fn parse(s: &str) -> Option<DeclaredRisk> {
+        match s {
+            "low" => Some(DeclaredRisk::Low),
+            "medium" => Some(DeclaredRisk::Medium),
+            "high" => Some(DeclaredRisk::High),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeclaredRisk::Low => "low",
+            DeclaredRisk::Medium => "medium",
+            DeclaredRisk::High => "high",
+        }
+    }
+}
+
+/// `[mcp]`: the MCP servers latchclaw may start, by name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct McpConfig {
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// Longest server name: it is part of every tool name a model sees
+/// (`mcp_<server>_<tool>`, at most 64 characters).
+pub const MCP_SERVER_NAME_MAX: usize = 24;
+
+/// `[mcp.servers.NAME]`: one MCP server run over stdio, in the sandbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    pub name: String,
+    /// A program name (looked up on `/usr/local/bin:/usr/bin:/bin`) or a path.
+    pub command: String,
+    pub args: Vec<String>,
+    /// Names of variables passed from latchclaw's environment (never values).
+    pub env: Vec<String>,
+    /// The server's working directory (the workspace when unset).
+    pub cwd: Option<PathBuf>,
+    /// Hosts the server says it needs (no server gets a network yet).
+    pub network: Vec<String>,
+    pub timeout_secs: u64,
+    /// Only these tools (all when `None`).
+    pub tools_allow: Option<Vec<String>>,
+    pub tools_deny: Vec<String>,
+    pub risk: DeclaredRisk,
+    pub read_only_tools: Vec<String>,
+    /// Directories outside the workspace the server may read and execute
+    /// (its installed runtime: a venv, a `node_modules`).
+    pub read_paths: Vec<PathBuf>,
+}
+
+pub const MCP_SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "network",
+    "timeout_secs",
+    "tools_allow",
+    "tools_deny",
+    "risk",
+    "read_only_tools",
+    "read_paths",
+];
+
+impl McpServerConfig {
+    /// Whether the server's tool `tool` (its own name) is allowed.
+    pub fn tool_allowed(&self, tool: &str) -> bool {
+        self.tools_allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|t| t == tool))
+            && !self.tools_deny.iter().any(|t| t == tool)
+    }
+}
+
 /// The whole file: the top-level keys here, each `[section]` its own struct.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -662,6 +750,8 @@ pub struct Config {
     pub receipts: ReceiptsConfig,
     pub skills: SkillsConfig,
     pub gateway: GatewayConfig,
+    /// `[mcp.servers.NAME]`.
+    pub mcp: McpConfig,
     /// Said once on stderr when the config is loaded (`latchclaw: note:`):
     /// what loads but should be written differently, each naming the file
     /// and key.
@@ -1159,6 +1249,7 @@ impl Config {
             },
             skills: SkillsConfig::default(),
             gateway: GatewayConfig::default(),
+            mcp: McpConfig::default(),
             state_dir,
             notes: Vec::new(),
         }
@@ -1393,6 +1484,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let tools = read_tools(r, &mut top, d.tools);
     let skills = read_skills(r, &mut top, d.skills);
     let gateway = read_gateway(r, &mut top, d.gateway);
+    let mcp = read_mcp(r, &mut top, &providers, d.mcp);
     r.finish(top);
     let mut channels = channels;
     channels.cli.tools_allow = effective_tools_allow(channels.cli.tools_allow, &tools);
@@ -1422,8 +1514,172 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         receipts,
         skills,
         gateway,
+        mcp,
         notes: Vec::new(),
     }
+}
+
+/// `[mcp]` and each `[mcp.servers.NAME]`.
+fn read_mcp(
+    r: &mut Reader,
+    top: &mut Section,
+    providers: &BTreeMap<String, ProviderConfig>,
+    d: McpConfig,
+) -> McpConfig {
+    let Some(mut mcp) = r.table(top, "mcp") else {
+        return d;
+    };
+    let mut out = McpConfig::default();
+    if let Some(mut servers) = r.table(&mut mcp, "servers") {
+        let names: Vec<String> = servers.t.keys().cloned().collect();
+        for name in names {
+            if let Err(e) = check_mcp_server_name(&name) {
+                servers.t.remove(&name);
+                r.err(format!("{}: {e}", servers.key(&name)));
+                continue;
+            }
+            let mut sec = r.section(&mut servers, &name);
+            let server = read_mcp_server(r, &mut sec, &name, providers);
+            r.finish(sec);
+            if let Some(s) = server {
+                out.servers.insert(name, s);
+            }
+        }
+        r.finish(servers);
+    }
+    r.finish(mcp);
+    out
+}
+
+/// A server name: it becomes part of the names a model sees.
+pub fn check_mcp_server_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty()
+        || name.chars().count() > MCP_SERVER_NAME_MAX
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "\"{}\" is not a server name: 1 to {MCP_SERVER_NAME_MAX} of a-z, A-Z, 0-9, _ and -",
+            crate::util::printable(name)
+        ));
+    }
+    Ok(())
+}
+
+fn read_mcp_server(
+    r: &mut Reader,
+    sec: &mut Section,
+    name: &str,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> Option<McpServerConfig> {
+    let has_command = sec.t.contains_key("command");
+    let command = match r.string(sec, "command") {
+        Some(c) if c.trim().is_empty() => {
+            r.err(format!("{}: empty", sec.key("command")));
+            None
+        }
+        Some(c) if c.contains('/') => r
+            .path_value(&sec.key("command"), &c)
+            .map(|p| p.display().to_string()),
+        Some(c) => Some(c),
+        None => {
+            if !has_command {
+                r.err(format!(
+                    "{}: missing; give the program that starts the server (e.g. \"uvx\", \
+                     \"/opt/venv/bin/mcp-server-time\")",
+                    sec.key("command")
+                ));
+            }
+            None
+        }
+    };
+    let args = r.list(sec, "args").unwrap_or_default();
+    let env = r.list(sec, "env").unwrap_or_default();
+    for (i, v) in env.iter().enumerate() {
+        if !is_env_name(v) {
+            r.err(format!(
+                "{}[{i}]: \"{}\" is not a variable name (the config names variables, never \
+                 holds their values)",
+                sec.key("env"),
+                crate::util::printable(v)
+            ));
+        } else if let Some(p) = providers.values().find(|p| p.api_key_env() == Some(v)) {
+            r.err(format!(
+                "{}[{i}]: {v} is provider {}'s api_key_env; a provider key never reaches a child",
+                sec.key("env"),
+                p.name
+            ));
+        }
+    }
+    let cwd = r.path(sec, "cwd");
+    let network = r.list(sec, "network").unwrap_or_default();
+    for (i, h) in network.iter().enumerate() {
+        let bad = h.is_empty()
+            || !h.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '*')
+            });
+        if bad {
+            r.err(format!(
+                "{}[{i}]: \"{}\" is not a host name (a host, with no scheme or path)",
+                sec.key("network"),
+                crate::util::printable(h)
+            ));
+        }
+    }
+    let timeout_secs = r.int(sec, "timeout_secs", 30, 1, 3600);
+    let tools_allow = r.list(sec, "tools_allow");
+    let tools_deny = r.list(sec, "tools_deny").unwrap_or_default();
+    for t in &tools_deny {
+        if tools_allow.as_ref().is_some_and(|a| a.contains(t)) {
+            r.err(format!(
+                "{}: \"{}\" is also in tools_allow; name a tool in one of them",
+                sec.key("tools_deny"),
+                crate::util::printable(t)
+            ));
+        }
+    }
+    let risk = r
+        .enum_str(sec, "risk", DeclaredRisk::parse, DeclaredRisk::ALLOWED)
+        .unwrap_or_default();
+    let read_only_tools = r.list(sec, "read_only_tools").unwrap_or_default();
+    let lists = [
+        ("tools_allow", tools_allow.as_deref().unwrap_or_default()),
+        ("tools_deny", &tools_deny[..]),
+        ("read_only_tools", &read_only_tools[..]),
+    ];
+    for (key, list) in lists {
+        for (i, t) in list.iter().enumerate() {
+            if t.is_empty() {
+                r.err(format!("{}[{i}]: empty tool name", sec.key(key)));
+            }
+        }
+    }
+    let mut read_paths = Vec::new();
+    for (i, p) in r
+        .list(sec, "read_paths")
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if let Some(p) = r.path_value(&format!("{}[{i}]", sec.key("read_paths")), p) {
+            read_paths.push(p);
+        }
+    }
+    Some(McpServerConfig {
+        name: name.to_string(),
+        command: command?,
+        args,
+        env,
+        cwd,
+        network,
+        timeout_secs,
+        tools_allow,
+        tools_deny,
+        risk,
+        read_only_tools,
+        read_paths,
+    })
 }
 
 fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
@@ -2563,6 +2819,57 @@ mod tests {
                 .confinement,
             Confinement::Required
         );
+    }
+
+    #[test]
+    fn mcp_server_errors_in_one_pass_with_key_paths() {
+        let e = errors(
+            r#"
+[providers.models.o]
+kind = "openai-compatible"
+base_url = "http://h/v1"
+api_key_env = "LC_KEY"
+[mcp]
+colour = 1
+[mcp.servers."bad name"]
+command = "x"
+[mcp.servers.a]
+args = "x"
+env = ["LC_KEY", "1BAD", "OK_NAME"]
+network = ["https://x.org/"]
+timeout_secs = 0
+tools_allow = ["t"]
+tools_deny = ["t"]
+risk = "extreme"
+read_only_tools = [""]
+comand = "y"
+"#,
+        );
+        let want = [
+            "mcp.colour: unknown key",
+            "mcp.servers.bad name: \"bad name\" is not a server name",
+            "mcp.servers.a.command: missing",
+            "mcp.servers.a.args: expected a list of strings",
+            "mcp.servers.a.env[0]: LC_KEY is provider o's api_key_env",
+            "mcp.servers.a.env[1]: \"1BAD\" is not a variable name",
+            "mcp.servers.a.network[0]:",
+            "mcp.servers.a.timeout_secs: 0 is out of range",
+            "mcp.servers.a.tools_deny: \"t\" is also in tools_allow",
+            "mcp.servers.a.risk: \"extreme\" is not allowed",
+            "mcp.servers.a.read_only_tools[0]: empty tool name",
+            "mcp.servers.a.comand: unknown key (did you mean command?)",
+        ];
+        for w in want {
+            assert!(
+                e.iter().any(|x| x.starts_with(w)),
+                "missing {w:?} in {e:#?}"
+            );
+        }
+        assert_eq!(e.len(), want.len(), "{e:#?}");
+        let cfg = parse("[mcp.servers.t]\ncommand = \"mcp-server-time\"\n").unwrap();
+        let t = &cfg.mcp.servers["t"];
+        assert_eq!((t.timeout_secs, t.risk), (30, DeclaredRisk::Medium));
+        assert!(t.tool_allowed("anything"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod features;
 #[cfg(feature = "gateway")]
 pub(crate) mod gateway;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub mod plugins;
 pub(crate) mod prompt;

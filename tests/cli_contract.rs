@@ -48,6 +48,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["skill", "show", "demo"],
         &["plugin", "list"],
         &["plugin", "show", "echo"],
+        &["mcp", "list"],
     ] {
         let last: Vec<&str> = cmd.iter().copied().chain(["--json"]).collect();
         let first: Vec<&str> = ["--json"].into_iter().chain(cmd.iter().copied()).collect();
@@ -228,6 +229,11 @@ fn misplaced_and_unknown_flags_name_the_flag_the_command_and_what_it_takes() {
             &["plugin", "remove", "nothing-here"],
             "no plugin \"nothing-here\"; installed: none",
         ),
+        (
+            &["mcp", "tools"],
+            "`latchclaw mcp tools` needs a server name (from mcp list)",
+        ),
+        (&["mcp", "test", "nope"], "no MCP server \"nope\""),
         (
             &["service"],
             "`latchclaw service` needs a subcommand: install, start, stop, status, uninstall",

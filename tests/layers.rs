@@ -30,6 +30,7 @@ const LAYERS: &[&str] = &[
     "features",  // what this build holds (Cargo features) and the refusal of what it lacks
     "config",    // TOML → Config, with the validation of every value it reads
     "security", // the gate: decisions, shell grammar, plans, option tables, paths, network, sandbox policy, redactor
+    "mcp",      // the MCP client over stdio: servers in the sandbox, JSON-RPC, their tools
     "logging",  // log lines (through the redactor)
     "receipts", // the hash-chained receipt log
     "memory",   // SQLite: turns, notes, approvals, runs

@@ -10,7 +10,7 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact, grep, gateway; and `features`, run only
+//! verify, append, gate, redact, grep, mcp, gateway; and `features`, run only
 //! when named: what each Cargo feature adds to the binary, one release
 //! build without it each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,6 +18,7 @@
 mod data;
 mod gateway;
 mod http;
+mod mcp;
 mod measure;
 mod server;
 
@@ -163,6 +164,9 @@ fn main() {
     }
     if run("grep") {
         grep_figures(&mut report, &root, &vocab);
+    }
+    if run("mcp") {
+        mcp::figures(&mut report, &root, &ws);
     }
     if run("gateway") && cfg!(feature = "gateway") {
         gateway::figures(&mut report, &root, &ws);

@@ -19,6 +19,7 @@ pub const KINDS: [&str; 6] = [
     "conversations",
     "approvals",
     "plugins",
+    "mcp_servers",
 ];
 
 /// What a value completes to: names `__complete` lists, then fixed words.
@@ -71,6 +72,8 @@ const ARG_VALUES: &[(&str, Values)] = &[
     ("plugin show", kind("plugins")),
     ("plugin remove", kind("plugins")),
     ("plugin approve", kind("plugins")),
+    ("mcp tools", kind("mcp_servers")),
+    ("mcp test", kind("mcp_servers")),
     (
         "memory show",
         Values {
@@ -159,6 +162,7 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
             .into_iter()
             .map(|p| p.name)
             .collect(),
+        "mcp_servers" => cfg.mcp.servers.keys().cloned().collect(),
         "skills" => {
             let mut names: Vec<String> = crate::skills::list(&cfg)?
                 .into_iter()

@@ -118,6 +118,9 @@ const DATA: &[&str] = &[
     "plugin install",
     "plugin remove",
     "plugin approve",
+    "mcp list",
+    "mcp tools",
+    "mcp test",
     "estop status",
 ];
 
@@ -828,6 +831,37 @@ and the ones on disk now (names, descriptions, schemas, risk, read_only,
 network, env, commands and the executables' SHA-256), then records the ones
 on disk as approved: its tools are offered and run again. Refused while its
 manifest has problems.",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp list",
+        args: &[],
+        summary: "MCP servers: name, command, allowed tools (nothing is started)",
+        about: "Lists the servers in [mcp.servers.NAME]: the command and its arguments,
+the variables passed by name, the read paths, timeout, risk, and which of
+their tools tools_allow / tools_deny let through. Starts nothing. MCP
+tools are listed and tested here but not yet offered to the model.",
+        bare: true,
+    },
+    CommandDef {
+        path: "mcp tools",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start a server in the sandbox and list its tools",
+        about: "Starts server NAME in the sandbox, initialises it and lists its tools with
+the names a model would see (mcp_<server>_<tool>), their sanitised
+descriptions and argument schemas, and the listed tools left out (by
+tools_allow / tools_deny, or unusable), then stops it. Exit 3 when the
+server cannot be started or listed.",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp test",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start, initialise, list and ping a server, with timings",
+        about: "Starts server NAME in the sandbox and times each step in milliseconds:
+start, initialize (with the protocol version agreed), tools/list, ping;
+then stops it, and says whether it left anything running. Exit 0 when
+every step worked, 3 when one failed (which one, and why).",
         bare: false,
     },
     CommandDef {

@@ -141,6 +141,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::PluginInstall { path, json } => cmd::plugin::install(&ctx, &path, json),
         Command::PluginRemove { name, json } => cmd::plugin::remove(&ctx, &name, json),
         Command::PluginApprove { name, json } => cmd::plugin::approve(&ctx, &name, json),
+        Command::McpList { json } => cmd::mcp::list(&ctx, json),
+        Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
+        Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)

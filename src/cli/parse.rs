@@ -157,6 +157,17 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    McpList {
+        json: bool,
+    },
+    McpTools {
+        name: String,
+        json: bool,
+    },
+    McpTest {
+        name: String,
+        json: bool,
+    },
     ServiceInstall {
         bind: Option<String>,
         print: bool,
@@ -867,6 +878,9 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         },
         "plugin remove" => Command::PluginRemove { name: arg(0), json },
         "plugin approve" => Command::PluginApprove { name: arg(0), json },
+        "mcp list" => Command::McpList { json },
+        "mcp tools" => Command::McpTools { name: arg(0), json },
+        "mcp test" => Command::McpTest { name: arg(0), json },
         "service install" => Command::ServiceInstall {
             bind: o
                 .value("bind")

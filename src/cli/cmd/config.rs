@@ -173,7 +173,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
         .map(|p| (p.name.clone(), provider_value(p, path)))
         .collect();
     let paths = |v: &[PathBuf]| v.iter().map(|p| path(p)).collect::<Vec<_>>();
-    json!({
+    let mut v = json!({
         "workspace_dir": path(&cfg.workspace_dir),
         "default_provider": cfg.default_provider,
         "default_model": cfg.default_model,
@@ -238,7 +238,37 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "rate_limit_per_minute": cfg.gateway.rate_limit_per_minute,
             "cors_origins": cfg.gateway.cors_origins,
         },
-    })
+    });
+    if !cfg.mcp.servers.is_empty() {
+        let servers: serde_json::Map<String, Value> = cfg
+            .mcp
+            .servers
+            .values()
+            .map(|s| {
+                let command = if s.command.contains('/') {
+                    path(Path::new(&s.command))
+                } else {
+                    s.command.clone()
+                };
+                let server = json!({
+                    "command": command,
+                    "args": s.args,
+                    "env": s.env,
+                    "cwd": s.cwd.as_deref().map(path),
+                    "network": s.network,
+                    "timeout_secs": s.timeout_secs,
+                    "tools_allow": s.tools_allow,
+                    "tools_deny": s.tools_deny,
+                    "risk": s.risk.as_str(),
+                    "read_only_tools": s.read_only_tools,
+                    "read_paths": paths(&s.read_paths),
+                });
+                (s.name.clone(), server)
+            })
+            .collect();
+        v["mcp"] = json!({ "servers": servers });
+    }
+    v
 }
 
 /// `[tools]`: http's policy, web_search's service, and every tool's
@@ -370,7 +400,13 @@ mod tests {
              [tools.http]\nenabled = true\nallowed_domains = [\"example.org\"]\n\
              [tools.http.rate_limit]\nper_minute = 2\nper_hour = 20\n\
              [tools.web_search]\nprovider = \"brave\"\napi_key_env = \"LC_BRAVE\"\n\
-             rate_limit = { per_hour = 50 }\n";
+             rate_limit = { per_hour = 50 }\n\
+             [mcp.servers.time]\ncommand = \"/opt/mcp $$x/bin/mcp-server-time\"\n\
+             args = [\"--local-timezone\", \"$HOME\"]\nenv = [\"TZ\"]\n\
+             read_paths = [\"/opt/mcp $$x\"]\ntools_deny = [\"convert_time\"]\n\
+             [mcp.servers.git-2]\ncommand = \"uvx\"\ncwd = \"/w\"\nnetwork = [\"pypi.org\"]\n\
+             timeout_secs = 9\ntools_allow = [\"git_log\"]\nrisk = \"high\"\n\
+             read_only_tools = [\"git_log\"]\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
@@ -408,6 +444,15 @@ mod tests {
         assert_eq!(
             cfg.tools.web_search.as_ref().map(|w| w.url.as_str()),
             Some(crate::config::BRAVE_DEFAULT_URL)
+        );
+        assert_eq!(
+            cfg.mcp.servers["time"].command,
+            "/opt/mcp $x/bin/mcp-server-time"
+        );
+        assert_eq!(cfg.mcp.servers["time"].args[1], "$HOME");
+        assert_eq!(
+            cfg.mcp.servers["git-2"].risk,
+            crate::config::DeclaredRisk::High
         );
         let shown = config_toml(&cfg).unwrap();
         assert!(

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod approvals;
 pub mod config;
 pub mod estop;
+pub mod mcp;
 pub mod memory;
 pub mod plugin;
 pub mod prompt;

@@ -1,0 +1,279 @@
+//! JSON-RPC 2.0 over a child's stdin and stdout, one message a line: the
+//! thread that reads the server's output ([`read_loop`]) and the one that
+//! writes to its input ([`write_loop`]). A leaf of `mcp`.
+//!
+//! The reader keeps at most one line (capped at [`MAX_LINE`]) and hands
+//! the client only responses, through a bounded channel; notifications are
+//! counted and dropped, and a request from the server (sampling,
+//! elicitation, roots, anything) is answered at once with -32601, so no
+//! flood grows memory or stalls a call. The writer owns the child's stdin,
+//! so a server that stops reading blocks that thread and never the caller.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+/// Longest line read from a server (a result with a large file in it fits;
+/// a stream with no line end does not).
+pub const MAX_LINE: usize = 8 << 20;
+
+/// Messages waiting for the writer: past this, a reply to the server is
+/// dropped and a request fails as stalled.
+pub const WRITE_QUEUE: usize = 64;
+
+/// Responses waiting for the client: past this, the reader waits.
+pub const READ_QUEUE: usize = 16;
+
+/// What the client queues to close the server's stdin (the reader holds a
+/// sender of its own for its replies, so dropping the client's is not
+/// enough).
+pub const CLOSE: Vec<u8> = Vec::new();
+
+/// What the reader hands the client.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A response to the request with this id (ids latchclaw sends are
+    /// numbers; any other id matches nothing).
+    Response {
+        id: u64,
+        result: Result<Value, RpcError>,
+    },
+    /// A line that is not a JSON-RPC message (said in a few words).
+    Malformed(String),
+    /// A line longer than [`MAX_LINE`]: the reader stops there.
+    TooLong,
+    /// The server closed its output (or reading it failed).
+    Closed,
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+}
+
+/// Counters the reader keeps (for `mcp test` and the logs).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub notifications: AtomicU64,
+    pub server_requests: AtomicU64,
+    pub unmatched: AtomicU64,
+    pub malformed: AtomicU64,
+}
+
+/// One message as a line.
+pub fn line(v: &Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec(v).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// Reads lines from `out` until it closes, a line is too long or the client
+/// is gone.
+pub fn read_loop(
+    out: impl Read,
+    to_client: SyncSender<Incoming>,
+    to_server: SyncSender<Vec<u8>>,
+    stats: Arc<Stats>,
+) {
+    let mut r = BufReader::with_capacity(64 * 1024, out);
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let (done, used) = match r.fill_buf() {
+            Ok([]) | Err(_) => {
+                let _ = to_client.send(Incoming::Closed);
+                return;
+            }
+            Ok(chunk) => match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    buf.extend_from_slice(&chunk[..i]);
+                    (true, i + 1)
+                }
+                None => {
+                    buf.extend_from_slice(chunk);
+                    (false, chunk.len())
+                }
+            },
+        };
+        r.consume(used);
+        if buf.len() > MAX_LINE {
+            let _ = to_client.send(Incoming::TooLong);
+            return;
+        }
+        if !done {
+            continue;
+        }
+        let msg = std::mem::take(&mut buf);
+        if let Some(incoming) = classify(&msg, &to_server, &stats)
+            && to_client.send(incoming).is_err()
+        {
+            return;
+        }
+        // A line's worth of capacity is not kept for the next one.
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
+        }
+    }
+}
+
+/// What one line means for the client; `None` when it is handled here.
+fn classify(raw: &[u8], to_server: &SyncSender<Vec<u8>>, stats: &Stats) -> Option<Incoming> {
+    let text = raw.trim_ascii();
+    if text.is_empty() {
+        return None;
+    }
+    let v: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            stats.malformed.fetch_add(1, Ordering::Relaxed);
+            return Some(Incoming::Malformed(format!("not JSON ({e})")));
+        }
+    };
+    let Some(obj) = v.as_object() else {
+        stats.malformed.fetch_add(1, Ordering::Relaxed);
+        return Some(Incoming::Malformed(format!(
+            "a JSON {} where a JSON-RPC message belongs",
+            kind_of(&v)
+        )));
+    };
+    let id = obj.get("id").filter(|i| !i.is_null());
+    if let Some(method) = obj.get("method") {
+        match id {
+            // A request of the server's own: nothing is supported.
+            Some(id) => {
+                stats.server_requests.fetch_add(1, Ordering::Relaxed);
+                let method = method.as_str().unwrap_or("?");
+                let reply = json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": {
+                        "code": -32601,
+                        "message": format!("not supported: latchclaw does not offer {}", cut(method, 80)),
+                    },
+                });
+                // A server that does not read its input loses the reply.
+                if let Err(TrySendError::Disconnected(_)) = to_server.try_send(line(&reply)) {
+                    return None;
+                }
+            }
+            None => {
+                stats.notifications.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        return None;
+    }
+    let Some(id) = id else {
+        stats.malformed.fetch_add(1, Ordering::Relaxed);
+        return Some(Incoming::Malformed(
+            "a message with neither a method nor an id".into(),
+        ));
+    };
+    let Some(id) = id.as_u64() else {
+        stats.unmatched.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let result = match (obj.get("result"), obj.get("error")) {
+        (Some(r), None) => Ok(r.clone()),
+        (_, Some(e)) => Err(RpcError {
+            code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: e
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        }),
+        (None, None) => {
+            stats.malformed.fetch_add(1, Ordering::Relaxed);
+            return Some(Incoming::Malformed(
+                "a response with neither a result nor an error".into(),
+            ));
+        }
+    };
+    Some(Incoming::Response { id, result })
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Array(_) => "array (a batch)",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "boolean",
+        Value::Null => "null",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `s` cut to `max` chars.
+pub fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Writes each message to the server's input until the client is gone,
+/// sends [`CLOSE`] or the server closed it; dropping `input` then closes
+/// the server's stdin.
+pub fn write_loop(mut input: impl Write, from_client: Receiver<Vec<u8>>) {
+    for msg in from_client {
+        if msg == CLOSE {
+            return;
+        }
+        if input.write_all(&msg).and_then(|()| input.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::sync_channel;
+
+    fn run(input: &[u8]) -> (Vec<Incoming>, Vec<Vec<u8>>, Arc<Stats>) {
+        let (tx, rx) = sync_channel(1000);
+        let (wtx, wrx) = sync_channel(1000);
+        let stats = Arc::new(Stats::default());
+        read_loop(input, tx, wtx, Arc::clone(&stats));
+        (rx.try_iter().collect(), wrx.try_iter().collect(), stats)
+    }
+
+    #[test]
+    fn responses_pass_requests_are_refused_notifications_dropped() {
+        let (got, replies, stats) = run(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"sampling/createMessage\"}\n\
+              \n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":1}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":\"zz\",\"result\":{}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":8,\"error\":{\"code\":-32602,\"message\":\"bad\"}}\n\
+              not json\n[1,2]\n",
+        );
+        assert!(matches!(&got[0], Incoming::Response { id: 7, result: Ok(v) } if v["x"] == 1));
+        assert!(
+            matches!(&got[1], Incoming::Response { id: 8, result: Err(e) } if e.code == -32602)
+        );
+        assert!(matches!(&got[2], Incoming::Malformed(m) if m.starts_with("not JSON")));
+        assert!(matches!(&got[3], Incoming::Malformed(m) if m.contains("batch")));
+        assert!(matches!(got[4], Incoming::Closed));
+        assert_eq!(got.len(), 5);
+        let reply: Value = serde_json::from_slice(&replies[0]).unwrap();
+        assert_eq!(reply["id"], "s1");
+        assert_eq!(reply["error"]["code"], -32601);
+        assert_eq!(stats.notifications.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.unmatched.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_stops_the_reader() {
+        let mut big = vec![b'x'; MAX_LINE + 10];
+        big.push(b'\n');
+        big.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+        let (got, _, _) = run(&big);
+        assert!(matches!(got[0], Incoming::TooLong));
+        assert_eq!(got.len(), 1);
+    }
+}
