@@ -12,7 +12,7 @@ use std::ffi::OsString;
 pub const CALLBACK: &str = "__complete";
 
 /// What `__complete` lists.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "providers",
     "tools",
     "skills",
