@@ -634,7 +634,7 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
             }
             "agent" => {
                 let prompt = string("prompt", &mut err).filter(|p| !p.trim().is_empty());
-                if prompt.is_none() {
+                if prompt.is_none() && !matches!(t.get("prompt"), Some(v) if !v.is_str()) {
                     err(
                         Some(label),
                         "prompt",
@@ -694,7 +694,7 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
             }
             _ => {
                 let prompt = string("prompt", &mut err).filter(|p| !p.trim().is_empty());
-                if prompt.is_none() {
+                if prompt.is_none() && !matches!(t.get("prompt"), Some(v) if !v.is_str()) {
                     err(
                         Some(label),
                         "prompt",
@@ -843,7 +843,10 @@ prompt = 3
             "name = \"s\"\n[[steps]]\nid = \"a\"\nkind = \"tool\"\ntool = \"file_write\"\nargs = { path = \"{{steps.a.output}}\", content = \"\" }\n",
         )
         .unwrap_err();
-        assert!(e.iter().any(|l| l.contains("names no earlier step")), "{e:?}");
+        assert!(
+            e.iter().any(|l| l.contains("names no earlier step")),
+            "{e:?}"
+        );
     }
 
     #[test]
