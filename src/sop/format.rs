@@ -307,14 +307,14 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
         };
         let label = id.clone().unwrap_or(label_n);
         let label = label.as_str();
-        if let Some(id) = &id {
-            if seen.contains(id) {
-                err(
-                    Some(label),
-                    "id",
-                    format!("\"{id}\" is used by an earlier step; step ids are unique"),
-                );
-            }
+        if let Some(id) = &id
+            && seen.contains(id)
+        {
+            err(
+                Some(label),
+                "id",
+                format!("\"{id}\" is used by an earlier step; step ids are unique"),
+            );
         }
         let earlier = seen.clone();
         if let Some(id) = &id {
