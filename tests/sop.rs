@@ -465,3 +465,106 @@ args = { path = "never.txt", content = "x" }
     assert_eq!(v["steps"][1]["attempts"], 3);
     assert!(!env.ws.join("never.txt").exists());
 }
+
+#[test]
+fn ctrl_c_stops_a_run_resumably() {
+    let env = env("full");
+    put_sop(
+        &env,
+        "canary",
+        &CANARY.replace("touch slow.txt && sleep 41.7373", "touch slow.txt"),
+    );
+    let child = env
+        .command(&["sop", "run", "canary", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = current_run(&env);
+    wait_until(Duration::from_secs(20), "first.txt", || {
+        env.ws.join("first.txt").exists()
+    });
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_reason"], "cancelled", "{v}");
+    assert_eq!(v["status"], "stopped");
+    // Ended by the signal, as `agent` is (the shell sees 130).
+    assert_eq!(v["exit_code"], 130);
+    assert!(
+        out.status.signal() == Some(libc::SIGINT) || out.status.code() == Some(130),
+        "{out:?}"
+    );
+    std::fs::write(env.ws.join("go.txt"), "").unwrap();
+    let (code, v) = sop_json(&env, &["sop", "resume", &run, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(receipts_of(&env, "first", "started"), 1);
+    assert_eq!(receipts_of(&env, "last", "started"), 1);
+}
+
+use std::os::unix::process::ExitStatusExt;
+
+#[test]
+fn the_emergency_stop_stops_a_run_and_a_refused_step_runs_after_it() {
+    let env = env("full");
+    std::fs::write(env.ws.join("go.txt"), "").unwrap();
+    put_sop(
+        &env,
+        "canary",
+        &CANARY.replace("touch slow.txt && sleep 41.7373", "touch slow.txt"),
+    );
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let (code, v) = sop_json(&env, &["sop", "run", "canary", "--json"]);
+    assert_eq!((code, v["status"].as_str()), (5, Some("stopped")), "{v}");
+    // Refused before it ran: pending again, not unknown.
+    assert_eq!(states(&v)[0], "first=pending");
+    let run = v["run_id"].as_str().unwrap().to_string();
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+    let (code, v) = sop_json(&env, &["sop", "resume", &run, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(receipts_of(&env, "first", "started"), 1);
+}
+
+#[test]
+fn an_agent_step_has_its_own_tool_budget_and_named_inputs() {
+    let env = env("full");
+    std::fs::write(env.ws.join("notes.txt"), "aardvark").unwrap();
+    put_sop(
+        &env,
+        "agent",
+        r#"name = "agent"
+[[steps]]
+id = "read"
+kind = "tool"
+tool = "file_read"
+args = { path = "notes.txt" }
+[[steps]]
+id = "now"
+kind = "tool"
+tool = "time"
+[[steps]]
+id = "sum"
+kind = "agent"
+prompt = "Sum it up."
+inputs = ["read"]
+max_tool_rounds = 0
+[[steps]]
+id = "save"
+kind = "tool"
+tool = "file_write"
+args = { path = "out.txt", content = "{{steps.sum.output}}" }
+"#,
+    );
+    let (code, v) = sop_json(&env, &["sop", "run", "agent", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let out = std::fs::read_to_string(env.ws.join("out.txt")).unwrap();
+    assert!(
+        out.contains("Sum it up.") && out.contains("aardvark"),
+        "{out}"
+    );
+    // Only the input it names goes with the prompt.
+    assert!(!out.contains("UTC"), "{out}");
+}

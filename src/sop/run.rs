@@ -93,7 +93,8 @@ enum End {
     },
     /// Waits for approval `id`.
     Parked(String),
-    Stopped(Outcome, String),
+    /// `ran`: the step may have taken effect (else it is pending again).
+    Stopped(Outcome, String, bool),
 }
 
 pub struct Runner<'r, 'a> {
@@ -295,9 +296,15 @@ impl Runner<'_, '_> {
                     mem.sop_run_status(id, RunStatus::WaitingApproval, Some(&why))?;
                     return self.report(id, Outcome::Refused, why);
                 }
-                End::Stopped(outcome, why) => {
-                    // Cut off by the run's control: the step did not finish.
-                    mem.sop_step_set(id, i, StepState::Unknown, None, Some(&why), None)?;
+                End::Stopped(outcome, why, ran) => {
+                    // Cut off by the run's control: a step that may have
+                    // taken effect is unknown; one that never ran, pending.
+                    let state = if ran {
+                        StepState::Unknown
+                    } else {
+                        StepState::Pending
+                    };
+                    mem.sop_step_set(id, i, state, None, Some(&why), None)?;
                     return self.stopped(id, outcome, why);
                 }
                 End::Failed { error, refused } => {
@@ -365,7 +372,12 @@ impl Runner<'_, '_> {
                 ) if attempt <= retries => {
                     let wait = backoff_secs.saturating_mul(1 << (attempt - 1).min(10));
                     if let Some(stop) = self.pause(Duration::from_secs(wait)) {
-                        return Ok(End::Stopped(stop_outcome(stop), self.rt.control.why(stop)));
+                        // The failed attempt's outcome is known: it runs again.
+                        return Ok(End::Stopped(
+                            stop_outcome(stop),
+                            self.rt.control.why(stop),
+                            false,
+                        ));
                     }
                 }
                 _ => return Ok(end),
@@ -403,14 +415,25 @@ impl Runner<'_, '_> {
                     if let Some(a) = record.pending_approval {
                         return Ok(End::Parked(a));
                     }
-                    if record.estop || result.estop {
+                    // A call refused or killed by the emergency stop, or cut
+                    // off by the run's control: it may have taken effect
+                    // when its started receipt was written.
+                    let ran = record.started_receipt_id.is_some();
+                    if !result.success && (record.estop || result.estop) {
                         return Ok(End::Stopped(
                             Outcome::Estop,
                             format!("the emergency stop: {}", record.reason),
+                            ran,
                         ));
                     }
-                    if let Some(stop) = self.rt.control.stop() {
-                        return Ok(End::Stopped(stop_outcome(stop), self.rt.control.why(stop)));
+                    if !result.success
+                        && let Some(stop) = self.rt.control.stop()
+                    {
+                        return Ok(End::Stopped(
+                            stop_outcome(stop),
+                            self.rt.control.why(stop),
+                            ran,
+                        ));
                     }
                     if !result.success {
                         let refused = record.status == crate::receipts::Status::Denied;
@@ -433,7 +456,11 @@ impl Runner<'_, '_> {
                         });
                     }
                     if let Some(stop) = self.pause(Duration::from_secs(u.interval_secs)) {
-                        return Ok(End::Stopped(stop_outcome(stop), self.rt.control.why(stop)));
+                        return Ok(End::Stopped(
+                            stop_outcome(stop),
+                            self.rt.control.why(stop),
+                            false,
+                        ));
                     }
                 }
             }
@@ -467,7 +494,13 @@ impl Runner<'_, '_> {
                             std::sync::Arc::clone(&self.rt.redactor),
                         )?;
                         r.prepare_receipts();
-                        r.control = self.rt.control.child(None);
+                        // Cancelled with the run, by its deadline too.
+                        let left = self
+                            .rt
+                            .control
+                            .deadline()
+                            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                        r.control = self.rt.control.child(left);
                         r.recall = false;
                         rt_own = r;
                         &rt_own
@@ -479,9 +512,13 @@ impl Runner<'_, '_> {
                 match outcome {
                     Outcome::Completed => Ok(End::Done(o.answer)),
                     Outcome::Estop | Outcome::Timeout | Outcome::Cancelled | Outcome::Signal(_) => {
+                        // Its calls that wrote a started receipt may have
+                        // taken effect; a turn with none changed nothing.
+                        let ran = o.tool_calls.iter().any(|c| c.started_receipt_id.is_some());
                         Ok(End::Stopped(
                             outcome,
                             format!("the agent turn: {}", outcome.reason()),
+                            ran,
                         ))
                     }
                     Outcome::Refused => Ok(End::Failed {
