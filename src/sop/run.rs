@@ -356,7 +356,16 @@ impl Runner<'_, '_> {
         loop {
             attempt += 1;
             self.rt.memory.sop_step_started(id, i)?;
-            let end = self.attempt(sop, id, step, outputs)?;
+            // What is stored and read by later steps, with no secret in
+            // it (a tool's result is already; an agent's answer, an error).
+            let end = match self.attempt(sop, id, step, outputs)? {
+                End::Done(o) => End::Done(self.rt.redactor.redact(&o).into_owned()),
+                End::Failed { error, refused } => End::Failed {
+                    error: self.rt.redactor.redact(&error).into_owned(),
+                    refused,
+                },
+                other => other,
+            };
             if let End::Done(out) = &end {
                 self.rt
                     .memory
