@@ -245,15 +245,16 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
             None
         }
     };
-    let raw_steps: Vec<toml::Value> = match table.get("steps") {
-        Some(toml::Value::Array(a)) if !a.is_empty() => a.clone(),
+    let no_steps = Vec::new();
+    let raw_steps: &Vec<toml::Value> = match table.get("steps") {
+        Some(toml::Value::Array(a)) if !a.is_empty() => a,
         Some(toml::Value::Array(_)) | None => {
             err(
                 None,
                 "steps",
                 "no steps; give at least one [[steps]] table".into(),
             );
-            Vec::new()
+            &no_steps
         }
         Some(v) => {
             err(
@@ -264,7 +265,7 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
                     type_name(v)
                 ),
             );
-            Vec::new()
+            &no_steps
         }
     };
     let mut steps = Vec::new();
@@ -316,10 +317,11 @@ pub fn parse(bytes: &[u8], path: &Path, dir_name: &str, cfg: &Config) -> Result<
                 format!("\"{id}\" is used by an earlier step; step ids are unique"),
             );
         }
-        let earlier = seen.clone();
+        let prior = seen.len();
         if let Some(id) = &id {
             seen.push(id.clone());
         }
+        let earlier = &seen[..prior];
         let string = |k: &str, err: &mut dyn FnMut(Option<&str>, &str, String)| match t.get(k) {
             None => None,
             Some(toml::Value::String(s)) => Some(s.clone()),

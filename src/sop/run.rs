@@ -122,7 +122,9 @@ impl Runner<'_, '_> {
             &self.rt.cfg.workspace_dir.to_string_lossy(),
             &steps,
         )?;
-        let report = self.drive(sop, id, &Resume::default());
+        let report = self
+            .load(id)
+            .and_then(|state| self.drive(sop, state, &Resume::default()));
         drop(lock);
         report
     }
@@ -171,7 +173,7 @@ impl Runner<'_, '_> {
         self.rt
             .memory
             .sop_run_status(id, RunStatus::Running, None)?;
-        self.drive(sop, id, how)
+        self.drive(sop, run, how)
     }
 
     fn load(&self, id: &str) -> Result<SopRun> {
@@ -184,9 +186,9 @@ impl Runner<'_, '_> {
     }
 
     /// The steps from the first not done, until the run ends or parks.
-    fn drive(&self, sop: &Sop, id: &str, how: &Resume) -> Result<Report> {
+    fn drive(&self, sop: &Sop, state: SopRun, how: &Resume) -> Result<Report> {
         let mem = &self.rt.memory;
-        let state = self.load(id)?;
+        let id = state.id.as_str();
         if state.steps.len() != sop.steps.len() {
             return Err(Error::new(
                 ErrKind::Integrity,
