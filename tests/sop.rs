@@ -19,7 +19,7 @@ fn env(autonomy: &str) -> Env {
     env.mock(
         "sop_summary.toml",
         "",
-        &format!("[security]\nautonomy = \"{autonomy}\"\nshell_allowlist = [\"sleep\", \"touch\"]\n{TOOLS}"),
+        &format!("[security]\nautonomy = \"{autonomy}\"\nshell_allowlist = [\"sleep\", \"touch\", \"echo\"]\n{TOOLS}"),
     );
     env
 }
@@ -567,4 +567,115 @@ args = { path = "out.txt", content = "{{steps.sum.output}}" }
     );
     // Only the input it names goes with the prompt.
     assert!(!out.contains("UTC"), "{out}");
+}
+
+/// Eight steps that each append their id to `log.txt` (the shell), killed
+/// with SIGKILL at random moments over and over, resumed each time; the
+/// test is the operator: a step left `unknown` is skipped when its line is
+/// in the log and retried when it is not. At the end every line is there
+/// exactly once, in order: no effect lost, none repeated.
+#[test]
+fn killed_at_random_moments_again_and_again_every_effect_happens_once() {
+    let env = env("full");
+    let mut text = String::from("name = \"appends\"\n");
+    for i in 1..=8 {
+        text.push_str(&format!(
+            "[[steps]]\nid = \"s{i}\"\nkind = \"tool\"\ntool = \"shell\"\n\
+             args = {{ command = \"echo s{i} >> log.txt\" }}\n"
+        ));
+    }
+    put_sop(&env, "appends", &text);
+    let log = env.ws.join("log.txt");
+    let lines = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let mut rng = fastrand::Rng::with_seed(26);
+    let mut run: Option<String> = None;
+    let mut kills = 0;
+    let mut decided = 0;
+    for round in 0..60 {
+        let mut args = match &run {
+            None => vec!["sop".to_string(), "run".into(), "appends".into()],
+            Some(r) => vec!["sop".to_string(), "resume".into(), r.clone()],
+        };
+        // The operator's decision on a step cut off mid-effect.
+        if let Some(r) = &run {
+            let (_, v) = env.json(&["sop", "show", r, "--json"]);
+            if let Some(s) = v["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["state"] == "unknown")
+            {
+                let id = s["id"].as_str().unwrap().to_string();
+                let done = lines().contains(&id);
+                decided += 1;
+                args.push(if done { "--skip-step" } else { "--retry-step" }.into());
+                args.push(id);
+            }
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = env
+            .command(&argv)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Killed at a random moment twenty times, then left to finish.
+        let finish = round >= 20;
+        if !finish {
+            std::thread::sleep(Duration::from_millis(rng.u64(0..60)));
+        }
+        let status = if finish {
+            child.wait().unwrap()
+        } else {
+            let _ = child.kill();
+            kills += 1;
+            child.wait().unwrap()
+        };
+        if run.is_none() {
+            let (_, runs) = env.json(&["sop", "runs", "--json"]);
+            run = runs[0]["id"].as_str().map(String::from);
+            if run.is_none() {
+                continue; // killed before the run was written: nothing happened
+            }
+        }
+        if status.code() == Some(0) {
+            break;
+        }
+    }
+    let r = run.expect("a run");
+    let (_, v) = env.json(&["sop", "show", &r, "--json"]);
+    if v["status"] != "completed" {
+        // The last round was a kill: finish it as the operator would.
+        let mut args = vec!["sop", "resume", r.as_str()];
+        let unknown = v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["state"] == "unknown")
+            .map(|s| s["id"].as_str().unwrap().to_string());
+        if let Some(id) = &unknown {
+            args.push(if lines().contains(id) {
+                "--skip-step"
+            } else {
+                "--retry-step"
+            });
+            args.push(id);
+        }
+        let out = env.run(&args);
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+    assert_eq!(
+        lines(),
+        ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"],
+        "after {kills} kills and {decided} operator decisions"
+    );
+    eprintln!("{kills} kills, {decided} steps left unknown and decided by the operator");
+    assert!(kills >= 5, "{kills}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }
