@@ -258,6 +258,11 @@ impl Memory {
         Ok(Some(run))
     }
 
+    /// One run without its steps (what a resume needs before it starts).
+    pub fn sop_run_head(&self, id: &str) -> Result<Option<SopRun>> {
+        Ok(self.select_sop_runs("id = ?1", params![id], 1)?.pop())
+    }
+
     /// The newest runs first, without their steps.
     pub fn sop_runs(&self, limit: u32) -> Result<Vec<SopRun>> {
         self.select_sop_runs("1", params![], limit)

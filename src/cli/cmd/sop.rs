@@ -258,8 +258,20 @@ fn stored_run(ctx: &Ctx, id: &str) -> Result<SopRun> {
     memory.sop_run(id)?.ok_or_else(none)
 }
 
+fn stored_run_head(ctx: &Ctx, id: &str) -> Result<SopRun> {
+    let none = || {
+        Error::usage(format!(
+            "no SOP run \"{}\"; `latchclaw sop runs` lists them",
+            crate::util::printable(id)
+        ))
+    };
+    let memory = ctx.read_memory()?.ok_or_else(none)?;
+    memory.sop_run_head(id)?.ok_or_else(none)
+}
+
 pub fn resume(ctx: &Ctx, id: &str, o: Opts) -> Result<i32> {
-    let run = stored_run(ctx, id)?;
+    // Its SOP and workspace; the steps are read once, by the runner.
+    let run = stored_run_head(ctx, id)?;
     // The run goes on where it started.
     let cfg = config_here(ctx, Some(std::path::Path::new(&run.workspace)))?;
     let sop = match crate::sop::load(&cfg, &run.sop) {
