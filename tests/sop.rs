@@ -282,6 +282,11 @@ prompt = 3
     );
     let (_, list) = env.json(&["sop", "list", "--json"]);
     assert_eq!(list.as_array().unwrap().len(), 2);
+    // Completions call back for SOP names (and run ids).
+    let r = env.run(&["__complete", "sops"]);
+    assert_eq!(r.stdout, "broken\ndaily-check\n", "{r:?}");
+    let r = env.run(&["__complete", "sop-runs"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{r:?}");
 }
 
 /// A canary write, a read-only wait for `go.txt` (a step boundary to be

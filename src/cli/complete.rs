@@ -12,7 +12,15 @@ use std::ffi::OsString;
 pub const CALLBACK: &str = "__complete";
 
 /// What `__complete` lists.
-pub const KINDS: [&str; 5] = ["providers", "tools", "skills", "conversations", "approvals"];
+pub const KINDS: [&str; 7] = [
+    "providers",
+    "tools",
+    "skills",
+    "conversations",
+    "approvals",
+    "sops",
+    "sop-runs",
+];
 
 /// What a value completes to: names `__complete` lists, then fixed words.
 struct Values {
@@ -82,6 +90,12 @@ const ARG_VALUES: &[(&str, Values)] = &[
             words: "last",
         },
     ),
+    ("sop run", kind("sops")),
+    ("sop validate", kind("sops")),
+    ("sop resume", kind("sop-runs")),
+    ("sop approve", kind("sop-runs")),
+    ("sop deny", kind("sop-runs")),
+    ("sop show", kind("sop-runs")),
     ("completions", words("bash zsh fish")),
 ];
 
@@ -158,6 +172,14 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
                 .rev()
                 .map(|p| p.id)
                 .collect(),
+            None => Vec::new(),
+        },
+        "sops" => crate::sop::found(&cfg)
+            .into_iter()
+            .map(|f| f.name)
+            .collect(),
+        "sop-runs" => match memory()? {
+            Some(m) => m.sop_runs(100)?.into_iter().map(|r| r.id).collect(),
             None => Vec::new(),
         },
         _ => Vec::new(),
