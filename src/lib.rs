@@ -24,6 +24,7 @@ pub mod security;
 #[cfg(feature = "gateway")]
 pub mod service;
 pub mod skills;
+pub(crate) mod sop;
 /// The one module that talks to the kernel (sandbox, signals, terminal,
 /// descriptor-relative files), and the only one allowed raw system calls.
 /// Public for `main.rs`.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod notes;
+pub mod sop_runs;
 pub use crate::types::args::{
     NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, check_category, check_note,
     normalize_tags, parse_date,
@@ -146,6 +147,38 @@ CREATE INDEX standing_by_call ON standing_approvals(conversation_id, tool, scope
     // for the operator to see, and for `--resume` to run it only there.
     r#"
 ALTER TABLE approvals ADD COLUMN workspace TEXT;
+"#,
+    // SOP runs (`memory::sop_runs`): the SOP's hash, each step's state and
+    // output, written before and after each step's effect.
+    r#"
+CREATE TABLE sop_runs (
+    id         TEXT PRIMARY KEY,
+    sop        TEXT NOT NULL,
+    path       TEXT NOT NULL,
+    sop_hash   TEXT NOT NULL,
+    workspace  TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    error      TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX sop_runs_by_start ON sop_runs(created_at);
+CREATE TABLE sop_steps (
+    run_id      TEXT NOT NULL REFERENCES sop_runs(id),
+    idx         INTEGER NOT NULL,
+    step_id     TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('pending', 'started', 'done', 'failed',
+                                               'skipped', 'waiting_approval', 'unknown')),
+    output      TEXT,
+    error       TEXT,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    approval_id TEXT,
+    started_at  TEXT,
+    ended_at    TEXT,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE INDEX sop_steps_by_approval ON sop_steps(approval_id);
 "#,
 ];
 

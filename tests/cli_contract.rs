@@ -429,6 +429,7 @@ const COMMAND_WORDS: &[&str] = &[
     "approve",
     "deny",
     "runs",
+    "sop",
     "prompt",
     "service",
     "completions",

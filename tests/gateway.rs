@@ -1481,3 +1481,47 @@ fn a_token_file_others_may_write_is_refused_at_once() {
     assert!(refusals[0].contains("chmod 600"), "{text}");
     assert!(!text.contains(&t[5..]), "{text}");
 }
+
+#[test]
+fn sop_runs_start_and_show_behind_the_token() {
+    let env = Env::new();
+    setup(&env, "", "autonomy = \"full\"");
+    let t = token(&env);
+    let dir = env.ws.join("sops").join("tick");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SOP.toml"),
+        "name = \"tick\"\n[[steps]]\nid = \"now\"\nkind = \"tool\"\ntool = \"time\"\n\
+         [[steps]]\nid = \"ok\"\nkind = \"approval\"\nprompt = \"Go on?\"\n",
+    )
+    .unwrap();
+    let g = start(&env);
+    // The token, as every endpoint but /health.
+    let r = request(&g.addr, "POST", "/sop/tick/run", None, Some("{}"));
+    assert_eq!(r.status, 401, "{}", r.body);
+    let r = request(&g.addr, "GET", "/sop/runs/x", Some("Bearer nope"), None);
+    assert_eq!(r.status, 401, "{}", r.body);
+    // Nobody answers at the gateway: the run parks at its approval.
+    let r = post(&g, &t, "/sop/tick/run", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "waiting_approval", "{v}");
+    assert_eq!(v["exit_code"], 4);
+    assert_eq!(v["steps"][0]["state"], "done");
+    assert!(v["approval_id"].is_string(), "{v}");
+    let run = v["run_id"].as_str().unwrap();
+    let r = get(&g, &t, &format!("/sop/runs/{run}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "waiting_approval");
+    assert_eq!(get(&g, &t, "/sop/runs/sop-none").status, 404);
+    assert_eq!(post(&g, &t, "/sop/none/run", &json!({})).status, 404);
+    assert_eq!(get(&g, &t, "/sop/tick/run").status, 405);
+    // Decided and continued at the CLI.
+    assert_eq!(env.run(&["sop", "approve", run, "--yes"]).code, 0);
+    let r = env.run(&["sop", "resume", run]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        get(&g, &t, &format!("/sop/runs/{run}")).json()["status"],
+        "completed"
+    );
+}

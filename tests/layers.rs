@@ -42,6 +42,7 @@ const LAYERS: &[&str] = &[
     "skills",   // SKILL.md files
     "prompt",   // the system prompt and the notes a message carries
     "runtime",  // the agent loop and one tool call's pipeline
+    "sop",      // SOPs: the file format checked in one pass, runs parked and resumed exactly once
     "channels", // the CLI channel and the REPL's line editor
     "service",  // the gateway as a systemd user service
     "gateway",  // the HTTP gateway

@@ -168,6 +168,9 @@ fn main() {
     if run("mcp") {
         mcp::figures(&mut report, &root, &ws);
     }
+    if run("sop") {
+        sop_figures(&mut report, &root, &ws);
+    }
     if run("gateway") && cfg!(feature = "gateway") {
         gateway::figures(&mut report, &root, &ws);
     }
@@ -186,6 +189,110 @@ fn main() {
     std::fs::write(&out, &text).unwrap();
     println!("(written to {})", out.display());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A SOP of `n` `time` steps (and an approval step last, with `park`).
+fn sop_text(name: &str, n: usize, park: bool) -> String {
+    let mut t = format!("name = \"{name}\"\n");
+    for i in 0..n {
+        t.push_str(&format!(
+            "[[steps]]\nid = \"s{i}\"\nkind = \"tool\"\ntool = \"time\"\n"
+        ));
+    }
+    if park {
+        t.push_str("[[steps]]\nid = \"ok\"\nkind = \"approval\"\nprompt = \"Go on?\"\n");
+    }
+    t
+}
+
+/// Wall times (ms) of `runs` runs of a command that exits `code`.
+fn timed_exiting(c: &Cmd, code: i32, runs: usize) -> Vec<f64> {
+    (0..measure::WARMUP + runs)
+        .map(|_| {
+            let at = Instant::now();
+            let out = c.command_for_setup().output().unwrap();
+            let took = at.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(out.status.code(), Some(code), "{:?}", c.args);
+            took
+        })
+        .skip(measure::WARMUP)
+        .collect()
+}
+
+/// Issue 26: what a tool-only SOP step costs (a 20-step run against a
+/// 1-step run of the same tool, interleaved; with and without receipts,
+/// whose fsync is the tool call's own, as `tool run` pays it), and
+/// `sop resume` of a 1,000-step run parked at its last step (loading,
+/// checking and walking the whole run's state).
+fn sop_figures(report: &mut Report, root: &Path, ws: &Path) {
+    for receipts in [false, true] {
+        let home = setup_home(
+            root,
+            &format!("sop-{receipts}"),
+            &format!("{}[receipts]\nenabled = {receipts}\n", ws_line(ws)),
+        );
+        for (name, n) in [("one", 1), ("twenty", 20)] {
+            let dir = home.join(".latchclaw/sops").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("SOP.toml"), sop_text(name, n, false)).unwrap();
+        }
+        let (one, twenty) = measure::paired(
+            &cmd(&home, &["sop", "run", "one"]),
+            &cmd(&home, &["sop", "run", "twenty"]),
+            RUNS,
+        );
+        let (one, twenty) = (percentile(&one, 50), percentile(&twenty, 50));
+        let label = if receipts {
+            "receipts on"
+        } else {
+            "receipts off"
+        };
+        report.row(
+            format!("sop run, 20 `time` steps ({label})"),
+            ms(twenty),
+            "-",
+            None,
+        );
+        let per = (twenty - one) / 19.0;
+        if receipts {
+            report.row(
+                "  per step, with the tool's receipt (its fsync)",
+                ms(per),
+                "-",
+                None,
+            );
+        } else {
+            report.row(
+                "  per step: SOP state (2 SQLite commits), gate, tool",
+                ms(per),
+                "≤ 2 ms",
+                Some(per <= 2.0),
+            );
+        }
+    }
+    let home = setup_home(
+        root,
+        "sop-resume",
+        &format!("{}[receipts]\nenabled = false\n", ws_line(ws)),
+    );
+    let dir = home.join(".latchclaw/sops/thousand");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SOP.toml"), sop_text("thousand", 999, true)).unwrap();
+    let out = cmd(&home, &["sop", "run", "thousand", "--json"])
+        .command_for_setup()
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = v["run_id"].as_str().unwrap().to_string();
+    let times = timed_exiting(&cmd(&home, &["sop", "resume", &run]), 4, RUNS);
+    let median = percentile(&times, 50);
+    report.row(
+        "sop resume, a 1,000-step run parked at its last step",
+        ms(median),
+        "≤ 50 ms",
+        Some(median <= 50.0),
+    );
 }
 
 /// The Cargo features a build can leave out (README, "Builds and

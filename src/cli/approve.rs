@@ -132,6 +132,18 @@ impl Approver for TtyApprover {
     }
 }
 
+/// A SOP's approval step, asked on the same terminal; no terminal (cron):
+/// `Unavailable`, and the run parks.
+impl crate::sop::Operator for TtyApprover {
+    fn confirm(&self, sop: &str, step: &str, prompt: &str, control: &RunControl) -> Approval {
+        let question = format!(
+            "\nSOP {sop}, step {step} asks:\n  {}\nApprove? [y/N] ",
+            crate::util::printable(prompt)
+        );
+        ask_tty(&question, control, false)
+    }
+}
+
 /// `ask_user` on the same terminal: one line back, or why there is none.
 impl User for TtyApprover {
     fn ask_user(&self, question: &str, control: &RunControl, deadline: Instant) -> Reply {

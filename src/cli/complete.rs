@@ -12,7 +12,7 @@ use std::ffi::OsString;
 pub const CALLBACK: &str = "__complete";
 
 /// What `__complete` lists.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 9] = [
     "providers",
     "tools",
     "skills",
@@ -20,6 +20,8 @@ pub const KINDS: [&str; 7] = [
     "approvals",
     "plugins",
     "mcp_servers",
+    "sops",
+    "sop-runs",
 ];
 
 /// What a value completes to: names `__complete` lists, then fixed words.
@@ -95,6 +97,12 @@ const ARG_VALUES: &[(&str, Values)] = &[
             words: "last",
         },
     ),
+    ("sop run", kind("sops")),
+    ("sop validate", kind("sops")),
+    ("sop resume", kind("sop-runs")),
+    ("sop approve", kind("sop-runs")),
+    ("sop deny", kind("sop-runs")),
+    ("sop show", kind("sop-runs")),
     ("completions", words("bash zsh fish")),
 ];
 
@@ -186,6 +194,14 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
                 .rev()
                 .map(|p| p.id)
                 .collect(),
+            None => Vec::new(),
+        },
+        "sops" => crate::sop::found(&cfg)
+            .into_iter()
+            .map(|f| f.name)
+            .collect(),
+        "sop-runs" => match memory()? {
+            Some(m) => m.sop_runs(100)?.into_iter().map(|r| r.id).collect(),
             None => Vec::new(),
         },
         _ => Vec::new(),

@@ -122,6 +122,14 @@ const DATA: &[&str] = &[
     "mcp tools",
     "mcp test",
     "estop status",
+    "sop list",
+    "sop validate",
+    "sop run",
+    "sop resume",
+    "sop approve",
+    "sop deny",
+    "sop runs",
+    "sop show",
 ];
 
 pub const FLAGS: &[Flag] = &[
@@ -213,14 +221,14 @@ pub const FLAGS: &[Flag] = &[
         long: "lock",
         short: None,
         value: Some("NAME"),
-        commands: &["agent"],
+        commands: &["agent", "sop run", "sop resume"],
         help: "refuse to start (exit 8) while another run holds NAME",
     },
     Flag {
         long: "timeout",
         short: None,
         value: Some("SECS"),
-        commands: &["agent"],
+        commands: &["agent", "sop run", "sop resume"],
         help: "bound the whole run, tools and provider calls included (exit 6)",
     },
     Flag {
@@ -262,7 +270,13 @@ pub const FLAGS: &[Flag] = &[
         long: "limit",
         short: None,
         value: Some("N"),
-        commands: &["memory list", "memory search", "memory notes", "runs list"],
+        commands: &[
+            "memory list",
+            "memory search",
+            "memory notes",
+            "runs list",
+            "sop runs",
+        ],
         help: "show at most N entries",
     },
     Flag {
@@ -339,7 +353,7 @@ pub const FLAGS: &[Flag] = &[
         long: "workspace",
         short: Some('w'),
         value: Some("DIR"),
-        commands: &["agent", "tool run", "policy check"],
+        commands: &["agent", "tool run", "policy check", "sop run"],
         help: "this run's workspace, instead of the git work tree it is started in or \
                workspace_dir (tools are confined to it)",
     },
@@ -368,7 +382,7 @@ pub const FLAGS: &[Flag] = &[
         long: "yes",
         short: None,
         value: None,
-        commands: &["onboard", "memory clear", "approve"],
+        commands: &["onboard", "memory clear", "approve", "sop approve"],
         help: "confirm without asking",
     },
     Flag {
@@ -419,6 +433,20 @@ pub const FLAGS: &[Flag] = &[
         value: None,
         commands: &["service install"],
         help: "print the unit and an equivalent crontab @reboot line; write and run nothing",
+    },
+    Flag {
+        long: "retry-step",
+        short: None,
+        value: Some("ID"),
+        commands: &["sop resume"],
+        help: "run again the step cut off mid-effect (state unknown): you checked its effect did not happen",
+    },
+    Flag {
+        long: "skip-step",
+        short: None,
+        value: Some("ID"),
+        commands: &["sop resume"],
+        help: "mark the step cut off mid-effect (state unknown) skipped: you checked its effect happened",
     },
 ];
 
@@ -748,6 +776,86 @@ conversation.",
 reason, conversation, lock name, pid and command line (`latchclaw runs`
 alone does the same).",
         bare: true,
+    },
+    CommandDef {
+        path: "sop list",
+        args: &[],
+        summary: "SOPs: name, steps, description, where, valid or not",
+        about: "Lists the SOPs in <workspace>/sops/NAME/SOP.toml and <state>/sops/NAME/SOP.toml
+(a state-dir SOP hides a workspace one of the same name): name, number of
+steps, description, file, and whether it is valid (`latchclaw sop` alone
+does the same).",
+        bare: true,
+    },
+    CommandDef {
+        path: "sop validate",
+        args: &[Arg {
+            name: "NAME",
+            what: "SOP name",
+            required: false,
+        }],
+        summary: "check every SOP (or NAME); all errors at once",
+        about: "Reads every SOP (or only NAME) and reports every error in one pass, each
+naming the file, the step and the key: unique step ids, tools that exist and
+are enabled, content_from and {{steps.ID.output}} naming earlier steps,
+unknown keys, wrong types, an approval step's prompt. Exit 2 on any error.",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop run",
+        args: &[arg("NAME", "SOP name")],
+        summary: "run a SOP; parks at approvals (exit 4) when nobody can answer",
+        about: "Runs the SOP's steps in order, its state written to the memory database
+before each step's effect. Tool steps go through the same gate, approvals
+and receipts as `tool run`; an agent step is one agent turn; an approval
+step asks on the terminal, or (cron, no terminal) parks the run with exit 4
+and a pending approval bound to the run, the step and the SOP's hash:
+`latchclaw sop approve RUN`, then `latchclaw sop resume RUN`.",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop resume",
+        args: &[arg("RUN", "SOP run id")],
+        summary: "continue a parked, stopped or interrupted SOP run; done steps never re-run",
+        about: "Continues run RUN from its first step not done. A done step never runs again.
+A step found started without an outcome (latchclaw was killed mid-step) is
+marked unknown and the run waits for the operator (--retry-step ID or
+--skip-step ID), unless the step is read-only or idempotent = true. A SOP
+file changed since the run started is refused. Two resumes of one run: one
+proceeds, the other exits 8.",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop approve",
+        args: &[arg("RUN", "SOP run id")],
+        summary: "approve the step RUN is parked at (then `sop resume RUN`)",
+        about: "Approves the pending approval the run waits on, after a confirmation on the
+terminal or --yes typed by the operator. Refused (exit 4) when the SOP's
+file changed since the run started: the approval is bound to its hash.",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop deny",
+        args: &[arg("RUN", "SOP run id")],
+        summary: "deny the step RUN is parked at; the run ends denied",
+        about: "Denies the pending approval the run waits on; the run ends as denied (exit 4).",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop runs",
+        args: &[],
+        summary: "SOP runs, newest first: id, SOP, status, updated",
+        about: "Lists SOP runs, newest first: id, SOP, status, when it last moved.",
+        bare: false,
+    },
+    CommandDef {
+        path: "sop show",
+        args: &[arg("RUN", "SOP run id")],
+        summary: "one SOP run: its hash, status and every step's state and output",
+        about: "Prints one SOP run: the SOP, its hash, the workspace, the status, and each
+step's state (pending, started, done, failed, skipped, waiting_approval,
+unknown), attempts, approval and output.",
+        bare: false,
     },
     CommandDef {
         path: "prompt show",

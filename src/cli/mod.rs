@@ -144,6 +144,51 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::McpList { json } => cmd::mcp::list(&ctx, json),
         Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
         Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
+        Command::SopList { json } => cmd::sop::list(&ctx, json),
+        Command::SopValidate { name, json } => cmd::sop::validate(&ctx, name.as_deref(), json),
+        Command::SopRun {
+            name,
+            json,
+            lock,
+            timeout,
+            workspace,
+        } => cmd::sop::run(
+            &ctx,
+            &name,
+            cmd::sop::Opts {
+                json,
+                lock,
+                timeout,
+                ..Default::default()
+            },
+            workspace.as_deref(),
+        ),
+        Command::SopResume {
+            run,
+            json,
+            lock,
+            timeout,
+            retry_step,
+            skip_step,
+        } => cmd::sop::resume(
+            &ctx,
+            &run,
+            cmd::sop::Opts {
+                json,
+                lock,
+                timeout,
+                retry_step,
+                skip_step,
+            },
+        ),
+        Command::SopDecide {
+            run,
+            approve,
+            yes,
+            json,
+        } => cmd::sop::decide(&ctx, &run, approve, yes, json),
+        Command::SopRuns { limit, json } => cmd::sop::runs(&ctx, limit, json),
+        Command::SopShow { run, json } => cmd::sop::show(&ctx, &run, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)

@@ -168,6 +168,42 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    SopList {
+        json: bool,
+    },
+    SopValidate {
+        name: Option<String>,
+        json: bool,
+    },
+    SopRun {
+        name: String,
+        json: bool,
+        lock: Option<String>,
+        timeout: Option<u64>,
+        workspace: Option<PathBuf>,
+    },
+    SopResume {
+        run: String,
+        json: bool,
+        lock: Option<String>,
+        timeout: Option<u64>,
+        retry_step: Option<String>,
+        skip_step: Option<String>,
+    },
+    SopDecide {
+        run: String,
+        approve: bool,
+        yes: bool,
+        json: bool,
+    },
+    SopRuns {
+        limit: Option<u32>,
+        json: bool,
+    },
+    SopShow {
+        run: String,
+        json: bool,
+    },
     ServiceInstall {
         bind: Option<String>,
         print: bool,
@@ -608,6 +644,11 @@ impl Given<'_> {
             .filter_map(|(_, v)| v.clone())
             .collect()
     }
+    fn timeout(&self) -> Result<Option<u64>> {
+        self.value("timeout")
+            .map(|v| positive("timeout", &v, "a positive number of seconds"))
+            .transpose()
+    }
     fn limit(&self) -> Result<Option<u32>> {
         self.value("limit")
             .map(|v| positive("limit", &v, "a positive whole number"))
@@ -881,6 +922,51 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "mcp list" => Command::McpList { json },
         "mcp tools" => Command::McpTools { name: arg(0), json },
         "mcp test" => Command::McpTest { name: arg(0), json },
+        "sop list" => Command::SopList { json },
+        "sop validate" => Command::SopValidate {
+            name: args.first().cloned(),
+            json,
+        },
+        "sop run" => Command::SopRun {
+            name: arg(0),
+            json,
+            lock: o.value("lock"),
+            timeout: o.timeout()?,
+            workspace: o.value("workspace").map(PathBuf::from),
+        },
+        "sop resume" => {
+            let (retry_step, skip_step) = (o.value("retry-step"), o.value("skip-step"));
+            if retry_step.is_some() && skip_step.is_some() {
+                return Err(Error::usage(
+                    "give --retry-step ID or --skip-step ID, not both",
+                ));
+            }
+            Command::SopResume {
+                run: arg(0),
+                json,
+                lock: o.value("lock"),
+                timeout: o.timeout()?,
+                retry_step,
+                skip_step,
+            }
+        }
+        "sop approve" => Command::SopDecide {
+            run: arg(0),
+            approve: true,
+            yes: o.on("yes"),
+            json,
+        },
+        "sop deny" => Command::SopDecide {
+            run: arg(0),
+            approve: false,
+            yes: false,
+            json,
+        },
+        "sop runs" => Command::SopRuns {
+            limit: o.limit()?,
+            json,
+        },
+        "sop show" => Command::SopShow { run: arg(0), json },
         "service install" => Command::ServiceInstall {
             bind: o
                 .value("bind")

@@ -34,6 +34,17 @@ impl Approver for NoOperator {
     }
 }
 
+/// A SOP's approval step through the gateway: parked, decided at the CLI
+/// (`latchclaw sop approve RUN`).
+impl crate::sop::Operator for NoOperator {
+    fn confirm(&self, _: &str, _: &str, _: &str, _: &crate::control::RunControl) -> Approval {
+        Approval::Unavailable(
+            "run through the gateway, where no operator answers; approving is a local CLI act"
+                .into(),
+        )
+    }
+}
+
 impl User for NoOperator {
     fn ask_user(&self, _: &str, _: &crate::control::RunControl, _: Instant) -> Reply {
         Reply::NoUser
@@ -192,11 +203,20 @@ impl Gateway {
                 self.metrics.render(&self.cfg),
             ),
             "/metrics" => method_not_allowed("GET"),
+            p if p.starts_with("/sop/runs/") => match m {
+                "GET" => self.sop_show(&p["/sop/runs/".len()..]),
+                _ => method_not_allowed("GET"),
+            },
+            p if p.starts_with("/sop/") && p.ends_with("/run") && p.len() > 9 => match m {
+                "POST" => self.sop_run(&p["/sop/".len()..p.len() - "/run".len()]),
+                _ => method_not_allowed("POST"),
+            },
             _ => Response::error(
                 404,
                 "not_found",
                 "no such endpoint; see README: gateway (/health, /status, /tools, /chat, \
-                 /memory/search, /receipts, /estop, /metrics)",
+                 /memory/search, /receipts, /estop, /metrics, POST /sop/NAME/run, \
+                 GET /sop/runs/ID)",
             ),
         }
     }
@@ -429,6 +449,90 @@ impl Gateway {
         match self.turn(&message, conversation.as_deref()) {
             Ok(v) => Response::json(200, &v),
             Err(r) => r,
+        }
+    }
+
+    /// `POST /sop/NAME/run`: the SOP run as `latchclaw sop run NAME` runs
+    /// it with no terminal; an approval parks it (`status`
+    /// `waiting_approval`, `approval_id`), decided at the CLI.
+    fn sop_run(&self, name: &str) -> Response {
+        let cfg = &self.cfg;
+        let sop = match crate::sop::load(cfg, name) {
+            Ok(s) => s,
+            Err(e) if e.msg.starts_with("no SOP") => {
+                return Response::error(404, "not_found", &e.msg);
+            }
+            Err(e) => return Gateway::internal(e),
+        };
+        let provider = match crate::providers::build(cfg, &cfg.default_provider, &self.redactor) {
+            Ok(p) => p,
+            Err(e) => return Gateway::internal(e),
+        };
+        let operator = NoOperator;
+        let mut rt = match Runtime::new(cfg, &operator, std::sync::Arc::clone(&self.redactor)) {
+            Ok(rt) => rt,
+            Err(e) => return Gateway::internal(e),
+        };
+        rt.prepare_receipts();
+        rt.recall = false;
+        rt.control = self.control.child(None);
+        let id = crate::sop::new_run_id();
+        rt.rerun = Some(format!("latchclaw sop resume {id}"));
+        let runner = crate::sop::Runner {
+            rt: &rt,
+            approver: &operator,
+            operator: &operator,
+            provider: provider.as_ref(),
+        };
+        let report = runner.start(&sop, &id);
+        if let Err(e) = rt.anchor_head() {
+            log::warn!(target: "event::gateway_anchor", "{e}");
+        }
+        match report {
+            Ok(r) => {
+                let mut v = serde_json::to_value(&r.run).unwrap_or_default();
+                v["run_id"] = r.run.id.clone().into();
+                v["exit_code"] = r.outcome.code().into();
+                v["exit_reason"] = r.outcome.reason().into();
+                v["message"] = r.message.into();
+                v["approval_id"] = r
+                    .run
+                    .steps
+                    .iter()
+                    .find_map(|s| {
+                        s.approval_id
+                            .clone()
+                            .filter(|_| s.state.as_str() == "waiting_approval")
+                    })
+                    .into();
+                Response::json(200, &v)
+            }
+            Err(e) => Gateway::internal(e),
+        }
+    }
+
+    /// `GET /sop/runs/ID`: as `latchclaw sop show ID --json`.
+    fn sop_show(&self, id: &str) -> Response {
+        let cfg = &self.cfg;
+        let memory = match crate::memory::Memory::open_existing(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            std::sync::Arc::clone(&self.redactor),
+        ) {
+            Ok(m) => m,
+            Err(e) => return Gateway::internal(e),
+        };
+        let run = match memory.map(|m| m.sop_run(id)).transpose() {
+            Ok(r) => r.flatten(),
+            Err(e) => return Gateway::internal(e),
+        };
+        match run {
+            Some(r) => {
+                let mut v = serde_json::to_value(&r).unwrap_or_default();
+                v["run_id"] = r.id.clone().into();
+                Response::json(200, &v)
+            }
+            None => Response::error(404, "not_found", "no SOP run with this id"),
         }
     }
 

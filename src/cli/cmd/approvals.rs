@@ -143,16 +143,17 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
         .as_deref()
         .map(|w| format!(" -w {}", crate::util::shell_quote(w)))
         .unwrap_or_default();
+    // A SOP's step goes on with its run, not a conversation.
+    let next = match crate::sop::run_of_conversation(&p.conversation_id) {
+        Some(run) => format!("; run `latchclaw sop resume {run}`"),
+        None => format!("; run `latchclaw agent --resume {}{ws}`", p.conversation_id),
+    };
     println!(
         "{} {id}: {} in {}{}",
         if approve { "approved" } else { "denied" },
         p.tool,
         p.conversation_id,
-        if approve {
-            format!("; run `latchclaw agent --resume {}{ws}`", p.conversation_id)
-        } else {
-            String::new()
-        }
+        if approve { next } else { String::new() }
     );
     Ok(exit::OK)
 }

@@ -16,4 +16,5 @@ pub mod receipt;
 #[cfg(feature = "gateway")]
 pub mod service;
 pub mod skill;
+pub mod sop;
 pub mod tool;
