@@ -26,7 +26,7 @@ if [ -x "$py" ] && "$py" -m venv --help >/dev/null 2>&1; then
         "$py" -m venv "$cache/py" || note "cannot make a venv in $cache/py"
     fi
     if [ -x "$cache/py/bin/pip" ]; then
-        timeout 600 "$cache/py/bin/pip" install --quiet --disable-pip-version-check \
+        timeout 180 "$cache/py/bin/pip" install --quiet --disable-pip-version-check \
             mcp-server-time mcp-server-git \
             && note "PyPI servers in $cache/py" \
             || note "pip could not install mcp-server-time / mcp-server-git (no registry?)"
@@ -37,7 +37,7 @@ fi
 
 # Node: the packages under one prefix, run with the system's node.
 if command -v npm >/dev/null 2>&1 && [ -x /usr/bin/node ]; then
-    timeout 600 npm install --silent --no-audit --no-fund --prefix "$cache/npm" \
+    timeout 180 npm install --silent --no-audit --no-fund --prefix "$cache/npm" \
         @modelcontextprotocol/server-filesystem @modelcontextprotocol/server-everything \
         && note "npm servers in $cache/npm" \
         || note "npm could not install the servers (no registry?)"
