@@ -684,3 +684,48 @@ fn killed_at_random_moments_again_and_again_every_effect_happens_once() {
     assert!(kills >= 5, "{kills}");
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }
+
+/// `--lock NAME` on `sop run`: a second run under the same name exits 8 at
+/// once, running nothing (an agent run's lock is the same name space), and
+/// the lock of a holder killed with SIGKILL is free again at once (the
+/// kernel lets it go). Another name is not refused, but its tool call waits
+/// for the running one (README: one call at a time), so it is not run here.
+#[test]
+fn a_held_lock_refuses_a_second_sop_run_and_dies_with_its_holder() {
+    let env = env("full");
+    let step = |id: &str, command: &str| {
+        format!(
+            "[[steps]]\nid = \"{id}\"\nkind = \"tool\"\ntool = \"shell\"\nargs = {{ command = \"{command}\" }}\n"
+        )
+    };
+    put_sop(
+        &env,
+        "slow",
+        &format!("name = \"slow\"\n{}", step("wait", "sleep 52.8383")),
+    );
+    put_sop(
+        &env,
+        "quick",
+        &format!("name = \"quick\"\n{}", step("mark", "touch quick.txt")),
+    );
+    let mut first = env
+        .command(&["sop", "run", "slow", "--lock", "nightly"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_process("52.8383", Duration::from_secs(10));
+    let r = env.run(&["sop", "run", "quick", "--lock", "nightly"]);
+    assert_eq!(r.code, 8, "{r:?}");
+    assert!(
+        r.stderr.contains("another run holds the lock \"nightly\""),
+        "{r:?}"
+    );
+    assert!(!env.ws.join("quick.txt").exists());
+    assert_eq!(env.run(&["agent", "--lock", "nightly", "-m", "hi"]).code, 8);
+    // The holder killed outright: its lock goes with it.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let r = env.run(&["sop", "run", "quick", "--lock", "nightly"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("quick.txt").exists());
+}
