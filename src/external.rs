@@ -103,58 +103,12 @@ impl Registry {
     }
 }
 
-/// A description as a model may read it: escape sequences (CSI, OSC and
-/// other `ESC` forms) and every control or invisible character removed,
-/// runs of white space made one space, at most `DESCRIPTION_MAX`
-/// characters. Framing (`ExternalTool::spec`) is what marks it as data.
+/// A description as a model may read it (`util::sanitize`: escape
+/// sequences, control and invisible characters removed, white space
+/// folded), at most `DESCRIPTION_MAX` characters, the cut marked `…`.
+/// Framing (`ExternalTool::spec`) is what marks it as data.
 pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(DESCRIPTION_MAX * 4));
-    let mut chars = text.chars().peekable();
-    let mut space = false;
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            match chars.next() {
-                // CSI: parameters up to a final byte in @..~.
-                Some('[') => {
-                    for d in chars.by_ref() {
-                        if ('@'..='~').contains(&d) {
-                            break;
-                        }
-                    }
-                }
-                // OSC, DCS, SOS, PM, APC: up to BEL or ESC \.
-                Some(']' | 'P' | 'X' | '^' | '_') => {
-                    while let Some(d) = chars.next() {
-                        if d == '\u{7}' {
-                            break;
-                        }
-                        if d == '\u{1b}' && chars.peek() == Some(&'\\') {
-                            chars.next();
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            }
-            continue;
-        }
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            continue;
-        }
-        if crate::util::hidden(c) {
-            continue;
-        }
-        if space {
-            out.push(' ');
-            space = false;
-        }
-        out.push(c);
-        if out.chars().count() >= DESCRIPTION_MAX {
-            break;
-        }
-    }
-    out
+    crate::util::sanitize(text, DESCRIPTION_MAX - 1)
 }
 
 #[cfg(test)]

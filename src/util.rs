@@ -11,7 +11,9 @@ pub mod suggest;
 mod unicode_tables;
 
 pub use frame::{fenced, frame};
-pub use shown::{for_stdout, for_terminal, hidden, hidden_count, json_visible, printable};
+pub use shown::{
+    for_stdout, for_terminal, hidden, hidden_count, json_visible, printable, sanitize,
+};
 
 /// `s` as one word for a POSIX shell (the commands latchclaw tells the
 /// operator to run).

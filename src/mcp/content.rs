@@ -42,86 +42,14 @@ pub fn with_hash(name: &str, seed: &str) -> String {
     format!("{}_{}", &name[..keep.min(name.len())], &hash[..8])
 }
 
+pub use crate::util::sanitize;
+
 /// Whether `name` is a valid function name for a model.
 pub fn valid_model_name(name: &str) -> bool {
     (1..=MODEL_NAME_MAX).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// `text` without terminal escape sequences (CSI, OSC, DCS and the rest),
-/// control characters or characters a terminal draws as nothing (bidi
-/// controls, zero-width characters, tags); runs of whitespace made one
-/// space; cut to `max` chars with `…`.
-pub fn sanitize(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max * 4));
-    let mut chars = text.chars().peekable();
-    let mut space = false;
-    let mut n = 0;
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' || c == '\u{9b}' {
-            skip_escape(c, &mut chars);
-            continue;
-        }
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            continue;
-        }
-        if crate::util::hidden(c) {
-            continue;
-        }
-        if space {
-            out.push(' ');
-            n += 1;
-            space = false;
-        }
-        if n >= max {
-            out.push('…');
-            return out;
-        }
-        out.push(c);
-        n += 1;
-    }
-    out
-}
-
-/// Skips the rest of an escape sequence that began with `first`.
-fn skip_escape(first: char, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    let kind = if first == '\u{9b}' {
-        '['
-    } else {
-        match chars.next() {
-            Some(k) => k,
-            None => return,
-        }
-    };
-    match kind {
-        // CSI: parameters and intermediates, then one final byte.
-        '[' => {
-            for c in chars.by_ref() {
-                if ('\u{40}'..='\u{7e}').contains(&c) {
-                    return;
-                }
-            }
-        }
-        // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \).
-        ']' | 'P' | 'X' | '^' | '_' => {
-            while let Some(c) = chars.next() {
-                if c == '\u{7}' || c == '\u{9c}' {
-                    return;
-                }
-                if c == '\u{1b}' {
-                    if chars.peek() == Some(&'\\') {
-                        chars.next();
-                    }
-                    return;
-                }
-            }
-        }
-        // Two-character escapes: the one after ESC is gone already.
-        _ => {}
-    }
 }
 
 /// A tool result's `content` as the text a model reads: text parts as

@@ -114,6 +114,80 @@ pub fn for_stdout(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `text` without terminal escape sequences (CSI, OSC, DCS and the rest),
+/// control characters or characters a terminal draws as nothing (bidi
+/// controls, zero-width characters, tags); runs of whitespace made one
+/// space; cut to `max` chars with `…`.
+pub fn sanitize(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    let mut chars = text.chars().peekable();
+    let mut space = false;
+    let mut n = 0;
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' || c == '\u{9b}' {
+            skip_escape(c, &mut chars);
+            continue;
+        }
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if hidden(c) {
+            continue;
+        }
+        if space {
+            out.push(' ');
+            n += 1;
+            space = false;
+        }
+        if n >= max {
+            out.push('…');
+            return out;
+        }
+        out.push(c);
+        n += 1;
+    }
+    out
+}
+
+/// Skips the rest of an escape sequence that began with `first`.
+fn skip_escape(first: char, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    let kind = if first == '\u{9b}' {
+        '['
+    } else {
+        match chars.next() {
+            Some(k) => k,
+            None => return,
+        }
+    };
+    match kind {
+        // CSI: parameters and intermediates, then one final byte.
+        '[' => {
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    return;
+                }
+            }
+        }
+        // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \).
+        ']' | 'P' | 'X' | '^' | '_' => {
+            while let Some(c) = chars.next() {
+                if c == '\u{7}' || c == '\u{9c}' {
+                    return;
+                }
+                if c == '\u{1b}' {
+                    if chars.peek() == Some(&'\\') {
+                        chars.next();
+                    }
+                    return;
+                }
+            }
+        }
+        // Two-character escapes: the one after ESC is gone already.
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
