@@ -75,6 +75,38 @@ pub fn private_dir(dir: &std::path::Path) -> crate::error::Result<()> {
         .map_err(|e| crate::error::Error::runtime(format!("cannot create {}: {e}", dir.display())))
 }
 
+/// `DIR/FILE` (0600, in a private `DIR`) locked for the life of the
+/// returned handle, or at once an `ErrKind::Locked` error (exit 8) saying
+/// `busy(path)`: a second run is refused, never queued. The kernel lets
+/// the lock go when its holder dies, however it dies.
+pub fn lock_or_refuse(
+    dir: &std::path::Path,
+    file: &str,
+    busy: impl FnOnce(&std::path::Path) -> String,
+) -> crate::error::Result<std::fs::File> {
+    use crate::error::Error;
+    use std::os::unix::fs::OpenOptionsExt;
+    private_dir(dir)?;
+    let path = dir.join(file);
+    let f = std::fs::OpenOptions::new()
+        .mode(0o600)
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::runtime(format!("cannot open {}: {e}", path.display())))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(Error::new(crate::error::Kind::Locked, busy(&path)))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::runtime(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// Writes a whole file by way of a temporary beside it, synced, with
 /// exactly `mode` whatever the umask: a crash leaves the old file or the
 /// new one. With `replace` false it is put in place by link(2), which fails

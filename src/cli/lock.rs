@@ -1,34 +1,19 @@
 //! `--lock NAME`: one run per name at a time, refused rather than queued.
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Holds `<state>/locks/NAME.lock` for the life of the process; a second
 /// run with the same name is refused at once (exit 8), never queued.
 pub fn acquire(cfg: &Config, name: &str) -> Result<std::fs::File> {
-    let dir = cfg.state_dir.join("locks");
-    crate::util::private_dir(&dir)?;
-    let path = dir.join(format!("{name}.lock"));
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .mode(0o600)
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::runtime(format!("cannot open {}: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::new(
-            crate::error::Kind::Locked,
+    crate::util::lock_or_refuse(
+        &cfg.state_dir.join("locks"),
+        &format!("{name}.lock"),
+        |path| {
             format!(
                 "another run holds the lock \"{name}\" ({}); not starting",
                 path.display()
-            ),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::runtime(format!(
-            "cannot lock {}: {e}",
-            path.display()
-        ))),
-    }
+            )
+        },
+    )
 }

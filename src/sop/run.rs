@@ -58,29 +58,11 @@ pub fn run_of_conversation(conv: &str) -> Option<&str> {
 /// `<state>/sops/runs/RUN.lock`, held while a run moves: a second
 /// `sop resume` of it is refused at once (exit 8), never queued.
 pub fn run_lock(cfg: &Config, run: &str) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = cfg.state_dir.join("sops").join("runs");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", dir.display())))?;
-    let path = dir.join(format!("{run}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .mode(0o600)
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::runtime(format!("cannot open {}: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::new(
-            ErrKind::Locked,
-            format!("another latchclaw is running SOP run {run}; not starting"),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::runtime(format!(
-            "cannot lock {}: {e}",
-            path.display()
-        ))),
-    }
+    crate::util::lock_or_refuse(
+        &cfg.state_dir.join("sops").join("runs"),
+        &format!("{run}.lock"),
+        |_| format!("another latchclaw is running SOP run {run}; not starting"),
+    )
 }
 
 /// What one attempt of a step came to.
