@@ -718,6 +718,82 @@ impl McpServerConfig {
     }
 }
 
+/// What a policy rule does to a call it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Effect {
+    /// Run without asking, where the gate would ask (never where it refuses).
+    Allow,
+    /// Ask the operator, where the gate would run it.
+    Ask,
+    /// Refuse it.
+    Deny,
+}
+
+impl Effect {
+    pub const ALLOWED: &[&str] = &["allow", "ask", "deny"];
+    pub fn parse(s: &str) -> Option<Effect> {
+        [Effect::Allow, Effect::Ask, Effect::Deny]
+            .into_iter()
+            .find(|e| e.as_str() == s)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Ask => "ask",
+            Effect::Deny => "deny",
+        }
+    }
+}
+
+/// Where a call comes from, as a rule's `origin` names it.
+pub const POLICY_ORIGINS: &[&str] = &["agent", "sop", "cli"];
+
+/// `[policy]`: the operator's rules over what the gate parsed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyConfig {
+    /// The file the rules came from (`policy = "FILE"`), if not this one.
+    pub file: Option<PathBuf>,
+    pub rules: Vec<PolicyRule>,
+}
+
+/// One `[[policy.rules]]`. Every key set must match (a list: any of its
+/// entries); a rule with none of them matches every call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyRule {
+    pub name: String,
+    /// Built-in tool names.
+    pub tools: Vec<String>,
+    /// Plugins whose tools it covers.
+    pub plugins: Vec<String>,
+    /// Programs of a shell (or git tool) plan, by name.
+    pub programs: Vec<String>,
+    pub subcommands: Vec<String>,
+    /// What the options mean (`recursive`): all of them, in any spelling.
+    pub flags: Vec<String>,
+    /// Options by name (`-f`, `--force`): all of them, in any spelling the
+    /// program reads as that option.
+    pub options: Vec<String>,
+    /// Globs over the paths a call reads or writes (relative ones from the
+    /// workspace).
+    pub paths: Vec<String>,
+    /// Globs over the host a URL names.
+    pub hosts: Vec<String>,
+    pub origins: Vec<String>,
+    pub effect: Effect,
+    pub reason: String,
+    pub examples: Vec<PolicyExample>,
+}
+
+/// A call a rule must (`expect` = its effect) or must not (`pass`) match;
+/// `config validate` checks each.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyExample {
+    pub tool: String,
+    pub args: serde_json::Value,
+    /// `None`: "pass", the rule does not match.
+    pub expect: Option<Effect>,
+}
+
 /// The whole file: the top-level keys here, each `[section]` its own struct.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -752,6 +828,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[mcp.servers.NAME]`.
     pub mcp: McpConfig,
+    /// `[[policy.rules]]`, or the file `policy = "FILE"` names.
+    pub policy: PolicyConfig,
     /// Said once on stderr when the config is loaded (`latchclaw: note:`):
     /// what loads but should be written differently, each naming the file
     /// and key.
@@ -1250,6 +1328,7 @@ impl Config {
             skills: SkillsConfig::default(),
             gateway: GatewayConfig::default(),
             mcp: McpConfig::default(),
+            policy: PolicyConfig::default(),
             state_dir,
             notes: Vec::new(),
         }
@@ -1485,6 +1564,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let skills = read_skills(r, &mut top, d.skills);
     let gateway = read_gateway(r, &mut top, d.gateway);
     let mcp = read_mcp(r, &mut top, &providers, d.mcp);
+    let policy = read_policy(r, &mut top, d.policy);
     r.finish(top);
     let mut channels = channels;
     channels.cli.tools_allow = effective_tools_allow(channels.cli.tools_allow, &tools);
@@ -1515,6 +1595,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         skills,
         gateway,
         mcp,
+        policy,
         notes: Vec::new(),
     }
 }
@@ -1548,6 +1629,292 @@ fn read_mcp(
         r.finish(servers);
     }
     r.finish(mcp);
+    out
+}
+
+/// `[[policy.rules]]`, or `policy = "FILE"`: a TOML file of `[[rules]]`
+/// (relative to the config file).
+fn read_policy(r: &mut Reader, top: &mut Section, d: PolicyConfig) -> PolicyConfig {
+    let Some(v) = top.take("policy") else {
+        return d;
+    };
+    match v {
+        toml::Value::String(name) => {
+            let Some(path) = r.path_value("policy", &name) else {
+                return d;
+            };
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    r.err(format!("policy: cannot read {}: {e}", path.display()));
+                    return d;
+                }
+            };
+            let table = match toml::from_str::<toml::Table>(&text) {
+                Ok(t) => t,
+                Err(e) => {
+                    r.err(format!(
+                        "policy: {}: {}",
+                        path.display(),
+                        e.message().trim_end()
+                    ));
+                    return d;
+                }
+            };
+            let mut sec = Section::new(table, &path.display().to_string());
+            let rules = read_rules(r, &mut sec);
+            r.finish(sec);
+            PolicyConfig {
+                file: Some(path),
+                rules,
+            }
+        }
+        toml::Value::Table(t) => {
+            let mut sec = Section::new(t, "policy");
+            let rules = read_rules(r, &mut sec);
+            r.finish(sec);
+            PolicyConfig { file: None, rules }
+        }
+        other => {
+            r.err(format!(
+                "policy: expected a table of [[policy.rules]] or the name of a policy file, \
+                 found {}",
+                type_name(&other)
+            ));
+            d
+        }
+    }
+}
+
+fn read_rules(r: &mut Reader, sec: &mut Section) -> Vec<PolicyRule> {
+    let key = sec.key("rules");
+    let Some(v) = sec.take("rules") else {
+        return Vec::new();
+    };
+    let toml::Value::Array(items) = v else {
+        r.err(format!(
+            "{key}: expected [[rules]] tables, found {}",
+            type_name(&v)
+        ));
+        return Vec::new();
+    };
+    let mut out: Vec<PolicyRule> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let toml::Value::Table(t) = item else {
+            r.err(format!(
+                "{at}: expected a table, found {}",
+                type_name(&item)
+            ));
+            continue;
+        };
+        let mut s = Section::new(t, &at);
+        if let Some(rule) = read_rule(r, &mut s) {
+            if out.iter().any(|o| o.name == rule.name) {
+                r.err(format!(
+                    "{at}.name: \"{}\" names an earlier rule too; names must be unique",
+                    rule.name
+                ));
+            }
+            out.push(rule);
+        }
+        r.finish(s);
+    }
+    out
+}
+
+/// A key that takes one string or a list of them.
+fn one_or_list(r: &mut Reader, s: &mut Section, k: &str) -> Vec<String> {
+    match s.t.get(k) {
+        None => Vec::new(),
+        Some(toml::Value::String(_)) => r.string(s, k).into_iter().collect(),
+        Some(_) => r.list(s, k).unwrap_or_default(),
+    }
+}
+
+fn read_rule(r: &mut Reader, s: &mut Section) -> Option<PolicyRule> {
+    let name = r.string(s, "name");
+    if name.is_none() {
+        r.err(format!(
+            "{}: is required (a name for the rule)",
+            s.key("name")
+        ));
+    }
+    let tools = one_or_list(r, s, "tool");
+    for t in &tools {
+        if ToolName::parse(t).is_none() {
+            r.err(format!(
+                "{}: \"{t}\" is not a built-in tool ({}); a plugin's tools are matched \
+                 with `plugin = \"NAME\"`",
+                s.key("tool"),
+                ToolName::list()
+            ));
+        }
+    }
+    let plugins = one_or_list(r, s, "plugin");
+    let programs = one_or_list(r, s, "program");
+    let subcommands = one_or_list(r, s, "subcommand");
+    let flags = one_or_list(r, s, "flags");
+    let options = one_or_list(r, s, "options");
+    for o in &options {
+        if !o.starts_with('-') || o == "-" || o == "--" {
+            r.err(format!(
+                "{}: \"{o}\" is not an option; write it as the program takes it (-f, --force)",
+                s.key("options")
+            ));
+        }
+    }
+    if (!flags.is_empty() || !options.is_empty() || !subcommands.is_empty()) && programs.is_empty()
+    {
+        r.err(format!(
+            "{}: flags, options and subcommand are read by a program's option table: \
+             name the program too (program = \"cp\")",
+            s.key("program")
+        ));
+    }
+    let paths = one_or_list(r, s, "paths");
+    let hosts = one_or_list(r, s, "hosts");
+    let origins = one_or_list(r, s, "origin");
+    for o in &origins {
+        if !POLICY_ORIGINS.contains(&o.as_str()) {
+            r.err(format!(
+                "{}: \"{o}\" is not allowed; allowed values: {}",
+                s.key("origin"),
+                POLICY_ORIGINS.join(", ")
+            ));
+        }
+    }
+    let effect = r.enum_str(s, "effect", Effect::parse, Effect::ALLOWED);
+    if effect.is_none() && !r.errors.iter().any(|e| e.starts_with(&s.key("effect"))) {
+        r.err(format!(
+            "{}: is required; allowed values: {}",
+            s.key("effect"),
+            Effect::ALLOWED.join(", ")
+        ));
+    }
+    let reason = r.string(s, "reason").unwrap_or_default();
+    if reason.trim().is_empty() {
+        r.err(format!(
+            "{}: is required: the words the model and the operator read when the rule decides",
+            s.key("reason")
+        ));
+    }
+    let examples = read_examples(r, s, effect);
+    Some(PolicyRule {
+        name: name?,
+        tools,
+        plugins,
+        programs,
+        subcommands,
+        flags,
+        options,
+        paths,
+        hosts,
+        origins,
+        effect: effect?,
+        reason,
+        examples,
+    })
+}
+
+fn read_examples(r: &mut Reader, s: &mut Section, effect: Option<Effect>) -> Vec<PolicyExample> {
+    let key = s.key("examples");
+    let Some(v) = s.take("examples") else {
+        return Vec::new();
+    };
+    let toml::Value::Array(items) = v else {
+        r.err(format!(
+            "{key}: expected a list of {{ command = \"…\", expect = \"…\" }}, found {}",
+            type_name(&v)
+        ));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        let toml::Value::Table(t) = item else {
+            r.err(format!(
+                "{at}: expected a table, found {}",
+                type_name(&item)
+            ));
+            continue;
+        };
+        let mut e = Section::new(t, &at);
+        let command = r.string(&mut e, "command");
+        let call = r.table(&mut e, "call");
+        let (tool, args) = match (command, call) {
+            (Some(c), None) => ("shell".to_string(), serde_json::json!({ "command": c })),
+            (None, Some(mut call)) => {
+                let tool = r.string(&mut call, "tool").unwrap_or_default();
+                if ToolName::parse(&tool).is_none() {
+                    r.err(format!(
+                        "{}: \"{tool}\" is not a built-in tool ({})",
+                        call.key("tool"),
+                        ToolName::list()
+                    ));
+                }
+                let args = match call.take("args") {
+                    None => serde_json::json!({}),
+                    Some(toml::Value::Table(a)) => {
+                        serde_json::to_value(a).unwrap_or(serde_json::Value::Null)
+                    }
+                    Some(other) => {
+                        r.err(format!(
+                            "{}: expected a table of arguments, found {}",
+                            call.key("args"),
+                            type_name(&other)
+                        ));
+                        serde_json::Value::Null
+                    }
+                };
+                r.finish(call);
+                (tool, args)
+            }
+            _ => {
+                r.err(format!(
+                    "{at}: give exactly one of `command` (a shell command) or \
+                     `call = {{ tool = \"…\", args = {{…}} }}`"
+                ));
+                (String::new(), serde_json::Value::Null)
+            }
+        };
+        let allowed = ["allow", "ask", "deny", "pass"];
+        let expect = r.string(&mut e, "expect");
+        let expect = match expect.as_deref() {
+            Some("pass") => Some(None),
+            Some(x) => match Effect::parse(x) {
+                Some(got) if Some(got) != effect && effect.is_some() => {
+                    r.err(format!(
+                        "{}: \"{x}\" is not this rule's effect; an example expects the rule's \
+                         effect (it matches) or \"pass\" (it does not)",
+                        e.key("expect")
+                    ));
+                    None
+                }
+                Some(got) => Some(Some(got)),
+                None => {
+                    r.err(format!(
+                        "{}: \"{x}\" is not allowed; allowed values: {}",
+                        e.key("expect"),
+                        allowed.join(", ")
+                    ));
+                    None
+                }
+            },
+            None => {
+                r.err(format!(
+                    "{}: is required; allowed values: {}",
+                    e.key("expect"),
+                    allowed.join(", ")
+                ));
+                None
+            }
+        };
+        r.finish(e);
+        if let Some(expect) = expect {
+            out.push(PolicyExample { tool, args, expect });
+        }
+    }
     out
 }
 

@@ -53,6 +53,11 @@ impl ExternalTool {
     pub fn judged(&self) -> External<'_> {
         External {
             name: &self.name,
+            plugin: match &self.kind {
+                Kind::Plugin { dir, .. } => {
+                    dir.file_name().and_then(|n| n.to_str()).unwrap_or_default()
+                }
+            },
             source: &self.source,
             risk: self.risk,
             read_only: self.read_only,

@@ -42,7 +42,13 @@ impl Ctx {
         let cfg = Config::load(self.config.as_deref())?;
         // `[tools."NAME"]` of a name no built-in has: a plugin's tool, which
         // only the state dir knows.
-        let unknown = crate::plugins::unknown_config_tools(&cfg);
+        let mut unknown = crate::plugins::unknown_config_tools(&cfg);
+        // What only the option tables know: a rule's flags and options.
+        let at = match &cfg.policy.file {
+            Some(f) => format!("{}: rules", f.display()),
+            None => "policy.rules".to_string(),
+        };
+        unknown.extend(crate::security::policy::check_rules(&cfg.policy.rules, &at));
         if !unknown.is_empty() {
             return Err(crate::config::ConfigErrors {
                 file: cfg.config_path.display().to_string(),

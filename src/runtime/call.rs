@@ -424,9 +424,13 @@ impl Runtime<'_> {
 
     /// The gate's decision on a call.
     fn decide(&self, call: &Valid<'_>) -> Decision {
+        let origin = crate::security::policy::origin_of(call.call.conversation_id);
         match call.target {
-            Target::Builtin(t, _) => self.gate.decide(t, call.call.args),
-            Target::External(ext) => self.gate.decide_external(&ext.judged(), call.call.args),
+            Target::Builtin(t, _) => self.gate.decide_from(t, call.call.args, origin),
+            Target::External(ext) => {
+                self.gate
+                    .decide_external_from(&ext.judged(), call.call.args, origin)
+            }
         }
     }
 

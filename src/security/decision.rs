@@ -51,6 +51,8 @@ impl Verdict {
 pub struct External<'a> {
     /// The name models call it.
     pub name: &'a str,
+    /// The plugin that provides it (what a policy rule's `plugin` names).
+    pub plugin: &'a str,
     /// Who provides it, for reasons: `plugin "echo"`.
     pub source: &'a str,
     pub risk: Risk,
@@ -74,6 +76,8 @@ pub struct Decision {
     pub path: Option<PathBuf>,
     /// shell: the plan the runner executes, exactly as judged.
     pub plan: Option<Plan>,
+    /// The policy rule (`[[policy.rules]]`) that decided, if one did.
+    pub rule: Option<String>,
 }
 
 impl Risk {
@@ -113,6 +117,7 @@ impl Decision {
             estop: false,
             path: None,
             plan: None,
+            rule: None,
         }
     }
 }

@@ -61,6 +61,8 @@ pub struct Gate {
     pub(super) disabled_external: Vec<String>,
     /// The tools with a `rate_limit`, by the name models call them.
     pub(super) rate_limits: Vec<(String, crate::config::RateLimit)>,
+    /// `[[policy.rules]]` (`security::policy`).
+    pub(super) rules: Vec<crate::config::PolicyRule>,
 }
 
 impl Gate {
@@ -137,6 +139,7 @@ impl Gate {
                 .filter(|(_, m)| m.rate_limit.is_set())
                 .map(|(t, m)| (t, m.rate_limit))
                 .collect(),
+            rules: cfg.policy.rules.clone(),
         }
     }
 

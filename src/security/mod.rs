@@ -16,6 +16,7 @@ pub mod net;
 pub mod options;
 mod paths;
 pub mod plan;
+pub mod policy;
 pub mod rate;
 pub mod redact;
 mod refusal;
@@ -77,8 +78,27 @@ pub fn clear_estop(cfg: &crate::config::Config) -> crate::error::Result<bool> {
 }
 
 impl Gate {
-    /// The single decision point: risk, verdict and reason for one call.
+    /// The single decision point: risk, verdict and reason for one call,
+    /// as an agent would make it.
     pub fn decide(&self, tool: ToolName, args: &Value) -> Decision {
+        self.decide_from(tool, args, "agent")
+    }
+
+    /// [`Gate::decide`] for a call from `origin` (`policy::origin_of`):
+    /// the built-in walls, then the policy rules within them.
+    pub fn decide_from(&self, tool: ToolName, args: &Value, origin: &str) -> Decision {
+        let d = self.decide_builtin(tool, args);
+        let call = policy::Call {
+            builtin: Some(tool),
+            plugin: None,
+            declared_hosts: &[],
+            args,
+            origin,
+        };
+        self.apply_rules(&call, d)
+    }
+
+    fn decide_builtin(&self, tool: ToolName, args: &Value) -> Decision {
         // git is asked afresh for each decision: a command may have run since.
         self.git_views.clear();
         let base = base_risk(tool);
@@ -308,6 +328,7 @@ impl Gate {
             estop: false,
             path,
             plan,
+            rule: None,
         }
     }
 
@@ -317,6 +338,24 @@ impl Gate {
     /// things: supervised asks), and only a read-only one runs under
     /// readonly.
     pub fn decide_external(&self, ext: &External, args: &Value) -> Decision {
+        self.decide_external_from(ext, args, "agent")
+    }
+
+    /// [`Gate::decide_external`] for a call from `origin`, the policy
+    /// rules applied within the walls.
+    pub fn decide_external_from(&self, ext: &External, args: &Value, origin: &str) -> Decision {
+        let d = self.decide_external_builtin(ext, args);
+        let call = policy::Call {
+            builtin: None,
+            plugin: Some(ext.plugin),
+            declared_hosts: ext.network,
+            args,
+            origin,
+        };
+        self.apply_rules(&call, d)
+    }
+
+    fn decide_external_builtin(&self, ext: &External, args: &Value) -> Decision {
         let risk = if ext.read_only {
             ext.risk
         } else {
@@ -388,6 +427,7 @@ impl Gate {
             estop: false,
             path: None,
             plan: None,
+            rule: None,
         }
     }
 
@@ -587,6 +627,7 @@ mod tests {
     fn ext<'a>(risk: Risk, read_only: bool) -> External<'a> {
         External {
             name: "echo",
+            plugin: "echo",
             source: "plugin \"echo\" tool \"echo\"",
             risk,
             read_only,

@@ -33,6 +33,8 @@ pub enum Refusal {
     /// An external tool whose definitions changed since the operator
     /// approved them (`latchclaw plugin approve NAME`).
     Unapproved,
+    /// A policy rule (`[[policy.rules]]`) with `effect = "deny"`.
+    Policy,
 }
 
 impl Refusal {
@@ -49,6 +51,7 @@ impl Refusal {
             Refusal::Autonomy => "autonomy",
             Refusal::RateLimit => "rate_limit",
             Refusal::Unapproved => "unapproved",
+            Refusal::Policy => "policy",
         }
     }
 }

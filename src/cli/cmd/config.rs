@@ -34,9 +34,23 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
     // The enabled skills are files: each must exist, parse and need only
     // tools the channel enables.
     let skills = crate::skills::enabled(&cfg)?;
+    // Each rule's examples, judged as calls in this workspace.
+    let at = match &cfg.policy.file {
+        Some(f) => format!("{}: rules", f.display()),
+        None => "policy.rules".to_string(),
+    };
+    let gate = crate::security::Gate::new(&cfg, &cfg.channels.cli.tools_allow);
+    let failed = crate::security::policy::check_examples(&gate, &cfg.policy.rules, &at);
+    if !failed.is_empty() {
+        return Err(crate::config::ConfigErrors {
+            file: cfg.config_path.display().to_string(),
+            errors: failed,
+        }
+        .into());
+    }
     match &cfg.source {
         Some(p) => println!(
-            "ok: {} ({}, default \"{}\", autonomy {}{})",
+            "ok: {} ({}, default \"{}\", autonomy {}{}{})",
             p.display(),
             crate::cli::ctx::count(cfg.providers.len() as u64, "provider"),
             cfg.default_provider,
@@ -45,6 +59,16 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
                 String::new()
             } else {
                 format!(", {}", crate::cli::ctx::count(skills.len() as u64, "skill"))
+            },
+            if cfg.policy.rules.is_empty() {
+                String::new()
+            } else {
+                let examples: usize = cfg.policy.rules.iter().map(|r| r.examples.len()).sum();
+                format!(
+                    ", {} ({} checked)",
+                    crate::cli::ctx::count(cfg.policy.rules.len() as u64, "policy rule"),
+                    crate::cli::ctx::count(examples as u64, "example")
+                )
             }
         ),
         None => println!(

@@ -221,7 +221,7 @@ pub fn policy_check(
         (None, Some(e)) => gate.decide_external(&e.judged(), &args),
         (None, None) => return Err(Error::usage(format!("unknown tool \"{name}\""))),
     };
-    let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason});
+    let mut out = json!({"tool": name, "risk": d.risk.as_str(), "decision": d.verdict.as_str(), "reason": d.reason, "rule": d.rule});
     if let crate::security::Verdict::Deny(kind) = d.verdict {
         out["refusal"] = kind.as_str().into();
     }

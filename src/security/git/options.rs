@@ -605,7 +605,7 @@ impl Scan<'_> {
 pub(in crate::security) const GIT: Entry = Entry {
     name: "git",
     parse: git,
-    table: None,
+    spec: None,
     summary: "by subcommand: status, log, diff, show, blame, grep, ls-files, ls-tree, rev-parse, \
               rev-list, shortlog, describe, show-ref, cat-file, merge-base, reflog, count-objects, \
               version, config (reading), \

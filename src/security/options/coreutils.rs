@@ -91,7 +91,7 @@ const LS_SPEC: Spec = gnu("ls", LS_OPTS);
 pub(super) const LS: Entry = Entry {
     name: "ls",
     parse: ls,
-    table: Some(LS_OPTS),
+    spec: Some(&LS_SPEC),
     summary: "operands read (default .); recursive with -R, following links with -RL",
 };
 
@@ -138,7 +138,7 @@ const CAT_SPEC: Spec = gnu("cat", CAT_OPTS);
 pub(super) const CAT: Entry = Entry {
     name: "cat",
     parse: |a| reads_only(&CAT_SPEC, a),
-    table: Some(CAT_OPTS),
+    spec: Some(&CAT_SPEC),
     summary: "operands read",
 };
 
@@ -167,7 +167,7 @@ const HEAD_SPEC: Spec = gnu("head", HEAD_OPTS);
 pub(super) const HEAD: Entry = Entry {
     name: "head",
     parse: head,
-    table: Some(HEAD_OPTS),
+    spec: Some(&HEAD_SPEC),
     summary: "operands read; -NUM[bcklmqvz] as the first argument",
 };
 
@@ -216,7 +216,7 @@ const TAIL_SPEC: Spec = gnu("tail", TAIL_OPTS);
 pub(super) const TAIL: Entry = Entry {
     name: "tail",
     parse: tail,
-    table: Some(TAIL_OPTS),
+    spec: Some(&TAIL_SPEC),
     summary: "operands read; -NUM / +NUM forms; -f refused (never ends)",
 };
 
@@ -285,7 +285,7 @@ const WC_SPEC: Spec = gnu("wc", WC_OPTS);
 pub(super) const WC: Entry = Entry {
     name: "wc",
     parse: |a| reads_only(&WC_SPEC, a),
-    table: Some(WC_OPTS),
+    spec: Some(&WC_SPEC),
     summary: "operands read; --files0-from refused",
 };
 
@@ -298,25 +298,25 @@ fn plain(_: &[String]) -> Result<Parsed, Refused> {
 pub(super) const ECHO: Entry = Entry {
     name: "echo",
     parse: plain,
-    table: None,
+    spec: None,
     summary: "prints its operands; touches no file",
 };
 pub(super) const PRINTF: Entry = Entry {
     name: "printf",
     parse: plain,
-    table: None,
+    spec: None,
     summary: "prints its operands; touches no file",
 };
 pub(super) const EXPR: Entry = Entry {
     name: "expr",
     parse: plain,
-    table: None,
+    spec: None,
     summary: "evaluates its operands; touches no file",
 };
 pub(super) const TRUE: Entry = Entry {
     name: "true",
     parse: plain,
-    table: None,
+    spec: None,
     summary: "does nothing",
 };
 
@@ -330,7 +330,7 @@ const PWD_SPEC: Spec = gnu("pwd", PWD_OPTS);
 pub(super) const PWD: Entry = Entry {
     name: "pwd",
     parse: |a| walk(&PWD_SPEC, a).map(|w| w.p),
-    table: Some(PWD_OPTS),
+    spec: Some(&PWD_SPEC),
     summary: "prints the working directory",
 };
 
@@ -348,7 +348,7 @@ const BASENAME_SPEC: Spec = Spec {
 pub(super) const BASENAME: Entry = Entry {
     name: "basename",
     parse: |a| walk(&BASENAME_SPEC, a).map(|w| w.p),
-    table: Some(BASENAME_OPTS),
+    spec: Some(&BASENAME_SPEC),
     summary: "operands are text",
 };
 
@@ -357,7 +357,7 @@ const DIRNAME_SPEC: Spec = gnu("dirname", DIRNAME_OPTS);
 pub(super) const DIRNAME: Entry = Entry {
     name: "dirname",
     parse: |a| walk(&DIRNAME_SPEC, a).map(|w| w.p),
-    table: Some(DIRNAME_OPTS),
+    spec: Some(&DIRNAME_SPEC),
     summary: "operands are text",
 };
 
@@ -378,7 +378,7 @@ const TR_SPEC: Spec = Spec {
 pub(super) const TR: Entry = Entry {
     name: "tr",
     parse: |a| walk(&TR_SPEC, a).map(|w| w.p),
-    table: Some(TR_OPTS),
+    spec: Some(&TR_SPEC),
     summary: "operands are character sets; reads standard input only",
 };
 
@@ -387,7 +387,7 @@ pub(super) const TR: Entry = Entry {
 pub(super) const WHICH: Entry = Entry {
     name: "which",
     parse: which,
-    table: None,
+    spec: None,
     summary: "option -a; names with a / are paths it checks",
 };
 
@@ -442,7 +442,7 @@ const DATE_SPEC: Spec = gnu("date", DATE_OPTS);
 pub(super) const DATE: Entry = Entry {
     name: "date",
     parse: date,
-    table: Some(DATE_OPTS),
+    spec: Some(&DATE_SPEC),
     summary: "+FORMAT operand; -f/-r read; -s and a date operand (sets the clock) refused",
 };
 
@@ -500,7 +500,7 @@ const SORT_SPEC: Spec = gnu("sort", SORT_OPTS);
 pub(super) const SORT: Entry = Entry {
     name: "sort",
     parse: |a| reads_only(&SORT_SPEC, a),
-    table: Some(SORT_OPTS),
+    spec: Some(&SORT_SPEC),
     summary: "operands read; -o/-T write; --compress-program and --files0-from refused",
 };
 
@@ -535,7 +535,7 @@ const UNIQ_SPEC: Spec = gnu("uniq", UNIQ_OPTS);
 pub(super) const UNIQ: Entry = Entry {
     name: "uniq",
     parse: uniq,
-    table: Some(UNIQ_OPTS),
+    spec: Some(&UNIQ_SPEC),
     summary: "first operand read, second operand WRITTEN; +N skips characters",
 };
 
@@ -595,7 +595,7 @@ const CUT_SPEC: Spec = gnu("cut", CUT_OPTS);
 pub(super) const CUT: Entry = Entry {
     name: "cut",
     parse: |a| reads_only(&CUT_SPEC, a),
-    table: Some(CUT_OPTS),
+    spec: Some(&CUT_SPEC),
     summary: "operands read",
 };
 
@@ -615,7 +615,7 @@ const STAT_SPEC: Spec = gnu("stat", STAT_OPTS);
 pub(super) const STAT: Entry = Entry {
     name: "stat",
     parse: |a| reads_only(&STAT_SPEC, a),
-    table: Some(STAT_OPTS),
+    spec: Some(&STAT_SPEC),
     summary: "operands read",
 };
 
@@ -655,7 +655,7 @@ const DU_SPEC: Spec = gnu("du", DU_OPTS);
 pub(super) const DU: Entry = Entry {
     name: "du",
     parse: du,
-    table: Some(DU_OPTS),
+    spec: Some(&DU_SPEC),
     summary: "operands are trees (default .); -L follows links; --files0-from refused",
 };
 
@@ -704,7 +704,7 @@ pub(super) const DF: Entry = Entry {
         p.reads.extend(w.operands.iter().map(|s| s.to_string()));
         Ok(p)
     },
-    table: Some(DF_OPTS),
+    spec: Some(&DF_SPEC),
     summary: "operands read (their file systems)",
 };
 
@@ -722,7 +722,7 @@ const TEE_SPEC: Spec = gnu("tee", TEE_OPTS);
 pub(super) const TEE: Entry = Entry {
     name: "tee",
     parse: |a| writes_all(&TEE_SPEC, a),
-    table: Some(TEE_OPTS),
+    spec: Some(&TEE_SPEC),
     summary: "operands WRITTEN",
 };
 
@@ -747,7 +747,7 @@ const MKDIR_SPEC: Spec = gnu("mkdir", MKDIR_OPTS);
 pub(super) const MKDIR: Entry = Entry {
     name: "mkdir",
     parse: |a| writes_all(&MKDIR_SPEC, a),
-    table: Some(MKDIR_OPTS),
+    spec: Some(&MKDIR_SPEC),
     summary: "operands WRITTEN",
 };
 
@@ -768,7 +768,7 @@ const TOUCH_SPEC: Spec = gnu("touch", TOUCH_OPTS);
 pub(super) const TOUCH: Entry = Entry {
     name: "touch",
     parse: touch,
-    table: Some(TOUCH_OPTS),
+    spec: Some(&TOUCH_SPEC),
     summary: "operands WRITTEN; -r read",
 };
 
@@ -829,7 +829,7 @@ const CP_SPEC: Spec = gnu("cp", CP_OPTS);
 pub(super) const CP: Entry = Entry {
     name: "cp",
     parse: |a| copy_move(&CP_SPEC, a),
-    table: Some(CP_OPTS),
+    spec: Some(&CP_SPEC),
     summary: "sources read (trees with -r/-a), destination WRITTEN; -l/-s refused",
 };
 
@@ -853,7 +853,7 @@ const MV_SPEC: Spec = gnu("mv", MV_OPTS);
 pub(super) const MV: Entry = Entry {
     name: "mv",
     parse: |a| copy_move(&MV_SPEC, a),
-    table: Some(MV_OPTS),
+    spec: Some(&MV_SPEC),
     summary: "sources and destination WRITTEN",
 };
 
@@ -1081,3 +1081,25 @@ fn check_link_copy(link: &Path, at: &Path, gate: &Gate) -> Result<(), Refused> {
             })
         })
 }
+
+// ---------------------------------------------------------------- rm
+
+// Read for policy rules only (`security::policy`): rm has no entry in
+// `PROGRAMS`, so an allowlisted rm stays a program the gate judges by its
+// path arguments alone.
+const RM_OPTS: &[O] = &[
+    o('f', "force", N),
+    o('i', "", N),
+    o('I', "", N),
+    o('\0', "interactive", P),
+    o('\0', "one-file-system", N),
+    o('\0', "no-preserve-root", N),
+    o('\0', "preserve-root", P),
+    o('r', "recursive", N).k(REC),
+    o('R', "", N).k(REC),
+    o('d', "dir", N),
+    o('v', "verbose", N),
+    o('\0', "help", N),
+    o('\0', "version", N),
+];
+pub(super) const RM_SPEC: Spec = gnu("rm", RM_OPTS);

@@ -113,7 +113,7 @@ const PRIMARIES: &[(&str, K)] = &[
 pub(super) const FIND: Entry = Entry {
     name: "find",
     parse: find,
-    table: None,
+    spec: None,
     summary: "starting points are trees read (default .); -L/-follow follow links; \
               -exec/-execdir/-ok/-okdir/-delete/-fprint*/-fls/-files0-from refused",
 };

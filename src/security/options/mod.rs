@@ -28,7 +28,7 @@ pub(in crate::security) mod table;
 
 use crate::security::refusal::Refused;
 pub use table::Parsed;
-use table::{Entry, getopt_end};
+use table::{Entry, Spec, getopt_end};
 
 /// Reads `args` (the argv without `argv[0]`) the way `program` does.
 ///
@@ -49,7 +49,7 @@ pub fn has_table(program: &str) -> bool {
 /// `policy show`, e.g. "ls: 63 options; reads; recursive with -R".
 pub fn describe_program(program: &str) -> Option<String> {
     let e = PROGRAMS.iter().find(|e| e.name == program)?;
-    let n = e.table.map(|t| t.len());
+    let n = e.spec.map(|s| s.opts.len());
     Some(match n {
         Some(n) => format!("{}: {n} options; {}", e.name, e.summary),
         None => format!("{}: {}", e.name, e.summary),
@@ -91,6 +91,95 @@ const PROGRAMS: &[Entry] = &[
     coreutils::MV,
     crate::security::git::options::GIT,
 ];
+
+/// Option tables read for policy rules only: programs the gate does not
+/// judge by a table, whose options a rule may still name.
+const RULE_ONLY: &[&Spec] = &[&coreutils::RM_SPEC];
+
+fn spec_of(program: &str) -> Option<&'static Spec> {
+    PROGRAMS
+        .iter()
+        .find(|e| e.name == program)
+        .and_then(|e| e.spec)
+        .or_else(|| RULE_ONLY.iter().copied().find(|s| s.prog == program))
+}
+
+/// What the bits of an option mean, in the words a policy rule's `flags`
+/// use: `-r`, `-R`, `--recursive` and cp's `-a` all mean "recursive".
+const MEANINGS: &[(u32, &str)] = &[
+    (table::REC, "recursive"),
+    (table::FOLLOW, "follow-symlinks"),
+    (table::INPLACE, "in-place"),
+    (table::TARGET, "target-directory"),
+    (table::PARENTS, "parents"),
+    (table::WRITES, "writes"),
+];
+
+/// The meaning words a rule's `flags` may use.
+pub fn meaning_words() -> impl Iterator<Item = &'static str> {
+    MEANINGS.iter().map(|(_, w)| *w)
+}
+
+/// The options `args` gives `program`, read by its table as the program
+/// reads them: each as its canonical name (`--recursive`, or `-r` for an
+/// option with no long name), its long name bare (`recursive`), and the
+/// meanings of its bits. `None`: no table here (git's and find's grammars
+/// are their own); `Some(Err)`: the table cannot read this argv.
+pub fn option_words(program: &str, args: &[String]) -> Option<Result<Vec<String>, Refused>> {
+    let spec = spec_of(program)?;
+    let items = match table::getopt(spec, args) {
+        Ok(items) => items,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |w: String| {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    };
+    for item in items {
+        let table::Item::Opt(hit) = item else {
+            continue;
+        };
+        push(hit.o.name());
+        if !hit.o.l.is_empty() {
+            push(hit.o.l.to_string());
+        }
+        if hit.o.v == table::V::Write {
+            push("writes".into());
+        }
+        for (bit, word) in MEANINGS {
+            if hit.o.k & bit != 0 {
+                push((*word).to_string());
+            }
+        }
+    }
+    Some(Ok(out))
+}
+
+/// The canonical name of the option `written` (`-R`, `--recur`) of
+/// `program`, as `option_words` gives it; `None`: no table for `program`.
+pub fn canonical_option(program: &str, written: &str) -> Option<Result<String, Refused>> {
+    let spec = spec_of(program)?;
+    // `--` after it: the value of an option that takes one, else the end
+    // of the options.
+    let args = [written.to_string(), "--".to_string()];
+    Some(
+        table::getopt(spec, &args).and_then(|items| match items.first() {
+            Some(table::Item::Opt(hit)) if items.len() == 1 => Ok(hit.o.name()),
+            _ => Err(Refused::command(format!(
+                "`{written}` is not one option of `{program}`"
+            ))),
+        }),
+    )
+}
+
+/// Whether `word` is something a rule's `flags` can match for `program`:
+/// a meaning, or the long name of one of its options.
+pub fn known_flag(program: &str, word: &str) -> Option<bool> {
+    let spec = spec_of(program)?;
+    Some(meaning_words().any(|w| w == word) || spec.opts.iter().any(|o| o.l == word))
+}
 
 /// Where options a program reads as options can still be added to `args`:
 /// before the `--` that ends them (or, for a program that stops at its

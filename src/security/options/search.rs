@@ -88,7 +88,7 @@ pub(super) const GREP_SPEC: Spec = Spec {
 pub(super) const GREP: Entry = Entry {
     name: "grep",
     parse: grep,
-    table: Some(GREP_OPTS),
+    spec: Some(&GREP_SPEC),
     summary: "pattern, then files read; trees with -r, following links with -R",
 };
 
@@ -288,7 +288,7 @@ pub(super) const RG_SPEC: Spec = Spec {
 pub(super) const RG: Entry = Entry {
     name: "rg",
     parse: rg,
-    table: Some(RG_OPTS),
+    spec: Some(&RG_SPEC),
     summary: "pattern, then trees read (default .); -L follows links; --pre, -z, --hostname-bin refused",
 };
 
@@ -398,7 +398,7 @@ const DIFF_SPEC: Spec = Spec {
 pub(super) const DIFF: Entry = Entry {
     name: "diff",
     parse: diff,
-    table: Some(DIFF_OPTS),
+    spec: Some(&DIFF_SPEC),
     summary: "operands read; trees with -r (following links unless --no-dereference); -l refused",
 };
 
@@ -481,7 +481,7 @@ pub(super) const FILE: Entry = Entry {
         }
         Ok(w.p)
     },
-    table: Some(FILE_OPTS),
+    spec: Some(&FILE_SPEC),
     summary: "operands read; -m read; -z/-Z/-C/-p/-S/-f refused",
 };
 

@@ -47,7 +47,7 @@ const SED_SPEC: Spec = Spec {
 pub(super) const SED: Entry = Entry {
     name: "sed",
     parse: sed,
-    table: Some(SED_OPTS),
+    spec: Some(&SED_SPEC),
     summary: "script analysed (e, w, W, s///e, s///w refused; r/R read); files read, WRITTEN with -i",
 };
 

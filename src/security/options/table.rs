@@ -41,7 +41,7 @@ pub struct Parsed {
 pub(in crate::security) struct Entry {
     pub(in crate::security) name: &'static str,
     pub(in crate::security) parse: fn(&[String]) -> Result<Parsed, Refused>,
-    pub(in crate::security) table: Option<&'static [O]>,
+    pub(in crate::security) spec: Option<&'static Spec>,
     pub(in crate::security) summary: &'static str,
 }
 

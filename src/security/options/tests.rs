@@ -64,7 +64,9 @@ fn every_default_allowlisted_program_has_a_table() {
 #[test]
 fn tables_are_consistent() {
     for e in PROGRAMS {
-        let Some(t) = e.table else { continue };
+        let Some(t) = e.spec.map(|s| s.opts) else {
+            continue;
+        };
         for (i, a) in t.iter().enumerate() {
             assert!(a.s != '\0' || !a.l.is_empty(), "{}: empty entry", e.name);
             for b in &t[i + 1..] {
@@ -1222,7 +1224,8 @@ fn tables_match_installed_gnu_binaries() {
             .iter()
             .find(|e| e.name == prog)
             .unwrap()
-            .table
+            .spec
+            .map(|s| s.opts)
             .unwrap();
         for o in table.iter().filter(|o| !o.l.is_empty()) {
             let e = run(prog, &format!("--{}", o.l));

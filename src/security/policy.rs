@@ -1,0 +1,423 @@
+//! Policy rules (`[[policy.rules]]`): the operator's allow / ask / deny,
+//! matched on what the gate parsed — the programs of a shell plan, their
+//! subcommands and what their options mean by the option tables (never the
+//! raw command string), the paths a call reads or writes, the host a URL
+//! names, the plugin, and where the call came from.
+//!
+//! A rule never widens a wall: a call the gate refuses stays refused
+//! whatever a rule says (the rules are not even asked), `allow` only lifts
+//! an ask, and `deny` and `ask` only narrow. Among the rules that match,
+//! the strictest effect decides, and of those the first written.
+
+use super::decision::{Decision, Verdict};
+use super::gate::Gate;
+use super::grammar;
+use super::options;
+use super::paths::{absolute, lexical_normalize};
+use super::plan::{Expander, glob_match};
+use super::refusal::Refusal;
+use crate::config::{Effect, PolicyRule};
+use crate::types::ToolName;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// What a rule is matched against besides the arguments: the call's tool
+/// and where it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// A built-in tool, or `None` for a plugin's.
+    pub builtin: Option<ToolName>,
+    /// The plugin that provides the tool, for a plugin's.
+    pub plugin: Option<&'a str>,
+    /// Hosts a plugin's tool declares.
+    pub declared_hosts: &'a [String],
+    pub args: &'a Value,
+    /// `agent`, `sop` or `cli` (`config::POLICY_ORIGINS`).
+    pub origin: &'a str,
+}
+
+/// Where a call comes from, by the conversation it is made in.
+pub fn origin_of(conversation_id: &str) -> &'static str {
+    if conversation_id.starts_with("sop:") {
+        "sop"
+    } else if conversation_id.starts_with("cli-") {
+        "cli"
+    } else {
+        "agent"
+    }
+}
+
+/// One command of a shell plan as rules see it.
+struct Command {
+    /// The program's name, lowercased, without its directory.
+    program: String,
+    argv: Vec<String>,
+    cwd: PathBuf,
+}
+
+/// What the rules match on, read once for a call.
+#[derive(Default)]
+struct Facts {
+    commands: Vec<Command>,
+    /// The command line could not be read (the gate refuses it anyway).
+    unreadable: bool,
+    paths: Vec<String>,
+    hosts: Vec<String>,
+}
+
+impl Gate {
+    /// `d`, the gate's decision on `call`, as the policy rules leave it.
+    pub(super) fn apply_rules(&self, call: &Call, d: Decision) -> Decision {
+        if self.rules.is_empty() || matches!(d.verdict, Verdict::Deny(_)) {
+            return d;
+        }
+        let facts = self.facts(call);
+        let Some(rule) = strictest(self.rules.iter().filter(|r| matches(r, call, &facts, self)))
+        else {
+            return d;
+        };
+        let name = rule.name.clone();
+        match (rule.effect, d.verdict) {
+            (Effect::Deny, _) => Decision {
+                verdict: Verdict::Deny(Refusal::Policy),
+                reason: format!("policy rule \"{name}\": {}", rule.reason),
+                rule: Some(name),
+                plan: None,
+                path: None,
+                ..d
+            },
+            (Effect::Ask, Verdict::Allow) => Decision {
+                verdict: Verdict::Ask,
+                reason: format!("policy rule \"{name}\" asks: {}", rule.reason),
+                rule: Some(name),
+                ..d
+            },
+            (Effect::Allow, Verdict::Ask) => Decision {
+                verdict: Verdict::Allow,
+                reason: format!(
+                    "policy rule \"{name}\" allows it without asking: {} ({})",
+                    rule.reason, d.reason
+                ),
+                rule: Some(name),
+                ..d
+            },
+            // The rule agrees with the gate: it is still the rule that said so.
+            _ => Decision {
+                rule: Some(name),
+                ..d
+            },
+        }
+    }
+
+    /// Whether `rule` matches the built-in call `tool(args)` from `origin`:
+    /// what `config validate` checks an example with.
+    pub fn rule_matches(
+        &self,
+        rule: &PolicyRule,
+        tool: ToolName,
+        args: &Value,
+        origin: &str,
+    ) -> bool {
+        let call = Call {
+            builtin: Some(tool),
+            plugin: None,
+            declared_hosts: &[],
+            args,
+            origin,
+        };
+        matches(rule, &call, &self.facts(&call), self)
+    }
+
+    fn facts(&self, call: &Call) -> Facts {
+        let mut f = Facts::default();
+        let Some(ws) = self.workspace().ok().map(Path::to_path_buf) else {
+            f.unreadable = true;
+            return f;
+        };
+        let s = |k: &str| call.args.get(k).and_then(Value::as_str);
+        f.hosts.extend(call.declared_hosts.iter().cloned());
+        match call.builtin {
+            Some(ToolName::Shell) => match s("command") {
+                Some(c) => self.shell_facts(c, &ws, &mut f),
+                None => f.unreadable = true,
+            },
+            Some(ToolName::Git) => match super::git::tool_args::argv(call.args, self) {
+                Ok(argv) => f.commands.push(Command {
+                    program: "git".into(),
+                    argv,
+                    cwd: ws.clone(),
+                }),
+                Err(_) => f.unreadable = true,
+            },
+            Some(ToolName::Http) => {
+                if let Some(t) = s("url").and_then(|u| self.net.check_url(u).ok()) {
+                    f.hosts.push(t.host);
+                }
+            }
+            Some(ToolName::WebSearch) => {
+                if let Some(t) = self
+                    .web_search
+                    .as_ref()
+                    .and_then(|w| self.net.check_url(&w.url).ok())
+                {
+                    f.hosts.push(t.host);
+                }
+            }
+            _ => {}
+        }
+        if let Some(p) = s("path") {
+            f.paths.push(normal(&ws, p));
+        } else if matches!(
+            call.builtin,
+            Some(ToolName::FileList | ToolName::Grep | ToolName::Git)
+        ) {
+            f.paths.push(ws.display().to_string());
+        }
+        let paths: Vec<String> = f.commands.iter().flat_map(|c| command_paths(c)).collect();
+        f.paths.extend(paths);
+        f
+    }
+
+    /// The commands of a shell line as the shell judge reads them: the
+    /// same grammar and the same expansion (variables from the child's
+    /// environment, globs), without judging them.
+    fn shell_facts(&self, command: &str, ws: &Path, f: &mut Facts) {
+        let Ok(script) = grammar::parse(command) else {
+            f.unreadable = true;
+            return;
+        };
+        let may_list = |d: &Path| self.check_path(&d.to_string_lossy()).map(drop);
+        let mut cwd = ws.to_path_buf();
+        for (_, pipeline) in &script.items {
+            for raw in &pipeline.commands {
+                let x = Expander {
+                    env: self.child_env(),
+                    cwd: &cwd,
+                    may_list: &may_list,
+                };
+                let mut argv = Vec::new();
+                for w in &raw.words {
+                    match x.word(w) {
+                        Ok(words) => argv.extend(words),
+                        Err(_) => {
+                            f.unreadable = true;
+                            return;
+                        }
+                    }
+                }
+                for r in &raw.redirs {
+                    if let Ok(t) = x.single(&r.target)
+                        && !t.is_empty()
+                        && !matches!(r.op, grammar::RedirOp::Dup)
+                    {
+                        f.paths.push(normal(&cwd, &t));
+                    }
+                }
+                let Some(first) = argv.first() else {
+                    continue;
+                };
+                let program = first.rsplit('/').next().unwrap_or(first).to_lowercase();
+                // `cd DIR && …`: what follows runs there.
+                if program == "cd" {
+                    if let Some(dir) = argv.get(1) {
+                        cwd = PathBuf::from(normal(&cwd, dir));
+                    }
+                    continue;
+                }
+                f.commands.push(Command {
+                    program,
+                    argv,
+                    cwd: cwd.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// `raw` from `cwd`, absolute and with `.` and `..` folded.
+fn normal(cwd: &Path, raw: &str) -> String {
+    lexical_normalize(Path::new(&absolute(cwd, raw)))
+        .display()
+        .to_string()
+}
+
+/// The paths one command reads or writes: by its option table where there
+/// is one, else every operand that is not an option.
+fn command_paths(c: &Command) -> Vec<String> {
+    let args = &c.argv[1..];
+    let raw: Vec<String> = match options::parse(&c.program, args) {
+        Some(Ok(p)) => p.reads.into_iter().chain(p.writes).collect(),
+        _ => args
+            .iter()
+            .filter(|a| !a.starts_with('-'))
+            .cloned()
+            .collect(),
+    };
+    raw.iter().map(|p| normal(&c.cwd, p)).collect()
+}
+
+/// The rule that decides among those that match: the strictest effect,
+/// the first written among equals.
+fn strictest<'r>(rules: impl Iterator<Item = &'r PolicyRule>) -> Option<&'r PolicyRule> {
+    let mut best: Option<&PolicyRule> = None;
+    for r in rules {
+        if best.is_none_or(|b| r.effect > b.effect) {
+            best = Some(r);
+        }
+    }
+    best
+}
+
+fn any_glob(patterns: &[String], values: &[String], base: Option<&Path>) -> bool {
+    patterns.iter().any(|p| {
+        let p = match base {
+            Some(ws) if !p.starts_with('/') && !p.starts_with('*') => {
+                ws.join(p).display().to_string()
+            }
+            _ => p.clone(),
+        };
+        values.iter().any(|v| glob_match(&p, v))
+    })
+}
+
+fn matches(r: &PolicyRule, call: &Call, f: &Facts, gate: &Gate) -> bool {
+    let listed = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
+    if !r.tools.is_empty() && !call.builtin.is_some_and(|t| listed(&r.tools, t.as_str())) {
+        return false;
+    }
+    if !r.plugins.is_empty() && !call.plugin.is_some_and(|p| listed(&r.plugins, p)) {
+        return false;
+    }
+    if !listed(&r.origins, call.origin) {
+        return false;
+    }
+    if !r.hosts.is_empty() && !any_glob(&r.hosts, &f.hosts, None) {
+        return false;
+    }
+    if !r.paths.is_empty() {
+        let ws = gate.workspace().ok();
+        if !any_glob(&r.paths, &f.paths, ws) {
+            return false;
+        }
+    }
+    let by_command = !r.programs.is_empty();
+    if !by_command {
+        return true;
+    }
+    // A line the gate cannot read is refused by it; a rule that narrows
+    // counts it as matched, one that widens never does.
+    if f.unreadable {
+        return r.effect != Effect::Allow;
+    }
+    f.commands.iter().any(|c| command_matches(r, c))
+}
+
+fn command_matches(r: &PolicyRule, c: &Command) -> bool {
+    if !r
+        .programs
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(&c.program))
+    {
+        return false;
+    }
+    let args = &c.argv[1..];
+    if !r.subcommands.is_empty() {
+        let sub = if c.program == "git" {
+            match options::parse("git", args) {
+                Some(Ok(p)) => p.git_subcommand.and_then(|i| c.argv.get(i)).cloned(),
+                _ => None,
+            }
+        } else {
+            args.iter().find(|a| !a.starts_with('-')).cloned()
+        };
+        if !sub.is_some_and(|s| r.subcommands.contains(&s)) {
+            return false;
+        }
+    }
+    if r.flags.is_empty() && r.options.is_empty() {
+        return true;
+    }
+    let words = match options::option_words(&c.program, args) {
+        Some(Ok(w)) => w,
+        // An argv its table cannot read: narrowing rules match it.
+        Some(Err(_)) => return r.effect != Effect::Allow,
+        None => return false,
+    };
+    r.flags.iter().all(|f| words.contains(f))
+        && r.options.iter().all(|o| {
+            matches!(options::canonical_option(&c.program, o), Some(Ok(name)) if words.contains(&name))
+        })
+}
+
+/// What is wrong with the rules that only the option tables know (a flag
+/// or an option the named program does not have), each naming the rule.
+pub fn check_rules(rules: &[PolicyRule], at: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let key = format!("{at}[{i}] (\"{}\")", r.name);
+        if r.flags.is_empty() && r.options.is_empty() {
+            continue;
+        }
+        for p in &r.programs {
+            for f in &r.flags {
+                match options::known_flag(p, f) {
+                    Some(true) => {}
+                    Some(false) => errors.push(format!(
+                        "{key}.flags: \"{f}\" is neither a meaning ({}) nor an option of `{p}`",
+                        options::meaning_words().collect::<Vec<_>>().join(", ")
+                    )),
+                    None => errors.push(no_table(&key, "flags", p)),
+                }
+            }
+            for o in &r.options {
+                match options::canonical_option(p, o) {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => errors.push(format!("{key}.options: {}", e.reason)),
+                    None => errors.push(no_table(&key, "options", p)),
+                }
+            }
+        }
+    }
+    errors
+}
+
+fn no_table(key: &str, what: &str, program: &str) -> String {
+    format!(
+        "{key}.{what}: latchclaw has no option table for `{program}` to read its options with \
+         (match git by `subcommand`; programs with a table: see `latchclaw policy show`)"
+    )
+}
+
+/// Every example of every rule that does not come out as written, in
+/// words; the gate's view of the files is the one the examples run in.
+pub fn check_examples(gate: &Gate, rules: &[PolicyRule], at: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        for (j, e) in r.examples.iter().enumerate() {
+            let Some(tool) = ToolName::parse(&e.tool) else {
+                continue;
+            };
+            let matched = gate.rule_matches(r, tool, &e.args, "agent");
+            let shown = match e.args.get("command").and_then(Value::as_str) {
+                Some(c) if tool == ToolName::Shell => format!("`{c}`"),
+                _ => format!("{} {}", e.tool, e.args),
+            };
+            match (e.expect, matched) {
+                (Some(_), true) | (None, false) => {}
+                (Some(x), false) => errors.push(format!(
+                    "{at}[{i}].examples[{j}] (rule \"{}\"): {shown} is expected to {} but the \
+                     rule does not match it",
+                    r.name,
+                    x.as_str()
+                )),
+                (None, true) => errors.push(format!(
+                    "{at}[{i}].examples[{j}] (rule \"{}\"): {shown} is expected to pass but the \
+                     rule matches it ({})",
+                    r.name,
+                    r.effect.as_str()
+                )),
+            }
+        }
+    }
+    errors
+}
