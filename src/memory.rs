@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod calls;
 pub mod notes;
 pub mod sop_runs;
 pub use crate::types::args::{

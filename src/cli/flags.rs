@@ -98,6 +98,7 @@ const DATA: &[&str] = &[
     "provider test",
     "tool list",
     "policy show",
+    "policy replay",
     "agent",
     "memory list",
     "memory search",
@@ -188,6 +189,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("N:HASH"),
         commands: &["receipt verify"],
         help: "as `receipt head` printed it: exit 7 unless receipt N still has this hash",
+    },
+    Flag {
+        long: "since",
+        short: None,
+        value: Some("DATE|N"),
+        commands: &["policy replay"],
+        help: "only calls made on or after DATE (YYYY-MM-DD, RFC 3339) or from receipt N on",
     },
     Flag {
         long: "message",
@@ -535,6 +543,17 @@ result as one JSON object. Every attempt writes a receipt.",
         about: "Evaluates the security gate for one call without running anything and
 prints {\"tool\", \"risk\", \"decision\", \"reason\"}; decision is allow, ask
 or deny. Exit 0 whenever a decision was made.",
+        bare: false,
+    },
+    CommandDef {
+        path: "policy replay",
+        args: &[],
+        summary: "judge every recorded call again and print what would change",
+        about: "Judges every tool call stored in memory again, running nothing, and prints
+the calls whose decision would change (allow, ask, deny) with the rule that
+decided and counts per rule. With --config FILE, the calls are judged under
+FILE against the config in force; without it, under the config in force
+against what was recorded (allowed, approved: asked, denied).",
         bare: false,
     },
     CommandDef {

@@ -97,6 +97,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             workspace,
         } => cmd::tool::policy_check(&ctx, &tool, args.as_deref(), autonomy, workspace.as_deref()),
         Command::PolicyShow { json } => cmd::tool::policy_show(&ctx, json),
+        Command::PolicyReplay { since, json } => cmd::policy::replay(&ctx, since.as_deref(), json),
         Command::Agent(a) => cmd::agent::run(&ctx, *a),
         Command::MemoryList { limit, json } => cmd::memory::list(&ctx, limit, json),
         Command::MemorySearch { query, limit, json } => {

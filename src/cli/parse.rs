@@ -53,6 +53,10 @@ pub enum Command {
     PolicyShow {
         json: bool,
     },
+    PolicyReplay {
+        since: Option<String>,
+        json: bool,
+    },
     /// Boxed: the largest options by far.
     Agent(Box<Agent>),
     MemoryList {
@@ -834,6 +838,10 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
                 .transpose()?,
         },
         "policy show" => Command::PolicyShow { json },
+        "policy replay" => Command::PolicyReplay {
+            since: o.value("since"),
+            json,
+        },
         "agent" => Command::Agent(Box::new(agent(o, args.first())?)),
         "memory list" => Command::MemoryList {
             limit: o.limit()?,

@@ -10,6 +10,7 @@ pub mod estop;
 pub mod mcp;
 pub mod memory;
 pub mod plugin;
+pub mod policy;
 pub mod prompt;
 pub mod provider;
 pub mod receipt;
