@@ -77,7 +77,7 @@ pub struct Decision {
     /// shell: the plan the runner executes, exactly as judged.
     pub plan: Option<Plan>,
     /// The policy rule (`[[policy.rules]]`) that decided, if one did.
-    pub rule: Option<String>,
+    pub rule: Option<Box<str>>,
 }
 
 impl Risk {

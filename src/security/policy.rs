@@ -76,7 +76,7 @@ impl Gate {
         else {
             return d;
         };
-        let name = rule.name.clone();
+        let name: Box<str> = rule.name.as_str().into();
         match (rule.effect, d.verdict) {
             (Effect::Deny, _) => Decision {
                 verdict: Verdict::Deny(Refusal::Policy),
@@ -173,7 +173,7 @@ impl Gate {
         ) {
             f.paths.push(ws.display().to_string());
         }
-        let paths: Vec<String> = f.commands.iter().flat_map(|c| command_paths(c)).collect();
+        let paths: Vec<String> = f.commands.iter().flat_map(command_paths).collect();
         f.paths.extend(paths);
         f
     }

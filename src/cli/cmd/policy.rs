@@ -153,7 +153,7 @@ pub fn replay(ctx: &Ctx, since_raw: Option<&str>, json_out: bool) -> Result<i32>
         }
         let change = format!("{was}->{is}");
         let rule = now.rule.clone().or(was_rule);
-        let rule_key = rule.clone().unwrap_or_else(|| "(built-in)".into());
+        let rule_key = rule.as_deref().unwrap_or("(built-in)").to_string();
         *by_rule
             .entry(rule_key)
             .or_default()
