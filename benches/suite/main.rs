@@ -171,6 +171,9 @@ fn main() {
     if run("sop") {
         sop_figures(&mut report, &root, &ws);
     }
+    if run("replay") {
+        replay_figures(&mut report, &root, &ws);
+    }
     if run("gateway") && cfg!(feature = "gateway") {
         gateway::figures(&mut report, &root, &ws);
     }
@@ -292,6 +295,111 @@ fn sop_figures(report: &mut Report, root: &Path, ws: &Path) {
         ms(median),
         "≤ 50 ms",
         Some(median <= 50.0),
+    );
+}
+
+/// `policy replay` of 20,000 stored calls under a proposed rule set: each
+/// call judged twice (the config in force, the proposal), nothing run.
+fn replay_figures(report: &mut Report, root: &Path, ws: &Path) {
+    use latchclaw::memory::{Memory, Round, RoundResult};
+    const CALLS: usize = 20_000;
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    let config = format!("{}[security]\nautonomy = \"full\"\n", ws_line(ws));
+    let home = setup_home(root, "replay", &config);
+    let proposed = home.join("proposed.toml");
+    std::fs::write(
+        &proposed,
+        format!(
+            "{config}[[policy.rules]]\nname = \"no-recursive-copy\"\nprogram = \"cp\"\n\
+             flags = [\"recursive\"]\neffect = \"deny\"\nreason = \"r\"\n\
+             [[policy.rules]]\nname = \"ask-reads\"\ntool = \"file_read\"\n\
+             paths = [\"*.txt\"]\neffect = \"ask\"\nreason = \"r\"\n"
+        ),
+    )
+    .unwrap();
+    let calls = [
+        serde_json::json!({"name": "shell", "arguments": {"command": "cp -a src dst"}}),
+        serde_json::json!({"name": "shell", "arguments": {"command": "ls -la src"}}),
+        serde_json::json!({"name": "file_read", "arguments": {"path": "file-1.txt"}}),
+        serde_json::json!({"name": "file_list", "arguments": {"path": "."}}),
+        serde_json::json!({"name": "time", "arguments": {}}),
+    ];
+    let m = Memory::open(
+        &home.join(".latchclaw/memory.sqlite"),
+        5000,
+        Default::default(),
+    )
+    .unwrap();
+    for round in 0..CALLS / 10 {
+        let mut tool_calls = Vec::new();
+        let mut results = Vec::new();
+        for i in 0..10 {
+            let mut c = calls[(round * 10 + i) % calls.len()].clone();
+            let id = format!("call_{i}");
+            c["id"] = serde_json::json!(id);
+            tool_calls.push(c);
+            results.push(RoundResult {
+                call_id: id.clone(),
+                content: "ok".into(),
+                tool_results: None,
+                metadata: serde_json::json!({"tool_call_id": id, "status": "allowed"}).to_string(),
+            });
+        }
+        m.add_round(
+            &Round {
+                conversation_id: format!("conv-{}", round % 50),
+                content: String::new(),
+                tool_calls: serde_json::Value::Array(tool_calls).to_string(),
+                call_ids: (0..10).map(|i| format!("call_{i}")).collect(),
+                provider: "mock".into(),
+                model: "mock".into(),
+                metadata: "{}".into(),
+                results,
+            },
+            "",
+        )
+        .unwrap();
+    }
+    drop(m);
+    let c = cmd(
+        &home,
+        &[
+            "--config",
+            proposed.to_str().unwrap(),
+            "policy",
+            "replay",
+            "--json",
+        ],
+    );
+    let mut judging = Vec::new();
+    let times: Vec<f64> = (0..measure::WARMUP + 5)
+        .map(|_| {
+            let at = Instant::now();
+            let out = c.command_for_setup().output().unwrap();
+            let took = at.elapsed().as_secs_f64() * 1e3;
+            assert!(out.status.success(), "{out:?}");
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["judged"], CALLS as u64, "{v}");
+            judging.push(v["elapsed_ms"].as_f64().unwrap());
+            took
+        })
+        .skip(measure::WARMUP)
+        .collect();
+    let judging: Vec<f64> = judging.into_iter().skip(measure::WARMUP).collect();
+    let whole = percentile(&times, 50);
+    let rate = CALLS as f64 / (whole / 1e3);
+    report.row(
+        "policy replay, 20,000 stored calls under a proposed rule set (whole process)",
+        format!("{rate:.0} calls/s ({})", ms(whole)),
+        "≥ 20000 calls/s",
+        Some(rate >= 20_000.0),
+    );
+    let judge = percentile(&judging, 50);
+    report.row(
+        "  the judging alone (each call judged under both configs)",
+        format!("{:.0} calls/s", CALLS as f64 / (judge / 1e3)),
+        "-",
+        None,
     );
 }
 
