@@ -2572,6 +2572,8 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
         tools.of(*t).enabled != Some(false)
             && (*t != ToolName::WebSearch || tools.web_search.is_some())
             && crate::features::tool_missing(*t).is_none()
+            // Not implemented yet: never offered, whatever the config says.
+            && *t != ToolName::Plan
     });
     allow
 }

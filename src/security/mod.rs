@@ -143,6 +143,14 @@ impl Gate {
         };
         let mut plan = None;
         let (risk, path, why) = match tool {
+            // Refused as unavailable above; never judged.
+            ToolName::Plan => {
+                return Decision::deny(
+                    base,
+                    Refusal::Unavailable,
+                    crate::types::args::PLAN_NOT_IMPLEMENTED,
+                );
+            }
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
             // Asking changes nothing; the question's size is the one limit.
             ToolName::AskUser => match crate::types::args::question(args) {
@@ -314,6 +322,7 @@ impl Gate {
             | ToolName::MemoryRecall
             | ToolName::AskUser
             | ToolName::PdfExtract => true,
+            ToolName::Plan => false,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -538,6 +547,9 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::MemoryRecall
         | ToolName::AskUser => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
+        // Each task's calls would be judged on their own; the tree itself
+        // spends model calls and tool rounds.
+        ToolName::Plan => Risk::Medium,
         ToolName::Shell | ToolName::Http | ToolName::WebSearch => Risk::High,
     }
 }

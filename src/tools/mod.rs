@@ -17,6 +17,7 @@ mod pdf;
 #[cfg(not(feature = "pdf"))]
 #[path = "pdf_missing.rs"]
 mod pdf;
+pub mod plan;
 pub mod shell;
 mod tool;
 pub mod web_search;
@@ -44,6 +45,7 @@ pub fn tool(name: ToolName) -> &'static dyn Tool {
         ToolName::AskUser => &ask_user::AskUser,
         ToolName::WebSearch => &web_search::WebSearch,
         ToolName::PdfExtract => &pdf::PdfExtract,
+        ToolName::Plan => &plan::Plan,
     }
 }
 
@@ -67,6 +69,8 @@ pub fn example(name: ToolName) -> Value {
         ToolName::AskUser => json!({"question": "Which branch?"}),
         ToolName::WebSearch => json!({"query": "rust release notes"}),
         ToolName::PdfExtract => json!({"path": "report.pdf"}),
+        ToolName::Plan => json!({"tasks": [{"title": "Summarise", "purpose": "a summary",
+            "instructions": "read README.md", "evaluation": "names every section"}]}),
     }
 }
 

@@ -29,6 +29,12 @@ pub fn question(args: &Value) -> Result<&str, String> {
     Ok(q)
 }
 
+// plan
+
+/// Why every `plan` call is refused: the tool is not implemented yet.
+pub const PLAN_NOT_IMPLEMENTED: &str = "the plan tool is not implemented yet: nested tasks are \
+not run; do the work with the other tools, one call at a time";
+
 // web_search
 
 pub const MAX_RESULTS: u64 = 10;

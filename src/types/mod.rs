@@ -65,6 +65,7 @@ tool_table! {
     AskUser => "ask_user", on_by_default: false;
     WebSearch => "web_search", on_by_default: false;
     PdfExtract => "pdf_extract", on_by_default: false;
+    Plan => "plan", on_by_default: false;
 }
 
 impl ToolName {
