@@ -131,6 +131,11 @@ examples = [{ command = "cp -a src dst", expect = "deny" }, { command = "cp a.tx
     assert_eq!(r.code, 4, "{r:?}");
     assert_eq!(v["status"], "denied");
     assert!(!env.ws.join("dst").exists(), "the copy ran");
+    // `policy show` lists it.
+    let (_, v) = env.json(&["policy", "show", "--json"]);
+    assert_eq!(v["policy_rules"][0]["name"], "no-recursive-copy", "{v}");
+    assert_eq!(v["policy_rules"][0]["effect"], "deny", "{v}");
+    assert_eq!(v["policy_rules"][0]["examples"], 2, "{v}");
     // Its examples pass.
     let r = env.run(&["config", "validate"]);
     assert_eq!(r.code, 0, "{r:?}");

@@ -460,7 +460,8 @@ impl Gate {
              secret files (refused by name, read or write): {}\n\
              secret_files_allow: {}\n\
              forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
-             state (never reachable): {}\nshell confinement: {confinement}",
+             state (never reachable): {}\nshell confinement: {confinement}\n\
+             policy rules:{}",
             self.autonomy.as_str(),
             match self.workspace_result() {
                 Ok(w) => w.display().to_string(),
@@ -477,8 +478,26 @@ impl Gate {
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
             self.tools_enabled(),
-            cfg.state_dir.display()
+            cfg.state_dir.display(),
+            self.describe_rules()
         )
+    }
+
+    /// The policy rules, a line each: name, effect, what it matches.
+    fn describe_rules(&self) -> String {
+        if self.rules.is_empty() {
+            return " (none)".into();
+        }
+        let mut out = String::new();
+        for r in &self.rules {
+            out.push_str(&format!(
+                "\n  {} ({}): {}",
+                r.name,
+                r.effect.as_str(),
+                policy::describe(r)
+            ));
+        }
+        out
     }
 
     fn tools_enabled(&self) -> String {

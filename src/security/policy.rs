@@ -349,6 +349,30 @@ fn command_matches(r: &PolicyRule, c: &Command) -> bool {
         })
 }
 
+/// What a rule matches, in one line: `program cp, flags recursive`.
+pub fn describe(r: &PolicyRule) -> String {
+    let parts: Vec<String> = [
+        ("tool", &r.tools),
+        ("plugin", &r.plugins),
+        ("program", &r.programs),
+        ("subcommand", &r.subcommands),
+        ("flags", &r.flags),
+        ("options", &r.options),
+        ("paths", &r.paths),
+        ("hosts", &r.hosts),
+        ("origin", &r.origins),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k} {}", v.join(" ")))
+    .collect();
+    if parts.is_empty() {
+        "every call".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// What is wrong with the rules that only the option tables know (a flag
 /// or an option the named program does not have), each naming the rule.
 pub fn check_rules(rules: &[PolicyRule], at: &str) -> Vec<String> {
@@ -420,4 +444,87 @@ pub fn check_examples(gate: &Gate, rules: &[PolicyRule], at: &str) -> Vec<String
         }
     }
     errors
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn words(program: &str, argv: &[&str]) -> Vec<String> {
+        let args: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        options::option_words(program, &args).unwrap().unwrap()
+    }
+
+    #[test]
+    fn every_spelling_of_recursion_means_recursive() {
+        for argv in [
+            &["-r", "-f", "x"][..],
+            &["-fr", "x"],
+            &["-Rf", "x"],
+            &["--recursive", "x"],
+            &["--recur", "x"],
+            &["x", "-r"],
+        ] {
+            assert!(words("rm", argv).contains(&"recursive".into()), "{argv:?}");
+        }
+        for argv in [&["-f", "x"][..], &["--", "-r"], &["-v", "--", "x", "-r"]] {
+            assert!(!words("rm", argv).contains(&"recursive".into()), "{argv:?}");
+        }
+        // cp's archive is recursive; its long name is a word too.
+        let cp = words("cp", &["-a", "s", "d"]);
+        assert!(cp.contains(&"recursive".into()) && cp.contains(&"archive".into()));
+        // An option the table does not know: the argv is unreadable.
+        let bogus = ["--bogus".to_string()];
+        assert!(matches!(options::option_words("rm", &bogus), Some(Err(_))));
+        assert!(options::option_words("npm", &bogus).is_none());
+    }
+
+    #[test]
+    fn an_option_is_one_option_in_any_spelling() {
+        let canon = |p: &str, o: &str| options::canonical_option(p, o).unwrap().unwrap();
+        assert_eq!(canon("rm", "-f"), canon("rm", "--force"));
+        assert_eq!(canon("rm", "--recur"), "--recursive");
+        assert_eq!(canon("cp", "-t"), "--target-directory");
+        assert!(options::canonical_option("rm", "-rf").unwrap().is_err());
+        assert!(options::canonical_option("rm", "--nope").unwrap().is_err());
+    }
+
+    fn rule(name: &str, effect: Effect) -> PolicyRule {
+        PolicyRule {
+            name: name.into(),
+            tools: Vec::new(),
+            plugins: Vec::new(),
+            programs: Vec::new(),
+            subcommands: Vec::new(),
+            flags: Vec::new(),
+            options: Vec::new(),
+            paths: Vec::new(),
+            hosts: Vec::new(),
+            origins: Vec::new(),
+            effect,
+            reason: "r".into(),
+            examples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_strictest_rule_decides_and_the_first_among_equals() {
+        let rules = [
+            rule("allow", Effect::Allow),
+            rule("ask-1", Effect::Ask),
+            rule("ask-2", Effect::Ask),
+        ];
+        assert_eq!(strictest(rules.iter()).unwrap().name, "ask-1");
+        let rules = [rule("ask", Effect::Ask), rule("deny", Effect::Deny)];
+        assert_eq!(strictest(rules.iter()).unwrap().name, "deny");
+        assert!(strictest([].iter()).is_none());
+    }
+
+    #[test]
+    fn origins_by_conversation() {
+        assert_eq!(origin_of("sop:daily:0123456789abcdef:run:step"), "sop");
+        assert_eq!(origin_of("cli-tool-run"), "cli");
+        assert_eq!(origin_of("conv-20261126-abc"), "agent");
+    }
 }

@@ -296,5 +296,13 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "state_dir": cfg.state_dir.display().to_string(),
         "confinement": {"mode": cfg.security.confinement.as_str(), "description": confinement},
         "estop": cfg.estop_path().exists(),
+        "policy_rules": cfg.policy.rules.iter().map(|r| json!({
+            "name": r.name,
+            "effect": r.effect.as_str(),
+            "reason": r.reason,
+            "matches": crate::security::policy::describe(r),
+            "examples": r.examples.len(),
+        })).collect::<Vec<_>>(),
+        "policy_file": cfg.policy.file,
     })
 }
