@@ -3721,4 +3721,96 @@ url = "https://s.example"
             "{e:?}"
         );
     }
+
+    const RULES: &str = r#"
+[[policy.rules]]
+name = "no-recursive-copy"
+tool = "shell"
+program = "cp"
+flags = ["recursive"]
+options = ["--force"]
+paths = ["src/*"]
+hosts = "*.example.com"
+origin = ["agent", "sop"]
+effect = "deny"
+reason = "recursive copies need a person"
+examples = [{ command = "cp -a src dst", expect = "deny" }, { call = { tool = "file_read", args = { path = "x" } }, expect = "pass" }]
+"#;
+
+    #[test]
+    fn policy_rules_are_read_with_their_examples() {
+        let c = parse(RULES).unwrap();
+        let r = &c.policy.rules[0];
+        assert_eq!(r.effect, Effect::Deny);
+        assert_eq!(r.hosts, ["*.example.com"]);
+        assert_eq!(r.origins, ["agent", "sop"]);
+        assert_eq!(r.examples.len(), 2);
+        assert_eq!(r.examples[0].tool, "shell");
+        assert_eq!(r.examples[0].expect, Some(Effect::Deny));
+        assert_eq!(r.examples[1].tool, "file_read");
+        assert_eq!(r.examples[1].args, serde_json::json!({"path": "x"}));
+        assert_eq!(r.examples[1].expect, None);
+    }
+
+    #[test]
+    fn bad_policy_rules_are_named_by_key_path() {
+        let e = parse(
+            "[[policy.rules]]\nname = \"a\"\neffect = \"deny\"\nreason = \"r\"\n\
+             examples = [{ command = \"x\", expect = \"allow\" }, { expect = \"deny\" }]\n\
+             flags = [\"recursive\"]\nbogus = 1\n\
+             [[policy.rules]]\nname = \"a\"\neffect = \"ask\"\nreason = \"r\"\n",
+        )
+        .unwrap_err()
+        .errors;
+        for want in [
+            "policy.rules[0].examples[0].expect: \"allow\" is not this rule's effect",
+            "policy.rules[0].examples[1]: give exactly one of `command`",
+            "policy.rules[0].program: flags, options and subcommand",
+            "policy.rules[0].bogus: unknown key",
+            "policy.rules[1].name: \"a\" names an earlier rule too",
+        ] {
+            assert!(e.iter().any(|x| x.starts_with(want)), "{want}: {e:?}");
+        }
+        let e = parse("policy = 3\n").unwrap_err().errors;
+        assert!(e[0].starts_with("policy: expected a table"), "{e:?}");
+        let e = parse("policy = \"/nonexistent/policy.toml\"\n")
+            .unwrap_err()
+            .errors;
+        assert!(
+            e[0].starts_with("policy: cannot read /nonexistent/policy.toml"),
+            "{e:?}"
+        );
+    }
+
+    /// Odd values anywhere in a rule are errors, never a panic.
+    #[test]
+    fn mangled_policy_rules_never_panic() {
+        const ODD: [&str; 8] = [
+            "\"\"",
+            "-1",
+            "[]",
+            "{}",
+            "true",
+            "[1, \"a\"]",
+            "{ a = 1 }",
+            "nan",
+        ];
+        let lines: Vec<&str> = RULES.lines().collect();
+        let mut rng = fastrand::Rng::with_seed(29);
+        for _ in 0..500 {
+            let mut text = String::new();
+            for line in &lines {
+                match line.split_once(" = ") {
+                    Some((key, _)) if rng.u8(..3) == 0 => {
+                        text.push_str(&format!("{key} = {}\n", ODD[rng.usize(..ODD.len())]));
+                    }
+                    _ => {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+            let _ = parse(&text);
+        }
+    }
 }
