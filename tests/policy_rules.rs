@@ -564,3 +564,64 @@ fn replay_over_a_thousand_recorded_calls_counts_per_rule() {
         (Some(1000), Some(0))
     );
 }
+
+#[test]
+fn a_rule_for_sop_calls_holds_a_sop_step_and_not_an_agent() {
+    let env = Env::new();
+    env.config(
+        r#"
+[channels.cli]
+tools_allow = ["file_list", "file_write", "time"]
+[security]
+autonomy = "full"
+
+[[policy.rules]]
+name = "sops-write-nothing"
+tool = "file_write"
+origin = "sop"
+effect = "deny"
+reason = "SOPs only read"
+"#,
+    );
+    let dir = env.state.join("sops/writer");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SOP.toml"),
+        r#"
+name = "writer"
+[[steps]]
+id = "write"
+kind = "tool"
+tool = "file_write"
+args = { path = "from-sop.txt", content = "x" }
+"#,
+    )
+    .unwrap();
+    let r = env.run(&["sop", "run", "writer", "--json"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(!env.ws.join("from-sop.txt").exists(), "the SOP step wrote");
+    let last = env.receipts().pop().unwrap();
+    assert_eq!(last["status"], "denied", "{last}");
+    assert!(
+        last["conversation_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("sop:"),
+        "{last}"
+    );
+    assert!(
+        last["reason"]
+            .as_str()
+            .unwrap()
+            .contains("sops-write-nothing"),
+        "{last}"
+    );
+    // The same call outside a SOP is not the rule's.
+    let (r, v) = env.tool(
+        "file_write",
+        json!({"path": "from-cli.txt", "content": "x"}),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["status"], "allowed");
+    assert!(env.ws.join("from-cli.txt").exists());
+}
