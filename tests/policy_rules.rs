@@ -250,6 +250,57 @@ reason = "cat is watched"
 }
 
 #[test]
+fn an_allow_covers_a_line_only_if_it_covers_all_of_it() {
+    let env = Env::new();
+    env.config(
+        r#"
+[security]
+autonomy = "supervised"
+shell_allowlist = ["cp", "tee", "ls"]
+
+[[policy.rules]]
+name = "copies"
+program = "cp"
+effect = "allow"
+reason = "copies are fine"
+
+[[policy.rules]]
+name = "notes"
+program = "tee"
+paths = ["notes/*"]
+effect = "allow"
+reason = "notes are scratch space"
+"#,
+    );
+    common::write_files(&env.ws, &[("notes/.keep", ""), ("a.txt", "a")]);
+    let v = shell_check(&env, "cp a.txt b.txt");
+    assert_eq!(
+        (v["decision"].as_str(), v["rule"].as_str()),
+        (Some("allow"), Some("copies")),
+        "{v}"
+    );
+    let v = shell_check(&env, "tee notes/x.txt notes/y.txt");
+    assert_eq!(
+        (v["decision"].as_str(), v["rule"].as_str()),
+        (Some("allow"), Some("notes")),
+        "{v}"
+    );
+    // Another writer on the line, or a path outside the glob: still asked.
+    for c in [
+        "cp a.txt b.txt && tee c.txt < a.txt",
+        "tee notes/x.txt other.txt",
+        // A path it reads is a path of the call too.
+        "tee notes/x.txt < a.txt",
+    ] {
+        let v = shell_check(&env, c);
+        assert_eq!(v["decision"], "ask", "{c}: {v}");
+        let (r, _) = env.shell(c);
+        assert_ne!(r.code, 0, "{c}: {r:?}");
+    }
+    assert!(!env.ws.join("c.txt").exists() && !env.ws.join("other.txt").exists());
+}
+
+#[test]
 fn origin_tells_tool_run_from_an_agent() {
     let env = Env::new();
     env.config(

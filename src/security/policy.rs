@@ -6,8 +6,10 @@
 //!
 //! A rule never widens a wall: a call the gate refuses stays refused
 //! whatever a rule says (the rules are not even asked), `allow` only lifts
-//! an ask, and `deny` and `ask` only narrow. Among the rules that match,
-//! the strictest effect decides, and of those the first written.
+//! an ask, and `deny` and `ask` only narrow. A narrowing rule matches a
+//! call when any command, path or host of it matches; an `allow` only when
+//! every one does. Among the rules that match, the strictest effect
+//! decides, and of those the first written.
 
 use super::decision::{Decision, Verdict};
 use super::gate::Gate;
@@ -268,16 +270,24 @@ fn strictest<'r>(rules: impl Iterator<Item = &'r PolicyRule>) -> Option<&'r Poli
     best
 }
 
-fn any_glob(patterns: &[String], values: &[String], base: Option<&Path>) -> bool {
-    patterns.iter().any(|p| {
-        let p = match base {
+/// Whether the values match the globs: for a rule that narrows, any value
+/// matching any glob; for one that widens (`allow`), every value, and
+/// there must be one, so a line is let through only if all of it is the
+/// rule's.
+fn globs_match(patterns: &[String], values: &[String], base: Option<&Path>, all: bool) -> bool {
+    let one = |v: &String| {
+        patterns.iter().any(|p| match base {
             Some(ws) if !p.starts_with('/') && !p.starts_with('*') => {
-                ws.join(p).display().to_string()
+                glob_match(&ws.join(p).display().to_string(), v)
             }
-            _ => p.clone(),
-        };
-        values.iter().any(|v| glob_match(&p, v))
-    })
+            _ => glob_match(p, v),
+        })
+    };
+    if all {
+        !values.is_empty() && values.iter().all(one)
+    } else {
+        values.iter().any(one)
+    }
 }
 
 fn matches(r: &PolicyRule, call: &Call, f: &Facts, gate: &Gate) -> bool {
@@ -291,12 +301,13 @@ fn matches(r: &PolicyRule, call: &Call, f: &Facts, gate: &Gate) -> bool {
     if !listed(&r.origins, call.origin) {
         return false;
     }
-    if !r.hosts.is_empty() && !any_glob(&r.hosts, &f.hosts, None) {
+    let widens = r.effect == Effect::Allow;
+    if !r.hosts.is_empty() && !globs_match(&r.hosts, &f.hosts, None, widens) {
         return false;
     }
     if !r.paths.is_empty() {
         let ws = gate.workspace().ok();
-        if !any_glob(&r.paths, &f.paths, ws) {
+        if !globs_match(&r.paths, &f.paths, ws, widens) {
             return false;
         }
     }
@@ -309,7 +320,13 @@ fn matches(r: &PolicyRule, call: &Call, f: &Facts, gate: &Gate) -> bool {
     if f.unreadable {
         return r.effect != Effect::Allow;
     }
-    f.commands.iter().any(|c| command_matches(r, c))
+    // An `allow` covers a line only if it covers each of its commands:
+    // `cp a b && npm publish` is not a copy.
+    if widens {
+        !f.commands.is_empty() && f.commands.iter().all(|c| command_matches(r, c))
+    } else {
+        f.commands.iter().any(|c| command_matches(r, c))
+    }
 }
 
 fn command_matches(r: &PolicyRule, c: &Command) -> bool {
