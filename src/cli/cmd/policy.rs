@@ -8,7 +8,9 @@ use crate::security::{Decision, Gate, Verdict};
 use crate::types::ToolName;
 use crate::util::for_stdout;
 use serde_json::{Map, Value, json};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 /// Where the replay starts: a date, or a receipt number.
 enum Since {
@@ -45,10 +47,32 @@ fn recorded_verdict(status: Option<&str>) -> Option<&'static str> {
     }
 }
 
+/// What a replay keeps of a decision.
+#[derive(Clone)]
+struct Judged {
+    verdict: Verdict,
+    rule: Option<Box<str>>,
+    reason: String,
+}
+
+impl From<Decision> for Judged {
+    fn from(d: Decision) -> Judged {
+        Judged {
+            verdict: d.verdict,
+            rule: d.rule,
+            reason: d.reason,
+        }
+    }
+}
+
 /// The judge of one config: its gate and the plugins' tools it knows.
 struct Judge {
     gate: Gate,
     external: crate::external::Registry,
+    /// Decisions by call (origin, tool, arguments): nothing runs during a
+    /// replay, so the files a decision looks at stay as they are and the
+    /// same call is judged the same; logs repeat calls a lot.
+    seen: RefCell<HashMap<String, Option<Judged>>>,
 }
 
 impl Judge {
@@ -56,18 +80,30 @@ impl Judge {
         Judge {
             gate: Gate::new(cfg, &cfg.channels.cli.tools_allow),
             external: crate::plugins::registry(cfg),
+            seen: RefCell::new(HashMap::new()),
         }
     }
 
-    fn decide(&self, c: &RecordedCall) -> Option<Decision> {
+    fn decide(&self, c: &RecordedCall) -> Option<Judged> {
         let origin = crate::security::policy::origin_of(&c.conversation_id);
-        match ToolName::parse(&c.tool) {
+        let key = format!("{origin}\0{}\0{}", c.tool, c.args);
+        if let Some(j) = self.seen.borrow().get(&key) {
+            return j.clone();
+        }
+        let judged = match ToolName::parse(&c.tool) {
             Some(t) => Some(self.gate.decide_from(t, &c.args, origin)),
             None => self
                 .external
                 .find(&c.tool)
                 .map(|e| self.gate.decide_external_from(&e.judged(), &c.args, origin)),
         }
+        .map(Judged::from);
+        self.seen.borrow_mut().insert(key, judged.clone());
+        judged
+    }
+
+    fn distinct(&self) -> usize {
+        self.seen.borrow().len()
     }
 }
 
@@ -195,6 +231,7 @@ pub fn replay(ctx: &Ctx, since_raw: Option<&str>, json_out: bool) -> Result<i32>
             "by_change": to_map(&by_change),
             "by_rule": by_rule.iter().map(|(k, v)| (k.clone(), Value::Object(to_map(v)))).collect::<Map<_, _>>(),
             "changes": changes,
+            "distinct": after.distinct(),
             "elapsed_ms": elapsed.as_secs_f64() * 1000.0,
         }));
         return Ok(exit::OK);
