@@ -246,7 +246,7 @@ fn normal(cwd: &Path, raw: &str) -> String {
 /// The paths one command reads or writes: by its option table where there
 /// is one, else every operand that is not an option.
 fn command_paths(c: &Command) -> Vec<String> {
-    let args = &c.argv[1..];
+    let args = c.argv.get(1..).unwrap_or(&[]);
     let raw: Vec<String> = match options::parse(&c.program, args) {
         Some(Ok(p)) => p.reads.into_iter().chain(p.writes).collect(),
         _ => args
@@ -337,7 +337,7 @@ fn command_matches(r: &PolicyRule, c: &Command) -> bool {
     {
         return false;
     }
-    let args = &c.argv[1..];
+    let args = c.argv.get(1..).unwrap_or(&[]);
     if !r.subcommands.is_empty() {
         let sub = if c.program == "git" {
             match options::parse("git", args) {

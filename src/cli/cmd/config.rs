@@ -292,6 +292,42 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             .collect();
         v["mcp"] = json!({ "servers": servers });
     }
+    // A policy file's rules are shown here as the config's own.
+    if !cfg.policy.rules.is_empty() {
+        let rules: Vec<Value> = cfg
+            .policy
+            .rules
+            .iter()
+            .map(|r| {
+                let examples: Vec<Value> = r
+                    .examples
+                    .iter()
+                    .map(|e| {
+                        json!({
+                            "call": {"tool": e.tool, "args": e.args},
+                            "expect": e.expect.map_or("pass", |x| x.as_str()),
+                        })
+                    })
+                    .collect();
+                json!({
+                    "name": r.name,
+                    "tool": r.tools,
+                    "plugin": r.plugins,
+                    "program": r.programs,
+                    "subcommand": r.subcommands,
+                    "flags": r.flags,
+                    "options": r.options,
+                    "paths": r.paths,
+                    "hosts": r.hosts,
+                    "origin": r.origins,
+                    "effect": r.effect.as_str(),
+                    "reason": r.reason,
+                    "examples": examples,
+                })
+            })
+            .collect();
+        v["policy"] = json!({ "rules": rules });
+    }
     v
 }
 
@@ -430,7 +466,13 @@ mod tests {
              read_paths = [\"/opt/mcp $$x\"]\ntools_deny = [\"convert_time\"]\n\
              [mcp.servers.git-2]\ncommand = \"uvx\"\ncwd = \"/w\"\nnetwork = [\"pypi.org\"]\n\
              timeout_secs = 9\ntools_allow = [\"git_log\"]\nrisk = \"high\"\n\
-             read_only_tools = [\"git_log\"]\n";
+             read_only_tools = [\"git_log\"]\n\
+             [[policy.rules]]\nname = \"no-rm-r\"\nprogram = \"rm\"\nflags = [\"recursive\"]\n\
+             origin = \"sop\"\neffect = \"deny\"\nreason = \"people only\"\n\
+             examples = [{ command = \"rm -fr x\", expect = \"deny\" }, \
+             { call = { tool = \"time\" }, expect = \"pass\" }]\n\
+             [[policy.rules]]\nname = \"notes\"\ntool = \"file_write\"\npaths = [\"notes/*\"]\n\
+             effect = \"allow\"\nreason = \"scratch\"\n";
         let cfg = Config::from_text(text, path, PathBuf::from("/state"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.workspace_dir, PathBuf::from("/w/a $HOME b"));
@@ -478,6 +520,8 @@ mod tests {
             cfg.mcp.servers["git-2"].risk,
             crate::config::DeclaredRisk::High
         );
+        assert_eq!(cfg.policy.rules.len(), 2);
+        assert_eq!(cfg.policy.rules[0].examples.len(), 2);
         let shown = config_toml(&cfg).unwrap();
         assert!(
             shown.starts_with("# o: LC_SURELY_UNSET_KEY is not set\n"),
