@@ -132,12 +132,14 @@ impl Gate {
 
     fn facts(&self, call: &Call) -> Facts {
         let mut f = Facts::default();
+        f.hosts.extend(call.declared_hosts.iter().cloned());
         let Some(ws) = self.workspace().ok().map(Path::to_path_buf) else {
-            f.unreadable = true;
+            // No workspace to read a command line in (the gate refuses
+            // it too); other calls have nothing here to match.
+            f.unreadable = matches!(call.builtin, Some(ToolName::Shell | ToolName::Git));
             return f;
         };
         let s = |k: &str| call.args.get(k).and_then(Value::as_str);
-        f.hosts.extend(call.declared_hosts.iter().cloned());
         match call.builtin {
             Some(ToolName::Shell) => match s("command") {
                 Some(c) => self.shell_facts(c, &ws, &mut f),
