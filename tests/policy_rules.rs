@@ -676,3 +676,44 @@ args = { path = "from-sop.txt", content = "x" }
     assert_eq!(v["status"], "allowed");
     assert!(env.ws.join("from-cli.txt").exists());
 }
+
+#[test]
+fn a_path_rule_holds_through_a_link() {
+    let env = Env::new();
+    env.config(
+        r#"
+[security]
+autonomy = "full"
+
+[[policy.rules]]
+name = "private-is-private"
+paths = ["private/*"]
+effect = "deny"
+reason = "private notes"
+"#,
+    );
+    common::write_files(
+        &env.ws,
+        &[("private/canary.txt", "CANARY-LINKED"), ("a.txt", "a")],
+    );
+    std::os::unix::fs::symlink(env.ws.join("private"), env.ws.join("p")).unwrap();
+    for (tool, args) in [
+        ("file_read", json!({"path": "private/canary.txt"})),
+        ("file_read", json!({"path": "p/canary.txt"})),
+        ("shell", json!({"command": "cat p/canary.txt"})),
+        ("shell", json!({"command": "cat < p/canary.txt"})),
+    ] {
+        let v = check(&env, tool, args.clone());
+        assert_eq!(v["rule"], "private-is-private", "{tool} {args}: {v}");
+        let (r, out) = env.tool(tool, args.clone());
+        assert_eq!(r.code, 4, "{tool} {args}: {r:?}");
+        assert_eq!(out["status"], "denied");
+        assert!(!r.stdout.contains("CANARY-LINKED"), "{r:?}");
+    }
+    let v = check(&env, "file_read", json!({"path": "a.txt"}));
+    assert_eq!(
+        (v["decision"].as_str(), v["rule"].as_str()),
+        (Some("allow"), None),
+        "{v}"
+    );
+}

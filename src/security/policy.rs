@@ -179,6 +179,18 @@ impl Gate {
         }
         let paths: Vec<String> = f.commands.iter().flat_map(command_paths).collect();
         f.paths.extend(paths);
+        // Each path also where its links lead, as the gate resolved it: a
+        // rule over `private/*` holds `link-to-private/x` too.
+        if self.rules.iter().any(|r| !r.paths.is_empty()) {
+            let resolved: Vec<String> = f
+                .paths
+                .iter()
+                .filter_map(|p| self.check_path(p).ok())
+                .map(|r| r.display().to_string())
+                .filter(|r| !f.paths.contains(r))
+                .collect();
+            f.paths.extend(resolved);
+        }
         f
     }
 
