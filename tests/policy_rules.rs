@@ -717,3 +717,39 @@ reason = "private notes"
         "{v}"
     );
 }
+
+#[test]
+fn a_plugin_rule_holds_every_tool_of_the_plugin() {
+    let env = Env::new();
+    env.config(
+        r#"
+[[policy.rules]]
+name = "no-echo"
+plugin = "echo"
+effect = "deny"
+reason = "echo is retired"
+"#,
+    );
+    let r = env.run(&[
+        "plugin",
+        "install",
+        common::fixture("plugins/echo").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = check(&env, "echo", json!({"text": "hi"}));
+    assert_eq!(
+        (v["decision"].as_str(), v["rule"].as_str()),
+        (Some("deny"), Some("no-echo")),
+        "{v}"
+    );
+    assert_eq!(v["refusal"], "policy", "{v}");
+    let (r, v) = env.tool("echo", json!({"text": "ECHO-CANARY"}));
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(v["status"], "denied");
+    assert!(!r.stdout.contains("ECHO-CANARY"), "{r:?}");
+    // It never started: a plugin that runs gets a `started` receipt first.
+    assert!(!env.receipt_lines().iter().any(|l| l["status"] == "started"));
+    // A built-in is not the plugin's.
+    let v = check(&env, "time", json!({}));
+    assert_eq!(v["rule"], Value::Null, "{v}");
+}
