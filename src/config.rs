@@ -410,6 +410,9 @@ pub struct Tools {
     pub http: HttpTool,
     /// `None`: no search provider, so `web_search` is not offered.
     pub web_search: Option<WebSearch>,
+    /// `[tools.code_run]`: its risk, output cap and the secrets a snippet
+    /// may name.
+    pub code_run: CodeRunConfig,
     /// The tools whose section sets `enabled`, `timeout_secs` or
     /// `rate_limit`.
     pub middleware: BTreeMap<ToolName, Middleware>,
@@ -498,6 +501,37 @@ pub struct WebSearch {
     pub url: String,
     /// brave: the variable holding the key (the key never enters the config).
     pub api_key_env: Option<String>,
+}
+
+/// `[tools.code_run]` beyond the middleware keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeRunConfig {
+    /// The risk of every call (high unless lowered).
+    pub risk: DeclaredRisk,
+    /// The most a snippet may write on stdout and on stderr, each.
+    pub max_output_bytes: usize,
+    /// `[tools.code_run.secrets] NAME = { env = "VAR", hosts = [...] }`:
+    /// what `secret(NAME)` stands for, and the hosts its value may go to.
+    pub secrets: BTreeMap<String, CodeSecret>,
+}
+
+impl Default for CodeRunConfig {
+    fn default() -> CodeRunConfig {
+        CodeRunConfig {
+            risk: DeclaredRisk::High,
+            max_output_bytes: 1024 * 1024,
+            secrets: BTreeMap::new(),
+        }
+    }
+}
+
+/// One secret a snippet may use by name, never by value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeSecret {
+    /// The variable in latchclaw's environment that holds the value.
+    pub env: String,
+    /// The only hosts a request carrying it may go to.
+    pub hosts: Vec<String>,
 }
 
 /// `[tools.http]`.
@@ -2048,6 +2082,7 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         }
         match tool {
             ToolName::Http => out.http = read_http(r, &mut sec, out.http),
+            ToolName::CodeRun => out.code_run = read_code_run(r, &mut sec, out.code_run),
             ToolName::WebSearch => {
                 out.web_search = read_web_search(r, &mut sec);
                 if m.enabled == Some(true) && out.web_search.is_none() {
@@ -2101,6 +2136,80 @@ fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
         allowed_domains: r.list(http, "allowed_domains").unwrap_or(d.allowed_domains),
         allow_private: r.list(http, "allow_private").unwrap_or(d.allow_private),
         max_redirects: r.int(http, "max_redirects", d.max_redirects.into(), 0, 20) as u32,
+    }
+}
+
+/// `risk`, `max_output_bytes` and the `secrets` table.
+fn read_code_run(r: &mut Reader, s: &mut Section, d: CodeRunConfig) -> CodeRunConfig {
+    let risk = r
+        .enum_str(s, "risk", DeclaredRisk::parse, DeclaredRisk::ALLOWED)
+        .unwrap_or(d.risk);
+    let max_output_bytes = r.int(
+        s,
+        "max_output_bytes",
+        d.max_output_bytes as u64,
+        1024,
+        64 << 20,
+    ) as usize;
+    let mut secrets = BTreeMap::new();
+    if let Some(mut sec) = r.table(s, "secrets") {
+        let names: Vec<String> = sec.t.keys().cloned().collect();
+        for name in names {
+            let key = sec.key(&name);
+            if !is_env_name(&name) {
+                r.err(format!(
+                    "{key}: \"{}\" is not a secret name (letters, digits and _, \
+                     not starting with a digit)",
+                    crate::util::printable(&name)
+                ));
+                sec.t.remove(&name);
+                continue;
+            }
+            let Some(mut one) = r.table(&mut sec, &name) else {
+                continue;
+            };
+            let env = r.string(&mut one, "env");
+            let hosts = r.list(&mut one, "hosts").unwrap_or_default();
+            match &env {
+                None => r.err(format!(
+                    "{}: missing; the variable in latchclaw's environment that holds the value",
+                    one.key("env")
+                )),
+                Some(v) if !is_env_name(v) => r.err(format!(
+                    "{}: \"{}\" is not an environment variable name",
+                    one.key("env"),
+                    crate::util::printable(v)
+                )),
+                _ => {}
+            }
+            if hosts.is_empty() {
+                r.err(format!(
+                    "{}: missing or empty; the hosts a request carrying the secret may go to \
+                     (e.g. [\"api.github.com\"])",
+                    one.key("hosts")
+                ));
+            }
+            for (i, h) in hosts.iter().enumerate() {
+                if h.is_empty() || h.contains(['/', ':', '@', ' ', '*']) {
+                    r.err(format!(
+                        "{}[{i}]: \"{}\" is not a host name (no scheme, port, path or wildcard)",
+                        one.key("hosts"),
+                        crate::util::printable(h)
+                    ));
+                }
+            }
+            r.finish(one);
+            if let Some(env) = env {
+                let hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+                secrets.insert(name, CodeSecret { env, hosts });
+            }
+        }
+        r.finish(sec);
+    }
+    CodeRunConfig {
+        risk,
+        max_output_bytes,
+        secrets,
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod code_runs;
 pub mod notes;
 pub mod sop_runs;
 pub use crate::types::args::{
@@ -179,6 +180,25 @@ CREATE TABLE sop_steps (
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX sop_steps_by_approval ON sop_steps(approval_id);
+"#,
+    // `code_run`'s record (`memory::code_runs`): each snippet, how it
+    // ended, and the tool calls and requests it made.
+    r#"
+CREATE TABLE code_runs (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    language        TEXT NOT NULL,
+    code_sha256     TEXT NOT NULL,
+    code            TEXT NOT NULL,
+    exit_code       INTEGER,
+    duration_ms     INTEGER NOT NULL,
+    error_category  TEXT,
+    error           TEXT,
+    calls           TEXT NOT NULL,
+    receipts        TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX code_runs_by_start ON code_runs(created_at);
 "#,
 ];
 
@@ -951,6 +971,12 @@ impl Memory {
 
     /// From now on turns are kept in this process only (`--no-memory`);
     /// run records and pending approvals are still written.
+    /// The redactor every read-out passes through (a tool redacting what
+    /// it hands on before the runtime sees it).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     pub fn keep_turns_in_process(&mut self) {
         self.scratch = Some(std::cell::RefCell::new(Vec::new()));
     }

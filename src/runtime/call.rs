@@ -324,6 +324,46 @@ fn invalid(call: Call<'_>, error: String) -> Ended<'_> {
 }
 
 impl Runtime<'_> {
+    /// `<state>/tools.lock`, or, for a call a running `code_run` makes, a
+    /// duplicate of the one that call holds.
+    fn tool_lock(&self) -> Result<File> {
+        if let Some(held) = self.held_lock.borrow().as_ref() {
+            return held.try_clone().map_err(|e| {
+                Error::new(Kind::Runtime, format!("cannot share the tool lock: {e}"))
+            });
+        }
+        tool_lock(self.cfg, &self.control)
+    }
+}
+
+/// A snippet's `tool()`: the whole call path, as a model's call takes it.
+impl crate::tools::Host for Runtime<'_> {
+    fn call_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        running: i32,
+    ) -> std::result::Result<crate::tools::HostCall, String> {
+        // One snippet at a time: a snippet's snippet would hold the lock
+        // and the sandbox twice over for nothing the first cannot do.
+        if name == ToolName::CodeRun.as_str() {
+            return Err("code_run cannot be called from a snippet".into());
+        }
+        self.spared.borrow_mut().push(running);
+        let ran = self.execute_tool(conversation_id, name, args);
+        self.spared.borrow_mut().retain(|p| *p != running);
+        let (record, result) = ran.map_err(|e| e.to_string())?;
+        Ok(crate::tools::HostCall {
+            status: record.status.as_str().to_string(),
+            denied: record.status == Status::Denied,
+            result,
+            receipt_id: record.receipt_id,
+        })
+    }
+}
+
+impl Runtime<'_> {
     /// Gate → approval → started receipt → tool → outcome receipt. Denials
     /// and failures are results the model can read; only a receipt that
     /// cannot be written is an error.
@@ -441,7 +481,7 @@ impl Runtime<'_> {
     /// refused before the operator is asked about it; it is counted only
     /// when it runs (`admit`).
     fn judge<'c>(&self, call: Valid<'c>) -> Result<Judged<'c>> {
-        let lock = tool_lock(self.cfg, &self.control);
+        let lock = self.tool_lock();
         let d = self.decide(&call);
         let decision = match d.verdict {
             Verdict::Ask => match self
@@ -616,7 +656,7 @@ impl Runtime<'_> {
         let c = call.call;
         let (lock, relocked) = match lock {
             Lock::Held(lock) => (lock, false),
-            Lock::LetGo => (tool_lock(self.cfg, &self.control), true),
+            Lock::LetGo => (self.tool_lock(), true),
         };
         let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
         let fresh = if relocked {
@@ -676,6 +716,7 @@ impl Runtime<'_> {
                 .or(own)
                 .unwrap_or(self.cfg.tool_timeout_secs),
         );
+        let spare = self.spared.borrow().clone();
         let ctx = ToolCtx {
             cfg: self.cfg,
             gate: &self.gate,
@@ -685,6 +726,8 @@ impl Runtime<'_> {
             control: &self.control,
             deadline: self.control.until(limit),
             user: self.approver,
+            host: self,
+            spare: &spare,
         };
         // A question touches no file: nobody else's call waits while the
         // user thinks.
@@ -694,6 +737,13 @@ impl Runtime<'_> {
         } else {
             Some(lock)
         };
+        // A snippet's own tool calls run while this one holds the lock:
+        // they take a duplicate of it (the same open file, already locked)
+        // instead of waiting for themselves.
+        let nests = call.builtin() == Some(ToolName::CodeRun);
+        if nests {
+            *self.held_lock.borrow_mut() = lock.as_ref().and_then(|l| l.try_clone().ok());
+        }
         let mut result = match call.target {
             Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
             Target::External(ext) => match &ext.kind {
@@ -702,6 +752,9 @@ impl Runtime<'_> {
                 }
             },
         };
+        if nests {
+            *self.held_lock.borrow_mut() = None;
+        }
         let redacted = result.redact(&self.redactor);
         if !redacted.is_empty() {
             log::info!(

@@ -110,6 +110,11 @@ pub struct Runtime<'a> {
     /// `agent` at a terminal's conversations only, never `tool run` (one
     /// shared conversation) or the gateway (no operator there).
     pub standing: bool,
+    /// The tool lock a running `code_run` holds, for the calls it makes.
+    pub(super) held_lock: RefCell<Option<std::fs::File>>,
+    /// The running snippets whose `tool()` calls are under way: no call
+    /// they make kills them with its own leftovers.
+    pub(super) spared: RefCell<Vec<i32>>,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -185,6 +190,8 @@ impl<'a> Runtime<'a> {
             recall: cfg.memory.recall != crate::config::Recall::Never,
             workspace_flag: String::new(),
             standing: false,
+            held_lock: RefCell::new(None),
+            spared: RefCell::new(Vec::new()),
         })
     }
 }

@@ -61,6 +61,9 @@ pub struct Gate {
     pub(super) disabled_external: Vec<String>,
     /// The tools with a `rate_limit`, by the name models call them.
     pub(super) rate_limits: Vec<(String, crate::config::RateLimit)>,
+    /// `[tools.code_run]`: its risk and the secrets a snippet may name
+    /// (names and variables, never values).
+    pub(super) code_run: crate::config::CodeRunConfig,
 }
 
 impl Gate {
@@ -104,6 +107,7 @@ impl Gate {
                         .as_ref()
                         .and_then(|w| w.api_key_env.clone()),
                 )
+                .chain(cfg.tools.code_run.secrets.values().map(|s| s.env.clone()))
                 .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
             confinement: cfg.security.confinement,
@@ -137,6 +141,7 @@ impl Gate {
                 .filter(|(_, m)| m.rate_limit.is_set())
                 .map(|(t, m)| (t, m.rate_limit))
                 .collect(),
+            code_run: cfg.tools.code_run.clone(),
         }
     }
 

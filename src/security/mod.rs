@@ -6,6 +6,7 @@
 //! absolute paths and links that leave the workspace are all seen for what
 //! they point at.
 
+pub mod code;
 pub mod confine;
 mod decision;
 mod gate;
@@ -22,7 +23,7 @@ mod refusal;
 pub mod secret_files;
 
 pub use decision::{Decision, External, Risk, Verdict};
-pub use gate::Gate;
+pub use gate::{Gate, SAFE_PATH};
 pub use paths::resolve;
 pub use refusal::{Refusal, Refused};
 
@@ -257,6 +258,10 @@ impl Gate {
                 Ok(_) => (Risk::Medium, None, String::new()),
                 Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
+            ToolName::CodeRun => match self.judge_code(args) {
+                Ok(why) => (self.code_risk(), None, why),
+                Err(r) => return Decision::refused(self.code_risk(), r),
+            },
             ToolName::Shell => {
                 let cmd = match string_arg("command") {
                     Ok(c) => c,
@@ -294,6 +299,10 @@ impl Gate {
             | ToolName::MemoryRecall
             | ToolName::AskUser
             | ToolName::PdfExtract => true,
+            // Its own writes stay in its tmp under readonly (the sandbox
+            // makes the workspace read-only), and each tool it calls and
+            // each request it sends is judged on its own.
+            ToolName::CodeRun => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -481,6 +490,7 @@ pub fn risk_summary(tool: ToolName) -> &'static str {
     match tool {
         ToolName::Shell => "low / medium (allowlisted) / high",
         ToolName::Http | ToolName::WebSearch => "low (allowed domain), else denied",
+        ToolName::CodeRun => "high ([tools.code_run] risk)",
         _ => base_risk(tool).as_str(),
     }
 }
@@ -498,7 +508,7 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::MemoryRecall
         | ToolName::AskUser => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
-        ToolName::Shell | ToolName::Http | ToolName::WebSearch => Risk::High,
+        ToolName::Shell | ToolName::Http | ToolName::WebSearch | ToolName::CodeRun => Risk::High,
     }
 }
 

@@ -694,6 +694,8 @@ mod tests {
             control: &control,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
             user: &crate::tools::tool::Nobody,
+            host: &crate::tools::tool::NoHost,
+            spare: &[],
         };
         let tool: &dyn Tool = match tool {
             "file_list" => &FileList,

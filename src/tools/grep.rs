@@ -882,6 +882,8 @@ mod tests {
             deadline,
             conversation_id: "test",
             user: &crate::tools::tool::Nobody,
+            host: &crate::tools::tool::NoHost,
+            spare: &[],
         };
         let mut s = Search {
             ctx: &ctx,

@@ -4,6 +4,7 @@
 
 pub mod ask_user;
 pub mod beneath;
+pub mod code;
 mod files;
 pub mod git;
 mod glob;
@@ -24,7 +25,7 @@ pub mod web_search;
 use serde_json::{Value, json};
 
 pub use crate::types::ToolName;
-pub use tool::{Nobody, Reply, Tool, ToolCtx, ToolResult, User};
+pub use tool::{Host, HostCall, NoHost, Nobody, Reply, Tool, ToolCtx, ToolResult, User};
 
 /// The `Tool` behind each row of the tool table (`types::ToolName`).
 pub fn tool(name: ToolName) -> &'static dyn Tool {
@@ -44,6 +45,7 @@ pub fn tool(name: ToolName) -> &'static dyn Tool {
         ToolName::AskUser => &ask_user::AskUser,
         ToolName::WebSearch => &web_search::WebSearch,
         ToolName::PdfExtract => &pdf::PdfExtract,
+        ToolName::CodeRun => &code::CodeRun,
     }
 }
 
@@ -67,6 +69,7 @@ pub fn example(name: ToolName) -> Value {
         ToolName::AskUser => json!({"question": "Which branch?"}),
         ToolName::WebSearch => json!({"query": "rust release notes"}),
         ToolName::PdfExtract => json!({"path": "report.pdf"}),
+        ToolName::CodeRun => json!({"language": "python", "code": "print(6 * 7)"}),
     }
 }
 
@@ -115,6 +118,10 @@ pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
         ToolName::WebSearch => &[("limit", Bound::Int(1, crate::types::args::MAX_RESULTS))],
         ToolName::MemoryRecall => &[("limit", Bound::Int(1, crate::types::args::RECALL_MAX))],
         ToolName::MemoryForget => &[("id", Bound::Int(1, i64::MAX as u64))],
+        ToolName::CodeRun => &[
+            ("language", Bound::OneOf(crate::types::args::CODE_LANGUAGES)),
+            ("timeout_secs", Bound::Int(1, 3600)),
+        ],
         _ => &[],
     }
 }

@@ -136,8 +136,9 @@ fn become_subreaper() {
     });
 }
 
-/// Every descendant process of latchclaw, from the parent links in /proc.
-fn descendants() -> Vec<i32> {
+/// Every descendant process of latchclaw, from the parent links in /proc,
+/// but for `spare` and theirs.
+fn descendants(spare: &[i32]) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut parent_of: Vec<(i32, i32)> = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc") else {
@@ -164,7 +165,7 @@ fn descendants() -> Vec<i32> {
     let mut frontier = vec![me];
     while let Some(p) = frontier.pop() {
         for &(pid, ppid) in &parent_of {
-            if ppid == p && pid != me && !out.contains(&pid) {
+            if ppid == p && pid != me && !out.contains(&pid) && !spare.contains(&pid) {
                 out.push(pid);
                 frontier.push(pid);
             }
@@ -173,10 +174,13 @@ fn descendants() -> Vec<i32> {
     out
 }
 
-/// SIGKILLs every descendant. With `reap`, also waits for the ones that
+/// SIGKILLs every descendant but `spare` (a running snippet whose `tool()`
+/// call this is) and theirs. With `reap`, also waits for the ones that
 /// became latchclaw's own children, until none is left; only when no other
-/// thread is waiting for its children.
-fn kill_descendants(reap: bool) {
+/// thread is waiting for its children (with a snippet spared, one is: its
+/// exit is its own waiter's to take).
+fn kill_descendants(reap: bool, spare: &[i32]) {
+    let reap = reap && spare.is_empty();
     for _ in 0..if reap { 200 } else { 3 } {
         if reap {
             // No child at all: every descendant would have been reparented
@@ -187,7 +191,7 @@ fn kill_descendants(reap: bool) {
                 sys::process::Reaped::Running => {}
             }
         }
-        let all = descendants();
+        let all = descendants(spare);
         if all.is_empty() && !reap {
             return;
         }
@@ -205,7 +209,7 @@ fn kill_descendants(reap: bool) {
 
 /// A directory of the call's own for temporary files (`sort` spills there):
 /// the sandbox grants it, and it goes when the call ends.
-fn private_tmp() -> Option<std::path::PathBuf> {
+pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
     for _ in 0..4 {
@@ -221,7 +225,7 @@ fn private_tmp() -> Option<std::path::PathBuf> {
     None
 }
 
-fn remove_tmp(p: Option<&std::path::Path>) {
+pub(super) fn remove_tmp(p: Option<&std::path::Path>) {
     let Some(p) = p else { return };
     if std::fs::remove_dir_all(p).is_ok() {
         return;
@@ -595,12 +599,12 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         }
         if stopped.is_some() {
             stop.store(true, Ordering::SeqCst);
-            kill_descendants(false);
+            kill_descendants(false, ctx.spare);
         }
     };
     let _ = worker.join();
     // Whatever the command left behind (daemons, double forks) goes too.
-    kill_descendants(true);
+    kill_descendants(true, ctx.spare);
     drop(signals);
     let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
     let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();

@@ -29,6 +29,12 @@ pub struct ToolCtx<'a> {
     pub deadline: std::time::Instant,
     /// Whom `ask_user` asks (the operator's terminal, or nobody).
     pub user: &'a dyn User,
+    /// Who runs a tool a tool asks for (`code_run`'s `tool()`): the
+    /// runtime, through the whole call path, or nobody.
+    pub host: &'a dyn Host,
+    /// Processes this call must leave alone: the snippet whose `tool()`
+    /// call it is (the shell kills every other descendant of latchclaw).
+    pub spare: &'a [i32],
 }
 
 impl ToolCtx<'_> {
@@ -151,5 +157,40 @@ pub struct Nobody;
 impl User for Nobody {
     fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
         Reply::NoUser
+    }
+}
+
+/// A tool call a tool makes on its caller's behalf, as it ended.
+#[derive(Debug, Clone)]
+pub struct HostCall {
+    /// The outcome receipt's status: `allowed`, `approved`, `denied`, `failed`.
+    pub status: String,
+    /// Refused by the gate or the operator, or waiting for approval.
+    pub denied: bool,
+    pub result: ToolResult,
+    /// The call's outcome receipt.
+    pub receipt_id: Option<String>,
+}
+
+/// Runs a tool for another tool, exactly as the model's own calls run
+/// (gate, approval, rate limits, receipts, redaction). Only the runtime
+/// hands a real one to a tool.
+pub trait Host {
+    /// `running`: the caller's process, which the call must leave alone.
+    fn call_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        running: i32,
+    ) -> Result<HostCall, String>;
+}
+
+/// No one to run a tool: every call is refused.
+pub struct NoHost;
+
+impl Host for NoHost {
+    fn call_tool(&self, _: &str, name: &str, _: &Value, _: i32) -> Result<HostCall, String> {
+        Err(format!("tool \"{name}\" cannot be called from here"))
     }
 }

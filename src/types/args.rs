@@ -29,6 +29,80 @@ pub fn question(args: &Value) -> Result<&str, String> {
     Ok(q)
 }
 
+// code_run
+
+/// The most code one call may carry.
+pub const CODE_MAX_BYTES: usize = 256 * 1024;
+/// The most stdin one call may hand the snippet.
+pub const CODE_STDIN_MAX_BYTES: usize = 1024 * 1024;
+pub const CODE_LANGUAGES: &[&str] = &["python", "node"];
+
+/// A `code_run` call, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeArgs<'a> {
+    /// `python` or `node`.
+    pub language: &'a str,
+    pub code: &'a str,
+    pub stdin: Option<&'a str>,
+    pub timeout_secs: Option<u64>,
+    pub background: bool,
+}
+
+pub fn code_args(args: &Value) -> Result<CodeArgs<'_>, String> {
+    let string = |key: &str, required: bool| match args.get(key) {
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+        None if required => Err(format!("\"{key}\" is required")),
+        None => Ok(None),
+    };
+    let language = string("language", true)?.unwrap_or_default();
+    if !CODE_LANGUAGES.contains(&language) {
+        return Err(format!(
+            "\"language\": \"{}\" is not allowed; allowed: {}",
+            crate::util::printable(language),
+            CODE_LANGUAGES.join(", ")
+        ));
+    }
+    let code = string("code", true)?.unwrap_or_default();
+    if code.trim().is_empty() {
+        return Err("\"code\" is empty".into());
+    }
+    if code.len() > CODE_MAX_BYTES {
+        return Err(format!(
+            "\"code\" is {} bytes; the limit is {CODE_MAX_BYTES}",
+            code.len()
+        ));
+    }
+    let stdin = string("stdin", false)?;
+    if let Some(s) = stdin
+        && s.len() > CODE_STDIN_MAX_BYTES
+    {
+        return Err(format!(
+            "\"stdin\" is {} bytes; the limit is {CODE_STDIN_MAX_BYTES}",
+            s.len()
+        ));
+    }
+    let timeout_secs = match args.get("timeout_secs") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=3600).contains(&n) => Some(n),
+            _ => return Err("\"timeout_secs\" must be an integer from 1 to 3600".into()),
+        },
+    };
+    let background = match args.get("background") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("\"background\" must be true or false".into()),
+    };
+    Ok(CodeArgs {
+        language,
+        code,
+        stdin,
+        timeout_secs,
+        background,
+    })
+}
+
 // web_search
 
 pub const MAX_RESULTS: u64 = 10;
