@@ -129,6 +129,8 @@ const DATA: &[&str] = &[
     "sop approve",
     "sop deny",
     "sop runs",
+    "code stats",
+    "code failures",
     "sop show",
 ];
 
@@ -276,6 +278,7 @@ pub const FLAGS: &[Flag] = &[
             "memory notes",
             "runs list",
             "sop runs",
+            "code failures",
         ],
         help: "show at most N entries",
     },
@@ -846,6 +849,26 @@ file changed since the run started: the approval is bound to its hash.",
         args: &[],
         summary: "SOP runs, newest first: id, SOP, status, updated",
         about: "Lists SOP runs, newest first: id, SOP, status, when it last moved.",
+        bare: false,
+    },
+    CommandDef {
+        path: "code stats",
+        args: &[],
+        summary: "code_run's record: runs, failure rate by error category and language",
+        about: "Reads the record every code_run call leaves: how many snippets ran, how many
+failed and the failure rate, failures by error category (syntax, runtime,
+denied, timeout, killed, output_limit, cancelled, estop,
+interpreter_missing, not_started) and runs, failures and mean duration by
+language.",
+        bare: false,
+    },
+    CommandDef {
+        path: "code failures",
+        args: &[],
+        summary: "the latest code_run snippets that failed, with their errors",
+        about: "The latest failed code_run snippets, newest first: when, language, error
+category, exit code, duration, the error, the tool calls and requests it
+made (with their receipts) and the code (secrets redacted).",
         bare: false,
     },
     CommandDef {

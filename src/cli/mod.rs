@@ -188,6 +188,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             json,
         } => cmd::sop::decide(&ctx, &run, approve, yes, json),
         Command::SopRuns { limit, json } => cmd::sop::runs(&ctx, limit, json),
+        Command::CodeStats { json } => cmd::code::stats(&ctx, json),
+        Command::CodeFailures { limit, json } => cmd::code::failures(&ctx, limit, json),
         Command::SopShow { run, json } => cmd::sop::show(&ctx, &run, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {

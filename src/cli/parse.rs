@@ -196,6 +196,13 @@ pub enum Command {
         yes: bool,
         json: bool,
     },
+    CodeStats {
+        json: bool,
+    },
+    CodeFailures {
+        limit: Option<u32>,
+        json: bool,
+    },
     SopRuns {
         limit: Option<u32>,
         json: bool,
@@ -960,6 +967,11 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             run: arg(0),
             approve: false,
             yes: false,
+            json,
+        },
+        "code stats" => Command::CodeStats { json },
+        "code failures" => Command::CodeFailures {
+            limit: o.limit()?,
             json,
         },
         "sop runs" => Command::SopRuns {
