@@ -76,7 +76,8 @@ def http(method, url, headers=None, body=None):
     Placeholders in headers and body become the secret's value only for a
     host the secret is bound to. Returns status, headers and body (text)."""
     if body is not None and not isinstance(body, str):
-        body = _json.dumps(body)
+        # Placeholders stay as they are (not \u escapes), to be found.
+        body = _json.dumps(body, ensure_ascii=False)
     return Response(
         _call(
             "http",
