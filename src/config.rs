@@ -2893,6 +2893,35 @@ mod tests {
     }
 
     #[test]
+    fn code_run_secrets_name_a_variable_and_hosts() {
+        let c = parse(
+            "[tools.code_run]\nrisk = \"low\"\n[tools.code_run.secrets]\n\
+             GH = { env = \"GH_T\", hosts = [\"API.github.com\"] }\n",
+        )
+        .unwrap();
+        assert_eq!(c.tools.code_run.risk, DeclaredRisk::Low);
+        assert_eq!(c.tools.code_run.secrets["GH"].env, "GH_T");
+        assert_eq!(c.tools.code_run.secrets["GH"].hosts, ["api.github.com"]);
+        assert_eq!(CodeRunConfig::default().risk, DeclaredRisk::High);
+        let e = errors(
+            "[tools.code_run.secrets]\nA = { hosts = [\"h\"] }\nB = { env = \"1X\", hosts = [] }\n\
+             C = { env = \"C\", hosts = [\"https://h/\"] }\n\"not-a-name\" = { env = \"D\", hosts = [\"h\"] }\n\
+             E = { env = \"E\", hosts = [\"h\"], port = 1 }\n",
+        );
+        let want = [
+            "tools.code_run.secrets.A.env: missing",
+            "tools.code_run.secrets.B.env: \"1X\" is not an environment variable name",
+            "tools.code_run.secrets.B.hosts: missing or empty",
+            "tools.code_run.secrets.C.hosts[0]: \"https://h/\" is not a host name",
+            "tools.code_run.secrets.not-a-name: \"not-a-name\" is not a secret name",
+            "tools.code_run.secrets.E.port",
+        ];
+        for w in want {
+            assert!(e.iter().any(|x| x.starts_with(w)), "{w}: {e:?}");
+        }
+    }
+
+    #[test]
     fn secret_env_takes_variable_names_only() {
         let c = parse("[security]\nsecret_env = [\"DB_PASSWORD\", \"_X1\"]\n").unwrap();
         assert_eq!(c.security.secret_env, ["DB_PASSWORD", "_X1"]);

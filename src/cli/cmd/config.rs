@@ -283,6 +283,20 @@ fn tools_value(cfg: &Config) -> Value {
             "max_redirects": cfg.tools.http.max_redirects,
         }),
     );
+    let code = &cfg.tools.code_run;
+    let secrets: serde_json::Map<String, Value> = code
+        .secrets
+        .iter()
+        .map(|(name, s)| (name.clone(), json!({"env": s.env, "hosts": s.hosts})))
+        .collect();
+    let mut c = json!({
+        "risk": code.risk.as_str(),
+        "max_output_bytes": code.max_output_bytes,
+    });
+    if !secrets.is_empty() {
+        c["secrets"] = secrets.into();
+    }
+    tools.insert("code_run".into(), c);
     if let Some(w) = &cfg.tools.web_search {
         let mut m = serde_json::Map::new();
         m.insert("provider".into(), w.provider.as_str().into());
@@ -401,6 +415,8 @@ mod tests {
              [tools.http.rate_limit]\nper_minute = 2\nper_hour = 20\n\
              [tools.web_search]\nprovider = \"brave\"\napi_key_env = \"LC_BRAVE\"\n\
              rate_limit = { per_hour = 50 }\n\
+             [tools.code_run]\nrisk = \"medium\"\nmax_output_bytes = 4096\n\
+             [tools.code_run.secrets]\nGH = { env = \"GH_T\", hosts = [\"api.github.com\"] }\n\
              [mcp.servers.time]\ncommand = \"/opt/mcp $$x/bin/mcp-server-time\"\n\
              args = [\"--local-timezone\", \"$HOME\"]\nenv = [\"TZ\"]\n\
              read_paths = [\"/opt/mcp $$x\"]\ntools_deny = [\"convert_time\"]\n\
