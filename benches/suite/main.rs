@@ -10,11 +10,12 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact, grep, mcp, gateway; and `features`, run only
+//! verify, append, gate, redact, grep, mcp, code, sop, gateway; and `features`, run only
 //! when named: what each Cargo feature adds to the binary, one release
 //! build without it each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod code;
 mod data;
 mod gateway;
 mod http;
@@ -167,6 +168,9 @@ fn main() {
     }
     if run("mcp") {
         mcp::figures(&mut report, &root, &ws);
+    }
+    if run("code") {
+        code::figures(&mut report, &root, &ws);
     }
     if run("sop") {
         sop_figures(&mut report, &root, &ws);
