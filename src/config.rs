@@ -2310,6 +2310,10 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
     if tools.web_search.is_some() {
         add(ToolName::WebSearch, &mut allow);
     }
+    // A background run is followed with `code_status`: it comes with code_run.
+    if allow.contains(&ToolName::CodeRun) {
+        add(ToolName::CodeStatus, &mut allow);
+    }
     allow.retain(|t| {
         tools.of(*t).enabled != Some(false)
             && (*t != ToolName::WebSearch || tools.web_search.is_some())

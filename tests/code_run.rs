@@ -458,12 +458,6 @@ fn errors_are_classified() {
     let (_, v, inner) = code(&env, "node", "console.log(6 * 7)\n", json!({}));
     assert_eq!(inner["stdout"], "42\n", "{v}");
     assert_eq!(inner["exit"], 0);
-    // background is refused as not implemented, nothing run.
-    let (_, v, _) = code(&env, "python", "print(1)\n", json!({"background": true}));
-    assert!(
-        v["error"].as_str().unwrap().contains("not implemented"),
-        "{v}"
-    );
 }
 
 #[test]
@@ -568,4 +562,42 @@ fn a_mock_turn_totals_a_csv_and_calls_an_authenticated_api() {
     for (path, bytes) in files_under(&env.state) {
         assert_eq!(holds_any(&bytes, &spellings()), None, "{path}");
     }
+}
+
+#[test]
+fn background_runs_are_followed_with_code_status_and_end_with_the_run() {
+    if !interpreters("background_runs_are_followed_with_code_status_and_end_with_the_run") {
+        return;
+    }
+    let env = Env::new();
+    env.mock(
+        "code_background.toml",
+        "[security]\nautonomy = \"full\"\n[channels.cli]\ntools_allow = [\"code_run\"]",
+        "[tools.code_run]\nrisk = \"low\"\n",
+    );
+    let r = env.run(&["agent", "--json", "run it in the background"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.ws.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["one"]["state"], "running", "{report}");
+    assert_eq!(report["one"]["stdout"], "first\n", "{report}");
+    assert_eq!(report["two"]["state"], "done", "{report}");
+    assert_eq!(report["two"]["stdout"], "42\n", "{report}");
+    assert_eq!(report["two"]["exit"], 0, "{report}");
+    assert!(
+        report["missing"].as_str().unwrap().contains("job-1, job-2"),
+        "{report}"
+    );
+    // code_status came with code_run, and the jobs ended with the run.
+    common::wait_until(Duration::from_secs(20), "job-1 to end with the run", || {
+        common::processes_with("600.5858").is_empty()
+    });
+    let (_, stats) = env.json(&["code", "stats", "--json"]);
+    assert_eq!(stats["runs"], 3, "{stats}");
+    let (_, failures) = env.json(&["code", "failures", "--json"]);
+    assert_eq!(failures[0]["error_category"], "killed", "{failures}");
+    // A background run with nobody to follow it (`tool run`) ends with it.
+    let (_, v, _) = code(&env, "python", "print(1)\n", json!({"background": true}));
+    assert_eq!(v["success"], true, "{v}");
 }

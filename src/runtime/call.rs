@@ -361,6 +361,10 @@ impl crate::tools::Host for Runtime<'_> {
             receipt_id: record.receipt_id,
         })
     }
+
+    fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
+        Some(&self.jobs)
+    }
 }
 
 impl Runtime<'_> {

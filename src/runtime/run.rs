@@ -115,6 +115,8 @@ pub struct Runtime<'a> {
     /// The running snippets whose `tool()` calls are under way: no call
     /// they make kills them with its own leftovers.
     pub(super) spared: RefCell<Vec<i32>>,
+    /// `code_run`'s background snippets: they end when the run does.
+    pub(super) jobs: crate::tools::code::jobs::Jobs,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -192,6 +194,7 @@ impl<'a> Runtime<'a> {
             standing: false,
             held_lock: RefCell::new(None),
             spared: RefCell::new(Vec::new()),
+            jobs: Default::default(),
         })
     }
 }

@@ -258,6 +258,10 @@ impl Gate {
                 Ok(_) => (Risk::Medium, None, String::new()),
                 Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
+            ToolName::CodeStatus => match crate::types::args::job_id(args) {
+                Ok(_) => (Risk::Low, None, String::new()),
+                Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+            },
             ToolName::CodeRun => match self.judge_code(args) {
                 Ok(why) => (self.code_risk(), None, why),
                 Err(r) => return Decision::refused(self.code_risk(), r),
@@ -302,7 +306,7 @@ impl Gate {
             // Its own writes stay in its tmp under readonly (the sandbox
             // makes the workspace read-only), and each tool it calls and
             // each request it sends is judged on its own.
-            ToolName::CodeRun => true,
+            ToolName::CodeRun | ToolName::CodeStatus => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -506,7 +510,8 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::PdfExtract
         | ToolName::MemoryStore
         | ToolName::MemoryRecall
-        | ToolName::AskUser => Risk::Low,
+        | ToolName::AskUser
+        | ToolName::CodeStatus => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
         ToolName::Shell | ToolName::Http | ToolName::WebSearch | ToolName::CodeRun => Risk::High,
     }

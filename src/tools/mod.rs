@@ -46,6 +46,7 @@ pub fn tool(name: ToolName) -> &'static dyn Tool {
         ToolName::WebSearch => &web_search::WebSearch,
         ToolName::PdfExtract => &pdf::PdfExtract,
         ToolName::CodeRun => &code::CodeRun,
+        ToolName::CodeStatus => &code::CodeStatus,
     }
 }
 
@@ -70,6 +71,7 @@ pub fn example(name: ToolName) -> Value {
         ToolName::WebSearch => json!({"query": "rust release notes"}),
         ToolName::PdfExtract => json!({"path": "report.pdf"}),
         ToolName::CodeRun => json!({"language": "python", "code": "print(6 * 7)"}),
+        ToolName::CodeStatus => json!({"job": "job-1"}),
     }
 }
 

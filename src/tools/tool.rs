@@ -184,6 +184,12 @@ pub trait Host {
         args: &Value,
         running: i32,
     ) -> Result<HostCall, String>;
+
+    /// The run's background snippets (`code_run`'s `background`), if it
+    /// keeps any.
+    fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
+        None
+    }
 }
 
 /// No one to run a tool: every call is refused.

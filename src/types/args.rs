@@ -103,6 +103,17 @@ pub fn code_args(args: &Value) -> Result<CodeArgs<'_>, String> {
     })
 }
 
+/// The job a `code_status` call asks about.
+pub fn job_id(args: &Value) -> Result<&str, String> {
+    match args.get("job") {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => Ok(s),
+        Some(_) => {
+            Err("\"job\" must be a job id (the string code_run's background run answered)".into())
+        }
+        None => Err("\"job\" is required".into()),
+    }
+}
+
 // web_search
 
 pub const MAX_RESULTS: u64 = 10;

@@ -67,6 +67,7 @@ tool_table! {
     WebSearch => "web_search", on_by_default: false;
     PdfExtract => "pdf_extract", on_by_default: false;
     CodeRun => "code_run", on_by_default: false;
+    CodeStatus => "code_status", on_by_default: false;
 }
 
 impl ToolName {

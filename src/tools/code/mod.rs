@@ -9,6 +9,7 @@
 //! snippet and serves its requests; every run is recorded in
 //! `memory::code_runs`.
 
+pub mod jobs;
 mod run;
 
 use super::tool::{Tool, ToolCtx, ToolResult};
@@ -43,5 +44,32 @@ impl Tool for CodeRun {
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         run::run(args, ctx)
+    }
+}
+
+/// `code_status`: a background run's state, its output so far, and its
+/// result once it ended.
+pub struct CodeStatus;
+
+impl Tool for CodeStatus {
+    fn name(&self) -> crate::types::ToolName {
+        crate::types::ToolName::CodeStatus
+    }
+    fn description(&self) -> &'static str {
+        "State of a code_run started with background: true: running (with its output so far) \
+         or done (with exit, stdout, stderr, error_category and output)."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"job": {"type": "string", "description": "the id code_run answered"}},
+            "required": ["job"]
+        })
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        run::status(args, ctx)
+    }
+    fn takes_effect(&self) -> bool {
+        false
     }
 }

@@ -4,10 +4,12 @@
 //! `tool()` runs through the runtime here, so the call path stays one
 //! thread's), its output capped, its end classified, its run recorded.
 
+use super::jobs::{Buffer, Job};
+use crate::config::Config;
 use crate::memory::code_runs::NewCodeRun;
-use crate::security::SAFE_PATH;
-use crate::security::confine;
-use crate::tools::tool::{ToolCtx, ToolResult};
+use crate::security::redact::Redactor;
+use crate::security::{Gate, SAFE_PATH, confine};
+use crate::tools::tool::{Host, ToolCtx, ToolResult};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -15,9 +17,9 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const PRELUDE_PY: &str = include_str!("prelude.py");
@@ -132,9 +134,16 @@ struct CallNote {
     reason: Option<String>,
 }
 
-/// What the serving loop knows of a run.
-struct Served<'c, 'a> {
-    ctx: &'c ToolCtx<'a>,
+/// What the serving loop knows of a run, and what it answers with.
+struct Served<'c> {
+    gate: &'c Gate,
+    cfg: &'c Config,
+    redactor: &'c Redactor,
+    /// Who runs `tool()`, and for which conversation; none in a
+    /// background run (the runtime is the turn's, not the job's).
+    host: Option<(&'c dyn Host, &'c str)>,
+    /// Whether the run is stopping (Ctrl-C, a signal, `--timeout`).
+    stopping: &'c dyn Fn() -> bool,
     /// The snippet's process (its tool calls leave it alone).
     pid: i32,
     deadline: Instant,
@@ -152,7 +161,7 @@ fn answer_err(kind: &str, why: impl Into<String>) -> Value {
     json!({ "error": why.into(), "kind": kind })
 }
 
-impl Served<'_, '_> {
+impl Served<'_> {
     fn answer(&mut self, line: &[u8]) -> Value {
         let req: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
@@ -162,10 +171,10 @@ impl Served<'_, '_> {
         match text("op") {
             "secret" => {
                 let name = text("name");
-                if self.ctx.gate.code_secret_known(name) {
+                if self.gate.code_secret_known(name) {
                     answer_ok(json!(crate::security::code::placeholder(name)))
                 } else {
-                    let names = self.ctx.gate.code_secret_names();
+                    let names = self.gate.code_secret_names();
                     answer_err(
                         "failed",
                         format!(
@@ -180,7 +189,7 @@ impl Served<'_, '_> {
                     )
                 }
             }
-            "secrets" => answer_ok(json!(self.ctx.gate.code_secret_names())),
+            "secrets" => answer_ok(json!(self.gate.code_secret_names())),
             "output" => {
                 self.output = Some(req.get("value").cloned().unwrap_or(Value::Null));
                 answer_ok(Value::Null)
@@ -194,7 +203,7 @@ impl Served<'_, '_> {
                     .checked_add(Duration::from_secs_f64(secs.min(86_400.0)))
                     .unwrap_or(self.deadline)
                     .min(self.deadline);
-                while Instant::now() < until && self.ctx.control.stop().is_none() {
+                while Instant::now() < until && !(self.stopping)() {
                     std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
                 }
                 answer_ok(Value::Null)
@@ -218,11 +227,14 @@ impl Served<'_, '_> {
         } else {
             args.clone()
         };
-        match self
-            .ctx
-            .host
-            .call_tool(self.ctx.conversation_id, name, &args, self.pid)
-        {
+        let Some((host, conversation_id)) = self.host else {
+            return answer_err(
+                "failed",
+                "tool() is not available in a background run; run the snippet in the \
+                 foreground to call tools",
+            );
+        };
+        match host.call_tool(conversation_id, name, &args, self.pid) {
             Err(e) => {
                 self.denied = true;
                 self.calls.push(CallNote {
@@ -271,7 +283,7 @@ impl Served<'_, '_> {
             })
             .unwrap_or_default();
         let what = format!("{} {}", method.to_ascii_uppercase(), url);
-        let judged = self.ctx.gate.code_request(method, url, &headers, body);
+        let judged = self.gate.code_request(method, url, &headers, body);
         let request = match judged {
             Ok(r) => r,
             Err(refused) => {
@@ -287,8 +299,8 @@ impl Served<'_, '_> {
                 return answer_err("denied", format!("denied by policy: {}", refused.reason));
             }
         };
-        let sent = send(&request, self.ctx, self.deadline);
-        let redactor = self.ctx.memory.redactor();
+        let sent = send(&request, self.gate, self.cfg, self.deadline);
+        let redactor = self.redactor;
         let mut counts = crate::security::redact::Counts::default();
         match sent {
             Ok(mut resp) => {
@@ -323,18 +335,18 @@ impl Served<'_, '_> {
 /// headers and the body as text.
 fn send(
     r: &crate::security::code::Request,
-    ctx: &ToolCtx,
+    gate: &Gate,
+    cfg: &Config,
     deadline: Instant,
 ) -> Result<Value, String> {
     crate::features::check_url(&r.url).map_err(|e| format!("{} {}: {e}", r.method, r.url))?;
-    let own = ctx
-        .cfg
+    let own = cfg
         .tools
         .of(crate::types::ToolName::Http)
         .timeout_secs
-        .unwrap_or(ctx.cfg.http_timeout_secs);
+        .unwrap_or(cfg.http_timeout_secs);
     let timeout = Duration::from_secs(own).min(deadline.saturating_duration_since(Instant::now()));
-    let agent = crate::tools::http::checked_agent(ctx.gate.net_policy(), timeout);
+    let agent = crate::tools::http::checked_agent(gate.net_policy(), timeout);
     let mut builder = ureq::http::Request::builder()
         .method(r.method.as_str())
         .uri(r.url.as_str());
@@ -358,7 +370,7 @@ fn send(
             )
         })
         .collect();
-    let limit = ctx.cfg.max_response_bytes;
+    let limit = cfg.max_response_bytes;
     let mut body = Vec::new();
     resp.body_mut()
         .as_reader()
@@ -372,25 +384,41 @@ fn send(
     }))
 }
 
-/// Reads `pipe` to its end, keeping at most `cap` bytes; past it, `over`
-/// is raised and the rest is read and dropped (the run is stopped).
+/// Reads `pipe` to its end into `buf`, keeping at most `cap` bytes; past
+/// it, `over` is raised and the rest is read and dropped (the run is
+/// stopped). The receiver hears when the pipe ended.
 fn capped_reader(
     mut pipe: impl Read + Send + 'static,
     cap: usize,
     over: Arc<AtomicBool>,
-) -> mpsc::Receiver<Vec<u8>> {
+    buf: Buffer,
+) -> mpsc::Receiver<()> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut pipe).take(cap as u64 + 1).read_to_end(&mut buf);
-        if buf.len() > cap {
-            over.store(true, Ordering::SeqCst);
-            buf.truncate(cap);
-            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            let n = match pipe.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+            let room = cap.saturating_sub(b.len());
+            b.extend_from_slice(&chunk[..n.min(room)]);
+            if n > room {
+                over.store(true, Ordering::SeqCst);
+                drop(b);
+                let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+                break;
+            }
         }
-        let _ = tx.send(buf);
+        let _ = tx.send(());
     });
     rx
+}
+
+/// A copy of what `buf` holds now.
+pub fn taken(buf: &Buffer) -> Vec<u8> {
+    buf.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// The prelude's placeholders out of what a snippet printed or returned:
@@ -445,156 +473,325 @@ fn classify(language: &str, code: Option<i32>, stderr: &str, denied: bool) -> Ca
     }
 }
 
-/// Runs one `code_run` call.
+/// Runs one `code_run` call: in the foreground, serving the snippet until
+/// it ends; with `background`, handed to a job of the run's and answered
+/// with its id at once.
 pub fn run(args: &Value, ctx: &ToolCtx) -> ToolResult {
     let a = match crate::types::args::code_args(args) {
         Ok(a) => a,
         Err(e) => return ToolResult::err(e),
     };
-    if a.background {
-        return ToolResult::err(
-            "code_run: \"background\" is not implemented yet; run without it (the call waits \
-             for the snippet, up to timeout_secs)",
-        );
-    }
     let started = Instant::now();
     let deadline = match a.timeout_secs {
         Some(s) => ctx.deadline.min(started + Duration::from_secs(s)),
         None => ctx.deadline,
     };
     let (program, file) = interpreter(a.language);
-    let mut served = Served {
-        ctx,
-        pid: 0,
-        deadline,
-        output: None,
-        calls: Vec::new(),
-        receipts: Vec::new(),
-        denied: false,
+    let not_run = |category: Category, why: String| {
+        let error = format!(
+            "{} snippet not run ({}): {why}",
+            a.language,
+            category.as_str()
+        );
+        let run = Ran {
+            code: None,
+            category: Some(category),
+            error: Some(&error),
+            calls: &[],
+            receipts: &[],
+            started,
+        };
+        record(ctx.memory, ctx.conversation_id, &a, &run);
+        ToolResult {
+            metadata: Some(json!({"language": a.language, "error_category": category})),
+            ..ToolResult::err(error.clone())
+        }
     };
     let Some(exe) = ctx.gate.lookup_program(program) else {
         let why = format!(
             "the interpreter \"{program}\" for language \"{}\" is not installed on {SAFE_PATH}",
             a.language
         );
-        return finish(
-            &a,
-            &served,
-            None,
-            Category::InterpreterMissing,
-            why,
-            started,
-        );
+        return not_run(Category::InterpreterMissing, why);
     };
-    let ran = spawn_and_serve(&a, &exe, file, &mut served);
-    match ran {
-        Err(why) => finish(&a, &served, None, Category::NotStarted, why, started),
-        Ok(end) => {
-            let stdout = unplace(&String::from_utf8_lossy(&end.stdout));
-            let stderr = unplace(&String::from_utf8_lossy(&end.stderr));
-            let code = end.status.and_then(|s| s.code());
-            let signal = end.status.and_then(|s| s.signal());
-            let category = match end.stopped {
-                Some(c) => Some(c),
-                None if signal.is_some() => Some(Category::Killed),
-                None if code == Some(0) => None,
-                None => Some(classify(a.language, code, &stderr, served.denied)),
-            };
-            let half = ctx.cfg.tool_output_max_bytes / 2;
-            let mut output = served.output.clone().unwrap_or(Value::Null);
-            unplace_json(&mut output);
-            let body = json!({
-                "exit": code,
-                "signal": signal,
-                "stdout": crate::util::truncate_middle(&stdout, half),
-                "stderr": crate::util::truncate_middle(&stderr, half),
-                "duration_ms": started.elapsed().as_millis() as u64,
-                "error_category": category,
-                "output": output,
-                "calls": served.calls,
-            });
-            let error = category.map(|c| {
-                let tail = crate::util::one_line(stderr.trim(), 300);
-                let how = match c {
-                    Category::Timeout => format!(
-                        "timed out after {:.1} s (timeout_secs, [tools.code_run] timeout_secs or \
-                         tool_timeout_secs, or the run's --timeout); it and every process it \
-                         started were killed",
-                        deadline.saturating_duration_since(started).as_secs_f64()
-                    ),
-                    Category::OutputLimit => format!(
-                        "wrote more than {} bytes on stdout or stderr \
-                         ([tools.code_run] max_output_bytes); it was stopped",
-                        ctx.cfg.tools.code_run.max_output_bytes
-                    ),
-                    Category::Cancelled => "cancelled (Ctrl-C or a signal); killed".into(),
-                    Category::Estop => "stopped by the emergency stop; killed".into(),
-                    Category::Killed => match signal {
-                        Some(s) => format!("killed by signal {s}"),
-                        None => format!("killed (exit {})", code.unwrap_or(-1)),
-                    },
-                    _ => format!("exit {}: {tail}", code.unwrap_or(-1)),
-                };
-                format!("{} snippet failed ({}): {how}", a.language, c.as_str())
-            });
-            record(&a, &served, code, category, error.as_deref(), started);
-            ToolResult {
-                success: category.is_none(),
-                output: body.to_string(),
-                error,
-                metadata: Some(json!({
-                    "language": a.language,
-                    "exit": code,
-                    "duration_ms": started.elapsed().as_millis() as u64,
-                    "error_category": category,
-                })),
-                receipt_id: None,
-                estop: end.stopped == Some(Category::Estop),
-            }
-        }
+    if a.background && ctx.host.jobs().is_none() {
+        return ToolResult::err("code_run: background runs need an agent run to belong to");
+    }
+    let spawned = match spawn(&a, &exe, file, ctx) {
+        Ok(s) => s,
+        Err(why) => return not_run(Category::NotStarted, why),
+    };
+    if a.background {
+        return background(&a, spawned, ctx, deadline, started);
+    }
+    let cancelled = || ctx.control.cancelled();
+    let mut served = Served {
+        gate: ctx.gate,
+        cfg: ctx.cfg,
+        redactor: ctx.memory.redactor(),
+        host: Some((ctx.host, ctx.conversation_id)),
+        stopping: &cancelled,
+        pid: spawned.pid,
+        deadline,
+        output: None,
+        calls: Vec::new(),
+        receipts: Vec::new(),
+        denied: false,
+    };
+    let end = serve_loop(&mut served, spawned, ctx.gate.estop_path());
+    let (body, category, error) = summarize(&a, &served, &end, started, ctx.cfg);
+    let run = Ran {
+        code: end.status.and_then(|s| s.code()),
+        category,
+        error: error.as_deref(),
+        calls: &served.calls,
+        receipts: &served.receipts,
+        started,
+    };
+    record(ctx.memory, ctx.conversation_id, &a, &run);
+    ToolResult {
+        success: category.is_none(),
+        output: body.to_string(),
+        error,
+        metadata: Some(json!({
+            "language": a.language,
+            "exit": body["exit"],
+            "duration_ms": body["duration_ms"],
+            "error_category": category,
+        })),
+        receipt_id: None,
+        estop: end.stopped == Some(Category::Estop),
     }
 }
 
-/// A run that never started its interpreter: recorded, and the model told.
-fn finish(
+/// A background run: the snippet served from a thread of its own (no
+/// `tool()`: the runtime stays the turn's), its output kept for
+/// `code_status`, its end recorded; it ends at its deadline, at the
+/// emergency stop, and with the run (the runtime's `Jobs` kill what is
+/// left when it goes, and the snippet's namespace dies with latchclaw).
+fn background(
     a: &crate::types::args::CodeArgs,
-    served: &Served,
-    code: Option<i32>,
-    category: Category,
-    why: String,
+    spawned: Spawned,
+    ctx: &ToolCtx,
+    deadline: Instant,
     started: Instant,
 ) -> ToolResult {
-    let error = format!(
-        "{} snippet not run ({}): {why}",
-        a.language,
-        category.as_str()
+    let Some(jobs) = ctx.host.jobs() else {
+        return ToolResult::err("code_run: background runs need an agent run to belong to");
+    };
+    let id = jobs.next_id();
+    let end: Arc<Mutex<Option<Value>>> = Arc::default();
+    let (pid, out, err) = (
+        spawned.pid,
+        Arc::clone(&spawned.out),
+        Arc::clone(&spawned.err),
     );
-    record(a, served, code, Some(category), Some(&error), started);
-    ToolResult {
-        metadata: Some(json!({"language": a.language, "error_category": category})),
-        ..ToolResult::err(error)
+    let cfg = ctx.cfg.clone();
+    let redactor = ctx.memory.redactor().clone();
+    let (language, code) = (a.language.to_string(), a.code.to_string());
+    let conversation = ctx.conversation_id.to_string();
+    let finished = Arc::clone(&end);
+    let thread = std::thread::spawn(move || {
+        let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
+        // Ctrl-C ends the run, and the run its jobs.
+        let never = || false;
+        let mut served = Served {
+            gate: &gate,
+            cfg: &cfg,
+            redactor: &redactor,
+            host: None,
+            stopping: &never,
+            pid,
+            deadline,
+            output: None,
+            calls: Vec::new(),
+            receipts: Vec::new(),
+            denied: false,
+        };
+        let a = crate::types::args::CodeArgs {
+            language: &language,
+            code: &code,
+            stdin: None,
+            timeout_secs: None,
+            background: true,
+        };
+        let ended = serve_loop(&mut served, spawned, &cfg.estop_path());
+        let (body, category, error) = summarize(&a, &served, &ended, started, &cfg);
+        let memory = crate::memory::Memory::open(
+            &cfg.memory.path,
+            cfg.memory.busy_timeout_ms,
+            Arc::new(redactor.clone()),
+        );
+        match memory {
+            Ok(m) => {
+                let run = Ran {
+                    code: ended.status.and_then(|s| s.code()),
+                    category,
+                    error: error.as_deref(),
+                    calls: &served.calls,
+                    receipts: &served.receipts,
+                    started,
+                };
+                record(&m, &conversation, &a, &run);
+            }
+            Err(e) => log::warn!(target: "event::code_run_unrecorded", "{e}"),
+        }
+        let mut body = body;
+        body["error"] = json!(error);
+        *finished.lock().unwrap_or_else(|e| e.into_inner()) = Some(body);
+    });
+    jobs.add(Job {
+        id: id.clone(),
+        pid,
+        language: a.language.to_string(),
+        started,
+        out,
+        err,
+        end,
+        thread: Some(thread),
+    });
+    ToolResult::ok(
+        json!({
+            "job": id,
+            "state": "running",
+            "language": a.language,
+            "status": "code_status {\"job\": ID} reads its output so far and, once it ended, its result",
+        })
+        .to_string(),
+    )
+}
+
+/// `code_status`: a background run's state and output so far, or its
+/// result once it ended.
+pub fn status(args: &Value, ctx: &ToolCtx) -> ToolResult {
+    let id = match crate::types::args::job_id(args) {
+        Ok(id) => id,
+        Err(e) => return ToolResult::err(e),
+    };
+    let Some(jobs) = ctx.host.jobs() else {
+        return ToolResult::err("code_status: no background runs here");
+    };
+    let half = ctx.cfg.tool_output_max_bytes / 2;
+    let shown = jobs.with(id, |job| {
+        if let Some(end) = job.end.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            let mut end = end;
+            end["job"] = json!(job.id);
+            end["state"] = json!("done");
+            return end;
+        }
+        let text = |b: &Buffer| {
+            crate::util::truncate_middle(&unplace(&String::from_utf8_lossy(&taken(b))), half)
+        };
+        json!({
+            "job": job.id,
+            "state": "running",
+            "language": job.language,
+            "duration_ms": job.started.elapsed().as_millis() as u64,
+            "stdout": text(&job.out),
+            "stderr": text(&job.err),
+        })
+    });
+    match shown {
+        Some(v) => ToolResult::ok(v.to_string()),
+        None => ToolResult::err(format!(
+            "no background run \"{}\" in this run; its jobs: {}",
+            crate::util::printable(id),
+            match jobs.ids() {
+                ids if ids.is_empty() => "none".to_string(),
+                ids => ids.join(", "),
+            }
+        )),
     }
+}
+
+/// The result's body, its category and its error, from how it ended.
+fn summarize(
+    a: &crate::types::args::CodeArgs,
+    served: &Served,
+    end: &End,
+    started: Instant,
+    cfg: &Config,
+) -> (Value, Option<Category>, Option<String>) {
+    let stdout = unplace(&String::from_utf8_lossy(&end.stdout));
+    let stderr = unplace(&String::from_utf8_lossy(&end.stderr));
+    let code = end.status.and_then(|s| s.code());
+    let signal = end.status.and_then(|s| s.signal());
+    let category = match end.stopped {
+        Some(c) => Some(c),
+        None if signal.is_some() => Some(Category::Killed),
+        None if code == Some(0) => None,
+        None => Some(classify(a.language, code, &stderr, served.denied)),
+    };
+    let half = cfg.tool_output_max_bytes / 2;
+    let mut output = served.output.clone().unwrap_or(Value::Null);
+    unplace_json(&mut output);
+    let body = json!({
+        "exit": code,
+        "signal": signal,
+        "stdout": crate::util::truncate_middle(&stdout, half),
+        "stderr": crate::util::truncate_middle(&stderr, half),
+        "duration_ms": started.elapsed().as_millis() as u64,
+        "error_category": category,
+        "output": output,
+        "calls": served.calls,
+    });
+    let error = category.map(|c| {
+        let tail = crate::util::one_line(stderr.trim(), 300);
+        let how = match c {
+            Category::Timeout => format!(
+                "timed out after {:.1} s (timeout_secs, [tools.code_run] timeout_secs or \
+                 tool_timeout_secs, or the run's --timeout); it and every process it \
+                 started were killed",
+                served
+                    .deadline
+                    .saturating_duration_since(started)
+                    .as_secs_f64()
+            ),
+            Category::OutputLimit => format!(
+                "wrote more than {} bytes on stdout or stderr \
+                 ([tools.code_run] max_output_bytes); it was stopped",
+                cfg.tools.code_run.max_output_bytes
+            ),
+            Category::Cancelled => "cancelled (Ctrl-C or a signal); killed".into(),
+            Category::Estop => "stopped by the emergency stop; killed".into(),
+            Category::Killed => match signal {
+                Some(s) => format!("killed by signal {s}"),
+                None => format!("killed (exit {})", code.unwrap_or(-1)),
+            },
+            _ => format!("exit {}: {tail}", code.unwrap_or(-1)),
+        };
+        format!("{} snippet failed ({}): {how}", a.language, c.as_str())
+    });
+    (body, category, error)
+}
+
+/// How one run ended, as the record keeps it.
+struct Ran<'r> {
+    code: Option<i32>,
+    category: Option<Category>,
+    error: Option<&'r str>,
+    calls: &'r [CallNote],
+    receipts: &'r [String],
+    started: Instant,
 }
 
 fn record(
+    memory: &crate::memory::Memory,
+    conversation_id: &str,
     a: &crate::types::args::CodeArgs,
-    served: &Served,
-    code: Option<i32>,
-    category: Option<Category>,
-    error: Option<&str>,
-    started: Instant,
+    run: &Ran,
 ) {
-    let calls = serde_json::to_value(&served.calls).unwrap_or(Value::Null);
-    let stored = served.ctx.memory.add_code_run(&NewCodeRun {
-        conversation_id: served.ctx.conversation_id,
+    let calls = serde_json::to_value(run.calls).unwrap_or(Value::Null);
+    let stored = memory.add_code_run(&NewCodeRun {
+        conversation_id,
         language: a.language,
         code: a.code,
-        exit_code: code,
-        duration_ms: started.elapsed().as_millis() as u64,
-        error_category: category.map(Category::as_str),
-        error,
+        exit_code: run.code,
+        duration_ms: run.started.elapsed().as_millis() as u64,
+        error_category: run.category.map(Category::as_str),
+        error: run.error,
         calls: &calls,
-        receipts: &served.receipts,
+        receipts: run.receipts,
     });
     if let Err(e) = stored {
         log::warn!(target: "event::code_run_unrecorded", "{e}");
@@ -610,32 +807,59 @@ struct End {
     stderr: Vec<u8>,
 }
 
-fn spawn_and_serve(
+/// A snippet started: what the serving loop needs of it (all of it can
+/// move to a background run's thread).
+struct Spawned {
+    pid: i32,
+    /// Its requests and its exit.
+    events: mpsc::Receiver<Event>,
+    answers: mpsc::Sender<String>,
+    flood: Arc<AtomicBool>,
+    out: Buffer,
+    err: Buffer,
+    out_done: mpsc::Receiver<()>,
+    err_done: mpsc::Receiver<()>,
+    has_namespaces: bool,
+    /// The call's tmp, removed when the snippet's run ends.
+    tmp: PathBuf,
+}
+
+/// Writes the snippet into a tmp of the call's own and starts it in the
+/// sandbox (from this thread, which outlives it: its death signal follows
+/// the thread that spawned it).
+fn spawn(
     a: &crate::types::args::CodeArgs,
     exe: &Path,
     file: &str,
-    served: &mut Served,
-) -> Result<End, String> {
-    let ctx = served.ctx;
+    ctx: &ToolCtx,
+) -> Result<Spawned, String> {
     let ws = ctx.gate.workspace().map_err(|e| e.reason)?.to_path_buf();
     let prelude = prelude_dir(&ctx.cfg.state_dir)?;
     let tmp =
         crate::tools::shell::private_tmp().ok_or("cannot make the call's temporary directory")?;
-    let result = (|| {
+    let started = (|| {
         let snippet = tmp.join(file);
         std::fs::write(&snippet, a.code).map_err(|e| format!("cannot write the snippet: {e}"))?;
         let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), Some(&tmp));
         spec.read_only_dirs = vec![prelude.clone()];
         let walls = confine::prepare(&spec).map_err(|e| format!("sandbox: {e}"))?;
         walls.ready(&[confine::view::Kind::Other]);
-        serve(a, exe, &snippet, &prelude, &tmp, &ws, &walls, served)
+        start(a, exe, &snippet, &prelude, &tmp, &ws, &walls, ctx.cfg)
     })();
-    crate::tools::shell::remove_tmp(Some(&tmp));
-    result
+    match started {
+        Ok(mut s) => {
+            s.tmp = tmp;
+            Ok(s)
+        }
+        Err(e) => {
+            crate::tools::shell::remove_tmp(Some(&tmp));
+            Err(e)
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn serve(
+fn start(
     a: &crate::types::args::CodeArgs,
     exe: &Path,
     snippet: &Path,
@@ -643,10 +867,9 @@ fn serve(
     tmp: &Path,
     ws: &Path,
     walls: &confine::Prepared,
-    served: &mut Served,
-) -> Result<End, String> {
+    cfg: &Config,
+) -> Result<Spawned, String> {
     use std::os::fd::AsRawFd;
-    let ctx = served.ctx;
     let pipe = |what: &str| {
         crate::sys::process::pipe().map_err(|e| format!("cannot make the {what} pipe: {e}"))
     };
@@ -688,7 +911,6 @@ fn serve(
     drop((req_w, resp_r));
     let mut child = spawned.map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     let pid = child.id() as i32;
-    served.pid = pid;
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), a.stdin) {
         let input = input.to_string();
         // A snippet that never reads its stdin must not block the call.
@@ -696,16 +918,31 @@ fn serve(
             let _ = stdin.write_all(input.as_bytes());
         });
     }
-    let cap = ctx.cfg.tools.code_run.max_output_bytes;
+    let cap = cfg.tools.code_run.max_output_bytes;
     let flood = Arc::new(AtomicBool::new(false));
-    let out_rx = child
-        .stdout
-        .take()
-        .map(|p| capped_reader(p, cap, Arc::clone(&flood)));
-    let err_rx = child
-        .stderr
-        .take()
-        .map(|p| capped_reader(p, cap, Arc::clone(&flood)));
+    let (out, err): (Buffer, Buffer) = (Arc::default(), Arc::default());
+    let done = |pipe: Option<Box<dyn Read + Send>>, buf: &Buffer| match pipe {
+        Some(p) => capped_reader(p, cap, Arc::clone(&flood), Arc::clone(buf)),
+        None => {
+            let (tx, rx) = mpsc::channel();
+            let _ = tx.send(());
+            rx
+        }
+    };
+    let out_done = done(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        &out,
+    );
+    let err_done = done(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        &err,
+    );
     let (tx, events) = mpsc::channel();
     reader(req_r, tx.clone());
     let answers = writer(resp_w);
@@ -713,19 +950,38 @@ fn serve(
         let status = child.wait().ok();
         let _ = tx.send(Event::Exited(status));
     });
+    Ok(Spawned {
+        pid,
+        events,
+        answers,
+        flood,
+        out,
+        err,
+        out_done,
+        err_done,
+        has_namespaces: walls.has_namespaces(),
+        tmp: PathBuf::new(),
+    })
+}
+
+/// Serves the snippet's requests until it ends, or stops it: past its
+/// deadline, over its output cap, at Ctrl-C (`served.stopping`) or the
+/// emergency stop. Then its output, and its tmp removed.
+fn serve_loop(served: &mut Served, s: Spawned, estop: &Path) -> End {
+    let pid = s.pid;
     let mut stopped = None;
     let mut estop_checked = Instant::now();
     let status = loop {
         let now = Instant::now();
-        let stop = if flood.load(Ordering::SeqCst) {
+        let stop = if s.flood.load(Ordering::SeqCst) {
             Some(Category::OutputLimit)
         } else if now >= served.deadline {
             Some(Category::Timeout)
-        } else if ctx.control.cancelled() {
+        } else if (served.stopping)() {
             Some(Category::Cancelled)
         } else if now.duration_since(estop_checked) >= POLL * 2 {
             estop_checked = now;
-            crate::security::estop_engaged(ctx.gate.estop_path()).map(|_| Category::Estop)
+            crate::security::estop_engaged(estop).map(|_| Category::Estop)
         } else {
             None
         };
@@ -733,17 +989,17 @@ fn serve(
             stopped = stop;
             let _ = crate::sys::process::kill(pid);
             let _ = crate::sys::process::kill_group(pid);
-            break wait_exit(&events);
+            break wait_exit(&s.events);
         }
         let wait = POLL.min(served.deadline.saturating_duration_since(now));
-        match events.recv_timeout(wait) {
+        match s.events.recv_timeout(wait) {
             Ok(Event::Exited(st)) => break st,
             Ok(Event::Request(line)) => {
                 let answer = served.answer(&line);
-                let _ = answers.send(answer.to_string());
+                let _ = s.answers.send(answer.to_string());
             }
             Ok(Event::TooLong) => {
-                flood.store(true, Ordering::SeqCst);
+                s.flood.store(true, Ordering::SeqCst);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break None,
@@ -751,26 +1007,24 @@ fn serve(
     };
     // What it left (a daemon, a double fork): its PID namespace died with
     // it; without namespaces, its process group goes now.
-    if !walls.has_namespaces() {
+    if !s.has_namespaces {
         let _ = crate::sys::process::kill_group(pid);
     }
-    drop(answers);
+    drop(s.answers);
+    // Its output ends when its processes do; a bound all the same.
     let grace = Duration::from_secs(2);
-    let take = |rx: Option<mpsc::Receiver<Vec<u8>>>| {
-        rx.and_then(|r| r.recv_timeout(grace).ok())
-            .unwrap_or_default()
-    };
-    let stdout = take(out_rx);
-    let stderr = take(err_rx);
-    if stopped.is_none() && flood.load(Ordering::SeqCst) {
+    let _ = s.out_done.recv_timeout(grace);
+    let _ = s.err_done.recv_timeout(grace);
+    if stopped.is_none() && s.flood.load(Ordering::SeqCst) {
         stopped = Some(Category::OutputLimit);
     }
-    Ok(End {
+    crate::tools::shell::remove_tmp(Some(&s.tmp));
+    End {
         status,
         stopped,
-        stdout,
-        stderr,
-    })
+        stdout: taken(&s.out),
+        stderr: taken(&s.err),
+    }
 }
 
 /// The exit after a kill (requests still queued are dropped).
