@@ -601,3 +601,49 @@ fn background_runs_are_followed_with_code_status_and_end_with_the_run() {
     let (_, v, _) = code(&env, "python", "print(1)\n", json!({"background": true}));
     assert_eq!(v["success"], true, "{v}");
 }
+
+#[test]
+fn the_emergency_stop_and_ctrl_c_end_a_running_snippet() {
+    if !interpreters("the_emergency_stop_and_ctrl_c_end_a_running_snippet") {
+        return;
+    }
+    let env = env_with("full", "");
+    for (marker, how, category) in [
+        ("600.6161", "estop", "estop"),
+        ("600.6262", "ctrl-c", "cancelled"),
+    ] {
+        let args = json!({
+            "language": "python",
+            "code": format!("import os\nos.execv('/bin/sleep', ['sleep', '{marker}'])\n"),
+            "timeout_secs": 300,
+        })
+        .to_string();
+        let child = env
+            .command(&["tool", "run", "code_run", "--json", &args])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::wait_for_process(marker, Duration::from_secs(60));
+        let t = Instant::now();
+        if how == "estop" {
+            assert_eq!(env.run(&["estop"]).code, 0);
+        } else {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(60), "{how}");
+        let v: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{how}: {e}: {out:?}"));
+        let inner: Value = serde_json::from_str(v["output"].as_str().unwrap()).unwrap();
+        assert_eq!(inner["error_category"], category, "{v}");
+        common::wait_until(Duration::from_secs(20), "the snippet to end", || {
+            common::processes_with(marker).is_empty()
+        });
+        if how == "estop" {
+            assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+        }
+    }
+}
