@@ -655,7 +655,7 @@ fn background(
             "job": id,
             "state": "running",
             "language": a.language,
-            "status": "code_status {\"job\": ID} reads its output so far and, once it ended, its result",
+            "next": format!("code_status {{\"job\": \"{id}\"}}: its output so far, then its result"),
         })
         .to_string(),
     )
