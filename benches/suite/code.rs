@@ -1,5 +1,5 @@
 //! `code_run`'s figures: what a snippet costs beyond its interpreter's own
-//! start (a whole `tool run code_run` of an empty snippet, less a whole
+//! start (a whole `tool run code_run` of a no-op snippet, less a whole
 //! `tool run time` and less the interpreter started on the same file
 //! outside latchclaw: what is left is the sandbox, the prelude's files, the
 //! pipes, the tmp and the record), and a round trip from inside a snippet:
@@ -23,9 +23,16 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
             ws_line(ws)
         )
     };
-    for (lang, interp, file, flags) in [
-        ("python", "/usr/bin/python3", "empty.py", &["-B", "-s"][..]),
-        ("node", "/usr/bin/node", "empty.js", &[][..]),
+    // The least a snippet can be (an empty one is refused).
+    for (lang, interp, file, flags, src) in [
+        (
+            "python",
+            "/usr/bin/python3",
+            "empty.py",
+            &["-B", "-s"][..],
+            "pass\n",
+        ),
+        ("node", "/usr/bin/node", "empty.js", &[][..], "0;\n"),
     ] {
         if !Path::new(interp).is_file() {
             report
@@ -35,8 +42,8 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
         }
         let home = setup_home(root, &format!("code-{lang}"), &config(true));
         let snippet = home.join(file);
-        std::fs::write(&snippet, "\n").unwrap();
-        let args = json!({"language": lang, "code": "\n"}).to_string();
+        std::fs::write(&snippet, src).unwrap();
+        let args = json!({"language": lang, "code": src}).to_string();
         let run = cmd(&home, &["tool", "run", "code_run", "--json", &args]);
         let time = cmd(&home, &["tool", "run", "time"]);
         let bare = Cmd {
@@ -57,7 +64,7 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
         );
         let over = run_m - time_m - bare_m;
         report.row(
-            format!("tool run code_run, empty {lang} snippet"),
+            format!("tool run code_run, a no-op {lang} snippet"),
             ms(run_m),
             "reported",
             None,
