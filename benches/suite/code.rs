@@ -1,8 +1,9 @@
 //! `code_run`'s figures: what a snippet costs beyond its interpreter's own
 //! start (a whole `tool run code_run` of a no-op snippet, less a whole
 //! `tool run time` and less the interpreter started on the same file
-//! outside latchclaw: what is left is the sandbox, the prelude's files, the
-//! pipes, the tmp and the record), and a round trip from inside a snippet:
+//! outside latchclaw, in the same cleared environment: what is left is the
+//! sandbox, the prelude's files, the pipes, the tmp, the started receipt
+//! and the record), and a round trip from inside a snippet:
 //! `secrets()` (the pipe alone) and `tool("time")` (the whole call path:
 //! gate, receipt, redaction), timed by the snippet itself.
 
@@ -46,13 +47,25 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
         let args = json!({"language": lang, "code": src}).to_string();
         let run = cmd(&home, &["tool", "run", "code_run", "--json", &args]);
         let time = cmd(&home, &["tool", "run", "time"]);
+        // In the environment a snippet gets (node starts far slower in a
+        // full one), through `env -i` (one exec more, counted against
+        // code_run's figure).
+        let tmp = home.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         let bare = Cmd {
-            program: interp,
-            args: flags
-                .iter()
-                .map(|s| s.to_string())
-                .chain([snippet.display().to_string()])
-                .collect(),
+            program: "/usr/bin/env",
+            args: [
+                "-i".to_string(),
+                "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+                format!("HOME={}", tmp.display()),
+                format!("TMPDIR={}", tmp.display()),
+                "LANG=C.UTF-8".into(),
+                interp.into(),
+            ]
+            .into_iter()
+            .chain(flags.iter().map(|s| s.to_string()))
+            .chain([snippet.display().to_string()])
+            .collect(),
             home: &home,
         };
         let (run_t, time_t) = measure::paired(&run, &time, RUNS);
