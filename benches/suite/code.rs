@@ -19,7 +19,7 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
     let config = |receipts: bool| {
         format!(
             "{}[security]\nautonomy = \"full\"\n[channels.cli]\n\
-             tools_allow = [\"code_run\", \"time\"]\n[receipts]\nenabled = {receipts}\n\
+             tools_allow = [\"code_run\", \"time\", \"shell\"]\n[receipts]\nenabled = {receipts}\n\
              [tools.code_run]\nrisk = \"low\"\n",
             ws_line(ws)
         )
@@ -93,6 +93,21 @@ pub fn figures(report: &mut Report, root: &Path, ws: &Path) {
             Some(over <= 5.0),
         );
     }
+    // What every sandboxed call pays, code_run or not: the namespace
+    // sandbox and the started receipt (`shell true` against `time`).
+    let home = setup_home(root, "code-floor", &config(true));
+    let shell = cmd(
+        &home,
+        &["tool", "run", "shell", "--json", "{\"command\":\"true\"}"],
+    );
+    let time = cmd(&home, &["tool", "run", "time"]);
+    let (shell_t, time_t) = measure::paired(&shell, &time, RUNS);
+    report.row(
+        "  for reference: `tool run shell true` less `tool run time` (the sandbox, the started receipt)",
+        ms(percentile(&shell_t, 50) - percentile(&time_t, 50)),
+        "reported",
+        None,
+    );
     if !Path::new("/usr/bin/python3").is_file() {
         return;
     }
