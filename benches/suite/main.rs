@@ -167,6 +167,7 @@ fn main() {
     }
     if run("mcp") {
         mcp::figures(&mut report, &root, &ws);
+        mcp::turn_figures(&mut report, &root, &ws);
     }
     if run("sop") {
         sop_figures(&mut report, &root, &ws);
