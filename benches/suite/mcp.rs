@@ -312,7 +312,14 @@ pub fn turn_figures(report: &mut Report, root: &Path, ws: &Path) {
         );
         let per = (percentile(&twenty, 50) - percentile(&one, 50)) / 19.0;
         report.row(
-            format!("{label}: one call in an agent turn, judged and receipted (fsync'd)"),
+            format!(
+                "{label}: one call in an agent turn, judged, {}",
+                if receipts {
+                    "receipted (fsync'd)"
+                } else {
+                    "receipts off"
+                }
+            ),
             super::ms(per),
             budget,
             (budget != "reported").then_some(per <= 2.0),
