@@ -840,6 +840,25 @@ fn an_approved_server_serves_an_agent_turn_and_tool_run_judged_and_receipted() {
         (row["enabled"].clone(), row["source"].clone()),
         (json!(true), json!("MCP server h"))
     );
+    let (_, p) = env.json(&["prompt", "show", "--json"]);
+    assert!(
+        p["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "mcp_h_echo"),
+        "{p}"
+    );
+    let (_, p) = env.json(&[
+        "policy",
+        "check",
+        "mcp_h_echo",
+        "--json",
+        "{\"text\":\"x\"}",
+        "--autonomy",
+        "readonly",
+    ]);
+    assert_eq!(p["decision"], "allow", "{p}");
     // Arguments its schema refuses never reach the server.
     let r = env.run(&["tool", "run", "mcp_h_echo", "--json", "{\"text\": 5}"]);
     assert_eq!(r.code, 2, "{r:?}");
