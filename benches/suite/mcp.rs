@@ -238,7 +238,7 @@ pub fn turn_figures(report: &mut Report, root: &Path, ws: &Path) {
             "≤ 2 ms",
         ),
         (
-            "  the same, receipts off",
+            "MCP tool (fake server's echo)",
             "mcp_fake_echo",
             false,
             "reported",
