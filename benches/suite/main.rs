@@ -168,6 +168,7 @@ fn main() {
     }
     if run("mcp") {
         mcp::figures(&mut report, &root, &ws);
+        mcp::turn_figures(&mut report, &root, &ws);
     }
     if run("code") {
         code::figures(&mut report, &root, &ws);

@@ -121,6 +121,7 @@ const DATA: &[&str] = &[
     "mcp list",
     "mcp tools",
     "mcp test",
+    "mcp approve",
     "estop status",
     "sop list",
     "sop validate",
@@ -967,11 +968,11 @@ manifest has problems.",
     CommandDef {
         path: "mcp list",
         args: &[],
-        summary: "MCP servers: name, command, allowed tools (nothing is started)",
+        summary: "MCP servers: name, command, allowed tools, approval (nothing is started)",
         about: "Lists the servers in [mcp.servers.NAME]: the command and its arguments,
 the variables passed by name, the read paths, timeout, risk, and which of
-their tools tools_allow / tools_deny let through. Starts nothing. MCP
-tools are listed and tested here but not yet offered to the model.",
+their tools tools_allow / tools_deny let through, and whether their tools
+are approved (offered to the model) or changed since. Starts nothing.",
         bare: true,
     },
     CommandDef {
@@ -993,6 +994,18 @@ server cannot be started or listed.",
 start, initialize (with the protocol version agreed), tools/list, ping;
 then stops it, and says whether it left anything running. Exit 0 when
 every step worked, 3 when one failed (which one, and why).",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp approve",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start a server, show what changed in its tools and approve them",
+        about: "Starts server NAME in the sandbox, lists its tools, shows each difference
+from the tool definitions approved before (names, descriptions, argument
+schemas), then records these as approved and stops it. Only approved
+tools are offered to the model, as mcp_<server>_<tool>; a server that
+later lists other definitions has its tools refused until approved again.
+Exit 3 when the server cannot be started or listed (nothing recorded).",
         bare: false,
     },
     CommandDef {

@@ -144,6 +144,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::McpList { json } => cmd::mcp::list(&ctx, json),
         Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
         Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
+        Command::McpApprove { name, json } => cmd::mcp::approve(&ctx, &name, json),
         Command::SopList { json } => cmd::sop::list(&ctx, json),
         Command::SopValidate { name, json } => cmd::sop::validate(&ctx, name.as_deref(), json),
         Command::SopRun {

@@ -168,6 +168,10 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    McpApprove {
+        name: String,
+        json: bool,
+    },
     SopList {
         json: bool,
     },
@@ -929,6 +933,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "mcp list" => Command::McpList { json },
         "mcp tools" => Command::McpTools { name: arg(0), json },
         "mcp test" => Command::McpTest { name: arg(0), json },
+        "mcp approve" => Command::McpApprove { name: arg(0), json },
         "sop list" => Command::SopList { json },
         "sop validate" => Command::SopValidate {
             name: args.first().cloned(),

@@ -303,7 +303,7 @@ impl Gateway {
                 "risk": t.risk.as_str(),
                 "read_only": t.read_only,
                 "description": t.description,
-                "source": format!("plugin {}", t.provider),
+                "source": t.origin(),
                 "approved": t.unapproved.is_none(),
             }));
         }

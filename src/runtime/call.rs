@@ -754,6 +754,10 @@ impl Runtime<'_> {
                 crate::external::Kind::Plugin { dir, command } => {
                     crate::plugins::call(ext, dir, command, call.call.args, &ctx)
                 }
+                crate::external::Kind::Mcp { server, tool } => {
+                    self.mcp
+                        .call(ext, server, tool, call.call.args, &ctx, &self.redactor)
+                }
             },
         };
         if nests {

@@ -94,8 +94,10 @@ pub struct Runtime<'a> {
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
-    /// The external tools (plugins') this run knows, read once.
+    /// The external tools (MCP servers', plugins') this run knows, read once.
     pub external: crate::external::Registry,
+    /// The MCP servers this run started, stopped when it ends.
+    pub mcp: super::mcp::McpServers,
     /// Provider calls of this run that failed: the gateway adds them to
     /// its metrics and answers a turn that failed after one with 502.
     pub provider_errors: std::cell::Cell<u64>,
@@ -188,6 +190,7 @@ impl<'a> Runtime<'a> {
             round: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
+            mcp: Default::default(),
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,
             workspace_flag: String::new(),

@@ -34,7 +34,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             "built": true,
             "risk": format!("{}{}", t.risk.as_str(), if t.read_only { ", read-only" } else { "" }),
             "description": t.description,
-            "source": format!("plugin {}", t.provider),
+            "source": t.origin(),
             "approved": t.unapproved.is_none(),
         }));
     }
