@@ -349,6 +349,8 @@ pub struct Security {
     pub confinement: Confinement,
     /// Secret-named files the tools may reach after all (`security::secret_files`).
     pub secret_files_allow: Vec<String>,
+    /// Dotfiles the dotfile rule lets through (name globs).
+    pub dotfiles_allow: Vec<String>,
     /// Variables whose values are redacted wherever they appear, besides
     /// every provider's `api_key_env` (`security::redact`).
     pub secret_env: Vec<String>,
@@ -370,6 +372,7 @@ impl Default for Security {
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
             secret_files_allow: Vec::new(),
+            dotfiles_allow: strings(crate::security::secret_files::DEFAULT_DOTFILES_ALLOW),
             secret_env: Vec::new(),
         }
     }
@@ -1728,6 +1731,18 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         }
         None => d.secret_files_allow,
     };
+    let dotfiles_allow = match r.list(&mut sec, "dotfiles_allow") {
+        Some(list) => {
+            let key = sec.key("dotfiles_allow");
+            for (i, e) in list.iter().enumerate() {
+                if let Err(why) = check_dotfile_allow_entry(e) {
+                    r.err(format!("{key}[{i}]: {why}"));
+                }
+            }
+            list
+        }
+        None => d.dotfiles_allow,
+    };
     let secret_env = match r.list(&mut sec, "secret_env") {
         Some(names) => {
             let key = sec.key("secret_env");
@@ -1754,6 +1769,7 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         shell_env_passthrough,
         confinement,
         secret_files_allow,
+        dotfiles_allow,
         secret_env,
     }
 }
@@ -2629,6 +2645,19 @@ pub fn check_secret_allow_entry(e: &str) -> Result<(), String> {
         return Ok(());
     };
     Err(format!("\"{e}\" {why}"))
+}
+
+/// Why a `dotfiles_allow` entry is unusable, or `Ok`: a name glob starting
+/// with `.`, no `/`.
+pub fn check_dotfile_allow_entry(e: &str) -> Result<(), String> {
+    let why = if !e.starts_with('.') || e.len() < 2 {
+        "is not a dotfile name (entries are names or globs such as \".gitignore\" or \".eslintrc*\")"
+    } else if e.contains('/') || e.contains('\0') {
+        "holds a \"/\" or a NUL byte; entries are file names, matched in any directory"
+    } else {
+        return Ok(());
+    };
+    Err(format!("\"{}\" {why}", crate::util::printable(e)))
 }
 
 pub(crate) fn strip_dot(e: &str) -> &str {

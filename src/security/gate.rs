@@ -111,7 +111,10 @@ impl Gate {
                 allowed_domains: cfg.tools.http.allowed_domains.clone(),
                 allow_private: cfg.tools.http.allow_private.clone(),
             },
-            secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
+            secret_allow: secret_files::Allow::new(
+                &cfg.security.secret_files_allow,
+                &cfg.security.dotfiles_allow,
+            ),
             memory_categories: cfg.memory.categories.clone(),
             disabled: cfg
                 .tools
@@ -528,7 +531,7 @@ impl Gate {
     pub(crate) fn secret_rule(&self, p: &Path) -> Option<&'static str> {
         let rel = self.workspace().ok().and_then(|w| p.strip_prefix(w).ok());
         let rule = rule_for(rel.unwrap_or(p))?;
-        if rel.is_some_and(|rel| self.secret_allow.allows(rel)) {
+        if self.secret_allow.lifts(rule, p, rel) {
             return None;
         }
         Some(rule.shown)
@@ -541,14 +544,22 @@ impl Gate {
         if resolved.is_dir() {
             return None;
         }
-        let tail = "; [security] secret_files_allow lists exceptions";
+        let tail = |rule: &str| {
+            if rule == secret_files::DOTFILES {
+                "; [security] dotfiles_allow lists the dotfiles tools may reach"
+            } else {
+                "; [security] secret_files_allow lists exceptions"
+            }
+        };
         let written = self.shown(lexical);
         if let Some(rule) = self.secret_rule(lexical) {
+            let tail = tail(rule);
             return Some(format!(
                 "\"{written}\" is a secret-named file (rule \"{rule}\"){tail}"
             ));
         }
         let rule = self.secret_rule(resolved)?;
+        let tail = tail(rule);
         Some(format!(
             "\"{written}\" leads to \"{}\", a secret-named file (rule \"{rule}\"){tail}",
             self.shown(resolved)

@@ -410,6 +410,7 @@ impl Gate {
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
              secret files (refused by name, read or write): {}\n\
              secret_files_allow: {}\n\
+             dotfiles_allow: {}\n\
              forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
              state (never reachable): {}\nshell confinement: {confinement}",
             self.autonomy.as_str(),
@@ -425,6 +426,7 @@ impl Gate {
             } else {
                 cfg.security.secret_files_allow.join(", ")
             },
+            cfg.security.dotfiles_allow.join(", "),
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
             self.tools_enabled(),

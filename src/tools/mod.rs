@@ -132,6 +132,23 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
     check_schema(tool.name().as_str(), &tool.parameters(), args)
 }
 
+/// A tool's schema with each optional argument's `default` written in, as
+/// `tool list --json` shows it.
+pub fn schema_with_defaults(tool: &dyn Tool) -> Value {
+    let mut schema = tool.parameters();
+    if let (Some(props), Value::Object(defaults)) = (
+        schema.get_mut("properties").and_then(Value::as_object_mut),
+        tool.defaults(),
+    ) {
+        for (k, v) in defaults {
+            if let Some(Value::Object(p)) = props.get_mut(&k) {
+                p.insert("default".into(), v);
+            }
+        }
+    }
+    schema
+}
+
 /// `check_args` for any tool by its schema (an external tool's too).
 pub fn check_schema(name: &str, schema: &Value, args: &Value) -> Result<(), String> {
     let Some(given) = args.as_object() else {

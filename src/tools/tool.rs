@@ -115,6 +115,12 @@ pub trait Tool: Sync {
     fn name(&self) -> ToolName;
     fn description(&self) -> &'static str;
     fn parameters(&self) -> Value;
+    /// Each optional argument's default, `{"name": value}`: shown by `tool
+    /// list --json`, never sent to a model (every request carries the
+    /// schema; the defaults cost bytes and change nothing it does).
+    fn defaults(&self) -> Value {
+        Value::Object(Default::default())
+    }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
     /// False for tools that change nothing and send nothing anywhere: cut
     /// off mid-call they leave no effect, so they need no `started` receipt

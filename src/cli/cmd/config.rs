@@ -195,6 +195,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
             "secret_files_allow": cfg.security.secret_files_allow,
+            "dotfiles_allow": cfg.security.dotfiles_allow,
             "secret_env": cfg.security.secret_env,
         },
         "providers": {"models": providers},

@@ -20,6 +20,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 "built": crate::features::tool_missing(name).is_none(),
                 "risk": crate::security::risk_summary(name),
                 "description": crate::tools::tool(name).description(),
+                "parameters": crate::tools::schema_with_defaults(crate::tools::tool(name)),
                 "source": "built-in",
             })
         })
@@ -34,6 +35,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             "built": true,
             "risk": format!("{}{}", t.risk.as_str(), if t.read_only { ", read-only" } else { "" }),
             "description": t.description,
+            "parameters": t.schema,
             "source": format!("plugin {}", t.provider),
             "approved": t.unapproved.is_none(),
         }));
@@ -290,6 +292,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "forbidden_commands": cfg.security.forbidden_commands,
         "secret_files": crate::security::secret_files::RULES.iter().map(|r| r.shown).collect::<Vec<_>>(),
         "secret_files_allow": cfg.security.secret_files_allow,
+        "dotfiles_allow": cfg.security.dotfiles_allow,
         "shell_allowlist": cfg.security.shell_allowlist,
         "tools_enabled": cfg.channels.cli.tools_allow,
         "features": crate::features::built(),
