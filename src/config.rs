@@ -420,6 +420,8 @@ pub struct Tools {
     /// plugin's). Which exist is known from the state dir only, so the
     /// command line checks these names when it loads the config.
     pub external: BTreeMap<String, Middleware>,
+    /// `[tools] rate_limit`: every tool's calls counted together.
+    pub rate_limit: RateLimit,
 }
 
 impl Tools {
@@ -456,11 +458,13 @@ pub struct RateLimit {
     pub per_minute: Option<u32>,
     /// Calls within any hour, across every run sharing the memory database.
     pub per_hour: Option<u32>,
+    /// Calls that may go at once; `per_minute` then refills them.
+    pub burst: Option<u32>,
 }
 
 impl RateLimit {
     pub fn is_set(&self) -> bool {
-        self.per_minute.is_some() || self.per_hour.is_some()
+        self.per_minute.is_some() || self.per_hour.is_some() || self.burst.is_some()
     }
 }
 
@@ -2033,6 +2037,16 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         external: BTreeMap::new(),
         ..d
     };
+    if tools.t.get("rate_limit").is_some_and(|v| {
+        // `[tools.rate_limit]` with per_minute/per_hour/burst keys, not
+        // a tool's section (a tool's would hold enabled, timeout_secs…).
+        v.as_table().is_some_and(|t| {
+            t.keys()
+                .all(|k| matches!(k.as_str(), "per_minute" | "per_hour" | "burst"))
+        })
+    }) {
+        out.rate_limit = read_rate_limit(r, &mut tools);
+    }
     let names: Vec<String> = tools.t.keys().cloned().collect();
     for name in names {
         // Not near a built-in's name (a typo stays an error here) and a
@@ -2089,6 +2103,23 @@ fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
         false => None,
     };
     let timeout_secs = r.opt_int(sec, "timeout_secs", 1, 3600);
+    let rate_limit = read_rate_limit(r, sec);
+    if sec.t.contains_key("cache_ttl_secs") {
+        sec.t.remove("cache_ttl_secs");
+        r.err(format!(
+            "{}: the result cache is not implemented yet; remove the key",
+            sec.key("cache_ttl_secs")
+        ));
+    }
+    Middleware {
+        enabled,
+        timeout_secs,
+        rate_limit,
+    }
+}
+
+/// `rate_limit = { per_minute, per_hour, burst }` in `sec`, if there.
+fn read_rate_limit(r: &mut Reader, sec: &mut Section) -> RateLimit {
     let mut rate_limit = RateLimit::default();
     if let Some(mut rl) = r.table(sec, "rate_limit") {
         rate_limit.per_minute = r
@@ -2097,19 +2128,16 @@ fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
         rate_limit.per_hour = r
             .opt_int(&mut rl, "per_hour", 1, 1_000_000)
             .map(|n| n as u32);
+        rate_limit.burst = r.opt_int(&mut rl, "burst", 1, 10_000).map(|n| n as u32);
         if rl.t.is_empty() && !rate_limit.is_set() {
             r.err(format!(
-                "{}: empty; give per_minute, per_hour or both",
+                "{}: empty; give per_minute, per_hour, burst or some of them",
                 rl.path
             ));
         }
         r.finish(rl);
     }
-    Middleware {
-        enabled,
-        timeout_secs,
-        rate_limit,
-    }
+    rate_limit
 }
 
 fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
@@ -2956,7 +2984,7 @@ colour = 3
 enabled = "no"
 timeout_secs = 0
 allowed_domains = ["x"]
-rate_limit = { per_minute = 0, per_hour = "many", burst = 3 }
+rate_limit = { per_minute = 0, per_hour = "many", burst = 0, bursts = 3 }
 [tools.file_read]
 rate_limit = {}
 [tools.grep]
@@ -2975,8 +3003,9 @@ url = "https://s.example"
             "tools.shell.allowed_domains: unknown key",
             "tools.shell.rate_limit.per_minute: 0 is out of range; allowed: 1 to 10000",
             "tools.shell.rate_limit.per_hour: expected an integer",
-            "tools.shell.rate_limit.burst: unknown key",
-            "tools.file_read.rate_limit: empty; give per_minute, per_hour or both",
+            "tools.shell.rate_limit.burst: 0 is out of range; allowed: 1 to 10000",
+            "tools.shell.rate_limit.bursts: unknown key",
+            "tools.file_read.rate_limit: empty; give per_minute, per_hour, burst or some of them",
             "tools.grep.timeout_secs: 9999 is out of range",
             "tools.web_search.provider: missing; allowed values: searxng, brave",
         ];

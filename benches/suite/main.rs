@@ -852,6 +852,7 @@ fn new_receipt<'a>(
         risk: latchclaw::security::Risk::Low,
         reason: "allowed by policy",
         started_id,
+        measured: None,
     }
 }
 

@@ -185,6 +185,7 @@ mod started {
                     risk: admitted.acting().risk,
                     reason: &admitted.reason,
                     started_id: None,
+                    measured: None,
                 })?
             } else {
                 if let Some(log) = &self.receipts {
@@ -274,29 +275,38 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
         tool: &str,
         hourly: bool,
         record: bool,
-        decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
+        decide: &mut dyn FnMut(&crate::security::rate::Counts) -> Option<String>,
     ) -> Result<Option<String>> {
         let now = Instant::now();
         let minute = std::time::Duration::from_millis(crate::security::rate::MINUTE_MS as u64);
-        let minute_in_run = self
-            .in_run
-            .borrow()
-            .iter()
-            .filter(|(t, at)| t == tool && now.duration_since(*at) < minute)
-            .count() as u32;
+        let (mut ages, mut all_ages) = (Vec::new(), Vec::new());
+        for (t, at) in self.in_run.borrow().iter() {
+            let age = u64::try_from(now.duration_since(*at).as_millis()).unwrap_or(u64::MAX);
+            if t == tool {
+                ages.push(age);
+            }
+            all_ages.push(age);
+        }
+        let in_minute = |a: &[u64]| a.iter().filter(|&&a| a < minute.as_millis() as u64).count() as u32;
+        let mut counts = crate::security::rate::Counts {
+            minute_in_run: in_minute(&ages),
+            all_minute_in_run: in_minute(&all_ages),
+            ages_ms: ages,
+            all_ages_ms: all_ages,
+            ..Default::default()
+        };
         let mut verdict = None;
-        let mut judge = |hour_all_runs| {
-            verdict = decide(crate::security::rate::Counts {
-                minute_in_run,
-                hour_all_runs,
-            });
+        let mut judge = |hour_all_runs, all_hour_all_runs| {
+            counts.hour_all_runs = hour_all_runs;
+            counts.all_hour_all_runs = all_hour_all_runs;
+            verdict = decide(&counts);
             verdict.is_none() && record
         };
         if hourly {
             self.memory
                 .admit_tool_call(tool, crate::security::rate::HOUR_MS, &mut judge)?;
         } else {
-            judge(0);
+            judge(0, 0);
         }
         if verdict.is_none() && record {
             self.in_run.borrow_mut().push((tool.to_string(), now));
@@ -535,7 +545,11 @@ impl Runtime<'_> {
         // "Always" only where the operator answers for a conversation at a
         // terminal (`agent`), and only for medium risk.
         let offer = self.standing && d.risk == crate::security::Risk::Medium;
-        let why = match self.approver.ask(c.name, &d, c.args, offer, &self.control) {
+        let preview = preview(call.builtin(), &d, c.args, &self.gate);
+        let why = match self
+            .approver
+            .ask(c.name, &d, c.args, preview.as_deref(), offer, &self.control)
+        {
             answer @ (Approval::Approved | Approval::Always) => {
                 log::info!(target: "event::tool_approved", "tool={}", c.name);
                 let mut reason = format!("{}; approved by the operator", d.reason);
@@ -694,6 +708,7 @@ impl Runtime<'_> {
         } else {
             Some(lock)
         };
+        let began = Instant::now();
         let mut result = match call.target {
             Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
             Target::External(ext) => match &ext.kind {
@@ -703,6 +718,7 @@ impl Runtime<'_> {
             },
         };
         let redacted = result.redact(&self.redactor);
+        result.measure(began.elapsed());
         if !redacted.is_empty() {
             log::info!(
                 target: "event::tool_redacted",
@@ -812,6 +828,7 @@ impl Runtime<'_> {
             reason = format!("{reason}; output redacted: {}", kinds.join(", "));
         }
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let measured = result.measured.map(|m| m.text());
         let receipt_id = self.append_receipt(&NewReceipt {
             conversation_id: call.conversation_id,
             tool: call.name,
@@ -821,6 +838,7 @@ impl Runtime<'_> {
             risk,
             reason: &reason,
             started_id: started_id.as_deref(),
+            measured: measured.as_deref(),
         })?;
         drop(lock);
         result.receipt_id = receipt_id.clone();
@@ -846,6 +864,22 @@ impl Runtime<'_> {
         let written = log.append(r)?;
         *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
         Ok(Some(written.id))
+    }
+}
+
+/// What the operator is shown of a call's effect before it runs: for a
+/// `file_write`, the diff against the file the gate resolved.
+pub fn preview(
+    tool: Option<ToolName>,
+    d: &Decision,
+    args: &Value,
+    gate: &crate::security::Gate,
+) -> Option<String> {
+    match (tool, &d.path, args.get("content").and_then(Value::as_str)) {
+        (Some(ToolName::FileWrite), Some(path), Some(content)) => {
+            Some(crate::tools::write_preview(gate, path, content))
+        }
+        _ => None,
     }
 }
 
@@ -915,7 +949,15 @@ mod tests {
     }
 
     impl Approver for Operator<'_> {
-        fn ask(&self, _: &str, _: &Decision, _: &Value, _: bool, _: &RunControl) -> Approval {
+        fn ask(
+            &self,
+            _: &str,
+            _: &Decision,
+            _: &Value,
+            _: Option<&str>,
+            _: bool,
+            _: &RunControl,
+        ) -> Approval {
             self.asked.set(self.asked.get() + 1);
             let soon = RunControl::new(Some(std::time::Duration::from_millis(20)));
             self.lock_free_when_asked

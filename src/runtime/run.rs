@@ -32,12 +32,15 @@ pub enum Approval {
 /// person answers `ask_user` questions (`tools::User`).
 pub trait Approver: tools::User {
     /// Gives up when `control` says the run must stop. `always`: the
-    /// answer "always for this conversation" may be offered.
+    /// answer "always for this conversation" may be offered. `preview`:
+    /// what the call would change (a write's unified diff), shown in place
+    /// of the content it writes.
     fn ask(
         &self,
         tool: &str,
         decision: &Decision,
         args: &Value,
+        preview: Option<&str>,
         always: bool,
         control: &RunControl,
     ) -> Approval;

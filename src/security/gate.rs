@@ -60,7 +60,11 @@ pub struct Gate {
     /// External tools with `[tools."NAME"] enabled = false`.
     pub(super) disabled_external: Vec<String>,
     /// The tools with a `rate_limit`, by the name models call them.
+    /// The tools whose section sets a `rate_limit` (the rest take the
+    /// defaults), by the name models call them.
     pub(super) rate_limits: Vec<(String, crate::config::RateLimit)>,
+    /// `[tools] rate_limit`: every tool's calls together.
+    pub(super) global_rate_limit: crate::config::RateLimit,
 }
 
 impl Gate {
@@ -140,23 +144,30 @@ impl Gate {
                 .filter(|(_, m)| m.rate_limit.is_set())
                 .map(|(t, m)| (t, m.rate_limit))
                 .collect(),
+            global_rate_limit: cfg.tools.rate_limit,
         }
     }
 
     /// Whether one more call of `tool` is within its `rate_limit`: `None`
     /// admits it (and, with `record`, counts it), `Some` is the refusal.
-    /// A tool without a limit is admitted without counting.
+    /// Every tool has limits: its own, or the defaults
+    /// ([`rate::DEFAULT_PER_MINUTE`], [`rate::DEFAULT_PER_HOUR`]).
     pub fn rate_limited(
         &self,
         tool: &str,
         counter: &dyn rate::CallCounter,
         record: bool,
     ) -> crate::error::Result<Option<String>> {
-        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| t == tool) else {
-            return Ok(None);
-        };
-        counter.admit(tool, limit.per_hour.is_some(), record, &mut |c| {
-            rate::over_limit(tool, limit, c)
+        let own = self
+            .rate_limits
+            .iter()
+            .find(|(t, _)| t == tool)
+            .map(|(_, l)| *l)
+            .unwrap_or_default();
+        let limit = rate::effective(&own);
+        let global = self.global_rate_limit;
+        counter.admit(tool, true, record, &mut |c| {
+            rate::over_limit(tool, &limit, &global, c)
         })
     }
 

@@ -562,7 +562,7 @@ mod tests {
         std::fs::create_dir_all(root.join("ws/sub")).unwrap();
         std::fs::create_dir_all(root.join("state")).unwrap();
         std::fs::create_dir_all(root.join("outside")).unwrap();
-        std::fs::write(root.join("outside/secret.txt"), "s").unwrap();
+        std::fs::write(root.join("outside/private.txt"), "s").unwrap();
         std::fs::write(root.join("ws/a.txt"), "a").unwrap();
         let root = std::fs::canonicalize(&root).unwrap();
         let text = format!(
@@ -725,10 +725,12 @@ mod tests {
             ".latchclaw-notes/a",
             "latchclaw/a",
             "sub/x.latchclaw",
-            ".latchclawx",
         ] {
             assert!(fx.gate.check_write_path(p).is_ok(), "{p}");
         }
+        // A dotfile, refused by the dotfile rule, not as latchclaw's own.
+        let why = fx.gate.check_write_path(".latchclawx").unwrap_err().reason;
+        assert!(why.contains("(rule \".*\")"), "{why}");
         assert!(read(&fx, ".latchclaw/skills/demo/SKILL.md").is_ok());
         // Throughout a directory: the workspace's own `.latchclaw`, not
         // `.git` (a gate without the fixture's forbidden path inside).
@@ -754,8 +756,8 @@ mod tests {
     fn escapes_are_denied() {
         let fx = fixture("");
         for p in [
-            "../outside/secret.txt",
-            "sub/../../outside/secret.txt",
+            "../outside/private.txt",
+            "sub/../../outside/private.txt",
             "/etc/passwd",
             "/etc/../etc/passwd",
             "~/.ssh/id_rsa",
@@ -774,7 +776,7 @@ mod tests {
     fn symlinks_are_followed_before_deciding() {
         let fx = fixture("");
         let ws = fx.root.join("ws");
-        symlink(fx.root.join("outside/secret.txt"), ws.join("link")).unwrap();
+        symlink(fx.root.join("outside/private.txt"), ws.join("link")).unwrap();
         symlink(fx.root.join("outside"), ws.join("dirlink")).unwrap();
         symlink(fx.root.join("outside/nothing-yet"), ws.join("dangling")).unwrap();
         symlink("loop2", ws.join("loop1")).unwrap();
@@ -787,7 +789,7 @@ mod tests {
                 .reason
                 .contains("outside the workspace")
         );
-        assert!(read(&fx, "dirlink/secret.txt").is_err());
+        assert!(read(&fx, "dirlink/private.txt").is_err());
         assert!(read(&fx, "dangling").is_err());
         assert!(read(&fx, "loop1").unwrap_err().reason.contains("loop"));
         assert!(
@@ -840,13 +842,13 @@ mod tests {
                 .contains("own state")
         );
         // workspace_only = false lets other outside paths through.
-        assert!(read(&fx, "../outside/secret.txt").is_ok());
+        assert!(read(&fx, "../outside/private.txt").is_ok());
     }
 
     #[test]
     fn hard_links_are_refused() {
         let fx = fixture("");
-        std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
+        std::fs::hard_link(fx.root.join("outside/private.txt"), fx.root.join("ws/hl")).unwrap();
         assert!(read(&fx, "hl").unwrap_err().reason.contains("hard links"));
     }
 

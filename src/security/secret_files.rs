@@ -153,6 +153,8 @@ pub fn rule_for(path: &Path) -> Option<&'static Rule> {
     let chars: Vec<char> = last.chars().collect();
     RULES.iter().zip(compiled).find_map(|(r, toks)| {
         ((!r.in_git_dir || in_git)
+            // A `.git` (directory or gitfile) is git's: its own rules.
+            && !(r.shown == DOTFILES && last == ".git")
             && matches(toks, &chars)
             && !(r.public_keys_ok && last.ends_with(".pub")))
         .then_some(r)
@@ -383,6 +385,8 @@ mod tests {
             "a.pem.txt",
             "private.txt",
             "pass.txt",
+            ".git",
+            ".GIT",
             "",
             ".",
         ] {

@@ -4,7 +4,9 @@
 
 pub mod ask_user;
 pub mod beneath;
+pub mod diff;
 mod files;
+pub use files::write_preview;
 pub mod git;
 mod glob;
 mod grep;
@@ -105,8 +107,13 @@ pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
         ToolName::FileList => &[
             ("depth", Bound::Int(1, files::MAX_DEPTH)),
             ("sort", Bound::OneOf(&["name", "mtime", "size"])),
+            ("limit", Bound::Int(1, files::MAX_LIMIT)),
         ],
-        ToolName::FileRead => &[("start_line", LINE), ("end_line", LINE)],
+        ToolName::FileRead => &[
+            ("start_line", LINE),
+            ("end_line", LINE),
+            ("max_lines", Bound::Int(1, files::MAX_MAX_LINES)),
+        ],
         ToolName::MemorySearch => &[("limit", Bound::Int(1, 50))],
         ToolName::Grep => &[
             ("context", Bound::Int(0, grep::MAX_CONTEXT)),
@@ -509,7 +516,7 @@ mod tests {
     fn values_out_of_bounds_are_named_with_what_is_allowed() {
         assert_eq!(
             check("file_list", json!({"depth": 0})).unwrap_err(),
-            "file_list: argument \"depth\" must be an integer from 1 to 5, not 0"
+            "file_list: argument \"depth\" must be an integer from 1 to 10, not 0"
         );
         assert_eq!(
             check("file_list", json!({"sort": "date"})).unwrap_err(),
@@ -527,7 +534,7 @@ mod tests {
         );
         assert_eq!(
             check("git", json!({"command": "log", "n": 1, "refs": ["HEAD"]})).unwrap_err(),
-            "git log: argument \"refs\" does not apply; it takes n, path, since"
+            "git log: argument \"refs\" does not apply; it takes n, path, since, author, grep, include_diff"
         );
         assert_eq!(check("git", json!({"command": "log", "n": 1})), Ok(()));
         assert_eq!(
@@ -566,7 +573,7 @@ mod tests {
         let e = check("file_read", json!({"path": "a", "lines": 3})).unwrap_err();
         assert_eq!(
             e,
-            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)"
+            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), max_lines (integer), path (string), start_line (integer)"
         );
         let e = check("time", json!({"zone": "UTC"})).unwrap_err();
         assert!(

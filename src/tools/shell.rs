@@ -642,6 +642,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         error,
         metadata: Some(metadata),
         receipt_id: None,
+        measured: None,
         estop: stopped == Some("estop"),
     }
 }

@@ -307,13 +307,20 @@ fn tools_value(cfg: &Config) -> Value {
             e.insert("timeout_secs".into(), t.into());
         }
         if m.rate_limit.is_set() {
-            e.insert(
-                "rate_limit".into(),
-                json!({"per_minute": m.rate_limit.per_minute, "per_hour": m.rate_limit.per_hour}),
-            );
+            e.insert("rate_limit".into(), rate_limit_value(&m.rate_limit));
         }
     }
+    if cfg.tools.rate_limit.is_set() {
+        tools.insert(
+            "rate_limit".into(),
+            rate_limit_value(&cfg.tools.rate_limit),
+        );
+    }
     tools.into()
+}
+
+fn rate_limit_value(l: &crate::config::RateLimit) -> Value {
+    json!({"per_minute": l.per_minute, "per_hour": l.per_hour, "burst": l.burst})
 }
 
 /// TOML has no null: unset keys are left out of the TOML view.
