@@ -33,9 +33,8 @@ impl ToolStat {
         self.succeeded as f64 * 100.0 / self.calls as f64
     }
     pub fn average_ms(&self) -> Option<f64> {
-        (!self.durations_ms.is_empty()).then(|| {
-            self.durations_ms.iter().sum::<u64>() as f64 / self.durations_ms.len() as f64
-        })
+        (!self.durations_ms.is_empty())
+            .then(|| self.durations_ms.iter().sum::<u64>() as f64 / self.durations_ms.len() as f64)
     }
     /// The nearest-rank 95th percentile.
     pub fn p95_ms(&self) -> Option<u64> {
@@ -1710,24 +1709,20 @@ impl Memory {
     /// count as calls only). By name.
     pub fn tool_stats(&self, since: Option<i64>) -> Result<Vec<ToolStat>> {
         let mut stmt = self.conn.prepare(
-            "SELECT json_extract(tool_results, '$[0].tool'),
-                    json_extract(tool_results, '$[0].result.success'),
-                    json_extract(tool_results, '$[0].result.measured.duration_ms')
-             FROM turns WHERE role = 'tool' AND tool_results IS NOT NULL AND ts_unix >= ?1
-                   AND json_valid(tool_results)",
+            "SELECT tool_results FROM turns
+             WHERE role = 'tool' AND tool_results IS NOT NULL AND ts_unix >= ?1",
         )?;
-        let rows = stmt.query_map([since.unwrap_or(i64::MIN)], |r| {
-            Ok((
-                r.get::<_, Option<String>>(0)?,
-                r.get::<_, Option<bool>>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-            ))
-        })?;
+        let rows = stmt.query_map([since.unwrap_or(i64::MIN)], |r| r.get::<_, String>(0))?;
         let mut by: std::collections::BTreeMap<String, ToolStat> = Default::default();
         for row in rows {
-            let (Some(tool), ok, ms) = row? else {
+            // `[{"tool": NAME, "result": {...}}]`, as `runtime` stores it.
+            let v: serde_json::Value = serde_json::from_str(&row?).unwrap_or_default();
+            let first = &v[0];
+            let Some(tool) = first["tool"].as_str().map(String::from) else {
                 continue;
             };
+            let ok = first["result"]["success"].as_bool();
+            let ms = first["result"]["measured"]["duration_ms"].as_i64();
             let s = by.entry(tool.clone()).or_insert_with(|| ToolStat {
                 tool,
                 ..Default::default()

@@ -544,7 +544,10 @@ fn log_filters_by_author_and_message_and_shows_patches() {
     );
     let by_author = ok(&env, json!({"command": "log", "author": "ada"}));
     assert_eq!(by_author.lines().count(), 1, "{by_author}");
-    assert!(by_author.contains("Ada Lovelace: Add the bee file"), "{by_author}");
+    assert!(
+        by_author.contains("Ada Lovelace: Add the bee file"),
+        "{by_author}"
+    );
     let by_t = ok(&env, json!({"command": "log", "author": "T <t@"}));
     assert_eq!(by_t.lines().count(), 2, "{by_t}");
     let by_msg = ok(&env, json!({"command": "log", "grep": "SHOUT"}));
@@ -573,10 +576,7 @@ fn log_filters_by_author_and_message_and_shows_patches() {
         (json!({"command": "log", "author": ""}), "1 to 200 bytes"),
         (json!({"command": "log", "grep": "a\nb"}), "control"),
         (json!({"command": "log", "author": 3}), "must be a string"),
-        (
-            json!({"command": "diff", "author": "x"}),
-            "does not apply",
-        ),
+        (json!({"command": "diff", "author": "x"}), "does not apply"),
     ] {
         let why = denied(&env, args.clone());
         assert!(why.contains(want), "{args}: {why}");

@@ -274,9 +274,9 @@ fn bad_middleware_values_are_refused_with_what_is_allowed() {
 /// minute in a run (and 200 an hour across runs).
 #[test]
 fn every_tool_has_a_default_limit_of_ten_a_minute() {
-    let env = Env::new();
-    env.mock("eleven_calls.toml", "", "");
-    let r = env.run(&["agent", "-m", "what time is it, eleven times?"]);
+    let env = shell_env("");
+    env.mock("eleven_calls.toml", "", "[security]\nautonomy = \"full\"\n");
+    let r = env.run(&["agent", "-m", "run eleven commands"]);
     assert_eq!(r.code, 4, "the eleventh call was refused: {r:?}");
     let receipts = env.receipts();
     let statuses: Vec<&str> = receipts
@@ -284,18 +284,21 @@ fn every_tool_has_a_default_limit_of_ten_a_minute() {
         .map(|r| r["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses.len(), 11, "{statuses:?}");
-    assert!(statuses[..10].iter().all(|s| *s == "allowed"), "{statuses:?}");
+    assert!(
+        statuses[..10].iter().all(|s| *s == "allowed"),
+        "{statuses:?}"
+    );
     assert_eq!(statuses[10], "denied");
     assert_eq!(
         receipts[10]["reason"],
-        "rate limit: time 10/minute in this run (tools.time.rate_limit.per_minute)"
+        "rate limit: shell 10/minute in this run (tools.shell.rate_limit.per_minute)"
     );
     // A limit of its own replaces the default.
     let env = Env::new();
     env.mock(
         "eleven_calls.toml",
         "",
-        "[tools.time]\nrate_limit = { per_minute = 20 }\n",
+        "[security]\nautonomy = \"full\"\n[tools.shell]\nrate_limit = { per_minute = 20 }\n",
     );
     let r = env.run(&["agent", "-m", "eleven times"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -365,12 +368,23 @@ fn every_call_records_duration_truncation_and_tokens() {
         let m = rc["measured"].as_str().unwrap_or_else(|| panic!("{rc}"));
         let parts: Vec<&str> = m.split(' ').collect();
         assert_eq!(parts.len(), 3, "{m}");
-        assert!(parts[0].strip_prefix("duration_ms=").unwrap().parse::<u64>().is_ok(), "{m}");
+        assert!(
+            parts[0]
+                .strip_prefix("duration_ms=")
+                .unwrap()
+                .parse::<u64>()
+                .is_ok(),
+            "{m}"
+        );
         assert_eq!(parts[1], "truncated=false", "{m}");
         // "one\n" is four bytes: one token.
         assert_eq!(parts[2], "tokens_est=1", "{m}");
     }
-    assert!(receipts[2].get("measured").is_none(), "a denied call never ran: {}", receipts[2]);
+    assert!(
+        receipts[2].get("measured").is_none(),
+        "a denied call never ran: {}",
+        receipts[2]
+    );
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
     // The stored round holds the same.
     let c = rusqlite::Connection::open(env.state.join("memory.sqlite")).unwrap();
@@ -383,9 +397,15 @@ fn every_call_records_duration_truncation_and_tokens() {
         .collect();
     assert_eq!(stored.len(), 3);
     let first: Value = serde_json::from_str(&stored[0]).unwrap();
-    assert_eq!(first[0]["result"]["measured"]["truncated"], false, "{first}");
+    assert_eq!(
+        first[0]["result"]["measured"]["truncated"], false,
+        "{first}"
+    );
     assert_eq!(first[0]["result"]["measured"]["tokens_est"], 1, "{first}");
-    assert!(first[0]["result"]["measured"]["duration_ms"].is_u64(), "{first}");
+    assert!(
+        first[0]["result"]["measured"]["duration_ms"].is_u64(),
+        "{first}"
+    );
 
     let (r, stats) = env.json(&["tool", "stats", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -401,7 +421,10 @@ fn every_call_records_duration_truncation_and_tokens() {
         "{shell}"
     );
     assert_eq!(shell["success_rate"], 66.7, "{shell}");
-    assert!(shell["avg_ms"].is_number() && shell["p95_ms"].is_u64(), "{shell}");
+    assert!(
+        shell["avg_ms"].is_number() && shell["p95_ms"].is_u64(),
+        "{shell}"
+    );
     let table = env.run(&["tool", "stats"]);
     assert!(table.stdout.starts_with("TOOL"), "{table:?}");
     assert!(table.stdout.contains("66.7%"), "{table:?}");
@@ -416,5 +439,9 @@ fn every_call_records_duration_truncation_and_tokens() {
     let (_, v) = env.tool("grep", json!({"pattern": "hit", "max_matches": 3}));
     assert_eq!(v["measured"]["truncated"], true, "{v}");
     let out_len = v["output"].as_str().unwrap().len() as u64;
-    assert_eq!(v["measured"]["tokens_est"], json!(out_len.div_ceil(4)), "{v}");
+    assert_eq!(
+        v["measured"]["tokens_est"],
+        json!(out_len.div_ceil(4)),
+        "{v}"
+    );
 }

@@ -49,10 +49,7 @@ pub fn describe_with(
     let args = match (preview, args) {
         (Some(_), Value::Object(m)) if m.contains_key("content") => {
             let mut m = m.clone();
-            let bytes = m
-                .get("content")
-                .and_then(Value::as_str)
-                .map_or(0, str::len);
+            let bytes = m.get("content").and_then(Value::as_str).map_or(0, str::len);
             m.insert(
                 "content".into(),
                 Value::String(format!("({bytes} bytes; the change below)")),

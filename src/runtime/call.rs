@@ -287,7 +287,8 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
             }
             all_ages.push(age);
         }
-        let in_minute = |a: &[u64]| a.iter().filter(|&&a| a < minute.as_millis() as u64).count() as u32;
+        let in_minute =
+            |a: &[u64]| a.iter().filter(|&&a| a < minute.as_millis() as u64).count() as u32;
         let mut counts = crate::security::rate::Counts {
             minute_in_run: in_minute(&ages),
             all_minute_in_run: in_minute(&all_ages),
@@ -546,40 +547,41 @@ impl Runtime<'_> {
         // terminal (`agent`), and only for medium risk.
         let offer = self.standing && d.risk == crate::security::Risk::Medium;
         let preview = preview(call.builtin(), &d, c.args, &self.gate);
-        let why = match self
-            .approver
-            .ask(c.name, &d, c.args, preview.as_deref(), offer, &self.control)
-        {
-            answer @ (Approval::Approved | Approval::Always) => {
-                log::info!(target: "event::tool_approved", "tool={}", c.name);
-                let mut reason = format!("{}; approved by the operator", d.reason);
-                // Only medium risk is offered "always": high risk asks each time.
-                if answer == Approval::Always && offer {
-                    let id = self.memory.add_standing(
-                        c.conversation_id,
-                        &self.cfg.workspace_dir,
-                        c.name,
-                        &scope_of(&d),
-                        d.risk,
-                    )?;
-                    reason.push_str(&format!(" for this conversation ({id})"));
+        let why =
+            match self
+                .approver
+                .ask(c.name, &d, c.args, preview.as_deref(), offer, &self.control)
+            {
+                answer @ (Approval::Approved | Approval::Always) => {
+                    log::info!(target: "event::tool_approved", "tool={}", c.name);
+                    let mut reason = format!("{}; approved by the operator", d.reason);
+                    // Only medium risk is offered "always": high risk asks each time.
+                    if answer == Approval::Always && offer {
+                        let id = self.memory.add_standing(
+                            c.conversation_id,
+                            &self.cfg.workspace_dir,
+                            c.name,
+                            &scope_of(&d),
+                            d.risk,
+                        )?;
+                        reason.push_str(&format!(" for this conversation ({id})"));
+                    }
+                    return Ok(Next::Go(Approved {
+                        call,
+                        decision: d,
+                        status: Status::Approved,
+                        reason,
+                        lock: Lock::LetGo,
+                    }));
                 }
-                return Ok(Next::Go(Approved {
-                    call,
-                    decision: d,
-                    status: Status::Approved,
-                    reason,
-                    lock: Lock::LetGo,
-                }));
-            }
-            Approval::Denied(why) => {
-                let reason = format!("{}; {why}", d.reason);
-                let result = ToolResult::err(format!("denied: {reason}"));
-                let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
-                return Ok(Next::End(ended));
-            }
-            Approval::Unavailable(why) => why,
-        };
+                Approval::Denied(why) => {
+                    let reason = format!("{}; {why}", d.reason);
+                    let result = ToolResult::err(format!("denied: {reason}"));
+                    let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
+                    return Ok(Next::End(ended));
+                }
+                Approval::Unavailable(why) => why,
+            };
         let id = self.memory.add_pending(
             c.conversation_id,
             &self.cfg.workspace_dir,

@@ -721,11 +721,7 @@ mod tests {
                 .reason
                 .contains("the operator's configuration")
         );
-        for p in [
-            ".latchclaw-notes/a",
-            "latchclaw/a",
-            "sub/x.latchclaw",
-        ] {
+        for p in [".latchclaw-notes/a", "latchclaw/a", "sub/x.latchclaw"] {
             assert!(fx.gate.check_write_path(p).is_ok(), "{p}");
         }
         // A dotfile, refused by the dotfile rule, not as latchclaw's own.

@@ -80,7 +80,10 @@ pub fn bucket_allows(ages_ms: &[u64], per_minute: u32, burst: u32) -> bool {
 /// defaults) or over `global` (`[tools] rate_limit`, every tool's calls
 /// together), or `None` while it is under both.
 pub fn over_limit(tool: &str, limit: &RateLimit, global: &RateLimit, c: &Counts) -> Option<String> {
-    let minute = |l: &RateLimit, n: u32, ages: &[u64], what: &str, key: &str| match (l.per_minute, l.burst) {
+    let minute = |l: &RateLimit, n: u32, ages: &[u64], what: &str, key: &str| match (
+        l.per_minute,
+        l.burst,
+    ) {
         (Some(pm), Some(b)) if !bucket_allows(ages, pm, b) => Some(format!(
             "rate limit: {what} {pm}/minute after a burst of {b} in this run ({key}.per_minute, {key}.burst)"
         )),

@@ -497,7 +497,10 @@ mod tests {
         let b = bounds_schema(ToolName::Git);
         let takes = b["$variants"]["takes"].as_object().unwrap();
         assert_eq!(b["$variants"]["key"], "command");
-        assert_eq!(takes["log"], json!(["n", "path", "since"]));
+        assert_eq!(
+            takes["log"],
+            json!(["n", "path", "since", "author", "grep", "include_diff"])
+        );
         assert_eq!(takes["status"], json!([]));
         let listed = tool(ToolName::Git).parameters()["properties"]["command"]["enum"].clone();
         let mut names: Vec<&String> = takes.keys().collect();

@@ -311,10 +311,7 @@ fn tools_value(cfg: &Config) -> Value {
         }
     }
     if cfg.tools.rate_limit.is_set() {
-        tools.insert(
-            "rate_limit".into(),
-            rate_limit_value(&cfg.tools.rate_limit),
-        );
+        tools.insert("rate_limit".into(), rate_limit_value(&cfg.tools.rate_limit));
     }
     tools.into()
 }

@@ -22,7 +22,10 @@ const MAX_SINCE: usize = 64;
 /// The subcommands and the arguments each takes (besides `command`).
 pub const COMMANDS: &[(&str, &[&str])] = &[
     ("status", &[]),
-    ("log", &["n", "path", "since", "author", "grep", "include_diff"]),
+    (
+        "log",
+        &["n", "path", "since", "author", "grep", "include_diff"],
+    ),
     ("diff", &["staged", "refs", "path"]),
     ("show", &["ref", "path"]),
     ("blame", &["path", "start_line", "end_line"]),
