@@ -335,6 +335,42 @@ impl ProviderConfig {
     }
 }
 
+/// `[security] dotfiles_allow`'s default: dotfiles that configure a
+/// project's tools and hold no credentials.
+pub const DEFAULT_DOTFILES_ALLOW: &[&str] = &[
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    ".gitkeep",
+    ".mailmap",
+    ".editorconfig",
+    ".*ignore",
+    ".prettierrc*",
+    ".eslintrc*",
+    ".stylelintrc*",
+    ".babelrc*",
+    ".browserslistrc",
+    ".clang-format",
+    ".clang-tidy",
+    ".rustfmt.toml",
+    ".clippy.toml",
+    ".nvmrc",
+    ".node-version",
+    ".python-version",
+    ".ruby-version",
+    ".tool-versions",
+    ".flake8",
+    ".pylintrc",
+    ".markdownlint*",
+    ".yamllint*",
+    ".pre-commit-config.yaml",
+    ".travis.yml",
+    ".gitlab-ci.yml",
+    ".golangci.yml",
+    ".golangci.yaml",
+    ".keep",
+];
+
 /// `[security]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Security {
@@ -372,7 +408,7 @@ impl Default for Security {
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
             secret_files_allow: Vec::new(),
-            dotfiles_allow: strings(crate::security::secret_files::DEFAULT_DOTFILES_ALLOW),
+            dotfiles_allow: strings(DEFAULT_DOTFILES_ALLOW),
             secret_env: Vec::new(),
         }
     }

@@ -98,7 +98,7 @@ fn grep_finds_lines_and_skips_what_it_must() {
     let (_, v) = run(
         &env,
         "grep",
-        serde_json::json!({"pattern": "^// needle", "case_insensitive": true, "path": "src", "context": 0}),
+        serde_json::json!({"pattern": "^// needle", "path": "src", "context": 0}),
     );
     assert!(
         output(&v).starts_with("src/main.rs:5:// Needle in caps\n"),
@@ -447,13 +447,6 @@ fn grep_defaults_fold_case_show_context_and_skip_dependency_dirs() {
     assert_eq!(v["metadata"]["matches"], 100, "{v}");
     assert_eq!(v["metadata"]["truncated"], true, "{v}");
     assert!(output(&v).contains("…[truncated: max_matches = 100 reached"));
-    // Contradicting spellings are the model's to fix.
-    let (code, v) = run(
-        &env,
-        "grep",
-        serde_json::json!({"pattern": "x", "case_sensitive": true, "case_insensitive": true}),
-    );
-    assert_eq!(code, 3, "{v}");
 }
 
 #[test]

@@ -258,9 +258,20 @@ impl Gate {
                 Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
             ToolName::Shell => {
-                let cmd = match string_arg("command") {
-                    Ok(c) => c,
-                    Err(d) => return d,
+                let a = match crate::types::args::shell_args(args) {
+                    Ok(a) => a,
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+                };
+                // `cwd` is judged as the `cd DIR &&` it stands for: the
+                // directory checked like any path, every path of the
+                // command resolved from it.
+                let with_cd;
+                let cmd = match a.cwd {
+                    Some(dir) => {
+                        with_cd = format!("cd '{dir}' && {}", a.command);
+                        with_cd.as_str()
+                    }
+                    None => a.command,
                 };
                 if self.confinement == crate::config::Confinement::Required
                     && let Some(why) = confine::status().unavailable

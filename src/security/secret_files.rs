@@ -88,42 +88,6 @@ pub const RULES: &[Rule] = &[
 /// The dotfile rule's glob and name.
 pub const DOTFILES: &str = ".*";
 
-/// `[security] dotfiles_allow`'s default: dotfiles that configure a
-/// project's tools and hold no credentials.
-pub const DEFAULT_DOTFILES_ALLOW: &[&str] = &[
-    ".gitignore",
-    ".gitattributes",
-    ".gitmodules",
-    ".gitkeep",
-    ".mailmap",
-    ".editorconfig",
-    ".*ignore",
-    ".prettierrc*",
-    ".eslintrc*",
-    ".stylelintrc*",
-    ".babelrc*",
-    ".browserslistrc",
-    ".clang-format",
-    ".clang-tidy",
-    ".rustfmt.toml",
-    ".clippy.toml",
-    ".nvmrc",
-    ".node-version",
-    ".python-version",
-    ".ruby-version",
-    ".tool-versions",
-    ".flake8",
-    ".pylintrc",
-    ".markdownlint*",
-    ".yamllint*",
-    ".pre-commit-config.yaml",
-    ".travis.yml",
-    ".gitlab-ci.yml",
-    ".golangci.yml",
-    ".golangci.yaml",
-    ".keep",
-];
-
 /// KELVIN SIGN lowercases to `k`: on a case-folding file system `.\u{212A}ey`
 /// opens `.key`. Walk exclusions skip every name holding one.
 const KELVIN: char = '\u{212A}';
@@ -430,7 +394,7 @@ mod tests {
 
     #[test]
     fn dotfiles_allow_lifts_the_dotfile_rule_only() {
-        let defaults: Vec<String> = DEFAULT_DOTFILES_ALLOW
+        let defaults: Vec<String> = crate::config::DEFAULT_DOTFILES_ALLOW
             .iter()
             .map(|s| s.to_string())
             .collect();

@@ -418,7 +418,7 @@ impl Tool for FileRead {
         crate::types::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
-        "Reads a UTF-8 text file; long files are cut with a marker."
+        "Reads a UTF-8 text file."
     }
     fn parameters(&self) -> Value {
         json!({

@@ -27,9 +27,9 @@ impl Tool for Git {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "enum": ["status", "log", "diff", "show", "blame", "branch"]},
-                "n": {"type": "integer", "description": "max 200"},
+                "n": {"type": "integer"},
                 "path": {"type": "string"},
-                "since": {"type": "string", "description": "log: e.g. 2 weeks ago"},
+                "since": {"type": "string", "description": "e.g. 2 weeks ago"},
                 "author": {"type": "string"},
                 "grep": {"type": "string"},
                 "include_diff": {"type": "boolean"},

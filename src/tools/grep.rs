@@ -205,16 +205,8 @@ fn opts(args: &Value) -> Result<Opts, String> {
         ));
     }
     let flag = |key: &str| args.get(key).and_then(Value::as_bool);
-    // Case-insensitive unless `case_sensitive` (or the older
-    // `case_insensitive: false`) says otherwise.
-    let ci = match (flag("case_sensitive"), flag("case_insensitive")) {
-        (Some(s), Some(i)) if s == i => {
-            return Err("\"case_sensitive\" and \"case_insensitive\" disagree; give one".into());
-        }
-        (Some(s), _) => !s,
-        (None, Some(i)) => i,
-        (None, None) => true,
-    };
+    // Case-insensitive unless `case_sensitive` says otherwise.
+    let ci = !flag("case_sensitive").unwrap_or(false);
     let literal = !pattern.contains([
         '\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$',
     ]);
@@ -303,8 +295,8 @@ impl Tool for Grep {
         crate::types::ToolName::Grep
     }
     fn description(&self) -> &'static str {
-        "Regex search in workspace files: path:line:text. Skips .git, binary, secret-named and \
-         .gitignored files."
+        "Regex search in workspace files: path:line:text. Skips .git, binary, secret and ignored \
+         files."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -312,11 +304,10 @@ impl Tool for Grep {
             "properties": {
                 "pattern": {"type": "string", "description": "regex"},
                 "path": {"type": "string"},
-                "glob": {"type": "string", "description": "e.g. *.rs,*.toml"},
+                "glob": {"type": "string"},
                 "exclude": {"type": "string"},
                 "case_sensitive": {"type": "boolean"},
-                "case_insensitive": {"type": "boolean"},
-                "context": {"type": "integer", "description": "0-10"},
+                "context": {"type": "integer"},
                 "max_matches": {"type": "integer"},
                 "files_only": {"type": "boolean"},
                 "include_ignored": {"type": "boolean"}
@@ -326,7 +317,7 @@ impl Tool for Grep {
     }
     fn defaults(&self) -> Value {
         json!({
-            "path": ".", "case_sensitive": false, "case_insensitive": true,
+            "path": ".", "case_sensitive": false,
             "context": DEFAULT_CONTEXT, "max_matches": DEFAULT_MATCHES,
             "files_only": false, "include_ignored": false,
         })

@@ -347,7 +347,7 @@ impl Tool for Time {
         ToolName::Time
     }
     fn description(&self) -> &'static str {
-        "Local time, UTC time and the time zone."
+        "Local and UTC time, time zone."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {}})
@@ -385,17 +385,20 @@ impl Tool for MemorySearch {
         ToolName::MemorySearch
     }
     fn description(&self) -> &'static str {
-        "Searches earlier conversations; returns snippets with conversation and time."
+        "Searches earlier conversations."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
-                "limit": {"type": "integer", "description": "1-50, default 5"}
+                "limit": {"type": "integer"}
             },
             "required": ["query"]
         })
+    }
+    fn defaults(&self) -> Value {
+        json!({"limit": 5})
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(query) = args.get("query").and_then(Value::as_str) else {
