@@ -115,6 +115,16 @@ pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
             ("max_lines", Bound::Int(1, files::MAX_MAX_LINES)),
         ],
         ToolName::MemorySearch => &[("limit", Bound::Int(1, 50))],
+        ToolName::Shell => &[
+            (
+                "timeout_ms",
+                Bound::Int(1, crate::types::args::SHELL_MAX_TIMEOUT_MS),
+            ),
+            (
+                "max_output_chars",
+                Bound::Int(1, crate::types::args::SHELL_MAX_OUTPUT_CHARS),
+            ),
+        ],
         ToolName::Grep => &[
             ("context", Bound::Int(0, grep::MAX_CONTEXT)),
             ("max_matches", Bound::Int(1, grep::MAX_MATCHES)),
