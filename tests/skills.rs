@@ -228,7 +228,7 @@ fn validate_refuses_missing_malformed_and_unsatisfiable_skills() {
         ),
         (
             "bad-key",
-            "bad-key/SKILL.md: line 4: unknown key \"requires\"; allowed: name, description, tools",
+            "bad-key/SKILL.md: line 4: unknown key \"requires\"; allowed: name, description, version, tools",
         ),
         ("no-close", "never closed by a `---` line"),
         (

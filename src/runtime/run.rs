@@ -94,6 +94,9 @@ pub struct Runtime<'a> {
     /// The tool round being run: stored whole when it ends, however it
     /// ends, each call without a result given one saying so.
     pub round: RefCell<Option<Round>>,
+    /// The system prompt's previous-conversation layer, made at the run's
+    /// first turn and kept, so every turn of the run sends the same bytes.
+    pub(super) previous: RefCell<Option<String>>,
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
@@ -182,6 +185,7 @@ impl<'a> Runtime<'a> {
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
             round: Default::default(),
+            previous: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
             provider_errors: Default::default(),
