@@ -116,11 +116,7 @@ pub fn build(cfg: &Config, gate: &Gate, previous: &str) -> Result<String> {
 }
 
 /// The system prompt's layers by name, in order (empty when absent).
-pub fn layers(
-    cfg: &Config,
-    gate: &Gate,
-    previous: &str,
-) -> Result<Vec<(&'static str, String)>> {
+pub fn layers(cfg: &Config, gate: &Gate, previous: &str) -> Result<Vec<(&'static str, String)>> {
     let mut parts: Vec<(&'static str, String)> = Vec::new();
     let base = match (&cfg.prompt.base_text, &cfg.prompt.base_file) {
         (Some(text), _) => Some(text.clone()),

@@ -639,7 +639,9 @@ mod tests {
     fn a_version_is_read_and_checked() {
         let p = ok("---\nname: demo\ndescription: d\nversion: 1.2.0-rc.1\n---\nb");
         assert_eq!(p.version.as_deref(), Some("1.2.0-rc.1"));
-        assert!(err("---\nname: demo\ndescription: d\nversion: 1 2\n---\nb").contains("not a version"));
+        assert!(
+            err("---\nname: demo\ndescription: d\nversion: 1 2\n---\nb").contains("not a version")
+        );
         assert!(
             err("---\nname: demo\ndescription: d\nversion: 1\nversion: 2\n---\nb")
                 .contains("given twice")
@@ -653,7 +655,10 @@ mod tests {
             source: Source::State,
             path: PathBuf::new(),
         }]);
-        assert!(layer.contains("<skill name=\"demo\" description=\"d\" version=\"2.0\">"), "{layer}");
+        assert!(
+            layer.contains("<skill name=\"demo\" description=\"d\" version=\"2.0\">"),
+            "{layer}"
+        );
     }
 
     #[test]

@@ -253,7 +253,10 @@ fn shell_takes_cwd_timeout_and_an_output_limit() {
     assert_eq!(v["output"], "in sub\n");
     assert_eq!(v["metadata"]["truncated"], false, "{v}");
     // By effect: the file lands in the directory named.
-    let (r, _) = env.tool("shell", json!({"command": "touch made.txt", "cwd": "sub/deeper"}));
+    let (r, _) = env.tool(
+        "shell",
+        json!({"command": "touch made.txt", "cwd": "sub/deeper"}),
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("sub/deeper/made.txt").exists());
     assert!(!env.ws.join("made.txt").exists());
@@ -264,16 +267,20 @@ fn shell_takes_cwd_timeout_and_an_output_limit() {
         ("top.txt", "not a directory"),
         ("sub'x", "quote"),
     ] {
-        let (r, v) = env.tool(
-            "shell",
-            json!({"command": "touch escaped.txt", "cwd": cwd}),
+        let (r, v) = env.tool("shell", json!({"command": "touch escaped.txt", "cwd": cwd}));
+        assert_eq!(
+            (r.code, v["status"].as_str()),
+            (4, Some("denied")),
+            "{cwd}: {v}"
         );
-        assert_eq!((r.code, v["status"].as_str()), (4, Some("denied")), "{cwd}: {v}");
         assert!(v.to_string().contains(want), "{cwd}: {v}");
     }
     assert!(!env.root.join("escaped.txt").exists() && !env.ws.join("escaped.txt").exists());
     // A command that changes directory again is refused with it.
-    let (r, _) = env.tool("shell", json!({"command": "cd deeper && touch x", "cwd": "sub"}));
+    let (r, _) = env.tool(
+        "shell",
+        json!({"command": "cd deeper && touch x", "cwd": "sub"}),
+    );
     assert_eq!(r.code, 4, "{r:?}");
     assert!(!env.ws.join("sub/deeper/x").exists());
 
@@ -291,7 +298,9 @@ fn shell_takes_cwd_timeout_and_an_output_limit() {
     let out = v["output"].as_str().unwrap();
     assert!(
         out.starts_with(&"é".repeat(100))
-            && out.ends_with("\n…[truncated: showing the first 100 of 800 characters (max_output_chars)]"),
+            && out.ends_with(
+                "\n…[truncated: showing the first 100 of 800 characters (max_output_chars)]"
+            ),
         "{out}"
     );
     assert_eq!(v["metadata"]["truncated"], true, "{v}");
@@ -317,7 +326,10 @@ fn shell_takes_cwd_timeout_and_an_output_limit() {
 #[test]
 fn shell_timeout_ms_is_capped_by_the_configuration() {
     let env = env_with("full", "shell_timeout_secs = 1");
-    let (r, v) = env.tool("shell", json!({"command": "sleep 30", "timeout_ms": 600000}));
+    let (r, v) = env.tool(
+        "shell",
+        json!({"command": "sleep 30", "timeout_ms": 600000}),
+    );
     assert_eq!(r.code, 3, "{r:?}");
     assert_eq!(v["metadata"]["timed_out"], true, "{v}");
     assert!(v["error"].as_str().unwrap().contains("timed out"), "{v}");
