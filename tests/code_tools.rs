@@ -589,9 +589,7 @@ fn secret_words_and_dotfiles_are_refused_by_rule() {
     );
     assert_eq!(code, 0, "{v}");
     assert_eq!(output(&v), "root = true\n");
-    env.config(&format!(
-        "[security]\nautonomy = \"readonly\"\ndotfiles_allow = [\".bashrc\", \".env*\"]\n"
-    ));
+    env.config("[security]\nautonomy = \"readonly\"\ndotfiles_allow = [\".bashrc\", \".env*\"]\n");
     let (code, v) = run(&env, "file_read", serde_json::json!({"path": ".bashrc"}));
     assert_eq!(code, 0, "{v}");
     // Only the dotfile rule is lifted: .env is refused by its own rule.
@@ -609,4 +607,50 @@ fn secret_words_and_dotfiles_are_refused_by_rule() {
     let r = env.run(&["config", "validate"]);
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("security.dotfiles_allow[0]"), "{r:?}");
+}
+
+/// `tool list --json` shows each tool's parameters with their defaults;
+/// the defaults stay out of what a model is sent.
+#[test]
+fn tool_list_json_shows_parameters_and_defaults() {
+    let env = env_with("readonly", "");
+    let (r, list) = env.json(&["tool", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let params = |tool: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == tool)
+            .unwrap_or_else(|| panic!("{tool}: {list}"))["parameters"]["properties"]
+            .clone()
+    };
+    let grep = params("grep");
+    assert_eq!(grep["case_sensitive"]["default"], false, "{grep}");
+    assert_eq!(grep["context"]["default"], 2, "{grep}");
+    assert_eq!(grep["max_matches"]["default"], 100, "{grep}");
+    assert_eq!(grep["include_ignored"]["default"], false, "{grep}");
+    let list_p = params("file_list");
+    assert_eq!(list_p["include_hidden"]["default"], false, "{list_p}");
+    assert_eq!(list_p["limit"]["default"], 500, "{list_p}");
+    assert_eq!(params("file_read")["max_lines"]["default"], 500);
+    let git = params("git");
+    for k in ["author", "grep", "include_diff"] {
+        assert!(git.get(k).is_some(), "{k}: {git}");
+    }
+    assert_eq!(git["include_diff"]["default"], false);
+    let shell = params("shell");
+    for k in ["cwd", "timeout_ms", "max_output_chars"] {
+        assert!(shell.get(k).is_some(), "{k}: {shell}");
+    }
+    // What a model is sent carries the parameters, not the defaults.
+    let env = Env::new();
+    env.mock("hello.toml", "", "");
+    let r = env.run(&["agent", "-m", "hi"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let tools = env.requests()[0]["request"]["tools"].to_string();
+    assert!(
+        tools.contains("\"max_lines\"") && tools.contains("\"timeout_ms\""),
+        "{tools}"
+    );
+    assert!(!tools.contains("\"default\""), "{tools}");
 }

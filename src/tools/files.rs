@@ -690,6 +690,64 @@ fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String>
     beneath::replace_file(dir.as_fd(), name, data, mode).map_err(|e| e.to_string())
 }
 
+/// The largest current file a write's preview compares against.
+const PREVIEW_MAX_BYTES: u64 = 1 << 20;
+
+/// What a `file_write` of `content` to `path` (as the gate resolved it)
+/// would change, for the operator: a unified diff against the file there
+/// now, opened beneath the workspace with no symlink followed (a new file:
+/// its content, every line added), capped and escaped ([`super::diff`]).
+/// A secret-named file's content is never shown.
+pub fn write_preview(gate: &crate::security::Gate, path: &Path, content: &str) -> String {
+    let shown = gate.shown(path);
+    if let Some(rule) = gate.secret_rule(path) {
+        return format!("[{shown} is secret-named (rule \"{rule}\"): no preview]\n");
+    }
+    let Ok(ws) = gate.workspace() else {
+        return "[no workspace: no preview]\n".into();
+    };
+    let (base, rel) = beneath::split(ws, path);
+    let opened = beneath::open_workspace(base).and_then(|root| {
+        beneath::open_beneath(
+            root.as_fd(),
+            rel,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
+            Symlinks::Refuse,
+        )
+    });
+    let file = match opened {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return super::diff::unified(&shown, None, content);
+        }
+        Err(e) => return format!("[{shown} cannot be read to compare: {}]\n", explain(&e)),
+    };
+    let md = match file.metadata() {
+        Ok(md) if md.is_file() && md.nlink() == 1 => md,
+        Ok(_) => return format!("[{shown} is not a plain file: no preview]\n"),
+        Err(e) => return format!("[{shown} cannot be read to compare: {e}]\n"),
+    };
+    if md.len() > PREVIEW_MAX_BYTES {
+        return format!(
+            "[{shown} is {} now: too large to compare; it is replaced whole]\n",
+            human_size(md.len())
+        );
+    }
+    let mut old = Vec::new();
+    if file.take(PREVIEW_MAX_BYTES).read_to_end(&mut old).is_err() {
+        return format!("[{shown} cannot be read to compare]\n");
+    }
+    match String::from_utf8(old) {
+        Ok(old) if old == content => format!("[{shown}: no change]\n"),
+        Ok(old) => super::diff::unified(&shown, Some(&old), content),
+        Err(_) => format!(
+            "[{shown} is not UTF-8 text now ({}): it is replaced whole]\n",
+            human_size(md.len())
+        ),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -999,63 +1057,5 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
-    }
-}
-
-/// The largest current file a write's preview compares against.
-const PREVIEW_MAX_BYTES: u64 = 1 << 20;
-
-/// What a `file_write` of `content` to `path` (as the gate resolved it)
-/// would change, for the operator: a unified diff against the file there
-/// now, opened beneath the workspace with no symlink followed (a new file:
-/// its content, every line added), capped and escaped ([`super::diff`]).
-/// A secret-named file's content is never shown.
-pub fn write_preview(gate: &crate::security::Gate, path: &Path, content: &str) -> String {
-    let shown = gate.shown(path);
-    if let Some(rule) = gate.secret_rule(path) {
-        return format!("[{shown} is secret-named (rule \"{rule}\"): no preview]\n");
-    }
-    let Ok(ws) = gate.workspace() else {
-        return "[no workspace: no preview]\n".into();
-    };
-    let (base, rel) = beneath::split(ws, path);
-    let opened = beneath::open_workspace(base).and_then(|root| {
-        beneath::open_beneath(
-            root.as_fd(),
-            rel,
-            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-            0,
-            Symlinks::Refuse,
-        )
-    });
-    let file = match opened {
-        Ok(fd) => std::fs::File::from(fd),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return super::diff::unified(&shown, None, content);
-        }
-        Err(e) => return format!("[{shown} cannot be read to compare: {}]\n", explain(&e)),
-    };
-    let md = match file.metadata() {
-        Ok(md) if md.is_file() && md.nlink() == 1 => md,
-        Ok(_) => return format!("[{shown} is not a plain file: no preview]\n"),
-        Err(e) => return format!("[{shown} cannot be read to compare: {e}]\n"),
-    };
-    if md.len() > PREVIEW_MAX_BYTES {
-        return format!(
-            "[{shown} is {} now: too large to compare; it is replaced whole]\n",
-            human_size(md.len())
-        );
-    }
-    let mut old = Vec::new();
-    if file.take(PREVIEW_MAX_BYTES).read_to_end(&mut old).is_err() {
-        return format!("[{shown} cannot be read to compare]\n");
-    }
-    match String::from_utf8(old) {
-        Ok(old) if old == content => format!("[{shown}: no change]\n"),
-        Ok(old) => super::diff::unified(&shown, Some(&old), content),
-        Err(_) => format!(
-            "[{shown} is not UTF-8 text now ({}): it is replaced whole]\n",
-            human_size(md.len())
-        ),
     }
 }
