@@ -478,7 +478,7 @@ impl Tool for Shell {
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "e.g. ls -la"},
+                "command": {"type": "string", "description": "the command line, e.g. ls -la"},
                 "cwd": {"type": "string"},
                 "timeout_ms": {"type": "integer"},
                 "max_output_chars": {"type": "integer"}
