@@ -485,7 +485,24 @@ pub struct Middleware {
     /// `http_timeout_secs`) for this tool's calls.
     pub timeout_secs: Option<u64>,
     pub rate_limit: RateLimit,
+    /// A read-only tool's results kept this long in a run, for the same
+    /// judged call again (none: no cache).
+    pub cache_ttl_secs: Option<u64>,
 }
+
+/// The tools whose results `cache_ttl_secs` may keep: they change nothing
+/// and send nothing, and a second call with the same arguments reads the
+/// same thing unless a write came between.
+pub const CACHEABLE: [ToolName; 8] = [
+    ToolName::Time,
+    ToolName::FileList,
+    ToolName::FileRead,
+    ToolName::Grep,
+    ToolName::Git,
+    ToolName::MemorySearch,
+    ToolName::MemoryRecall,
+    ToolName::PdfExtract,
+];
 
 /// `rate_limit = { per_minute = N, per_hour = M }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -2093,6 +2110,13 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         {
             let mut sec = r.section(&mut tools, &name);
             let m = read_middleware(r, &mut sec);
+            if m.cache_ttl_secs.is_some() {
+                r.err(format!(
+                    "{}.cache_ttl_secs: a plugin's tool is not cached (latchclaw cannot know it \
+                     reads only)",
+                    sec.path
+                ));
+            }
             r.finish(sec);
             out.external.insert(name, m);
             continue;
@@ -2109,6 +2133,13 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         };
         let mut sec = r.section(&mut tools, &name);
         let m = read_middleware(r, &mut sec);
+        if m.cache_ttl_secs.is_some() && !CACHEABLE.contains(&tool) {
+            r.err(format!(
+                "{}: \"{name}\" is not a read-only tool; a result cache is for {}",
+                sec.path,
+                CACHEABLE.map(ToolName::as_str).join(", ")
+            ));
+        }
         if m != Middleware::default() {
             out.middleware.insert(tool, m);
         }
@@ -2140,17 +2171,12 @@ fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
     };
     let timeout_secs = r.opt_int(sec, "timeout_secs", 1, 3600);
     let rate_limit = read_rate_limit(r, sec);
-    if sec.t.contains_key("cache_ttl_secs") {
-        sec.t.remove("cache_ttl_secs");
-        r.err(format!(
-            "{}: the result cache is not implemented yet; remove the key",
-            sec.key("cache_ttl_secs")
-        ));
-    }
+    let cache_ttl_secs = r.opt_int(sec, "cache_ttl_secs", 1, 86_400);
     Middleware {
         enabled,
         timeout_secs,
         rate_limit,
+        cache_ttl_secs,
     }
 }
 

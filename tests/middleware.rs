@@ -347,12 +347,61 @@ fn the_global_limit_counts_every_tool_and_a_burst_goes_at_once() {
         .map(|r| r["status"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(statuses, ["allowed", "denied", "denied"]);
-    // A result cache is not built yet: the key says so.
-    env.config("[tools.grep]\ncache_ttl_secs = 60\n");
+}
+
+/// `cache_ttl_secs` keeps a read-only tool's result for the same judged
+/// call within a run; any call that may change something empties it, and
+/// every call is still judged and receipted.
+#[test]
+fn a_read_only_result_is_cached_until_a_write() {
+    let env = Env::new();
+    env.mock(
+        "cache_reads.toml",
+        "",
+        "[security]\nautonomy = \"full\"\n[channels.cli]\n\
+         tools_allow = [\"file_read\", \"file_write\", \"shell\"]\n\
+         [tools.file_read]\ncache_ttl_secs = 600\n",
+    );
+    std::fs::write(env.ws.join("a.txt"), "first\n").unwrap();
+    std::fs::write(env.ws.join("b.txt"), "other\n").unwrap();
+    let r = env.run(&["agent", "-m", "read it twice, write, read again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let receipts = env.receipts();
+    let reads: Vec<&Value> = receipts
+        .iter()
+        .filter(|r| r["tool"] == "file_read")
+        .collect();
+    assert_eq!(reads.len(), 4, "{receipts:?}");
+    let measured: Vec<&str> = reads
+        .iter()
+        .map(|r| r["measured"].as_str().unwrap())
+        .collect();
+    // a.txt ran, b.txt is another call, a.txt again from the cache; after
+    // the write, a.txt ran again.
+    assert!(!measured[0].contains("cached"), "{measured:?}");
+    assert!(!measured[1].contains("cached"), "{measured:?}");
+    assert!(measured[2].ends_with(" cached=true"), "{measured:?}");
+    assert!(!measured[3].contains("cached"), "{measured:?}");
+    // The model read the file as the write left it, not the cached copy.
+    let reqs = env.requests();
+    let msgs = reqs.last().unwrap()["request"]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let last_result = msgs.last().unwrap();
+    assert_eq!(last_result["role"], "tool", "{msgs:?}");
+    assert_eq!(last_result["content"], "second\n", "{msgs:?}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+
+    // Only read-only built-ins take the key.
+    env.config("[tools.shell]\ncache_ttl_secs = 60\n");
     let r = env.run(&["config", "validate"]);
     assert_ne!(r.code, 0, "{r:?}");
-    assert!(r.stderr.contains("tools.grep.cache_ttl_secs"), "{r:?}");
-    assert!(r.stderr.contains("not implemented"), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("tools.shell: \"shell\" is not a read-only tool"),
+        "{r:?}"
+    );
 }
 
 /// Each call that ran carries its duration, whether it was cut and a

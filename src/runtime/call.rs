@@ -441,6 +441,24 @@ impl Runtime<'_> {
         }
     }
 
+    /// The cache key of a call whose tool keeps results
+    /// (`[tools.NAME] cache_ttl_secs`, read-only tools only) and how long.
+    fn cache_key(&self, call: &Valid<'_>, d: &Decision) -> Option<(String, std::time::Duration)> {
+        let tool = call.builtin()?;
+        let ttl = self.cfg.tools.of(tool).cache_ttl_secs?;
+        if !crate::config::CACHEABLE.contains(&tool) || call.takes_effect() {
+            return None;
+        }
+        let key = format!(
+            "{}\n{}\n{:?}\n{:?}",
+            tool.as_str(),
+            call.call.args,
+            d.path,
+            d.plan
+        );
+        Some((key, std::time::Duration::from_secs(ttl)))
+    }
+
     fn call_log(&self) -> CallLog<'_> {
         CallLog {
             memory: &self.memory,
@@ -711,16 +729,43 @@ impl Runtime<'_> {
             Some(lock)
         };
         let began = Instant::now();
-        let mut result = match call.target {
-            Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
-            Target::External(ext) => match &ext.kind {
+        // The judged call, not the words: the same arguments resolving to
+        // another file are another call.
+        let cache = self.cache_key(&call, ctx.decision);
+        let hit = cache.as_ref().and_then(|(key, ttl)| {
+            self.cache
+                .borrow()
+                .get(key)
+                .filter(|(at, _)| at.elapsed() < *ttl)
+                .map(|(_, r)| r.clone())
+        });
+        let cached = hit.is_some();
+        let mut result = match (hit, call.target) {
+            (Some(r), _) => r,
+            (None, Target::Builtin(_, tool)) => tool.invoke(call.call.args, &ctx),
+            (None, Target::External(ext)) => match &ext.kind {
                 crate::external::Kind::Plugin { dir, command } => {
                     crate::plugins::call(ext, dir, command, call.call.args, &ctx)
                 }
             },
         };
-        let redacted = result.redact(&self.redactor);
+        let redacted = if cached {
+            Default::default()
+        } else {
+            result.redact(&self.redactor)
+        };
+        if call.takes_effect() {
+            // Whatever it did may change what a read would read.
+            self.cache.borrow_mut().clear();
+        } else if let Some((key, _)) = cache.filter(|_| !cached && result.success) {
+            self.cache
+                .borrow_mut()
+                .insert(key, (Instant::now(), result.clone()));
+        }
         result.measure(began.elapsed());
+        if let Some(m) = result.measured.as_mut() {
+            m.cached = cached;
+        }
         if !redacted.is_empty() {
             log::info!(
                 target: "event::tool_redacted",

@@ -97,6 +97,11 @@ pub struct Runtime<'a> {
     /// The system prompt's previous-conversation layer, made at the run's
     /// first turn and kept, so every turn of the run sends the same bytes.
     pub(super) previous: RefCell<Option<String>>,
+    /// `cache_ttl_secs`: read-only results by the judged call (tool,
+    /// arguments, resolved path or plan), with when they were made; emptied
+    /// by any call that may change something.
+    pub(super) cache:
+        RefCell<std::collections::HashMap<String, (Instant, crate::tools::ToolResult)>>,
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
@@ -186,6 +191,7 @@ impl<'a> Runtime<'a> {
             conversation: Default::default(),
             round: Default::default(),
             previous: Default::default(),
+            cache: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
             provider_errors: Default::default(),

@@ -63,14 +63,20 @@ pub struct Measured {
     pub duration_ms: u64,
     pub truncated: bool,
     pub tokens_est: u64,
+    /// Answered from the run's result cache (`cache_ttl_secs`), not run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 impl Measured {
     /// As an outcome receipt's `measured` holds it.
     pub fn text(&self) -> String {
         format!(
-            "duration_ms={} truncated={} tokens_est={}",
-            self.duration_ms, self.truncated, self.tokens_est
+            "duration_ms={} truncated={} tokens_est={}{}",
+            self.duration_ms,
+            self.truncated,
+            self.tokens_est,
+            if self.cached { " cached=true" } else { "" }
         )
     }
 }
@@ -91,6 +97,7 @@ impl ToolResult {
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             truncated,
             tokens_est: (bytes as u64).div_ceil(4),
+            cached: false,
         });
     }
 

@@ -309,6 +309,9 @@ fn tools_value(cfg: &Config) -> Value {
         if m.rate_limit.is_set() {
             e.insert("rate_limit".into(), rate_limit_value(&m.rate_limit));
         }
+        if let Some(t) = m.cache_ttl_secs {
+            e.insert("cache_ttl_secs".into(), t.into());
+        }
     }
     if cfg.tools.rate_limit.is_set() {
         tools.insert("rate_limit".into(), rate_limit_value(&cfg.tools.rate_limit));
