@@ -368,6 +368,15 @@ pub const DEFAULT_DOTFILES_ALLOW: &[&str] = &[
     ".gitlab-ci.yml",
     ".golangci.yml",
     ".golangci.yaml",
+    ".coveragerc",
+    ".rubocop.yml",
+    ".swiftlint.yml",
+    ".shellcheckrc",
+    ".jshintrc",
+    ".ruff.toml",
+    ".isort.cfg",
+    ".codecov.yml",
+    ".readthedocs.yaml",
     ".keep",
 ];
 

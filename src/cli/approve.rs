@@ -46,10 +46,14 @@ pub fn describe_with(
     preview: Option<&str>,
     indent: &str,
 ) -> String {
+    // Invisible characters in a content shown as a diff are counted too.
+    let mut hidden = 0;
     let args = match (preview, args) {
         (Some(_), Value::Object(m)) if m.contains_key("content") => {
             let mut m = m.clone();
-            let bytes = m.get("content").and_then(Value::as_str).map_or(0, str::len);
+            let content = m.get("content").and_then(Value::as_str).unwrap_or("");
+            hidden += crate::util::hidden_count(content);
+            let bytes = content.len();
             m.insert(
                 "content".into(),
                 Value::String(format!("({bytes} bytes; the change below)")),
@@ -73,7 +77,6 @@ pub fn describe_with(
     line("tool", &crate::util::printable(tool));
     line("risk", risk);
     line("reason", &crate::util::printable(reason));
-    let mut hidden = 0;
     match args.as_object() {
         Some(m) if m.is_empty() => line("arguments", "none"),
         Some(m) => {
@@ -91,18 +94,18 @@ pub fn describe_with(
         }
         None => line("arguments", &crate::util::printable(&args.to_string())),
     }
-    // Escapes in a long value are easy to read past: say they are there.
-    if hidden > 0 {
-        line(
-            "warning",
-            &format!("the arguments hold {hidden} invisible characters, shown above as \\u{{…}}"),
-        );
-    }
     if let Some(p) = preview {
         out.push_str(&format!("{indent}change:\n"));
         for l in p.lines() {
             out.push_str(&format!("{indent}  {l}\n"));
         }
+    }
+    // Escapes in a long value are easy to read past: say they are there
+    // (after the change, which shows them too). One short line: no wrap.
+    if hidden > 0 {
+        out.push_str(&format!(
+            "{indent}warning: the arguments hold {hidden} invisible characters, shown above as \\u{{…}}\n"
+        ));
     }
     out
 }
