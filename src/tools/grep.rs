@@ -8,8 +8,10 @@
 //! ([`crate::security::Gate::is_forbidden`]), secret-named files
 //! ([`crate::security::Gate::secret_rule`]), files with more than one hard
 //! link (as `file_read` refuses them). It also skips `.git`, binary files
-//! (a NUL in the first 8 KiB), what `.gitignore` files ignore, and files
-//! over [`MAX_FILE_BYTES`].
+//! (a NUL in the first 8 KiB), what `.gitignore` files ignore, files over
+//! [`MAX_FILE_BYTES`], and below the start the dependency and build
+//! directories of [`DEFAULT_EXCLUDED_DIRS`] (unless `include_ignored`).
+//! Matching ignores case unless `case_sensitive`.
 //!
 //! A pattern without regex syntax is found in process (memmem, linear in
 //! the text). A regular expression is matched in a parser child
