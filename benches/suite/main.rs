@@ -435,6 +435,22 @@ fn feature_figures(report: &mut Report) {
 fn setup_home(root: &Path, name: &str, config: &str) -> PathBuf {
     let home = root.join(name);
     std::fs::create_dir_all(home.join(".latchclaw")).unwrap();
+    // Every tool is rate-limited by default (10 a minute in a run, 200 an
+    // hour across runs); a benchmark runs the same call thousands of times.
+    let mut config = config.to_string();
+    for tool in [
+        "time",
+        "file_list",
+        "file_read",
+        "shell",
+        "memory_search",
+        "git",
+        "grep",
+    ] {
+        config.push_str(&format!(
+            "\n[tools.{tool}]\nrate_limit = {{ per_minute = 10000, per_hour = 1000000 }}\n"
+        ));
+    }
     std::fs::write(home.join(".latchclaw/config.toml"), config).unwrap();
     home
 }
@@ -857,6 +873,7 @@ fn new_receipt<'a>(
         risk: latchclaw::security::Risk::Low,
         reason: "allowed by policy",
         started_id,
+        measured: None,
     }
 }
 

@@ -97,6 +97,7 @@ const DATA: &[&str] = &[
     "provider list",
     "provider test",
     "tool list",
+    "tool stats",
     "policy show",
     "agent",
     "memory list",
@@ -191,6 +192,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("N:HASH"),
         commands: &["receipt verify"],
         help: "as `receipt head` printed it: exit 7 unless receipt N still has this hash",
+    },
+    Flag {
+        long: "since",
+        short: None,
+        value: Some("DATE"),
+        commands: &["tool stats"],
+        help: "only calls from this day (YYYY-MM-DD, UTC) or time (RFC 3339) on",
     },
     Flag {
         long: "message",
@@ -522,6 +530,16 @@ Exit 3 when a request fails.",
         args: &[],
         summary: "tools, their risk and whether they are enabled",
         about: "Shows each tool, its base risk and whether the cli channel enables it.",
+        bare: false,
+    },
+    CommandDef {
+        path: "tool stats",
+        args: &[],
+        summary: "each tool's calls, success rate, average and p95 time",
+        about: "Reads the tool calls of stored agent rounds from the memory database and
+prints, per tool, the calls, how many succeeded (in percent), and the
+average and 95th-percentile time of those that ran. --since DATE counts
+only calls from then on.",
         bare: false,
     },
     CommandDef {

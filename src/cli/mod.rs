@@ -85,6 +85,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ProviderList { json } => cmd::provider::list(&ctx, json),
         Command::ProviderTest { name, json } => cmd::provider::test(&ctx, name.as_deref(), json),
         Command::ToolList { json } => cmd::tool::list(&ctx, json),
+        Command::ToolStats { since, json } => cmd::tool::stats(&ctx, since, json),
         Command::ToolRun {
             tool,
             args,

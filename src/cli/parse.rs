@@ -38,6 +38,11 @@ pub enum Command {
     ToolList {
         json: bool,
     },
+    ToolStats {
+        /// Unix seconds.
+        since: Option<i64>,
+        json: bool,
+    },
     ToolRun {
         tool: String,
         args: Option<String>,
@@ -823,6 +828,16 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "tool list" => Command::ToolList { json },
+        "tool stats" => Command::ToolStats {
+            since: o
+                .value("since")
+                .map(|v| {
+                    crate::types::args::parse_date(&v, false)
+                        .map_err(|e| Error::usage(format!("--since: {e}")))
+                })
+                .transpose()?,
+            json,
+        },
         "tool run" => Command::ToolRun {
             tool: arg(0),
             args: o.value("json"),

@@ -23,6 +23,7 @@ impl Approver for NoOperator {
         _: &str,
         _: &Decision,
         _: &Value,
+        _: Option<&str>,
         _: bool,
         _: &crate::control::RunControl,
     ) -> Approval {

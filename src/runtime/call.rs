@@ -185,6 +185,7 @@ mod started {
                     risk: admitted.acting().risk,
                     reason: &admitted.reason,
                     started_id: None,
+                    measured: None,
                 })?
             } else {
                 if let Some(log) = &self.receipts {
@@ -274,29 +275,39 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
         tool: &str,
         hourly: bool,
         record: bool,
-        decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
+        decide: &mut dyn FnMut(&crate::security::rate::Counts) -> Option<String>,
     ) -> Result<Option<String>> {
         let now = Instant::now();
         let minute = std::time::Duration::from_millis(crate::security::rate::MINUTE_MS as u64);
-        let minute_in_run = self
-            .in_run
-            .borrow()
-            .iter()
-            .filter(|(t, at)| t == tool && now.duration_since(*at) < minute)
-            .count() as u32;
+        let (mut ages, mut all_ages) = (Vec::new(), Vec::new());
+        for (t, at) in self.in_run.borrow().iter() {
+            let age = u64::try_from(now.duration_since(*at).as_millis()).unwrap_or(u64::MAX);
+            if t == tool {
+                ages.push(age);
+            }
+            all_ages.push(age);
+        }
+        let in_minute =
+            |a: &[u64]| a.iter().filter(|&&a| a < minute.as_millis() as u64).count() as u32;
+        let mut counts = crate::security::rate::Counts {
+            minute_in_run: in_minute(&ages),
+            all_minute_in_run: in_minute(&all_ages),
+            ages_ms: ages,
+            all_ages_ms: all_ages,
+            ..Default::default()
+        };
         let mut verdict = None;
-        let mut judge = |hour_all_runs| {
-            verdict = decide(crate::security::rate::Counts {
-                minute_in_run,
-                hour_all_runs,
-            });
+        let mut judge = |hour_all_runs, all_hour_all_runs| {
+            counts.hour_all_runs = hour_all_runs;
+            counts.all_hour_all_runs = all_hour_all_runs;
+            verdict = decide(&counts);
             verdict.is_none() && record
         };
         if hourly {
             self.memory
                 .admit_tool_call(tool, crate::security::rate::HOUR_MS, &mut judge)?;
         } else {
-            judge(0);
+            judge(0, 0);
         }
         if verdict.is_none() && record {
             self.in_run.borrow_mut().push((tool.to_string(), now));
@@ -474,6 +485,24 @@ impl Runtime<'_> {
         }
     }
 
+    /// The cache key of a call whose tool keeps results
+    /// (`[tools.NAME] cache_ttl_secs`, read-only tools only) and how long.
+    fn cache_key(&self, call: &Valid<'_>, d: &Decision) -> Option<(String, std::time::Duration)> {
+        let tool = call.builtin()?;
+        let ttl = self.cfg.tools.of(tool).cache_ttl_secs?;
+        if !crate::config::CACHEABLE.contains(&tool) || call.takes_effect() {
+            return None;
+        }
+        let key = format!(
+            "{}\n{}\n{:?}\n{:?}",
+            tool.as_str(),
+            call.call.args,
+            d.path,
+            d.plan
+        );
+        Some((key, std::time::Duration::from_secs(ttl)))
+    }
+
     fn call_log(&self) -> CallLog<'_> {
         CallLog {
             memory: &self.memory,
@@ -579,37 +608,42 @@ impl Runtime<'_> {
         // "Always" only where the operator answers for a conversation at a
         // terminal (`agent`), and only for medium risk.
         let offer = self.standing && d.risk == crate::security::Risk::Medium;
-        let why = match self.approver.ask(c.name, &d, c.args, offer, &self.control) {
-            answer @ (Approval::Approved | Approval::Always) => {
-                log::info!(target: "event::tool_approved", "tool={}", c.name);
-                let mut reason = format!("{}; approved by the operator", d.reason);
-                // Only medium risk is offered "always": high risk asks each time.
-                if answer == Approval::Always && offer {
-                    let id = self.memory.add_standing(
-                        c.conversation_id,
-                        &self.cfg.workspace_dir,
-                        c.name,
-                        &scope_of(&d),
-                        d.risk,
-                    )?;
-                    reason.push_str(&format!(" for this conversation ({id})"));
+        let preview = preview(call.builtin(), &d, c.args, &self.gate);
+        let why =
+            match self
+                .approver
+                .ask(c.name, &d, c.args, preview.as_deref(), offer, &self.control)
+            {
+                answer @ (Approval::Approved | Approval::Always) => {
+                    log::info!(target: "event::tool_approved", "tool={}", c.name);
+                    let mut reason = format!("{}; approved by the operator", d.reason);
+                    // Only medium risk is offered "always": high risk asks each time.
+                    if answer == Approval::Always && offer {
+                        let id = self.memory.add_standing(
+                            c.conversation_id,
+                            &self.cfg.workspace_dir,
+                            c.name,
+                            &scope_of(&d),
+                            d.risk,
+                        )?;
+                        reason.push_str(&format!(" for this conversation ({id})"));
+                    }
+                    return Ok(Next::Go(Approved {
+                        call,
+                        decision: d,
+                        status: Status::Approved,
+                        reason,
+                        lock: Lock::LetGo,
+                    }));
                 }
-                return Ok(Next::Go(Approved {
-                    call,
-                    decision: d,
-                    status: Status::Approved,
-                    reason,
-                    lock: Lock::LetGo,
-                }));
-            }
-            Approval::Denied(why) => {
-                let reason = format!("{}; {why}", d.reason);
-                let result = ToolResult::err(format!("denied: {reason}"));
-                let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
-                return Ok(Next::End(ended));
-            }
-            Approval::Unavailable(why) => why,
-        };
+                Approval::Denied(why) => {
+                    let reason = format!("{}; {why}", d.reason);
+                    let result = ToolResult::err(format!("denied: {reason}"));
+                    let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
+                    return Ok(Next::End(ended));
+                }
+                Approval::Unavailable(why) => why,
+            };
         let id = self.memory.add_pending(
             c.conversation_id,
             &self.cfg.workspace_dir,
@@ -748,9 +782,22 @@ impl Runtime<'_> {
         if nests {
             *self.held_lock.borrow_mut() = lock.as_ref().and_then(|l| l.try_clone().ok());
         }
-        let mut result = match call.target {
-            Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
-            Target::External(ext) => match &ext.kind {
+        let began = Instant::now();
+        // The judged call, not the words: the same arguments resolving to
+        // another file are another call.
+        let cache = self.cache_key(&call, ctx.decision);
+        let hit = cache.as_ref().and_then(|(key, ttl)| {
+            self.cache
+                .borrow()
+                .get(key)
+                .filter(|(at, _)| at.elapsed() < *ttl)
+                .map(|(_, r)| r.clone())
+        });
+        let cached = hit.is_some();
+        let mut result = match (hit, call.target) {
+            (Some(r), _) => r,
+            (None, Target::Builtin(_, tool)) => tool.invoke(call.call.args, &ctx),
+            (None, Target::External(ext)) => match &ext.kind {
                 crate::external::Kind::Plugin { dir, command } => {
                     crate::plugins::call(ext, dir, command, call.call.args, &ctx)
                 }
@@ -763,7 +810,23 @@ impl Runtime<'_> {
         if nests {
             *self.held_lock.borrow_mut() = None;
         }
-        let redacted = result.redact(&self.redactor);
+        let redacted = if cached {
+            Default::default()
+        } else {
+            result.redact(&self.redactor)
+        };
+        if call.takes_effect() {
+            // Whatever it did may change what a read would read.
+            self.cache.borrow_mut().clear();
+        } else if let Some((key, _)) = cache.filter(|_| !cached && result.success) {
+            self.cache
+                .borrow_mut()
+                .insert(key, (Instant::now(), result.clone()));
+        }
+        result.measure(began.elapsed());
+        if let Some(m) = result.measured.as_mut() {
+            m.cached = cached;
+        }
         if !redacted.is_empty() {
             log::info!(
                 target: "event::tool_redacted",
@@ -873,6 +936,7 @@ impl Runtime<'_> {
             reason = format!("{reason}; output redacted: {}", kinds.join(", "));
         }
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let measured = result.measured.map(|m| m.text());
         let receipt_id = self.append_receipt(&NewReceipt {
             conversation_id: call.conversation_id,
             tool: call.name,
@@ -882,6 +946,7 @@ impl Runtime<'_> {
             risk,
             reason: &reason,
             started_id: started_id.as_deref(),
+            measured: measured.as_deref(),
         })?;
         drop(lock);
         result.receipt_id = receipt_id.clone();
@@ -907,6 +972,22 @@ impl Runtime<'_> {
         let written = log.append(r)?;
         *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
         Ok(Some(written.id))
+    }
+}
+
+/// What the operator is shown of a call's effect before it runs: for a
+/// `file_write`, the diff against the file the gate resolved.
+pub fn preview(
+    tool: Option<ToolName>,
+    d: &Decision,
+    args: &Value,
+    gate: &crate::security::Gate,
+) -> Option<String> {
+    match (tool, &d.path, args.get("content").and_then(Value::as_str)) {
+        (Some(ToolName::FileWrite), Some(path), Some(content)) => {
+            Some(crate::tools::write_preview(gate, path, content))
+        }
+        _ => None,
     }
 }
 
@@ -976,7 +1057,15 @@ mod tests {
     }
 
     impl Approver for Operator<'_> {
-        fn ask(&self, _: &str, _: &Decision, _: &Value, _: bool, _: &RunControl) -> Approval {
+        fn ask(
+            &self,
+            _: &str,
+            _: &Decision,
+            _: &Value,
+            _: Option<&str>,
+            _: bool,
+            _: &RunControl,
+        ) -> Approval {
             self.asked.set(self.asked.get() + 1);
             let soon = RunControl::new(Some(std::time::Duration::from_millis(20)));
             self.lock_free_when_asked

@@ -32,12 +32,15 @@ pub enum Approval {
 /// person answers `ask_user` questions (`tools::User`).
 pub trait Approver: tools::User {
     /// Gives up when `control` says the run must stop. `always`: the
-    /// answer "always for this conversation" may be offered.
+    /// answer "always for this conversation" may be offered. `preview`:
+    /// what the call would change (a write's unified diff), shown in place
+    /// of the content it writes.
     fn ask(
         &self,
         tool: &str,
         decision: &Decision,
         args: &Value,
+        preview: Option<&str>,
         always: bool,
         control: &RunControl,
     ) -> Approval;
@@ -91,6 +94,14 @@ pub struct Runtime<'a> {
     /// The tool round being run: stored whole when it ends, however it
     /// ends, each call without a result given one saying so.
     pub round: RefCell<Option<Round>>,
+    /// The system prompt's previous-conversation layer, made at the run's
+    /// first turn and kept, so every turn of the run sends the same bytes.
+    pub(super) previous: RefCell<Option<String>>,
+    /// `cache_ttl_secs`: read-only results by the judged call (tool,
+    /// arguments, resolved path or plan), with when they were made; emptied
+    /// by any call that may change something.
+    pub(super) cache:
+        RefCell<std::collections::HashMap<String, (Instant, crate::tools::ToolResult)>>,
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
@@ -188,6 +199,8 @@ impl<'a> Runtime<'a> {
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
             round: Default::default(),
+            previous: Default::default(),
+            cache: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
             mcp: Default::default(),

@@ -267,9 +267,20 @@ impl Gate {
                 Err(r) => return Decision::refused(self.code_risk(), r),
             },
             ToolName::Shell => {
-                let cmd = match string_arg("command") {
-                    Ok(c) => c,
-                    Err(d) => return d,
+                let a = match crate::types::args::shell_args(args) {
+                    Ok(a) => a,
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+                };
+                // `cwd` is judged as the `cd DIR &&` it stands for: the
+                // directory checked like any path, every path of the
+                // command resolved from it.
+                let with_cd;
+                let cmd = match a.cwd {
+                    Some(dir) => {
+                        with_cd = format!("cd '{dir}' && {}", a.command);
+                        with_cd.as_str()
+                    }
+                    None => a.command,
                 };
                 if self.confinement == crate::config::Confinement::Required
                     && let Some(why) = confine::status().unavailable
@@ -423,6 +434,7 @@ impl Gate {
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
              secret files (refused by name, read or write): {}\n\
              secret_files_allow: {}\n\
+             dotfiles_allow: {}\n\
              forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
              state (never reachable): {}\nshell confinement: {confinement}",
             self.autonomy.as_str(),
@@ -438,6 +450,7 @@ impl Gate {
             } else {
                 cfg.security.secret_files_allow.join(", ")
             },
+            cfg.security.dotfiles_allow.join(", "),
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
             self.tools_enabled(),
@@ -575,7 +588,7 @@ mod tests {
         std::fs::create_dir_all(root.join("ws/sub")).unwrap();
         std::fs::create_dir_all(root.join("state")).unwrap();
         std::fs::create_dir_all(root.join("outside")).unwrap();
-        std::fs::write(root.join("outside/secret.txt"), "s").unwrap();
+        std::fs::write(root.join("outside/private.txt"), "s").unwrap();
         std::fs::write(root.join("ws/a.txt"), "a").unwrap();
         let root = std::fs::canonicalize(&root).unwrap();
         let text = format!(
@@ -734,14 +747,12 @@ mod tests {
                 .reason
                 .contains("the operator's configuration")
         );
-        for p in [
-            ".latchclaw-notes/a",
-            "latchclaw/a",
-            "sub/x.latchclaw",
-            ".latchclawx",
-        ] {
+        for p in [".latchclaw-notes/a", "latchclaw/a", "sub/x.latchclaw"] {
             assert!(fx.gate.check_write_path(p).is_ok(), "{p}");
         }
+        // A dotfile, refused by the dotfile rule, not as latchclaw's own.
+        let why = fx.gate.check_write_path(".latchclawx").unwrap_err().reason;
+        assert!(why.contains("(rule \".*\")"), "{why}");
         assert!(read(&fx, ".latchclaw/skills/demo/SKILL.md").is_ok());
         // Throughout a directory: the workspace's own `.latchclaw`, not
         // `.git` (a gate without the fixture's forbidden path inside).
@@ -767,8 +778,8 @@ mod tests {
     fn escapes_are_denied() {
         let fx = fixture("");
         for p in [
-            "../outside/secret.txt",
-            "sub/../../outside/secret.txt",
+            "../outside/private.txt",
+            "sub/../../outside/private.txt",
             "/etc/passwd",
             "/etc/../etc/passwd",
             "~/.ssh/id_rsa",
@@ -787,7 +798,7 @@ mod tests {
     fn symlinks_are_followed_before_deciding() {
         let fx = fixture("");
         let ws = fx.root.join("ws");
-        symlink(fx.root.join("outside/secret.txt"), ws.join("link")).unwrap();
+        symlink(fx.root.join("outside/private.txt"), ws.join("link")).unwrap();
         symlink(fx.root.join("outside"), ws.join("dirlink")).unwrap();
         symlink(fx.root.join("outside/nothing-yet"), ws.join("dangling")).unwrap();
         symlink("loop2", ws.join("loop1")).unwrap();
@@ -800,7 +811,7 @@ mod tests {
                 .reason
                 .contains("outside the workspace")
         );
-        assert!(read(&fx, "dirlink/secret.txt").is_err());
+        assert!(read(&fx, "dirlink/private.txt").is_err());
         assert!(read(&fx, "dangling").is_err());
         assert!(read(&fx, "loop1").unwrap_err().reason.contains("loop"));
         assert!(
@@ -853,13 +864,13 @@ mod tests {
                 .contains("own state")
         );
         // workspace_only = false lets other outside paths through.
-        assert!(read(&fx, "../outside/secret.txt").is_ok());
+        assert!(read(&fx, "../outside/private.txt").is_ok());
     }
 
     #[test]
     fn hard_links_are_refused() {
         let fx = fixture("");
-        std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
+        std::fs::hard_link(fx.root.join("outside/private.txt"), fx.root.join("ws/hl")).unwrap();
         assert!(read(&fx, "hl").unwrap_err().reason.contains("hard links"));
     }
 

@@ -106,6 +106,11 @@ impl Capture {
         }
     }
 
+    /// Whether bytes were left out.
+    fn cut(&self) -> bool {
+        self.total > self.head.len() + self.tail.len()
+    }
+
     fn text(&self) -> String {
         let head = String::from_utf8_lossy(&self.head);
         let tail: Vec<u8> = self.tail.iter().copied().collect();
@@ -471,17 +476,33 @@ impl Tool for Shell {
         crate::types::ToolName::Shell
     }
     fn description(&self) -> &'static str {
-        "Runs a command line in the workspace: allowed programs, pipes, && || ;, redirections, $VAR, globs (no subshells). Returns stdout, stderr and the exit code."
+        "Runs a command line in the workspace: pipes, && || ;, redirections, $VAR, globs (no subshells). Returns output and exit code."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command line, e.g. \"ls -la\""}},
+            "properties": {
+                "command": {"type": "string", "description": "the command line, e.g. ls -la"},
+                "cwd": {"type": "string"},
+                "timeout_ms": {"type": "integer"},
+                "max_output_chars": {"type": "integer"}
+            },
             "required": ["command"]
         })
     }
-    fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
-        run_judged_plan(ctx)
+    fn defaults(&self) -> Value {
+        json!({"cwd": ".", "timeout_ms": "shell_timeout_secs × 1000",
+               "max_output_chars": "tool_output_max_bytes"})
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        match crate::types::args::shell_args(args) {
+            Ok(a) => run_judged_plan_with(
+                ctx,
+                a.timeout_ms.map(Duration::from_millis),
+                a.max_output_chars.map(|n| n as usize),
+            ),
+            Err(e) => ToolResult::err(e),
+        }
     }
 }
 
@@ -489,6 +510,16 @@ impl Tool for Shell {
 /// `shell_timeout_secs` and the call's deadline, its output capped at
 /// `tool_output_max_bytes`: the runner of every tool that starts programs.
 pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
+    run_judged_plan_with(ctx, None, None)
+}
+
+/// `run_judged_plan` with a call's own `timeout_ms` and `max_output_chars`,
+/// each only ever shorter than the configured limit.
+fn run_judged_plan_with(
+    ctx: &ToolCtx,
+    timeout_ms: Option<Duration>,
+    max_chars: Option<usize>,
+) -> ToolResult {
     let Some(plan) = ctx.decision.plan.clone() else {
         return ToolResult::err("the gate returned no plan for this command");
     };
@@ -560,6 +591,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
     let own = ctx.cfg.tools.of(crate::types::ToolName::Shell).timeout_secs;
     let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.shell_timeout_secs))
+        .min(timeout_ms.unwrap_or(Duration::MAX))
         .min(ctx.deadline.saturating_duration_since(Instant::now()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
@@ -606,8 +638,14 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
     // Whatever the command left behind (daemons, double forks) goes too.
     kill_descendants(true, ctx.spare);
     drop(signals);
-    let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
-    let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
+    let (stdout, out_cut) = out_reader
+        .join()
+        .map(|c| (c.text(), c.cut()))
+        .unwrap_or_default();
+    let (stderr, err_cut) = err_reader
+        .join()
+        .map(|c| (c.text(), c.cut()))
+        .unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut output = stdout;
     if !stderr.is_empty() {
@@ -617,11 +655,23 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         output.push_str("[stderr]\n");
         output.push_str(&stderr);
     }
+    let mut truncated = out_cut || err_cut;
+    if let Some(max) = max_chars
+        && let Some((at, _)) = output.char_indices().nth(max)
+    {
+        let total = output.chars().count();
+        output.truncate(at);
+        output.push_str(&format!(
+            "\n…[truncated: showing the first {max} of {total} characters (max_output_chars)]"
+        ));
+        truncated = true;
+    }
     let metadata = json!({
         "exit_code": code,
         "duration_ms": duration_ms,
         "timed_out": stopped == Some("timeout"),
         "estop": stopped == Some("estop"),
+        "truncated": truncated,
     });
     let error = match (stopped, code) {
         (Some("timeout"), _) => Some(format!(
@@ -646,6 +696,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         error,
         metadata: Some(metadata),
         receipt_id: None,
+        measured: None,
         estop: stopped == Some("estop"),
     }
 }

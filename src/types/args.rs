@@ -114,6 +114,53 @@ pub fn job_id(args: &Value) -> Result<&str, String> {
     }
 }
 
+// shell
+
+/// The longest `timeout_ms` and `max_output_chars` a call may ask; the
+/// configured limits cap them further.
+pub const SHELL_MAX_TIMEOUT_MS: u64 = 3_600_000;
+pub const SHELL_MAX_OUTPUT_CHARS: u64 = 10_000_000;
+
+/// A `shell` call's arguments, checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShellArgs<'a> {
+    pub command: &'a str,
+    /// A workspace directory the command runs in, judged as a leading
+    /// `cd DIR &&`; `None` for the workspace root.
+    pub cwd: Option<&'a str>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_chars: Option<u64>,
+}
+
+/// Reads and checks `shell` arguments.
+pub fn shell_args(args: &Value) -> Result<ShellArgs<'_>, String> {
+    let obj = object(args)?;
+    let command = string(obj, "command")?.ok_or("\"command\" is required")?;
+    let cwd = match string(obj, "cwd")? {
+        None | Some("" | ".") => None,
+        Some(d) if d.contains(['\'', '\0', '\n']) => {
+            return Err(format!(
+                "\"cwd\" \"{}\" holds a quote, NUL or newline; name a directory in the workspace",
+                crate::util::printable(d)
+            ));
+        }
+        Some(d) => Some(d),
+    };
+    let int = |key: &str, max: u64| match obj.get(key) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..) if n <= max => Ok(Some(n)),
+            _ => Err(format!("\"{key}\" must be an integer from 1 to {max}")),
+        },
+    };
+    Ok(ShellArgs {
+        command,
+        cwd,
+        timeout_ms: int("timeout_ms", SHELL_MAX_TIMEOUT_MS)?,
+        max_output_chars: int("max_output_chars", SHELL_MAX_OUTPUT_CHARS)?,
+    })
+}
+
 // web_search
 
 pub const MAX_RESULTS: u64 = 10;

@@ -195,6 +195,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
             "secret_files_allow": cfg.security.secret_files_allow,
+            "dotfiles_allow": cfg.security.dotfiles_allow,
             "secret_env": cfg.security.secret_env,
         },
         "providers": {"models": providers},
@@ -320,13 +321,20 @@ fn tools_value(cfg: &Config) -> Value {
             e.insert("timeout_secs".into(), t.into());
         }
         if m.rate_limit.is_set() {
-            e.insert(
-                "rate_limit".into(),
-                json!({"per_minute": m.rate_limit.per_minute, "per_hour": m.rate_limit.per_hour}),
-            );
+            e.insert("rate_limit".into(), rate_limit_value(&m.rate_limit));
+        }
+        if let Some(t) = m.cache_ttl_secs {
+            e.insert("cache_ttl_secs".into(), t.into());
         }
     }
+    if cfg.tools.rate_limit.is_set() {
+        tools.insert("rate_limit".into(), rate_limit_value(&cfg.tools.rate_limit));
+    }
     tools.into()
+}
+
+fn rate_limit_value(l: &crate::config::RateLimit) -> Value {
+    json!({"per_minute": l.per_minute, "per_hour": l.per_hour, "burst": l.burst})
 }
 
 /// TOML has no null: unset keys are left out of the TOML view.

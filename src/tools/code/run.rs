@@ -561,6 +561,7 @@ pub fn run(args: &Value, ctx: &ToolCtx) -> ToolResult {
         })),
         receipt_id: None,
         estop: end.stopped == Some(Category::Estop),
+        measured: None,
     }
 }
 
