@@ -53,7 +53,7 @@ impl McpServers {
                         .insert(server.to_string(), why.clone());
                     return ToolResult::err(why);
                 }
-                Err(Refused::Failed(r)) => return r,
+                Err(Refused::Failed(why)) => return ToolResult::err(why),
             }
         }
         let Some(s) = running.get_mut(server) else {
@@ -105,20 +105,21 @@ impl McpServers {
 /// called.
 enum Refused {
     Changed(String),
-    Failed(ToolResult),
+    /// Why it could not be started, for the model.
+    Failed(String),
 }
 
 fn start(server: &str, ctx: &ToolCtx, redactor: &Arc<Redactor>) -> Result<Server, Refused> {
     let cfg = ctx.cfg;
     let Some(config) = cfg.mcp.servers.get(server) else {
-        return Err(Refused::Failed(ToolResult::err(format!(
+        return Err(Refused::Failed(format!(
             "MCP server \"{server}\" is no longer configured"
-        ))));
+        )));
     };
     let workspace = ctx
         .gate
         .workspace()
-        .map_err(|e| Refused::Failed(ToolResult::err(e.reason)))?;
+        .map_err(|e| Refused::Failed(e.reason))?;
     let launch = Launch {
         cfg,
         workspace,
@@ -126,9 +127,7 @@ fn start(server: &str, ctx: &ToolCtx, redactor: &Arc<Redactor>) -> Result<Server
         redactor: Arc::clone(redactor),
     };
     let s = Server::start(config, &launch, ctx.deadline).map_err(|e| {
-        Refused::Failed(ToolResult::err(format!(
-            "MCP server \"{server}\" could not be started: {e}"
-        )))
+        Refused::Failed(format!("MCP server \"{server}\" could not be started: {e}"))
     })?;
     log::info!(
         target: "event::mcp_started",
