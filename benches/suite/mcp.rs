@@ -305,6 +305,15 @@ pub fn turn_figures(report: &mut Report, root: &Path, ws: &Path) {
         setup(&["mcp", "approve", "fake"]);
         let echo = here.join("fixtures/plugins/echo");
         setup(&["plugin", "install", echo.to_str().unwrap()]);
+        // Rate-limited by default like every tool; named once they exist.
+        let file = home.join(".latchclaw/config.toml");
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        for t in ["mcp_fake_echo", "echo"] {
+            text.push_str(&format!(
+                "\n[tools.{t}]\nrate_limit = {{ per_minute = 10000, per_hour = 1000000 }}\n"
+            ));
+        }
+        std::fs::write(&file, text).unwrap();
         let (one, twenty) = super::measure::paired(
             &super::cmd(&home, &["agent", "-m", "one"]),
             &super::cmd(&home, &["agent", "-m", "twenty"]),
