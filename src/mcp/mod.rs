@@ -489,6 +489,7 @@ impl Server {
     /// The server ended: how, and the last of its stderr.
     fn gone(&mut self) -> McpError {
         let status = self.child.exit_status(Duration::from_millis(200));
+        self.child.settle_stderr(Duration::from_millis(200));
         let how = match status {
             Some(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
                 (Some(c), _) => format!("exited with code {c}"),
