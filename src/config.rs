@@ -335,6 +335,51 @@ impl ProviderConfig {
     }
 }
 
+/// `[security] dotfiles_allow`'s default: dotfiles that configure a
+/// project's tools and hold no credentials.
+pub const DEFAULT_DOTFILES_ALLOW: &[&str] = &[
+    ".gitignore",
+    ".gitattributes",
+    ".gitmodules",
+    ".gitkeep",
+    ".mailmap",
+    ".editorconfig",
+    ".*ignore",
+    ".prettierrc*",
+    ".eslintrc*",
+    ".stylelintrc*",
+    ".babelrc*",
+    ".browserslistrc",
+    ".clang-format",
+    ".clang-tidy",
+    ".rustfmt.toml",
+    ".clippy.toml",
+    ".nvmrc",
+    ".node-version",
+    ".python-version",
+    ".ruby-version",
+    ".tool-versions",
+    ".flake8",
+    ".pylintrc",
+    ".markdownlint*",
+    ".yamllint*",
+    ".pre-commit-config.yaml",
+    ".travis.yml",
+    ".gitlab-ci.yml",
+    ".golangci.yml",
+    ".golangci.yaml",
+    ".coveragerc",
+    ".rubocop.yml",
+    ".swiftlint.yml",
+    ".shellcheckrc",
+    ".jshintrc",
+    ".ruff.toml",
+    ".isort.cfg",
+    ".codecov.yml",
+    ".readthedocs.yaml",
+    ".keep",
+];
+
 /// `[security]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Security {
@@ -349,6 +394,8 @@ pub struct Security {
     pub confinement: Confinement,
     /// Secret-named files the tools may reach after all (`security::secret_files`).
     pub secret_files_allow: Vec<String>,
+    /// Dotfiles the dotfile rule lets through (name globs).
+    pub dotfiles_allow: Vec<String>,
     /// Variables whose values are redacted wherever they appear, besides
     /// every provider's `api_key_env` (`security::redact`).
     pub secret_env: Vec<String>,
@@ -370,6 +417,7 @@ impl Default for Security {
             shell_env_passthrough: Vec::new(),
             confinement: Confinement::BestEffort,
             secret_files_allow: Vec::new(),
+            dotfiles_allow: strings(DEFAULT_DOTFILES_ALLOW),
             secret_env: Vec::new(),
         }
     }
@@ -410,6 +458,9 @@ pub struct Tools {
     pub http: HttpTool,
     /// `None`: no search provider, so `web_search` is not offered.
     pub web_search: Option<WebSearch>,
+    /// `[tools.code_run]`: its risk, output cap and the secrets a snippet
+    /// may name.
+    pub code_run: CodeRunConfig,
     /// The tools whose section sets `enabled`, `timeout_secs` or
     /// `rate_limit`.
     pub middleware: BTreeMap<ToolName, Middleware>,
@@ -417,6 +468,8 @@ pub struct Tools {
     /// plugin's). Which exist is known from the state dir only, so the
     /// command line checks these names when it loads the config.
     pub external: BTreeMap<String, Middleware>,
+    /// `[tools] rate_limit`: every tool's calls counted together.
+    pub rate_limit: RateLimit,
 }
 
 impl Tools {
@@ -444,7 +497,24 @@ pub struct Middleware {
     /// `http_timeout_secs`) for this tool's calls.
     pub timeout_secs: Option<u64>,
     pub rate_limit: RateLimit,
+    /// A read-only tool's results kept this long in a run, for the same
+    /// judged call again (none: no cache).
+    pub cache_ttl_secs: Option<u64>,
 }
+
+/// The tools whose results `cache_ttl_secs` may keep: they change nothing
+/// and send nothing, and a second call with the same arguments reads the
+/// same thing unless a write came between.
+pub const CACHEABLE: [ToolName; 8] = [
+    ToolName::Time,
+    ToolName::FileList,
+    ToolName::FileRead,
+    ToolName::Grep,
+    ToolName::Git,
+    ToolName::MemorySearch,
+    ToolName::MemoryRecall,
+    ToolName::PdfExtract,
+];
 
 /// `rate_limit = { per_minute = N, per_hour = M }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -453,11 +523,13 @@ pub struct RateLimit {
     pub per_minute: Option<u32>,
     /// Calls within any hour, across every run sharing the memory database.
     pub per_hour: Option<u32>,
+    /// Calls that may go at once; `per_minute` then refills them.
+    pub burst: Option<u32>,
 }
 
 impl RateLimit {
     pub fn is_set(&self) -> bool {
-        self.per_minute.is_some() || self.per_hour.is_some()
+        self.per_minute.is_some() || self.per_hour.is_some() || self.burst.is_some()
     }
 }
 
@@ -498,6 +570,37 @@ pub struct WebSearch {
     pub url: String,
     /// brave: the variable holding the key (the key never enters the config).
     pub api_key_env: Option<String>,
+}
+
+/// `[tools.code_run]` beyond the middleware keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeRunConfig {
+    /// The risk of every call (high unless lowered).
+    pub risk: DeclaredRisk,
+    /// The most a snippet may write on stdout and on stderr, each.
+    pub max_output_bytes: usize,
+    /// `[tools.code_run.secrets] NAME = { env = "VAR", hosts = [...] }`:
+    /// what `secret(NAME)` stands for, and the hosts its value may go to.
+    pub secrets: BTreeMap<String, CodeSecret>,
+}
+
+impl Default for CodeRunConfig {
+    fn default() -> CodeRunConfig {
+        CodeRunConfig {
+            risk: DeclaredRisk::High,
+            max_output_bytes: 1024 * 1024,
+            secrets: BTreeMap::new(),
+        }
+    }
+}
+
+/// One secret a snippet may use by name, never by value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeSecret {
+    /// The variable in latchclaw's environment that holds the value.
+    pub env: String,
+    /// The only hosts a request carrying it may go to.
+    pub hosts: Vec<String>,
 }
 
 /// `[tools.http]`.
@@ -2095,6 +2198,18 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         }
         None => d.secret_files_allow,
     };
+    let dotfiles_allow = match r.list(&mut sec, "dotfiles_allow") {
+        Some(list) => {
+            let key = sec.key("dotfiles_allow");
+            for (i, e) in list.iter().enumerate() {
+                if let Err(why) = check_dotfile_allow_entry(e) {
+                    r.err(format!("{key}[{i}]: {why}"));
+                }
+            }
+            list
+        }
+        None => d.dotfiles_allow,
+    };
     let secret_env = match r.list(&mut sec, "secret_env") {
         Some(names) => {
             let key = sec.key("secret_env");
@@ -2121,6 +2236,7 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
         shell_env_passthrough,
         confinement,
         secret_files_allow,
+        dotfiles_allow,
         secret_env,
     }
 }
@@ -2384,6 +2500,16 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         external: BTreeMap::new(),
         ..d
     };
+    if tools.t.get("rate_limit").is_some_and(|v| {
+        // `[tools.rate_limit]` with per_minute/per_hour/burst keys, not
+        // a tool's section (a tool's would hold enabled, timeout_secs…).
+        v.as_table().is_some_and(|t| {
+            t.keys()
+                .all(|k| matches!(k.as_str(), "per_minute" | "per_hour" | "burst"))
+        })
+    }) {
+        out.rate_limit = read_rate_limit(r, &mut tools);
+    }
     let names: Vec<String> = tools.t.keys().cloned().collect();
     for name in names {
         // Not near a built-in's name (a typo stays an error here) and a
@@ -2394,6 +2520,13 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         {
             let mut sec = r.section(&mut tools, &name);
             let m = read_middleware(r, &mut sec);
+            if m.cache_ttl_secs.is_some() {
+                r.err(format!(
+                    "{}.cache_ttl_secs: a plugin's tool is not cached (latchclaw cannot know it \
+                     reads only)",
+                    sec.path
+                ));
+            }
             r.finish(sec);
             out.external.insert(name, m);
             continue;
@@ -2410,11 +2543,19 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         };
         let mut sec = r.section(&mut tools, &name);
         let m = read_middleware(r, &mut sec);
+        if m.cache_ttl_secs.is_some() && !CACHEABLE.contains(&tool) {
+            r.err(format!(
+                "{}: \"{name}\" is not a read-only tool; a result cache is for {}",
+                sec.path,
+                CACHEABLE.map(ToolName::as_str).join(", ")
+            ));
+        }
         if m != Middleware::default() {
             out.middleware.insert(tool, m);
         }
         match tool {
             ToolName::Http => out.http = read_http(r, &mut sec, out.http),
+            ToolName::CodeRun => out.code_run = read_code_run(r, &mut sec, out.code_run),
             ToolName::WebSearch => {
                 out.web_search = read_web_search(r, &mut sec);
                 if m.enabled == Some(true) && out.web_search.is_none() {
@@ -2440,6 +2581,18 @@ fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
         false => None,
     };
     let timeout_secs = r.opt_int(sec, "timeout_secs", 1, 3600);
+    let rate_limit = read_rate_limit(r, sec);
+    let cache_ttl_secs = r.opt_int(sec, "cache_ttl_secs", 1, 86_400);
+    Middleware {
+        enabled,
+        timeout_secs,
+        rate_limit,
+        cache_ttl_secs,
+    }
+}
+
+/// `rate_limit = { per_minute, per_hour, burst }` in `sec`, if there.
+fn read_rate_limit(r: &mut Reader, sec: &mut Section) -> RateLimit {
     let mut rate_limit = RateLimit::default();
     if let Some(mut rl) = r.table(sec, "rate_limit") {
         rate_limit.per_minute = r
@@ -2448,19 +2601,16 @@ fn read_middleware(r: &mut Reader, sec: &mut Section) -> Middleware {
         rate_limit.per_hour = r
             .opt_int(&mut rl, "per_hour", 1, 1_000_000)
             .map(|n| n as u32);
+        rate_limit.burst = r.opt_int(&mut rl, "burst", 1, 10_000).map(|n| n as u32);
         if rl.t.is_empty() && !rate_limit.is_set() {
             r.err(format!(
-                "{}: empty; give per_minute, per_hour or both",
+                "{}: empty; give per_minute, per_hour, burst or some of them",
                 rl.path
             ));
         }
         r.finish(rl);
     }
-    Middleware {
-        enabled,
-        timeout_secs,
-        rate_limit,
-    }
+    rate_limit
 }
 
 fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
@@ -2468,6 +2618,80 @@ fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
         allowed_domains: r.list(http, "allowed_domains").unwrap_or(d.allowed_domains),
         allow_private: r.list(http, "allow_private").unwrap_or(d.allow_private),
         max_redirects: r.int(http, "max_redirects", d.max_redirects.into(), 0, 20) as u32,
+    }
+}
+
+/// `risk`, `max_output_bytes` and the `secrets` table.
+fn read_code_run(r: &mut Reader, s: &mut Section, d: CodeRunConfig) -> CodeRunConfig {
+    let risk = r
+        .enum_str(s, "risk", DeclaredRisk::parse, DeclaredRisk::ALLOWED)
+        .unwrap_or(d.risk);
+    let max_output_bytes = r.int(
+        s,
+        "max_output_bytes",
+        d.max_output_bytes as u64,
+        1024,
+        64 << 20,
+    ) as usize;
+    let mut secrets = BTreeMap::new();
+    if let Some(mut sec) = r.table(s, "secrets") {
+        let names: Vec<String> = sec.t.keys().cloned().collect();
+        for name in names {
+            let key = sec.key(&name);
+            if !is_env_name(&name) {
+                r.err(format!(
+                    "{key}: \"{}\" is not a secret name (letters, digits and _, \
+                     not starting with a digit)",
+                    crate::util::printable(&name)
+                ));
+                sec.t.remove(&name);
+                continue;
+            }
+            let Some(mut one) = r.table(&mut sec, &name) else {
+                continue;
+            };
+            let env = r.string(&mut one, "env");
+            let hosts = r.list(&mut one, "hosts").unwrap_or_default();
+            match &env {
+                None => r.err(format!(
+                    "{}: missing; the variable in latchclaw's environment that holds the value",
+                    one.key("env")
+                )),
+                Some(v) if !is_env_name(v) => r.err(format!(
+                    "{}: \"{}\" is not an environment variable name",
+                    one.key("env"),
+                    crate::util::printable(v)
+                )),
+                _ => {}
+            }
+            if hosts.is_empty() {
+                r.err(format!(
+                    "{}: missing or empty; the hosts a request carrying the secret may go to \
+                     (e.g. [\"api.github.com\"])",
+                    one.key("hosts")
+                ));
+            }
+            for (i, h) in hosts.iter().enumerate() {
+                if h.is_empty() || h.contains(['/', ':', '@', ' ', '*']) {
+                    r.err(format!(
+                        "{}[{i}]: \"{}\" is not a host name (no scheme, port, path or wildcard)",
+                        one.key("hosts"),
+                        crate::util::printable(h)
+                    ));
+                }
+            }
+            r.finish(one);
+            if let Some(env) = env {
+                let hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+                secrets.insert(name, CodeSecret { env, hosts });
+            }
+        }
+        r.finish(sec);
+    }
+    CodeRunConfig {
+        risk,
+        max_output_bytes,
+        secrets,
     }
 }
 
@@ -2567,6 +2791,10 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
     }
     if tools.web_search.is_some() {
         add(ToolName::WebSearch, &mut allow);
+    }
+    // A background run is followed with `code_status`: it comes with code_run.
+    if allow.contains(&ToolName::CodeRun) {
+        add(ToolName::CodeStatus, &mut allow);
     }
     allow.retain(|t| {
         tools.of(*t).enabled != Some(false)
@@ -3000,6 +3228,19 @@ pub fn check_secret_allow_entry(e: &str) -> Result<(), String> {
     Err(format!("\"{e}\" {why}"))
 }
 
+/// Why a `dotfiles_allow` entry is unusable, or `Ok`: a name glob starting
+/// with `.`, no `/`.
+pub fn check_dotfile_allow_entry(e: &str) -> Result<(), String> {
+    let why = if !e.starts_with('.') || e.len() < 2 {
+        "is not a dotfile name (entries are names or globs such as \".gitignore\" or \".eslintrc*\")"
+    } else if e.contains('/') || e.contains('\0') {
+        "holds a \"/\" or a NUL byte; entries are file names, matched in any directory"
+    } else {
+        return Ok(());
+    };
+    Err(format!("\"{}\" {why}", crate::util::printable(e)))
+}
+
 pub(crate) fn strip_dot(e: &str) -> &str {
     let mut e = e;
     while let Some(rest) = e.strip_prefix("./") {
@@ -3153,6 +3394,35 @@ mod tests {
     }
 
     #[test]
+    fn code_run_secrets_name_a_variable_and_hosts() {
+        let c = parse(
+            "[tools.code_run]\nrisk = \"low\"\n[tools.code_run.secrets]\n\
+             GH = { env = \"GH_T\", hosts = [\"API.github.com\"] }\n",
+        )
+        .unwrap();
+        assert_eq!(c.tools.code_run.risk, DeclaredRisk::Low);
+        assert_eq!(c.tools.code_run.secrets["GH"].env, "GH_T");
+        assert_eq!(c.tools.code_run.secrets["GH"].hosts, ["api.github.com"]);
+        assert_eq!(CodeRunConfig::default().risk, DeclaredRisk::High);
+        let e = errors(
+            "[tools.code_run.secrets]\nA = { hosts = [\"h\"] }\nB = { env = \"1X\", hosts = [] }\n\
+             C = { env = \"C\", hosts = [\"https://h/\"] }\n\"not-a-name\" = { env = \"D\", hosts = [\"h\"] }\n\
+             E = { env = \"E\", hosts = [\"h\"], port = 1 }\n",
+        );
+        let want = [
+            "tools.code_run.secrets.A.env: missing",
+            "tools.code_run.secrets.B.env: \"1X\" is not an environment variable name",
+            "tools.code_run.secrets.B.hosts: missing or empty",
+            "tools.code_run.secrets.C.hosts[0]: \"https://h/\" is not a host name",
+            "tools.code_run.secrets.not-a-name: \"not-a-name\" is not a secret name",
+            "tools.code_run.secrets.E.port",
+        ];
+        for w in want {
+            assert!(e.iter().any(|x| x.starts_with(w)), "{w}: {e:?}");
+        }
+    }
+
+    #[test]
     fn secret_env_takes_variable_names_only() {
         let c = parse("[security]\nsecret_env = [\"DB_PASSWORD\", \"_X1\"]\n").unwrap();
         assert_eq!(c.security.secret_env, ["DB_PASSWORD", "_X1"]);
@@ -3296,7 +3566,7 @@ colour = 3
 enabled = "no"
 timeout_secs = 0
 allowed_domains = ["x"]
-rate_limit = { per_minute = 0, per_hour = "many", burst = 3 }
+rate_limit = { per_minute = 0, per_hour = "many", burst = 0, bursts = 3 }
 [tools.file_read]
 rate_limit = {}
 [tools.grep]
@@ -3315,8 +3585,9 @@ url = "https://s.example"
             "tools.shell.allowed_domains: unknown key",
             "tools.shell.rate_limit.per_minute: 0 is out of range; allowed: 1 to 10000",
             "tools.shell.rate_limit.per_hour: expected an integer",
-            "tools.shell.rate_limit.burst: unknown key",
-            "tools.file_read.rate_limit: empty; give per_minute, per_hour or both",
+            "tools.shell.rate_limit.burst: 0 is out of range; allowed: 1 to 10000",
+            "tools.shell.rate_limit.bursts: unknown key",
+            "tools.file_read.rate_limit: empty; give per_minute, per_hour, burst or some of them",
             "tools.grep.timeout_secs: 9999 is out of range",
             "tools.web_search.provider: missing; allowed values: searxng, brave",
         ];

@@ -1,5 +1,5 @@
 //! External tools: tools latchclaw does not build in, provided by a
-//! plugin (`plugins`; an MCP server is to join here). Whatever provides
+//! plugin (`plugins`) or an MCP server (`mcp`). Whatever provides
 //! them, they meet the runtime as one `ExternalTool` each in a `Registry`:
 //! a name a model can call (checked, never a built-in's), a description
 //! made safe for the model, what the gate judges (`security::External`),
@@ -21,6 +21,9 @@ pub enum Kind {
     /// An executable in a plugin's directory: arguments as JSON on stdin,
     /// one JSON object on stdout (`plugins::call`).
     Plugin { dir: PathBuf, command: PathBuf },
+    /// A tool of `[mcp.servers.SERVER]`, by the server's own name for it:
+    /// the server started when a run first calls one of its tools.
+    Mcp { server: String, tool: String },
 }
 
 #[derive(Debug, Clone)]
@@ -28,9 +31,9 @@ pub struct ExternalTool {
     /// The name models call it (`types::valid_tool_name`, never a
     /// built-in's).
     pub name: String,
-    /// Who provides it: the plugin's name.
+    /// Who provides it: the plugin's or the MCP server's name.
     pub provider: String,
-    /// Its name where it comes from (a plugin's manifest).
+    /// Its name where it comes from (a plugin's manifest, a server's list).
     pub tool: String,
     /// Sanitised (`sanitize`), not yet framed.
     pub description: String,
@@ -44,7 +47,8 @@ pub struct ExternalTool {
     pub kind: Kind,
     /// `Some(why)`: not offered, and refused, until approved.
     pub unapproved: Option<String>,
-    /// `plugin "echo"`, for reasons and receipts.
+    /// `plugin "echo" tool "echo"`, `MCP server "git" tool "git_log"`:
+    /// named in the gate's reasons, so in receipts.
     pub source: String,
 }
 
@@ -57,6 +61,8 @@ impl ExternalTool {
                 Kind::Plugin { dir, .. } => {
                     dir.file_name().and_then(|n| n.to_str()).unwrap_or_default()
                 }
+                // A rule's `plugin` names plugins only.
+                Kind::Mcp { .. } => "",
             },
             source: &self.source,
             risk: self.risk,
@@ -64,6 +70,14 @@ impl ExternalTool {
             network: &self.network,
             env: &self.env,
             unapproved: self.unapproved.as_deref(),
+        }
+    }
+
+    /// Where it comes from, as `tool list` says: `plugin echo`, `MCP server git`.
+    pub fn origin(&self) -> String {
+        match self.kind {
+            Kind::Plugin { .. } => format!("plugin {}", self.provider),
+            Kind::Mcp { .. } => format!("MCP server {}", self.provider),
         }
     }
 
@@ -108,12 +122,119 @@ impl Registry {
     }
 }
 
+/// The tools of every configured MCP server as approved
+/// (`mcp::pins`), read from their pins without starting a server: those
+/// the config still allows, each judged by what the server's config
+/// declares. A server never approved offers nothing (a warning says how
+/// to approve it); one whose listing changed since, nothing callable.
+pub fn mcp_tools(cfg: &crate::config::Config) -> Vec<ExternalTool> {
+    let mut out: Vec<ExternalTool> = Vec::new();
+    for (name, server) in &cfg.mcp.servers {
+        let Some(pin) = crate::mcp::pins::read(cfg, name) else {
+            log::warn!(
+                target: "event::mcp_unapproved",
+                "MCP server \"{name}\" is configured but its tools were never approved, so none \
+                 is offered: `latchclaw mcp approve {name}` lists them and approves them"
+            );
+            continue;
+        };
+        let unapproved = crate::mcp::pins::changed(cfg, name).map(|_| {
+            format!(
+                "MCP server \"{name}\" listed other tool definitions than were approved; its \
+                 tools are refused until `latchclaw mcp approve {name}` shows the difference \
+                 and approves them"
+            )
+        });
+        let risk = match server.risk {
+            crate::config::DeclaredRisk::Low => Risk::Low,
+            crate::config::DeclaredRisk::Medium => Risk::Medium,
+            crate::config::DeclaredRisk::High => Risk::High,
+        };
+        for t in pin["tools"].as_array().into_iter().flatten() {
+            let (Some(tool), Some(model)) = (t["name"].as_str(), t["model_name"].as_str()) else {
+                continue;
+            };
+            if !server.tool_allowed(tool)
+                || !crate::mcp::valid_model_name(model)
+                || out.iter().any(|o| o.name == model)
+            {
+                continue;
+            }
+            out.push(ExternalTool {
+                name: model.to_string(),
+                provider: name.clone(),
+                tool: tool.to_string(),
+                description: sanitize(t["description"].as_str().unwrap_or("")),
+                schema: match &t["input_schema"] {
+                    s @ Value::Object(_) => s.clone(),
+                    _ => serde_json::json!({"type": "object"}),
+                },
+                risk,
+                read_only: server.read_only_tools.iter().any(|r| r == tool),
+                network: server.network.clone(),
+                env: server.env.clone(),
+                timeout_secs: Some(server.timeout_secs),
+                kind: Kind::Mcp {
+                    server: name.clone(),
+                    tool: tool.to_string(),
+                },
+                unapproved: unapproved.clone(),
+                source: format!(
+                    "MCP server \"{name}\" tool \"{}\"",
+                    crate::util::printable(tool)
+                ),
+            });
+        }
+    }
+    out
+}
+
 /// A description as a model may read it (`util::sanitize`: escape
 /// sequences, control and invisible characters removed, white space
 /// folded), at most `DESCRIPTION_MAX` characters, the cut marked `…`.
 /// Framing (`ExternalTool::spec`) is what marks it as data.
 pub fn sanitize(text: &str) -> String {
     crate::util::sanitize(text, DESCRIPTION_MAX - 1)
+}
+
+/// The differences between pinned definitions and current ones (a
+/// plugin's or an MCP server's: `tools`, each with a `name`), one a line.
+pub fn differences(pinned: Option<&Value>, current: &Value) -> Vec<String> {
+    let empty = Vec::new();
+    let tools = |v: Option<&Value>| -> Vec<Value> {
+        v.and_then(|v| v["tools"].as_array())
+            .unwrap_or(&empty)
+            .clone()
+    };
+    let (old, new) = (tools(pinned), tools(Some(current)));
+    let by_name = |list: &[Value], n: &Value| list.iter().find(|t| t["name"] == *n).cloned();
+    let mut out = Vec::new();
+    if pinned.is_none() {
+        out.push("no pin: never approved".to_string());
+    }
+    for t in &old {
+        if by_name(&new, &t["name"]).is_none() {
+            out.push(format!("- tool {} removed", t["name"]));
+        }
+    }
+    for t in &new {
+        let name = &t["name"];
+        match by_name(&old, name) {
+            None => out.push(format!("+ tool {name} added: {}", t)),
+            Some(o) => {
+                for (k, v) in t.as_object().into_iter().flatten() {
+                    if o.get(k) != Some(v) {
+                        let was = o.get(k).cloned().unwrap_or(Value::Null);
+                        out.push(format!(
+                            "~ {}.{k}: {was} → {v}",
+                            name.as_str().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.iter().map(|l| crate::util::printable(l)).collect()
 }
 
 #[cfg(test)]

@@ -15,6 +15,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod calls;
+pub mod code_runs;
+/// One tool's calls as `tool stats` shows them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolStat {
+    pub tool: String,
+    pub calls: u64,
+    pub succeeded: u64,
+    /// Of the calls that ran, sorted.
+    pub durations_ms: Vec<u64>,
+}
+
+impl ToolStat {
+    /// Succeeded calls in percent of all.
+    pub fn success_rate(&self) -> f64 {
+        if self.calls == 0 {
+            return 0.0;
+        }
+        self.succeeded as f64 * 100.0 / self.calls as f64
+    }
+    pub fn average_ms(&self) -> Option<f64> {
+        (!self.durations_ms.is_empty())
+            .then(|| self.durations_ms.iter().sum::<u64>() as f64 / self.durations_ms.len() as f64)
+    }
+    /// The nearest-rank 95th percentile.
+    pub fn p95_ms(&self) -> Option<u64> {
+        let n = self.durations_ms.len();
+        (n > 0).then(|| self.durations_ms[(n * 95).div_ceil(100).max(1) - 1])
+    }
+}
+
 pub mod notes;
 pub mod sop_runs;
 pub use crate::types::args::{
@@ -180,6 +210,25 @@ CREATE TABLE sop_steps (
     PRIMARY KEY (run_id, idx)
 );
 CREATE INDEX sop_steps_by_approval ON sop_steps(approval_id);
+"#,
+    // `code_run`'s record (`memory::code_runs`): each snippet, how it
+    // ended, and the tool calls and requests it made.
+    r#"
+CREATE TABLE code_runs (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    language        TEXT NOT NULL,
+    code_sha256     TEXT NOT NULL,
+    code            TEXT NOT NULL,
+    exit_code       INTEGER,
+    duration_ms     INTEGER NOT NULL,
+    error_category  TEXT,
+    error           TEXT,
+    calls           TEXT NOT NULL,
+    receipts        TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+);
+CREATE INDEX code_runs_by_start ON code_runs(created_at);
 "#,
 ];
 
@@ -952,6 +1001,12 @@ impl Memory {
 
     /// From now on turns are kept in this process only (`--no-memory`);
     /// run records and pending approvals are still written.
+    /// The redactor every read-out passes through (a tool redacting what
+    /// it hands on before the runtime sees it).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     pub fn keep_turns_in_process(&mut self) {
         self.scratch = Some(std::cell::RefCell::new(Vec::new()));
     }
@@ -1647,7 +1702,7 @@ impl Memory {
         &self,
         tool: &str,
         window_ms: i64,
-        decide: &mut dyn FnMut(u32) -> bool,
+        decide: &mut dyn FnMut(u32, u32) -> bool,
     ) -> Result<bool> {
         let (secs, nanos) = util::now_unix();
         let now = secs * 1000 + i64::from(nanos / 1_000_000);
@@ -1659,12 +1714,12 @@ impl Memory {
             "DELETE FROM tool_calls WHERE at_ms <= ?1",
             [now - window_ms],
         )?;
-        let n: u32 = tx.query_row(
-            "SELECT count(*) FROM tool_calls WHERE tool = ?1",
+        let (n, all): (u32, u32) = tx.query_row(
+            "SELECT count(*) FILTER (WHERE tool = ?1), count(*) FROM tool_calls",
             [tool],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        let admitted = decide(n);
+        let admitted = decide(n, all);
         if admitted {
             tx.execute(
                 "INSERT INTO tool_calls (tool, at_ms) VALUES (?1, ?2)",
@@ -1673,6 +1728,45 @@ impl Memory {
         }
         tx.commit()?;
         Ok(admitted)
+    }
+
+    /// Each tool's calls in the stored rounds since `since` (Unix seconds):
+    /// how many, how many succeeded, and the durations of those that ran,
+    /// read from each result's `measured` (older rounds have none and
+    /// count as calls only). By name.
+    pub fn tool_stats(&self, since: Option<i64>) -> Result<Vec<ToolStat>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT tool_results FROM turns
+             WHERE role = 'tool' AND tool_results IS NOT NULL AND ts_unix >= ?1",
+        )?;
+        let rows = stmt.query_map([since.unwrap_or(i64::MIN)], |r| r.get::<_, String>(0))?;
+        let mut by: std::collections::BTreeMap<String, ToolStat> = Default::default();
+        for row in rows {
+            // `[{"tool": NAME, "result": {...}}]`, as `runtime` stores it.
+            let v: serde_json::Value = serde_json::from_str(&row?).unwrap_or_default();
+            let first = &v[0];
+            let Some(tool) = first["tool"].as_str().map(String::from) else {
+                continue;
+            };
+            let ok = first["result"]["success"].as_bool();
+            let ms = first["result"]["measured"]["duration_ms"].as_i64();
+            let s = by.entry(tool.clone()).or_insert_with(|| ToolStat {
+                tool,
+                ..Default::default()
+            });
+            s.calls += 1;
+            s.succeeded += u64::from(ok == Some(true));
+            if let Some(ms) = ms {
+                s.durations_ms.push(ms.max(0) as u64);
+            }
+        }
+        Ok(by
+            .into_values()
+            .map(|mut s| {
+                s.durations_ms.sort_unstable();
+                s
+            })
+            .collect())
     }
 
     /// Starts a run record; it is written with the run's first turn, or by
@@ -2254,7 +2348,7 @@ mod tests {
         let path = dir.join("m.sqlite");
         let a = Memory::open(&path, 1000, Default::default()).unwrap();
         let b = Memory::open(&path, 1000, Default::default()).unwrap();
-        let under = |limit: u32| move |n: u32| n < limit;
+        let under = |limit: u32| move |n: u32, _all: u32| n < limit;
         assert!(
             a.admit_tool_call("shell", 3_600_000, &mut under(2))
                 .unwrap()
@@ -2273,12 +2367,14 @@ mod tests {
         );
         assert!(b.admit_tool_call("http", 3_600_000, &mut under(2)).unwrap());
         let mut seen = 0;
-        b.admit_tool_call("shell", 3_600_000, &mut |n| {
-            seen = n;
+        let mut all = 0;
+        b.admit_tool_call("shell", 3_600_000, &mut |n, a| {
+            (seen, all) = (n, a);
             false
         })
         .unwrap();
         assert_eq!(seen, 2, "refused calls are not counted");
+        assert_eq!(all, 3, "every tool's calls: two shell, one http");
         a.conn
             .execute("UPDATE tool_calls SET at_ms = at_ms - 3600001", [])
             .unwrap();

@@ -374,6 +374,8 @@ pub struct NewReceipt<'a> {
     pub reason: &'a str,
     /// An outcome's started receipt; None for `started` and `denied`.
     pub started_id: Option<&'a str>,
+    /// What the runtime measured of a call that ran (`Measured::text`).
+    pub measured: Option<&'a str>,
 }
 
 #[derive(Debug, Clone)]
@@ -806,6 +808,7 @@ impl ReceiptLog {
                 risk: Risk::Low,
                 reason: &reason,
                 started_id: None,
+                measured: None,
             },
         )?;
         Ok(count)
@@ -845,6 +848,7 @@ impl ReceiptLog {
             conversation_id: r.conversation_id.into(),
             hmac: None,
             id: id.as_str().into(),
+            measured: r.measured.map(Cow::Borrowed),
             previous_hash: tail.hash.into(),
             reason: r.reason.into(),
             receipt_hash: None,
@@ -1234,6 +1238,7 @@ impl ReceiptLog {
                 risk: Risk::High,
                 reason: &reason,
                 started_id: None,
+                measured: None,
             },
         )?;
         sync_dir(&self.path);
@@ -1644,6 +1649,15 @@ struct Stored<'a> {
     hmac: Option<Cow<'a, str>>,
     #[serde(borrow)]
     id: Cow<'a, str>,
+    /// On an outcome of a call that ran: `duration_ms=N truncated=B
+    /// tokens_est=N`; absent on every other receipt and on older ones.
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    measured: Option<Cow<'a, str>>,
     #[serde(borrow)]
     previous_hash: Cow<'a, str>,
     #[serde(borrow)]
@@ -1741,6 +1755,7 @@ impl Stored<'_> {
             Some(&self.conversation_id),
             self.hmac.as_deref(),
             Some(&self.id),
+            self.measured.as_deref(),
             Some(&self.previous_hash),
             Some(&self.reason),
             self.receipt_hash.as_deref(),
@@ -1761,6 +1776,7 @@ impl Stored<'_> {
             conversation_id,
             hmac,
             id,
+            measured,
             previous_hash,
             reason,
             receipt_hash,
@@ -1776,6 +1792,7 @@ impl Stored<'_> {
             conversation_id: conversation_id?,
             hmac,
             id: id?,
+            measured,
             previous_hash: previous_hash?,
             reason: reason?,
             receipt_hash,
@@ -1798,15 +1815,16 @@ fn link(stated_prev: &str, prev: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-const KEYS: usize = 13;
+const KEYS: usize = 14;
 /// Where `hmac` and `receipt_hash` sit in `KEY_FRAMES`: the members the
 /// canonical bytes leave out (the seals).
 const HMAC: usize = 2;
-const RECEIPT_HASH: usize = 6;
+const RECEIPT_HASH: usize = 7;
 /// The other keys a line may leave out (which ones a status needs is
 /// `check_shape`'s business).
-const RESULT_HASH: usize = 7;
-const STARTED_ID: usize = 9;
+const MEASURED: usize = 4;
+const RESULT_HASH: usize = 8;
+const STARTED_ID: usize = 10;
 
 /// Each key as a line spells it before its value (`"key":`), in the order
 /// latchclaw writes them: sorted, as `Stored` declares its fields.
@@ -1815,6 +1833,7 @@ const KEY_FRAMES: [&[u8]; KEYS] = [
     b"\"conversation_id\":",
     b"\"hmac\":",
     b"\"id\":",
+    b"\"measured\":",
     b"\"previous_hash\":",
     b"\"reason\":",
     b"\"receipt_hash\":",
@@ -1995,7 +2014,7 @@ fn split(body: &[u8]) -> Option<[Option<&str>; KEYS]> {
         // after the key and a quote. Only whether an optional key is there
         // is looked at: the rest is `parse_canonical`'s check.
         let from = at + usize::from(i > 0) + key.len() + 1;
-        let optional = matches!(i, HMAC | RESULT_HASH | STARTED_ID);
+        let optional = matches!(i, HMAC | MEASURED | RESULT_HASH | STARTED_ID);
         if optional && body.get(at + usize::from(i > 0)..from - 1) != Some(*key) {
             continue;
         }
@@ -2315,6 +2334,7 @@ mod tests {
                 conversation_id: text.into(),
                 hmac: None,
                 id: text.into(),
+                measured: Some(text.into()),
                 previous_hash: text.into(),
                 reason: text.into(),
                 receipt_hash: None,
@@ -2365,6 +2385,7 @@ mod tests {
                 risk: Risk::Low,
                 reason: "test",
                 started_id: None,
+                measured: None,
             })
             .unwrap();
         }
@@ -2417,6 +2438,7 @@ mod tests {
                     risk: Risk::High,
                     reason: "a \"quoted\"\tword",
                     started_id: None,
+                    measured: None,
                 })
                 .unwrap();
             }
@@ -2543,6 +2565,7 @@ mod tests {
                 risk: Risk::Low,
                 reason: "",
                 started_id: None,
+                measured: None,
             })
             .unwrap_err();
         assert!(
@@ -2643,6 +2666,7 @@ mod tests {
             risk: Risk::High,
             reason: "a \"quoted\"\tword",
             started_id: None,
+            measured: None,
         })
         .unwrap();
         let orig = lines(&log);
@@ -2720,6 +2744,7 @@ mod tests {
                 risk: Risk::Low,
                 reason: "",
                 started_id: None,
+                measured: None,
             })
             .unwrap_err();
         assert!(err.msg.contains("torn"), "{err}");
@@ -2831,6 +2856,7 @@ mod tests {
             risk: Risk::High,
             reason: "a \"quoted\"\tword, é ✓ \\ end",
             started_id: None,
+            measured: None,
         })
         .unwrap();
         let more = std::fs::read(log.path()).unwrap();
@@ -2926,6 +2952,7 @@ mod tests {
             risk: Risk::Medium,
             reason: "allowed by policy",
             started_id: None,
+            measured: None,
         })
         .unwrap()
         .id
@@ -2942,6 +2969,7 @@ mod tests {
             risk: Risk::Medium,
             reason: "allowed by policy",
             started_id: Some(started_id),
+            measured: None,
         })
         .unwrap()
     }
@@ -3118,6 +3146,7 @@ mod tests {
                     risk: Risk::Low,
                     reason: "",
                     started_id,
+                    measured: None,
                 })
                 .unwrap_err();
             assert!(err.msg.contains("refusing to write a receipt"), "{err}");
@@ -3146,6 +3175,7 @@ mod tests {
                     risk: Risk::High,
                     reason: "a \"quoted\"\tword",
                     started_id: None,
+                    measured: None,
                 })
                 .unwrap();
             }
@@ -3478,6 +3508,7 @@ mod tests {
             risk: Risk::Low,
             reason: "test",
             started_id: None,
+            measured: None,
         })
         .map(|w| w.receipt_hash)
     }

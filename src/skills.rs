@@ -56,6 +56,8 @@ impl Source {
 pub struct Skill {
     pub name: String,
     pub description: String,
+    /// `version:` as written, if given.
+    pub version: Option<String>,
     /// Tool names as written: requirements, checked against the channel.
     pub tools: Vec<String>,
     pub body: String,
@@ -69,12 +71,17 @@ pub struct Skill {
 pub struct Parsed {
     pub name: String,
     pub description: String,
+    pub version: Option<String>,
     pub tools: Vec<String>,
     pub body: String,
 }
 
 const SHAPE: &str = "a SKILL.md starts with a `---` line, then `name: NAME`, \
-`description: TEXT` and `tools: [a, b]` (optional), then a `---` line, then the body";
+`description: TEXT`, `version: 1.2.0` and `tools: [a, b]` (both optional), then a `---` line, \
+then the body";
+
+/// Longest `version:` value.
+const MAX_VERSION_CHARS: usize = 32;
 
 /// Reads SKILL.md text for the skill in directory `dir_name`. An error
 /// names the line and what is allowed there.
@@ -89,6 +96,7 @@ pub fn parse(text: &str, dir_name: &str) -> std::result::Result<Parsed, String> 
         Option<String>,
         Option<Vec<String>>,
     ) = (None, None, None);
+    let mut version: Option<String> = None;
     // `tools:` with nothing after it: `- item` lines follow.
     let mut in_list = false;
     let mut n = 1;
@@ -117,12 +125,12 @@ pub fn parse(text: &str, dir_name: &str) -> std::result::Result<Parsed, String> 
         in_list = false;
         if line.starts_with([' ', '\t']) {
             return Err(format!(
-                "line {n}: an indented line; the front matter takes one `key: value` a line (name, description, tools)"
+                "line {n}: an indented line; the front matter takes one `key: value` a line (name, description, version, tools)"
             ));
         }
         let Some((key, value)) = line.split_once(':') else {
             return Err(format!(
-                "line {n}: not `key: value`; the keys are name, description and tools"
+                "line {n}: not `key: value`; the keys are name, description, version and tools"
             ));
         };
         let (key, value) = (key.trim(), value.trim());
@@ -144,6 +152,23 @@ pub fn parse(text: &str, dir_name: &str) -> std::result::Result<Parsed, String> 
                     return Err(twice());
                 }
             }
+            "version" => {
+                let v = scalar(value, n, key)?;
+                if v.chars().count() > MAX_VERSION_CHARS
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
+                {
+                    return Err(format!(
+                        "line {n}: version \"{}\" is not a version; allowed: up to \
+                         {MAX_VERSION_CHARS} letters, digits and . - + _ (such as 1.2.0)",
+                        crate::util::printable(&v)
+                    ));
+                }
+                if version.replace(v).is_some() {
+                    return Err(twice());
+                }
+            }
             "tools" => {
                 if tools.is_some() {
                     return Err(twice());
@@ -157,7 +182,7 @@ pub fn parse(text: &str, dir_name: &str) -> std::result::Result<Parsed, String> 
             }
             other => {
                 return Err(format!(
-                    "line {n}: unknown key \"{}\"; allowed: name, description, tools",
+                    "line {n}: unknown key \"{}\"; allowed: name, description, version, tools",
                     crate::util::printable(other)
                 ));
             }
@@ -204,6 +229,7 @@ pub fn parse(text: &str, dir_name: &str) -> std::result::Result<Parsed, String> 
     Ok(Parsed {
         name,
         description,
+        version,
         tools,
         body,
     })
@@ -382,6 +408,7 @@ fn load_from(root: &Root, name: &str) -> Option<std::result::Result<Skill, Strin
             .map(|p| Skill {
                 name: p.name,
                 description: p.description,
+                version: p.version,
                 tools: p.tools,
                 body: p.body,
                 source: root.source,
@@ -556,11 +583,11 @@ pub fn layer(skills: &[Skill]) -> String {
     // and go on as another, or as the policy layer after them.
     for s in skills {
         out.push_str("\n\n");
-        out.push_str(&crate::util::frame(
-            "skill",
-            &[("name", &s.name), ("description", &s.description)],
-            &s.body,
-        ));
+        let mut attrs = vec![("name", s.name.as_str()), ("description", &s.description)];
+        if let Some(v) = &s.version {
+            attrs.push(("version", v));
+        }
+        out.push_str(&crate::util::frame("skill", &attrs, &s.body));
     }
     out
 }
@@ -577,6 +604,7 @@ mod tests {
         let skill = |name: &str, description: &str, body: &str| Skill {
             name: name.into(),
             description: description.into(),
+            version: None,
             tools: Vec::new(),
             body: body.into(),
             source: Source::State,
@@ -608,6 +636,32 @@ mod tests {
     }
 
     #[test]
+    fn a_version_is_read_and_checked() {
+        let p = ok("---\nname: demo\ndescription: d\nversion: 1.2.0-rc.1\n---\nb");
+        assert_eq!(p.version.as_deref(), Some("1.2.0-rc.1"));
+        assert!(
+            err("---\nname: demo\ndescription: d\nversion: 1 2\n---\nb").contains("not a version")
+        );
+        assert!(
+            err("---\nname: demo\ndescription: d\nversion: 1\nversion: 2\n---\nb")
+                .contains("given twice")
+        );
+        let layer = layer(&[Skill {
+            name: "demo".into(),
+            description: "d".into(),
+            version: Some("2.0".into()),
+            tools: Vec::new(),
+            body: "b".into(),
+            source: Source::State,
+            path: PathBuf::new(),
+        }]);
+        assert!(
+            layer.contains("<skill name=\"demo\" description=\"d\" version=\"2.0\">"),
+            "{layer}"
+        );
+    }
+
+    #[test]
     fn front_matter_and_body_are_read() {
         let p = ok(
             "---\nname: demo\ndescription: Finds things.\ntools: [grep, \"git\"]\n---\n\nUse grep.\n",
@@ -617,6 +671,7 @@ mod tests {
             Parsed {
                 name: "demo".into(),
                 description: "Finds things.".into(),
+                version: None,
                 tools: vec!["grep".into(), "git".into()],
                 body: "Use grep.".into(),
             }
@@ -645,7 +700,7 @@ mod tests {
         let e = err("---\nname: demo\ndescription: d\ntool: [grep]\n---\nb");
         assert_eq!(
             e,
-            "line 4: unknown key \"tool\"; allowed: name, description, tools"
+            "line 4: unknown key \"tool\"; allowed: name, description, version, tools"
         );
         assert!(
             err("---\nname: demo\nname: demo\n---\nb").starts_with("line 3: `name` is given twice")

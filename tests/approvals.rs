@@ -214,3 +214,57 @@ fn an_approved_call_the_model_does_not_repeat_is_run_by_the_runtime_once() {
     assert_eq!(statuses, ["denied", "approved"]);
     assert_eq!(env.run(&["receipt", "verify"]).code, 0);
 }
+
+/// A write waiting for the operator shows what it changes: a unified diff
+/// against the file as it is now (a new file: its lines), escaped, in
+/// `approvals list`, its `--json` (`preview`) and `approve`.
+#[test]
+fn a_pending_write_shows_its_diff() {
+    let env = env();
+    let report = env.ws.join("report.txt");
+    // A new file: every line added.
+    let (r, _) = env.json(&["agent", "-m", "write the report", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let list = pending(&env, false);
+    let preview = list[0]["preview"].as_str().unwrap();
+    assert_eq!(
+        preview,
+        "--- /dev/null (a new file)\n+++ b/report.txt\n@@ -0,0 +1,1 @@\n+quarterly numbers\n"
+    );
+    // The file there now: the diff is against it, computed when shown.
+    std::fs::write(&report, "title\nlast year's numbers\n\u{1b}[2Jend\n").unwrap();
+    let list = pending(&env, false);
+    let preview = list[0]["preview"].as_str().unwrap();
+    assert!(
+        preview.starts_with("--- a/report.txt\n+++ b/report.txt\n@@ -1,3 +1,1 @@\n"),
+        "{preview}"
+    );
+    for line in [
+        "-title",
+        "-last year's numbers",
+        "-\\u{1b}[2Jend",
+        "+quarterly numbers",
+    ] {
+        assert!(preview.lines().any(|l| l == line), "{line}: {preview}");
+    }
+    let text = env.run(&["approvals", "list"]);
+    assert!(
+        text.stdout
+            .contains("    change:\n      --- a/report.txt\n"),
+        "{text:?}"
+    );
+    assert!(
+        text.stdout
+            .contains("argument content: (17 bytes; the change below)"),
+        "{text:?}"
+    );
+    assert!(!text.stdout.contains('\u{1b}'), "escaped: {text:?}");
+    let id = list[0]["id"].as_str().unwrap();
+    let r = env.run(&["approve", id, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("    -last year's numbers\n    -\\u{1b}[2Jend\n    +quarterly numbers\n"),
+        "{r:?}"
+    );
+}

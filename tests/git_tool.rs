@@ -520,3 +520,74 @@ fn a_model_turn_uses_the_git_tool_under_readonly() {
     let rc = env.receipts();
     assert_eq!(rc.last().unwrap()["status"], "denied", "{rc:?}");
 }
+
+/// `log`'s filters: `author` and `grep` (the message) as fixed text in any
+/// case, `include_diff` with each commit's patch, bounded; all judged as
+/// the rest of `log`.
+#[test]
+fn log_filters_by_author_and_message_and_shows_patches() {
+    let env = repo("best_effort");
+    let ws = env.ws.clone();
+    std::fs::write(ws.join("b.txt"), "bee\n").unwrap();
+    git(&env, &ws, &["add", "b.txt"]);
+    git(
+        &env,
+        &ws,
+        &[
+            "-c",
+            "user.name=Ada Lovelace",
+            "commit",
+            "-q",
+            "-m",
+            "Add the bee file (x.*)",
+        ],
+    );
+    let by_author = ok(&env, json!({"command": "log", "author": "ada"}));
+    assert_eq!(by_author.lines().count(), 1, "{by_author}");
+    assert!(
+        by_author.contains("Ada Lovelace: Add the bee file"),
+        "{by_author}"
+    );
+    let by_t = ok(&env, json!({"command": "log", "author": "T <t@"}));
+    assert_eq!(by_t.lines().count(), 2, "{by_t}");
+    let by_msg = ok(&env, json!({"command": "log", "grep": "SHOUT"}));
+    assert_eq!(by_msg.lines().count(), 1, "{by_msg}");
+    assert!(by_msg.contains("second: shout beta"), "{by_msg}");
+    // Fixed text: regex syntax matches itself only.
+    let fixed = ok(&env, json!({"command": "log", "grep": "(x.*)"}));
+    assert_eq!(fixed.lines().count(), 1, "{fixed}");
+    let none = ok(&env, json!({"command": "log", "grep": "s.*t"}));
+    assert_eq!(none.lines().count(), 0, "{none}");
+    let with_diff = ok(
+        &env,
+        json!({"command": "log", "n": 1, "grep": "shout", "include_diff": true}),
+    );
+    assert!(
+        with_diff.contains("second: shout beta") && with_diff.contains("+BETA"),
+        "{with_diff}"
+    );
+    let plain = ok(&env, json!({"command": "log", "n": 1, "grep": "shout"}));
+    assert!(!plain.contains("+BETA"), "{plain}");
+    for (args, want) in [
+        (
+            json!({"command": "log", "n": 21, "include_diff": true}),
+            "the most is 20",
+        ),
+        (json!({"command": "log", "author": ""}), "1 to 200 bytes"),
+        (json!({"command": "log", "grep": "a\nb"}), "control"),
+        (json!({"command": "diff", "author": "x"}), "does not apply"),
+    ] {
+        let why = denied(&env, args.clone());
+        assert!(why.contains(want), "{args}: {why}");
+    }
+    // A repository that tracks a secret-named file: the patches would show
+    // it, so the gate refuses them; the plain log still runs.
+    std::fs::write(ws.join(".env"), "API_TOKEN=hunter2-secret\n").unwrap();
+    git(&env, &ws, &["add", "-f", ".env"]);
+    git(&env, &ws, &["commit", "-q", "-m", "the env file"]);
+    let (r, v) = run(&env, json!({"command": "log", "include_diff": true}));
+    assert_eq!(v["status"], "denied", "{r:?}");
+    assert!(!r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"));
+    let log = ok(&env, json!({"command": "log", "grep": "env"}));
+    assert!(log.contains("the env file"), "{log}");
+}

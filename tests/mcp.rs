@@ -589,8 +589,9 @@ fn mcp_list_tools_and_test_on_the_command_line() {
     assert_eq!(v[0]["name"], "h");
     assert_eq!(v[0]["risk"], "high");
     assert_eq!(v[0]["offered_to_model"], false);
+    assert_eq!(v[0]["approval"], "not approved");
     let r = env.run(&["mcp", "list"]);
-    assert!(r.stdout.contains("not yet offered to the model"), "{r:?}");
+    assert!(r.stdout.contains("latchclaw mcp approve NAME"), "{r:?}");
     let (r, v) = env.json(&["mcp", "tools", "h", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let names: Vec<&str> = v["tools"]
@@ -696,4 +697,323 @@ fn endless_stderr_is_logged_capped_and_redacted() {
     assert!(r.stderr.contains("the rest is not logged"));
     // The cap (64 KiB of the server's lines) and the log's own words.
     assert!(r.stderr.len() < 200 * 1024, "{} bytes", r.stderr.len());
+}
+
+/// Mock provider `mcp_agent.toml` and server `h` in `mode`, with
+/// `server` lines added to its table and `top` to the config's top.
+fn agent_config(env: &Env, mode: &str, server: &str, top: &str) {
+    env.mock(
+        "mcp_agent.toml",
+        top,
+        &format!(
+            "[mcp.servers.h]\ncommand = \"{PYTHON}\"\nargs = [{script}, \"{mode}\", {state}]\n\
+             read_paths = [{dir}]\ntimeout_secs = 3\n{server}\n",
+            script = lit(&fixture("mcp/hostile.py")),
+            state = lit(&env.state),
+            dir = lit(&fixture("mcp")),
+        ),
+    );
+}
+
+/// Processes still running whose command line names this test's state
+/// dir: a server (its argv carries it) or anything it started.
+fn left_running(env: &Env) -> Vec<String> {
+    let needle = env.state.display().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(&needle) && cmd.contains("hostile.py") && alive(pid) {
+            out.push(format!("{pid}: {cmd}"));
+        }
+    }
+    out
+}
+
+fn approve(env: &Env) -> Value {
+    let (r, v) = env.json(&["mcp", "approve", "h", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    v
+}
+
+#[test]
+fn an_approved_server_serves_an_agent_turn_and_tool_run_judged_and_receipted() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    agent_config(
+        &env,
+        "ok",
+        "read_only_tools = [\"echo\", \"fail\"]\nrisk = \"low\"",
+        "",
+    );
+    // Never approved: nothing offered, nothing started, and a warning says how.
+    let r = env.run(&["agent", "-m", "say hello over MCP"]);
+    assert!(r.stderr.contains("latchclaw mcp approve h"), "{r:?}");
+    let reqs = env.requests();
+    let offered = reqs[0]["request"]["tools"].to_string();
+    assert!(!offered.contains("mcp_h_"), "{offered}");
+
+    let v = approve(&env);
+    assert!(
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp_h_echo")),
+        "{v}"
+    );
+    assert!(env.state.join("pins/mcp/h.json").is_file());
+    let (_, list) = env.json(&["mcp", "list", "--json"]);
+    assert_eq!(
+        (
+            list[0]["approval"].clone(),
+            list[0]["offered_to_model"].clone()
+        ),
+        (json!("approved"), json!(true))
+    );
+    let before = env.requests().len();
+    let r = env.run(&["agent", "-m", "say hello over MCP"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("hello over MCP"), "{r:?}");
+    // Offered as a function name, its description framed as data.
+    let reqs = env.requests();
+    let tools = reqs[before]["request"]["tools"].as_array().unwrap();
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "mcp_h_echo")
+        .expect("mcp_h_echo offered");
+    let d = echo["description"].as_str().unwrap();
+    assert!(
+        d.starts_with("<tool_description source=\"MCP server \\\"h\\\" tool \\\"echo\\\"\">"),
+        "{d}"
+    );
+    assert!(tools.iter().any(|t| t["name"] == "file_read"));
+    // Receipted like a built-in, naming the server, the tool, the arguments' hash.
+    // The first line: the unapproved run's call, refused as a tool it was
+    // not offered, so no server was started for it.
+    let lines = env.receipt_lines();
+    let statuses: Vec<&str> = lines
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["failed", "started", "allowed"], "{lines:?}");
+    assert!(
+        lines[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown tool \"mcp_h_echo\""),
+        "{}",
+        lines[0]
+    );
+    let lines = &lines[1..];
+    assert_eq!(lines[1]["tool"], "mcp_h_echo");
+    let reason = lines[1]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("MCP server \"h\" tool \"echo\""),
+        "{reason}"
+    );
+    assert!(
+        lines[1]["args_hash"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64)
+    );
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+    // The run's end stopped the server.
+    assert_eq!(left_running(&env), Vec::<String>::new());
+
+    // `tool run` and `tool list` know it.
+    let (r, v) = env.tool("mcp_h_echo", json!({"text": "direct"}));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["output"], "direct");
+    assert_eq!(v["metadata"]["mcp_server"], "h");
+    let (r, v) = env.tool("mcp_h_fail", json!({}));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        v["error"].as_str().unwrap().contains("it went wrong"),
+        "{v}"
+    );
+    let (_, list) = env.json(&["tool", "list", "--json"]);
+    let row = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp_h_echo")
+        .unwrap();
+    assert_eq!(
+        (row["enabled"].clone(), row["source"].clone()),
+        (json!(true), json!("MCP server h"))
+    );
+    let (_, p) = env.json(&["prompt", "show", "--json"]);
+    assert!(
+        p["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "mcp_h_echo"),
+        "{p}"
+    );
+    let (_, p) = env.json(&[
+        "policy",
+        "check",
+        "mcp_h_echo",
+        "--json",
+        "{\"text\":\"x\"}",
+        "--autonomy",
+        "readonly",
+    ]);
+    assert_eq!(p["decision"], "allow", "{p}");
+    // Arguments its schema refuses never reach the server.
+    let r = env.run(&["tool", "run", "mcp_h_echo", "--json", "{\"text\": 5}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("must be a string"), "{r:?}");
+    assert_eq!(left_running(&env), Vec::<String>::new());
+}
+
+#[test]
+fn autonomy_judges_mcp_tools_by_what_the_config_declares() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    let cfg = |level: &str| {
+        agent_config(
+            &env,
+            "ok",
+            "read_only_tools = [\"echo\"]\nrisk = \"low\"",
+            &format!("[security]\nautonomy = \"{level}\""),
+        )
+    };
+    cfg("readonly");
+    approve(&env);
+    // Read-only declared: runs under readonly.
+    assert_eq!(env.tool("mcp_h_echo", json!({"text": "x"})).0.code, 0);
+    // Not declared read-only: refused, nothing written.
+    let (r, v) = env.tool("mcp_h_touch", json!({}));
+    assert_eq!(r.code, 4, "{r:?} {v}");
+    assert!(!env.ws.join("touched.txt").exists());
+    // Supervised: a tool not read-only is never low risk, so it asks; with
+    // nobody at a terminal it does not run.
+    cfg("supervised");
+    let (r, v) = env.tool("mcp_h_touch", json!({}));
+    assert_ne!(r.code, 0, "{r:?} {v}");
+    assert!(!env.ws.join("touched.txt").exists());
+    // Full: runs, in the workspace the sandbox lets it write.
+    cfg("full");
+    let (r, v) = env.tool("mcp_h_touch", json!({}));
+    assert_eq!(r.code, 0, "{r:?} {v}");
+    assert!(env.ws.join("touched.txt").exists());
+    // Disabled by name: refused like a built-in.
+    agent_config(
+        &env,
+        "ok",
+        "",
+        "[security]\nautonomy = \"full\"\n[tools.mcp_h_echo]\nenabled = false",
+    );
+    let (r, _) = env.tool("mcp_h_echo", json!({"text": "x"}));
+    assert_eq!(r.code, 4, "{r:?}");
+}
+
+#[test]
+fn a_changed_tool_list_is_refused_until_approved_again() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    agent_config(&env, "changing", "", "[security]\nautonomy = \"full\"");
+    // Start 1 (approve) lists tool_v0; every later start lists another.
+    approve(&env);
+    let runs = || std::fs::read_to_string(env.ws.join("mcp-runs.txt")).unwrap_or_default();
+    let (r, v) = env.tool("mcp_h_tool_v0", json!({}));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("other tool definitions than were approved"),
+        "{v}"
+    );
+    assert_eq!(runs(), "2");
+    let (_, list) = env.json(&["mcp", "list", "--json"]);
+    assert_eq!(list[0]["approval"], "changed");
+    // From now on refused by the gate, without starting the server.
+    let (r, v) = env.tool("mcp_h_tool_v0", json!({}));
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("mcp approve h"),
+        "{v}"
+    );
+    assert_eq!(runs(), "2");
+    let (_, list) = env.json(&["tool", "list", "--json"]);
+    let row = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp_h_tool_v0")
+        .unwrap();
+    assert_eq!(row["enabled"], false);
+    // Approve shows the difference and records what is listed now.
+    let v = approve(&env);
+    let changes = v["changes"].to_string();
+    assert!(
+        changes.contains("tool \\\"tool_v0\\\" removed"),
+        "{changes}"
+    );
+    assert!(changes.contains("tool \\\"tool_v2\\\" added"), "{changes}");
+    let (_, list) = env.json(&["mcp", "list", "--json"]);
+    assert_eq!(list[0]["approval"], "approved");
+}
+
+#[test]
+fn a_hung_server_ends_its_call_at_the_deadline_and_leaves_nothing() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    agent_config(&env, "ok", "", "[security]\nautonomy = \"full\"");
+    approve(&env);
+    let t = Instant::now();
+    let (r, v) = env.tool("mcp_h_slow", json!({"text": "60"}));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        v["metadata"]["mcp_error"] == "timeout",
+        "a typed timeout: {v}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(left_running(&env), Vec::<String>::new());
+    // A daemon it forks dies with the run.
+    let (r, _) = env.tool("mcp_h_daemon", json!({}));
+    assert_eq!(r.code, 0, "{r:?}");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!env.ws.join("daemon-alive").exists());
+    assert_eq!(left_running(&env), Vec::<String>::new());
+}
+
+#[test]
+fn no_key_of_latchclaws_reaches_a_server_called_by_the_runtime() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    agent_config(&env, "ok", "", "[security]\nautonomy = \"full\"");
+    approve(&env);
+    let canary = "sk-canary-7f3a9b1c2d4e5f60718293a4b5c6d7e8";
+    let r = env
+        .command(&["tool", "run", "mcp_h_snoop", "--json", "{}"])
+        .env("OPENAI_API_KEY", canary)
+        .env("LATCHCLAW_API_KEY", canary)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(r.status.code(), Some(0), "{out}");
+    assert!(!out.contains(canary), "{out}");
+    assert!(!out.contains("OPENAI_API_KEY"), "{out}");
+    // The state dir is not in its view.
+    assert!(!out.contains("config.toml"), "{out}");
+    let logs = std::fs::read_to_string(env.state.join("tool_receipts.log")).unwrap();
+    assert!(!logs.contains(canary));
 }

@@ -1,7 +1,8 @@
 //! The four real MCP servers of issue 25, installed from PyPI and npm by
 //! `scripts/mcp-servers.sh` (`.ci/run` runs it first): each is `mcp test`ed
-//! by the binary and serves one `tools/call` through the library API the
-//! runtime will call, in the sandbox. A server not in the cache is
+//! by the binary, serves one `tools/call` through the library API in the
+//! sandbox, then, approved, one through `tool run` and one in a mock
+//! agent turn, judged and receipted. A server not in the cache is
 //! skipped, saying why.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -133,6 +134,51 @@ fn serve_one_call(name: &str, tool: &str, args: impl Fn(&str) -> Value, want: &s
     let pid = s.pid();
     s.stop();
     assert!(!std::path::Path::new(&format!("/proc/{pid}/status")).exists());
+
+    // Approved, then called by the runtime: `tool run`, and a mock turn.
+    let model = latchclaw::mcp::model_name(name, tool);
+    let inline: Vec<String> = args
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k} = {}", lit(std::path::Path::new(v.as_str().unwrap()))))
+        .collect();
+    let script = env.root.join("real-turn.toml");
+    std::fs::write(
+        &script,
+        format!(
+            "[[script]]\n[[script.responses]]\ntool_calls = [{{ name = \"{model}\", arguments = {{ {} }} }}]\n\
+             [[script.responses]]\ntext = \"The server said: {{{{tool_results}}}}\"\n",
+            inline.join(", ")
+        ),
+    )
+    .unwrap();
+    env.config(&format!(
+        "default_provider = \"m\"\n[security]\nautonomy = \"full\"\n[providers.models.m]\n\
+         kind = \"mock\"\nfixture = {}\n{toml}",
+        lit(&script)
+    ));
+    let (r, v) = env.json(&["mcp", "approve", name, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        v["tools"].as_array().unwrap().contains(&json!(model)),
+        "{v}"
+    );
+    let (r, v) = env.json(&["tool", "run", &model, "--json", &args.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(v["output"].as_str().unwrap().contains(want), "{v}");
+    let r = env.run(&["agent", "-m", "use the server"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains(want), "{r:?}");
+    let lines = env.receipt_lines();
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["tool"] == model.as_str() && l["status"] == "allowed")
+            .count()
+            == 2,
+        "{lines:?}"
+    );
 }
 
 #[test]

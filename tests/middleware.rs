@@ -269,3 +269,228 @@ fn bad_middleware_values_are_refused_with_what_is_allowed() {
     );
     assert!(shown.stdout.contains("per_hour = 9"), "{shown:?}");
 }
+
+/// With no `rate_limit` of its own a tool takes the defaults: ten calls a
+/// minute in a run (and 200 an hour across runs).
+#[test]
+fn every_tool_has_a_default_limit_of_ten_a_minute() {
+    let env = shell_env("");
+    env.mock("eleven_calls.toml", "", "[security]\nautonomy = \"full\"\n");
+    let r = env.run(&["agent", "-m", "run eleven commands"]);
+    assert_eq!(r.code, 4, "the eleventh call was refused: {r:?}");
+    let receipts = env.receipts();
+    let statuses: Vec<&str> = receipts
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses.len(), 11, "{statuses:?}");
+    assert!(
+        statuses[..10].iter().all(|s| *s == "allowed"),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[10], "denied");
+    assert_eq!(
+        receipts[10]["reason"],
+        "rate limit: shell 10/minute in this run (tools.shell.rate_limit.per_minute)"
+    );
+    // A limit of its own replaces the default.
+    let env = Env::new();
+    env.mock(
+        "eleven_calls.toml",
+        "",
+        "[security]\nautonomy = \"full\"\n[tools.shell]\nrate_limit = { per_minute = 20 }\n",
+    );
+    let r = env.run(&["agent", "-m", "eleven times"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.receipts().iter().all(|r| r["status"] == "allowed"));
+}
+
+#[test]
+fn the_global_limit_counts_every_tool_and_a_burst_goes_at_once() {
+    let env = shell_env("[tools]\nrate_limit = { per_minute = 2 }\n");
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let receipts = env.receipts();
+    let statuses: Vec<&str> = receipts
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["allowed", "allowed", "denied"], "{receipts:?}");
+    assert_eq!(
+        receipts[2]["reason"],
+        "rate limit: all tools 2/minute in this run (tools.rate_limit.per_minute)"
+    );
+    let (_, shown) = env.json(&["config", "show", "--json"]);
+    assert_eq!(shown["tools"]["rate_limit"]["per_minute"], 2, "{shown}");
+
+    // One a minute, but two may go at once.
+    let env = shell_env("[tools.shell]\nrate_limit = { per_minute = 1, burst = 2 }\n");
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let receipts = env.receipts();
+    let statuses: Vec<&str> = receipts
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["allowed", "allowed", "denied"], "{receipts:?}");
+    assert_eq!(
+        receipts[2]["reason"],
+        "rate limit: shell 1/minute after a burst of 2 in this run \
+         (tools.shell.rate_limit.per_minute, tools.shell.rate_limit.burst)"
+    );
+    // Without the burst the second call is refused.
+    let env = shell_env("[tools.shell]\nrate_limit = { per_minute = 1 }\n");
+    env.run(&["agent", "-m", "run three commands"]);
+    let statuses: Vec<String> = env
+        .receipts()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["allowed", "denied", "denied"]);
+}
+
+/// `cache_ttl_secs` keeps a read-only tool's result for the same judged
+/// call within a run; any call that may change something empties it, and
+/// every call is still judged and receipted.
+#[test]
+fn a_read_only_result_is_cached_until_a_write() {
+    let env = Env::new();
+    env.mock(
+        "cache_reads.toml",
+        "",
+        "[security]\nautonomy = \"full\"\n[channels.cli]\n\
+         tools_allow = [\"file_read\", \"file_write\", \"shell\"]\n\
+         [tools.file_read]\ncache_ttl_secs = 600\n",
+    );
+    std::fs::write(env.ws.join("a.txt"), "first\n").unwrap();
+    std::fs::write(env.ws.join("b.txt"), "other\n").unwrap();
+    let r = env.run(&["agent", "-m", "read it twice, write, read again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let receipts = env.receipts();
+    let reads: Vec<&Value> = receipts
+        .iter()
+        .filter(|r| r["tool"] == "file_read")
+        .collect();
+    assert_eq!(reads.len(), 4, "{receipts:?}");
+    let measured: Vec<&str> = reads
+        .iter()
+        .map(|r| r["measured"].as_str().unwrap())
+        .collect();
+    // a.txt ran, b.txt is another call, a.txt again from the cache; after
+    // the write, a.txt ran again.
+    assert!(!measured[0].contains("cached"), "{measured:?}");
+    assert!(!measured[1].contains("cached"), "{measured:?}");
+    assert!(measured[2].ends_with(" cached=true"), "{measured:?}");
+    assert!(!measured[3].contains("cached"), "{measured:?}");
+    // The model read the file as the write left it, not the cached copy.
+    let reqs = env.requests();
+    let msgs = reqs.last().unwrap()["request"]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let last_result = msgs.last().unwrap();
+    assert_eq!(last_result["role"], "tool", "{msgs:?}");
+    assert_eq!(last_result["content"], "second\n", "{msgs:?}");
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+
+    // Only read-only built-ins take the key.
+    env.config("[tools.shell]\ncache_ttl_secs = 60\n");
+    let r = env.run(&["config", "validate"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("tools.shell: \"shell\" is not a read-only tool"),
+        "{r:?}"
+    );
+}
+
+/// Each call that ran carries its duration, whether it was cut and a
+/// token estimate: in its outcome receipt, in the stored round, and in
+/// `tool stats`.
+#[test]
+fn every_call_records_duration_truncation_and_tokens() {
+    let env = shell_env("[tools.shell]\nrate_limit = { per_minute = 2 }\n");
+    let r = env.run(&["agent", "-m", "run three commands"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let receipts = env.receipts();
+    for rc in &receipts[..2] {
+        let m = rc["measured"].as_str().unwrap_or_else(|| panic!("{rc}"));
+        let parts: Vec<&str> = m.split(' ').collect();
+        assert_eq!(parts.len(), 3, "{m}");
+        assert!(
+            parts[0]
+                .strip_prefix("duration_ms=")
+                .unwrap()
+                .parse::<u64>()
+                .is_ok(),
+            "{m}"
+        );
+        assert_eq!(parts[1], "truncated=false", "{m}");
+        // "one\n" is four bytes: one token.
+        assert_eq!(parts[2], "tokens_est=1", "{m}");
+    }
+    assert!(
+        receipts[2].get("measured").is_none(),
+        "a denied call never ran: {}",
+        receipts[2]
+    );
+    assert_eq!(env.run(&["receipt", "verify"]).code, 0);
+    // The stored round holds the same.
+    let c = rusqlite::Connection::open(env.state.join("memory.sqlite")).unwrap();
+    let stored: Vec<String> = c
+        .prepare("SELECT tool_results FROM turns WHERE role = 'tool' ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stored.len(), 3);
+    let first: Value = serde_json::from_str(&stored[0]).unwrap();
+    assert_eq!(
+        first[0]["result"]["measured"]["truncated"], false,
+        "{first}"
+    );
+    assert_eq!(first[0]["result"]["measured"]["tokens_est"], 1, "{first}");
+    assert!(
+        first[0]["result"]["measured"]["duration_ms"].is_u64(),
+        "{first}"
+    );
+
+    let (r, stats) = env.json(&["tool", "stats", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shell = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["tool"] == "shell")
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert_eq!(
+        (&shell["calls"], &shell["succeeded"], &shell["timed"]),
+        (&json!(3), &json!(2), &json!(2)),
+        "{shell}"
+    );
+    assert_eq!(shell["success_rate"], 66.7, "{shell}");
+    assert!(
+        shell["avg_ms"].is_number() && shell["p95_ms"].is_u64(),
+        "{shell}"
+    );
+    let table = env.run(&["tool", "stats"]);
+    assert!(table.stdout.starts_with("TOOL"), "{table:?}");
+    assert!(table.stdout.contains("66.7%"), "{table:?}");
+    // --since: a day after today counts nothing; a bad date is a usage error.
+    let (_, later) = env.json(&["tool", "stats", "--json", "--since", "2999-01-01"]);
+    assert_eq!(later, json!([]));
+    let bad = env.run(&["tool", "stats", "--since", "yesterday"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+
+    // A result the tool cut says so.
+    std::fs::write(env.ws.join("many.txt"), "hit\n".repeat(50)).unwrap();
+    let (_, v) = env.tool("grep", json!({"pattern": "hit", "max_matches": 3}));
+    assert_eq!(v["measured"]["truncated"], true, "{v}");
+    let out_len = v["output"].as_str().unwrap().len() as u64;
+    assert_eq!(
+        v["measured"]["tokens_est"],
+        json!(out_len.div_ceil(4)),
+        "{v}"
+    );
+}

@@ -140,11 +140,22 @@ fn the_echo_plugin_installs_and_a_mock_turn_calls_it() {
     assert_eq!(p["decision"], "allow", "{p}");
     let r = env.run(&["prompt", "show"]);
     assert!(r.stdout.contains("tool echo"), "{r:?}");
-    // Its middleware: a rate limit across runs, by its name.
+    // Its middleware: a rate limit across runs, by its name. Every call is
+    // counted (the default limits), so the calls above count too: the
+    // limit allows exactly one more.
+    let made: i64 = rusqlite::Connection::open(env.state.join("memory.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM tool_calls WHERE tool = 'echo'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(made >= 2, "{made}");
     env.mock(
         "plugin_echo.toml",
         "",
-        "[tools.echo]\nrate_limit = { per_hour = 1 }\n",
+        &format!("[tools.echo]\nrate_limit = {{ per_hour = {} }}\n", made + 1),
     );
     assert_eq!(env.tool("echo", json!({"text": "1"})).0.code, 0);
     let (r, v) = env.tool("echo", json!({"text": "2"}));
@@ -153,7 +164,7 @@ fn the_echo_plugin_installs_and_a_mock_turn_calls_it() {
         v["reason"]
             .as_str()
             .unwrap()
-            .contains("rate limit: echo 1/hour across runs"),
+            .contains(&format!("rate limit: echo {}/hour across runs", made + 1)),
         "{v}"
     );
     // `[tools.echo] enabled = false` takes it away, and refuses it.

@@ -335,7 +335,19 @@ fn a_one_tool_turn_with_the_default_tools_fits_in_three_and_a_half_kb() {
         assert_eq!(a["messages"][0], b["messages"][0]);
         let times = if mode == "native" { 1 } else { 2 };
         for name in ["grep", "git", "memory_search", "shell"] {
-            assert_eq!(q_count(&prompts[0], name), times, "{mode}: {name}");
+            // `git`'s message filter is an argument named `grep` too.
+            let git_arg = if name == "grep" {
+                prompts[0].matches("\\\"grep\\\":{").count()
+                    + prompts[0].matches("\"grep\":{").count()
+            } else {
+                0
+            };
+            assert_eq!(
+                q_count(&prompts[0], name) - git_arg,
+                times,
+                "{mode}: {name}: {}",
+                prompts[0]
+            );
         }
         for name in [
             "file_write",

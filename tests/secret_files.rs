@@ -319,7 +319,10 @@ fn recursive_reads_skip_secret_files_and_find_the_rest() {
         assert_no_canary(command, &r);
     }
     // The listing names secret files and marks them; it never opens them.
-    let (r, v) = env.tool("file_list", serde_json::json!({"path": "."}));
+    let (r, v) = env.tool(
+        "file_list",
+        serde_json::json!({"path": ".", "include_hidden": true}),
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let out = v["output"].as_str().unwrap();
     assert!(

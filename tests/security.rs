@@ -228,8 +228,9 @@ fn invisible_characters_in_a_write_are_shown_on_the_approval_prompt() {
     ));
     let (r, tty) = run_on_pty(&env, &["agent", "-m", "save the notes"], "n", "");
     assert_eq!(r.code, 4, "{r:?}");
+    // The content is shown as the change it makes (a new file: its lines).
     assert!(
-        tty.contains("argument content: Meeting notes: ship on Friday.\\u{e0041}\\u{e006c}"),
+        tty.contains("    +Meeting notes: ship on Friday.\\u{e0041}\\u{e006c}"),
         "{tty}"
     );
     assert_eq!(tty.matches("\\u{e00").count(), 68, "{tty}");

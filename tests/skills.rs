@@ -150,8 +150,11 @@ fn enabled_skills_join_the_system_prompt_in_order_and_reach_the_provider() {
         .iter()
         .map(|l| l["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["base", "persona", "user", "skills", "policy"]);
-    let skills_bytes = v["layers"][3]["bytes"].as_u64().unwrap();
+    assert_eq!(
+        names,
+        ["base", "persona", "user", "previous", "skills", "policy"]
+    );
+    let skills_bytes = v["layers"][4]["bytes"].as_u64().unwrap();
     assert!(skills_bytes > 60, "{v}");
     let r = env.run(&["prompt", "show"]);
     assert!(
@@ -169,7 +172,7 @@ fn enabled_skills_join_the_system_prompt_in_order_and_reach_the_provider() {
     // Without skills the layer is empty and no skill text is sent.
     setup(&env, "", "");
     let v = layers(&env);
-    assert_eq!(v["layers"][3]["bytes"], 0);
+    assert_eq!(v["layers"][4]["bytes"], 0);
     assert!(!v["system_prompt"].as_str().unwrap().contains("BODY"));
 }
 
@@ -228,7 +231,7 @@ fn validate_refuses_missing_malformed_and_unsatisfiable_skills() {
         ),
         (
             "bad-key",
-            "bad-key/SKILL.md: line 4: unknown key \"requires\"; allowed: name, description, tools",
+            "bad-key/SKILL.md: line 4: unknown key \"requires\"; allowed: name, description, version, tools",
         ),
         ("no-close", "never closed by a `---` line"),
         (
@@ -523,4 +526,36 @@ fn no_tool_rewrites_a_workspace_skill() {
     let (r, v) = env.shell("cat .latchclaw/skills/repo/SKILL.md");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(v["output"].as_str().unwrap().contains("REPO-BODY"), "{v}");
+}
+
+/// `version:` is read, checked, listed, shown and carried into the layer.
+#[test]
+fn a_skill_carries_its_version() {
+    let env = Env::new();
+    setup(&env, "enabled = [\"release\"]", "");
+    skill_at(
+        &env.state.join("skills"),
+        "release",
+        "---\nname: release\ndescription: Cuts a release.\nversion: 2.1.0\n---\nTag, then push.\n",
+    );
+    let (r, list) = env.json(&["skill", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(list[0]["version"], "2.1.0", "{list}");
+    let (_, show) = env.json(&["skill", "show", "release", "--json"]);
+    assert_eq!(show["version"], "2.1.0", "{show}");
+    let text = env.run(&["skill", "show", "release"]);
+    assert!(text.stdout.contains("\nversion: 2.1.0\n"), "{text:?}");
+    let p = layers(&env)["system_prompt"].as_str().unwrap().to_string();
+    assert!(
+        p.contains("<skill name=\"release\" description=\"Cuts a release.\" version=\"2.1.0\">"),
+        "{p}"
+    );
+    skill_at(
+        &env.state.join("skills"),
+        "release",
+        "---\nname: release\ndescription: d\nversion: two point one\n---\nb\n",
+    );
+    let r = env.run(&["config", "validate"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("is not a version"), "{r:?}");
 }

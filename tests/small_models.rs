@@ -663,7 +663,7 @@ fn a_value_the_tool_does_not_take_is_repaired_not_answered() {
         .unwrap()
         .to_string();
     assert!(
-        note.contains("file_list: argument \"depth\" must be an integer from 1 to 5, not 0"),
+        note.contains("file_list: argument \"depth\" must be an integer from 1 to 10, not 0"),
         "{note}"
     );
     // `tool run` is the operator's: the tool's own error, as before.
@@ -671,7 +671,7 @@ fn a_value_the_tool_does_not_take_is_repaired_not_answered() {
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
         r.stdout
-            .contains("\\\"depth\\\" must be an integer from 1 to 5"),
+            .contains("\\\"depth\\\" must be an integer from 1 to 10"),
         "{r:?}"
     );
 }

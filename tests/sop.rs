@@ -732,3 +732,89 @@ fn a_held_lock_refuses_a_second_sop_run_and_dies_with_its_holder() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(env.ws.join("quick.txt").exists());
 }
+
+/// SIGKILL at every step boundary and in the middle of every step of a
+/// three-step SOP whose steps each append a line (the binary kills itself
+/// at the exact point: `LATCHCLAW_TEST_KILL`, debug builds only), then
+/// resumed by an operator who skips a step cut off after its effect and
+/// retries one cut off before it. Each time: every line once, in order; one
+/// started and one outcome receipt per step; a done step never re-run; a
+/// step cut off mid-step waits for the operator (exit 4) unless its tool
+/// was never called.
+#[test]
+fn killed_at_every_step_boundary_and_mid_step_every_effect_happens_once() {
+    let mut points = vec!["created:run".to_string()];
+    for s in ["s1", "s2", "s3"] {
+        for p in ["started", "ran", "done"] {
+            points.push(format!("{p}:{s}"));
+        }
+    }
+    for point in &points {
+        let env = env("full");
+        let mut text = String::from("name = \"three\"\n");
+        for i in 1..=3 {
+            text.push_str(&format!(
+                "[[steps]]\nid = \"s{i}\"\nkind = \"tool\"\ntool = \"shell\"\n\
+                 args = {{ command = \"echo s{i} >> log.txt\" }}\n"
+            ));
+        }
+        put_sop(&env, "three", &text);
+        let lines = || -> Vec<String> {
+            std::fs::read_to_string(env.ws.join("log.txt"))
+                .unwrap_or_default()
+                .lines()
+                .map(String::from)
+                .collect()
+        };
+        let out = env
+            .command(&["sop", "run", "three"])
+            .env("LATCHCLAW_TEST_KILL", point)
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{point}: {out:?}");
+        let (_, runs) = env.json(&["sop", "runs", "--json"]);
+        let run = runs[0]["id"].as_str().unwrap().to_string();
+        let mut operator = 0;
+        for _ in 0..3 {
+            let (_, v) = env.json(&["sop", "show", &run, "--json"]);
+            if v["status"] == "completed" {
+                break;
+            }
+            let mut args = vec!["sop".to_string(), "resume".into(), run.clone()];
+            // `sop resume` marks a step found started `unknown` and stops.
+            let (code, v) = sop_json(&env, &["sop", "resume", &run, "--json"]);
+            if code == 0 {
+                break;
+            }
+            assert_eq!(code, 4, "{point}: {v}");
+            let unknown = v["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["state"] == "unknown")
+                .map(|s| s["id"].as_str().unwrap().to_string())
+                .unwrap_or_else(|| panic!("{point}: stopped with no unknown step: {v}"));
+            operator += 1;
+            let done = lines().contains(&unknown);
+            args.push(if done { "--skip-step" } else { "--retry-step" }.into());
+            args.push(unknown);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let r = env.run(&argv);
+            assert_eq!(r.code, 0, "{point}: {r:?}");
+        }
+        let (_, v) = env.json(&["sop", "show", &run, "--json"]);
+        assert_eq!(v["status"], "completed", "{point}: {v}");
+        assert_eq!(lines(), ["s1", "s2", "s3"], "{point}");
+        for s in ["s1", "s2", "s3"] {
+            assert_eq!(receipts_of(&env, s, "started"), 1, "{point} {s}");
+            assert_eq!(receipts_of(&env, s, "allowed"), 1, "{point} {s}");
+        }
+        // Only a kill between a call and its step's `done` leaves a step
+        // whose effect is in doubt; one before the call does too (the
+        // runner cannot know), and the operator's retry runs it once.
+        let in_doubt = point.starts_with("ran:") || point.starts_with("started:");
+        assert_eq!(operator, usize::from(in_doubt), "{point}");
+        assert_eq!(env.run(&["receipt", "verify"]).code, 0, "{point}");
+    }
+}

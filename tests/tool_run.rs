@@ -128,7 +128,7 @@ fn tool_run_checks_arguments_against_the_schema_with_exit_2() {
         (
             "file_read",
             r#"{"path": "note-b2.txt", "lines": 3}"#,
-            "unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)",
+            "unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), max_lines (integer), path (string), start_line (integer)",
         ),
         (
             "time",
@@ -184,7 +184,7 @@ fn the_agent_returns_schema_errors_to_the_model() {
     let cases = [
         (
             "unknown field",
-            "file_read: unknown argument \\\"lines\\\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)",
+            "file_read: unknown argument \\\"lines\\\"; allowed: end_line (integer), line_numbers (boolean), max_lines (integer), path (string), start_line (integer)",
         ),
         (
             "wrong type",
@@ -233,4 +233,104 @@ fn the_agent_returns_schema_errors_to_the_model() {
     assert!(!env.ws.join("out-b2.txt").exists());
     // No call was started: nothing ran.
     assert!(env.receipt_lines().iter().all(|r| r["status"] != "started"));
+}
+
+/// `shell`'s own inputs: `cwd` judged as a leading `cd DIR &&` (inside the
+/// workspace, a directory), `timeout_ms` and `max_output_chars` only ever
+/// shorter than the configured limits, and `truncated` when output is cut.
+#[test]
+fn shell_takes_cwd_timeout_and_an_output_limit() {
+    let env = Env::new();
+    env.config(&format!(
+        "shell_timeout_secs = 60\ntool_output_max_bytes = 2048\n[security]\nautonomy = \"full\"\n\
+         shell_allowlist = [\"sleep\", \"touch\", \"cat\"]\n[channels.cli]\n{BASIC_TOOLS}\n"
+    ));
+    std::fs::create_dir_all(env.ws.join("sub/deeper")).unwrap();
+    std::fs::write(env.ws.join("sub/a.txt"), "in sub\n").unwrap();
+    std::fs::write(env.ws.join("top.txt"), "x".repeat(5000)).unwrap();
+    let (r, v) = env.tool("shell", json!({"command": "cat a.txt", "cwd": "sub"}));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["output"], "in sub\n");
+    assert_eq!(v["metadata"]["truncated"], false, "{v}");
+    // By effect: the file lands in the directory named.
+    let (r, _) = env.tool(
+        "shell",
+        json!({"command": "touch made.txt", "cwd": "sub/deeper"}),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(env.ws.join("sub/deeper/made.txt").exists());
+    assert!(!env.ws.join("made.txt").exists());
+    // Refused as a `cd` there would be, before anything runs.
+    for (cwd, want) in [
+        ("..", "outside the workspace"),
+        ("/etc", "forbidden path"),
+        ("top.txt", "not a directory"),
+        ("sub'x", "quote"),
+    ] {
+        let (r, v) = env.tool("shell", json!({"command": "touch escaped.txt", "cwd": cwd}));
+        assert_eq!(
+            (r.code, v["status"].as_str()),
+            (4, Some("denied")),
+            "{cwd}: {v}"
+        );
+        assert!(v.to_string().contains(want), "{cwd}: {v}");
+    }
+    assert!(!env.root.join("escaped.txt").exists() && !env.ws.join("escaped.txt").exists());
+    // A command that changes directory again is refused with it.
+    let (r, _) = env.tool(
+        "shell",
+        json!({"command": "cd deeper && touch x", "cwd": "sub"}),
+    );
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(!env.ws.join("sub/deeper/x").exists());
+
+    // timeout_ms: shorter than shell_timeout_secs, the command is stopped.
+    let (r, v) = env.tool("shell", json!({"command": "sleep 30", "timeout_ms": 300}));
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+    // max_output_chars: cut, and said so.
+    std::fs::write(env.ws.join("small.txt"), "é".repeat(800)).unwrap();
+    let (r, v) = env.tool(
+        "shell",
+        json!({"command": "cat small.txt", "max_output_chars": 100}),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = v["output"].as_str().unwrap();
+    assert!(
+        out.starts_with(&"é".repeat(100))
+            && out.ends_with(
+                "\n…[truncated: showing the first 100 of 800 characters (max_output_chars)]"
+            ),
+        "{out}"
+    );
+    assert_eq!(v["metadata"]["truncated"], true, "{v}");
+    assert_eq!(v["measured"]["truncated"], true, "{v}");
+    // Asking for more than tool_output_max_bytes gets no more.
+    let (_, v) = env.tool(
+        "shell",
+        json!({"command": "cat top.txt", "max_output_chars": 1000000}),
+    );
+    assert!(v["output"].as_str().unwrap().len() < 2200, "{v}");
+    assert_eq!(v["metadata"]["truncated"], true, "{v}");
+    // Bad values are the model's to fix.
+    for args in [
+        json!({"command": "true", "timeout_ms": 0}),
+        json!({"command": "true", "max_output_chars": -1}),
+    ] {
+        let (r, _) = env.tool("shell", args.clone());
+        assert_ne!(r.code, 0, "{args}");
+    }
+}
+
+/// A call's `timeout_ms` cannot outlast the configured limit.
+#[test]
+fn shell_timeout_ms_is_capped_by_the_configuration() {
+    let env = env_with("full", "shell_timeout_secs = 1");
+    let (r, v) = env.tool(
+        "shell",
+        json!({"command": "sleep 30", "timeout_ms": 600000}),
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(v["metadata"]["timed_out"], true, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("timed out"), "{v}");
 }

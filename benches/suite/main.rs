@@ -10,11 +10,12 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact, grep, mcp, gateway; and `features`, run only
+//! verify, append, gate, redact, grep, mcp, code, sop, gateway; and `features`, run only
 //! when named: what each Cargo feature adds to the binary, one release
 //! build without it each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod code;
 mod data;
 mod gateway;
 mod http;
@@ -167,6 +168,10 @@ fn main() {
     }
     if run("mcp") {
         mcp::figures(&mut report, &root, &ws);
+        mcp::turn_figures(&mut report, &root, &ws);
+    }
+    if run("code") {
+        code::figures(&mut report, &root, &ws);
     }
     if run("sop") {
         sop_figures(&mut report, &root, &ws);
@@ -557,6 +562,22 @@ fn feature_figures(report: &mut Report) {
 fn setup_home(root: &Path, name: &str, config: &str) -> PathBuf {
     let home = root.join(name);
     std::fs::create_dir_all(home.join(".latchclaw")).unwrap();
+    // Every tool is rate-limited by default (10 a minute in a run, 200 an
+    // hour across runs); a benchmark runs the same call thousands of times.
+    let mut config = config.to_string();
+    for tool in [
+        "time",
+        "file_list",
+        "file_read",
+        "shell",
+        "memory_search",
+        "git",
+        "grep",
+    ] {
+        config.push_str(&format!(
+            "\n[tools.{tool}]\nrate_limit = {{ per_minute = 10000, per_hour = 1000000 }}\n"
+        ));
+    }
     std::fs::write(home.join(".latchclaw/config.toml"), config).unwrap();
     home
 }
@@ -979,6 +1000,7 @@ fn new_receipt<'a>(
         risk: latchclaw::security::Risk::Low,
         reason: "allowed by policy",
         started_id,
+        measured: None,
     }
 }
 

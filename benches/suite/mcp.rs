@@ -216,3 +216,122 @@ fn real_starts(report: &mut Report, root: &Path, ws: &Path) {
         }
     }
 }
+
+/// Per-call cost of external tools in an agent turn on the mock: a turn
+/// whose one round makes 20 calls against one making 1, interleaved, the
+/// difference over 19 — each call validated, judged, its started and
+/// outcome receipts appended (fsync'd), run, redacted and stored with the
+/// round. For the fake MCP server's `echo` (the server started once per
+/// turn, so not in the difference), the seed's echo plugin (a process in
+/// the sandbox per call) and the built-in `file_list`, for reference.
+pub fn turn_figures(report: &mut Report, root: &Path, ws: &Path) {
+    if !Path::new("/usr/bin/python3").is_file() {
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = here.join("fixtures/mcp");
+    let rows = [
+        (
+            "MCP tool (fake server's echo)",
+            "mcp_fake_echo",
+            true,
+            "≤ 2 ms",
+        ),
+        (
+            "MCP tool (fake server's echo)",
+            "mcp_fake_echo",
+            false,
+            "reported",
+        ),
+        ("plugin tool (the echo plugin)", "echo", true, "reported"),
+        (
+            "built-in `file_list`, for reference",
+            "file_list",
+            true,
+            "reported",
+        ),
+    ];
+    for (label, tool, receipts, budget) in rows {
+        // Each call's arguments differ from the last: a repeat of the last
+        // call is answered from its result, not run.
+        let calls = |n: usize| {
+            (0..n)
+                .map(|i| match tool {
+                    "file_list" if i % 2 == 0 => {
+                        format!("{{ name = \"{tool}\", arguments = {{}} }}")
+                    }
+                    "file_list" => {
+                        format!("{{ name = \"{tool}\", arguments = {{ path = \".\" }} }}")
+                    }
+                    _ => format!("{{ name = \"{tool}\", arguments = {{ text = \"hi {i}\" }} }}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let script = root.join(format!("turn-{tool}.toml"));
+        std::fs::write(
+            &script,
+            format!(
+                "[[script]]\nwhen = \"twenty\"\n[[script.responses]]\ntool_calls = [{}]\n\
+                 [[script.responses]]\ntext = \"done\"\n\
+                 [[script]]\n[[script.responses]]\ntool_calls = [{}]\n\
+                 [[script.responses]]\ntext = \"done\"\n",
+                calls(20),
+                calls(1)
+            ),
+        )
+        .unwrap();
+        let home = super::setup_home(
+            root,
+            &format!("turn-{tool}-{receipts}"),
+            &format!(
+                "{}default_provider = \"m\"\n[receipts]\nenabled = {receipts}\n\
+                 [providers.models.m]\nkind = \"mock\"\nfixture = {:?}\n\
+                 [mcp.servers.fake]\ncommand = \"/usr/bin/python3\"\nargs = [{:?}, \"ok\"]\n\
+                 read_paths = [{:?}]\nrisk = \"low\"\nread_only_tools = [\"echo\"]\n",
+                super::ws_line(ws),
+                script.display().to_string(),
+                fixtures.join("hostile.py").display().to_string(),
+                fixtures.display().to_string()
+            ),
+        );
+        let setup = |args: &[&str]| {
+            let out = super::cmd(&home, args)
+                .command_for_setup()
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        setup(&["mcp", "approve", "fake"]);
+        let echo = here.join("fixtures/plugins/echo");
+        setup(&["plugin", "install", echo.to_str().unwrap()]);
+        // Rate-limited by default like every tool; named once they exist.
+        let file = home.join(".latchclaw/config.toml");
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        for t in ["mcp_fake_echo", "echo"] {
+            text.push_str(&format!(
+                "\n[tools.{t}]\nrate_limit = {{ per_minute = 10000, per_hour = 1000000 }}\n"
+            ));
+        }
+        std::fs::write(&file, text).unwrap();
+        let (one, twenty) = super::measure::paired(
+            &super::cmd(&home, &["agent", "-m", "one"]),
+            &super::cmd(&home, &["agent", "-m", "twenty"]),
+            super::RUNS,
+        );
+        let per = (percentile(&twenty, 50) - percentile(&one, 50)) / 19.0;
+        report.row(
+            format!(
+                "{label}: one call in an agent turn, judged, {}",
+                if receipts {
+                    "receipted (fsync'd)"
+                } else {
+                    "receipts off"
+                }
+            ),
+            super::ms(per),
+            budget,
+            (budget != "reported").then_some(per <= 2.0),
+        );
+    }
+}

@@ -33,6 +33,36 @@ pub fn confirm(id: &str) -> Result<()> {
 /// with string values as they are (controls escaped); continuation lines
 /// are indented by `indent` plus four spaces.
 pub fn describe(tool: &str, risk: &str, reason: &str, args: &Value, indent: &str) -> String {
+    describe_with(tool, risk, reason, args, None, indent)
+}
+
+/// `describe`, and with a `preview` (a write's diff, already escaped) the
+/// diff in place of the `content` argument, each line indented.
+pub fn describe_with(
+    tool: &str,
+    risk: &str,
+    reason: &str,
+    args: &Value,
+    preview: Option<&str>,
+    indent: &str,
+) -> String {
+    // Invisible characters in a content shown as a diff are counted too.
+    let mut hidden = 0;
+    let args = match (preview, args) {
+        (Some(_), Value::Object(m)) if m.contains_key("content") => {
+            let mut m = m.clone();
+            let content = m.get("content").and_then(Value::as_str).unwrap_or("");
+            hidden += crate::util::hidden_count(content);
+            let bytes = content.len();
+            m.insert(
+                "content".into(),
+                Value::String(format!("({bytes} bytes; the change below)")),
+            );
+            Value::Object(m)
+        }
+        _ => args.clone(),
+    };
+    let args = &args;
     let mut out = String::new();
     let mut line = |key: &str, value: &str| {
         let first = format!("{indent}{key}: ");
@@ -47,7 +77,6 @@ pub fn describe(tool: &str, risk: &str, reason: &str, args: &Value, indent: &str
     line("tool", &crate::util::printable(tool));
     line("risk", risk);
     line("reason", &crate::util::printable(reason));
-    let mut hidden = 0;
     match args.as_object() {
         Some(m) if m.is_empty() => line("arguments", "none"),
         Some(m) => {
@@ -65,12 +94,18 @@ pub fn describe(tool: &str, risk: &str, reason: &str, args: &Value, indent: &str
         }
         None => line("arguments", &crate::util::printable(&args.to_string())),
     }
-    // Escapes in a long value are easy to read past: say they are there.
+    if let Some(p) = preview {
+        out.push_str(&format!("{indent}change:\n"));
+        for l in p.lines() {
+            out.push_str(&format!("{indent}  {l}\n"));
+        }
+    }
+    // Escapes in a long value are easy to read past: say they are there
+    // (after the change, which shows them too). One short line: no wrap.
     if hidden > 0 {
-        line(
-            "warning",
-            &format!("the arguments hold {hidden} invisible characters, shown above as \\u{{…}}"),
-        );
+        out.push_str(&format!(
+            "{indent}warning: the arguments hold {hidden} invisible characters, shown above as \\u{{…}}\n"
+        ));
     }
     out
 }
@@ -109,6 +144,7 @@ impl Approver for TtyApprover {
         tool: &str,
         d: &Decision,
         args: &Value,
+        preview: Option<&str>,
         always: bool,
         control: &RunControl,
     ) -> Approval {
@@ -118,7 +154,7 @@ impl Approver for TtyApprover {
         };
         let prompt = format!(
             "\nlatchclaw wants to run a tool\n{}{}",
-            describe(tool, d.risk.as_str(), &d.reason, args, "  "),
+            describe_with(tool, d.risk.as_str(), &d.reason, args, preview, "  "),
             if always {
                 format!(
                     "  (a = always: {what} at medium risk, for the rest of this conversation)\n\

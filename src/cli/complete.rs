@@ -76,6 +76,7 @@ const ARG_VALUES: &[(&str, Values)] = &[
     ("plugin approve", kind("plugins")),
     ("mcp tools", kind("mcp_servers")),
     ("mcp test", kind("mcp_servers")),
+    ("mcp approve", kind("mcp_servers")),
     (
         "memory show",
         Values {

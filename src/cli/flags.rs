@@ -97,6 +97,7 @@ const DATA: &[&str] = &[
     "provider list",
     "provider test",
     "tool list",
+    "tool stats",
     "policy show",
     "policy replay",
     "agent",
@@ -122,6 +123,7 @@ const DATA: &[&str] = &[
     "mcp list",
     "mcp tools",
     "mcp test",
+    "mcp approve",
     "estop status",
     "sop list",
     "sop validate",
@@ -130,6 +132,8 @@ const DATA: &[&str] = &[
     "sop approve",
     "sop deny",
     "sop runs",
+    "code stats",
+    "code failures",
     "sop show",
 ];
 
@@ -196,6 +200,13 @@ pub const FLAGS: &[Flag] = &[
         value: Some("DATE|N"),
         commands: &["policy replay"],
         help: "only calls made on or after DATE (YYYY-MM-DD, RFC 3339) or from receipt N on",
+    },
+    Flag {
+        long: "since",
+        short: None,
+        value: Some("DATE"),
+        commands: &["tool stats"],
+        help: "only calls from this day (YYYY-MM-DD, UTC) or time (RFC 3339) on",
     },
     Flag {
         long: "message",
@@ -284,6 +295,7 @@ pub const FLAGS: &[Flag] = &[
             "memory notes",
             "runs list",
             "sop runs",
+            "code failures",
         ],
         help: "show at most N entries",
     },
@@ -526,6 +538,16 @@ Exit 3 when a request fails.",
         args: &[],
         summary: "tools, their risk and whether they are enabled",
         about: "Shows each tool, its base risk and whether the cli channel enables it.",
+        bare: false,
+    },
+    CommandDef {
+        path: "tool stats",
+        args: &[],
+        summary: "each tool's calls, success rate, average and p95 time",
+        about: "Reads the tool calls of stored agent rounds from the memory database and
+prints, per tool, the calls, how many succeeded (in percent), and the
+average and 95th-percentile time of those that ran. --since DATE counts
+only calls from then on.",
         bare: false,
     },
     CommandDef {
@@ -868,6 +890,26 @@ file changed since the run started: the approval is bound to its hash.",
         bare: false,
     },
     CommandDef {
+        path: "code stats",
+        args: &[],
+        summary: "code_run's record: runs, failure rate by error category and language",
+        about: "Reads the record every code_run call leaves: how many snippets ran, how many
+failed and the failure rate, failures by error category (syntax, runtime,
+denied, timeout, killed, output_limit, cancelled, estop,
+interpreter_missing, not_started) and runs, failures and mean duration by
+language.",
+        bare: false,
+    },
+    CommandDef {
+        path: "code failures",
+        args: &[],
+        summary: "the latest code_run snippets that failed, with their errors",
+        about: "The latest failed code_run snippets, newest first: when, language, error
+category, exit code, duration, the error, the tool calls and requests it
+made (with their receipts) and the code (secrets redacted).",
+        bare: false,
+    },
+    CommandDef {
         path: "sop show",
         args: &[arg("RUN", "SOP run id")],
         summary: "one SOP run: its hash, status and every step's state and output",
@@ -963,11 +1005,11 @@ manifest has problems.",
     CommandDef {
         path: "mcp list",
         args: &[],
-        summary: "MCP servers: name, command, allowed tools (nothing is started)",
+        summary: "MCP servers: name, command, allowed tools, approval (nothing is started)",
         about: "Lists the servers in [mcp.servers.NAME]: the command and its arguments,
 the variables passed by name, the read paths, timeout, risk, and which of
-their tools tools_allow / tools_deny let through. Starts nothing. MCP
-tools are listed and tested here but not yet offered to the model.",
+their tools tools_allow / tools_deny let through, and whether their tools
+are approved (offered to the model) or changed since. Starts nothing.",
         bare: true,
     },
     CommandDef {
@@ -989,6 +1031,18 @@ server cannot be started or listed.",
 start, initialize (with the protocol version agreed), tools/list, ping;
 then stops it, and says whether it left anything running. Exit 0 when
 every step worked, 3 when one failed (which one, and why).",
+        bare: false,
+    },
+    CommandDef {
+        path: "mcp approve",
+        args: &[arg("NAME", "server name (from mcp list)")],
+        summary: "start a server, show what changed in its tools and approve them",
+        about: "Starts server NAME in the sandbox, lists its tools, shows each difference
+from the tool definitions approved before (names, descriptions, argument
+schemas), then records these as approved and stops it. Only approved
+tools are offered to the model, as mcp_<server>_<tool>; a server that
+later lists other definitions has its tools refused until approved again.
+Exit 3 when the server cannot be started or listed (nothing recorded).",
         bare: false,
     },
     CommandDef {

@@ -85,6 +85,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ProviderList { json } => cmd::provider::list(&ctx, json),
         Command::ProviderTest { name, json } => cmd::provider::test(&ctx, name.as_deref(), json),
         Command::ToolList { json } => cmd::tool::list(&ctx, json),
+        Command::ToolStats { since, json } => cmd::tool::stats(&ctx, since, json),
         Command::ToolRun {
             tool,
             args,
@@ -145,6 +146,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::McpList { json } => cmd::mcp::list(&ctx, json),
         Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
         Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
+        Command::McpApprove { name, json } => cmd::mcp::approve(&ctx, &name, json),
         Command::SopList { json } => cmd::sop::list(&ctx, json),
         Command::SopValidate { name, json } => cmd::sop::validate(&ctx, name.as_deref(), json),
         Command::SopRun {
@@ -189,6 +191,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             json,
         } => cmd::sop::decide(&ctx, &run, approve, yes, json),
         Command::SopRuns { limit, json } => cmd::sop::runs(&ctx, limit, json),
+        Command::CodeStats { json } => cmd::code::stats(&ctx, json),
+        Command::CodeFailures { limit, json } => cmd::code::failures(&ctx, limit, json),
         Command::SopShow { run, json } => cmd::sop::show(&ctx, &run, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {

@@ -38,6 +38,11 @@ pub enum Command {
     ToolList {
         json: bool,
     },
+    ToolStats {
+        /// Unix seconds.
+        since: Option<i64>,
+        json: bool,
+    },
     ToolRun {
         tool: String,
         args: Option<String>,
@@ -172,6 +177,10 @@ pub enum Command {
         name: String,
         json: bool,
     },
+    McpApprove {
+        name: String,
+        json: bool,
+    },
     SopList {
         json: bool,
     },
@@ -198,6 +207,13 @@ pub enum Command {
         run: String,
         approve: bool,
         yes: bool,
+        json: bool,
+    },
+    CodeStats {
+        json: bool,
+    },
+    CodeFailures {
+        limit: Option<u32>,
         json: bool,
     },
     SopRuns {
@@ -816,6 +832,16 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "tool list" => Command::ToolList { json },
+        "tool stats" => Command::ToolStats {
+            since: o
+                .value("since")
+                .map(|v| {
+                    crate::types::args::parse_date(&v, false)
+                        .map_err(|e| Error::usage(format!("--since: {e}")))
+                })
+                .transpose()?,
+            json,
+        },
         "tool run" => Command::ToolRun {
             tool: arg(0),
             args: o.value("json"),
@@ -930,6 +956,7 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
         "mcp list" => Command::McpList { json },
         "mcp tools" => Command::McpTools { name: arg(0), json },
         "mcp test" => Command::McpTest { name: arg(0), json },
+        "mcp approve" => Command::McpApprove { name: arg(0), json },
         "sop list" => Command::SopList { json },
         "sop validate" => Command::SopValidate {
             name: args.first().cloned(),
@@ -968,6 +995,11 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             run: arg(0),
             approve: false,
             yes: false,
+            json,
+        },
+        "code stats" => Command::CodeStats { json },
+        "code failures" => Command::CodeFailures {
+            limit: o.limit()?,
             json,
         },
         "sop runs" => Command::SopRuns {

@@ -23,6 +23,7 @@ impl Approver for NoOperator {
         _: &str,
         _: &Decision,
         _: &Value,
+        _: Option<&str>,
         _: bool,
         _: &crate::control::RunControl,
     ) -> Approval {
@@ -303,7 +304,7 @@ impl Gateway {
                 "risk": t.risk.as_str(),
                 "read_only": t.read_only,
                 "description": t.description,
-                "source": format!("plugin {}", t.provider),
+                "source": t.origin(),
                 "approved": t.unapproved.is_none(),
             }));
         }

@@ -50,6 +50,8 @@ pub struct Launch<'a> {
 pub struct StderrLog {
     pub tail: String,
     pub bytes: u64,
+    /// Read to its end (every process holding it has exited).
+    pub closed: bool,
 }
 
 /// A running server.
@@ -329,6 +331,18 @@ impl Child {
         self.exited
     }
 
+    /// Waits up to `wait` for the server's stderr to be read to its end: a
+    /// server that wrote its last words and exited is quoted with them (the
+    /// reader thread may still hold them when the exit is seen).
+    pub fn settle_stderr(&self, wait: Duration) {
+        let until = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < until
+            && !self.stderr.lock().map(|l| l.closed).unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The last of the server's stderr (redacted), for an error message.
     pub fn stderr_tail(&self) -> String {
         self.stderr
@@ -414,6 +428,9 @@ fn stderr_loop(mut err: impl Read, name: &str, redactor: &Redactor, log: &Mutex<
     }
     if !partial.is_empty() && logged < STDERR_LOG_MAX {
         emit(&partial, name, redactor, log, &mut logged);
+    }
+    if let Ok(mut l) = log.lock() {
+        l.closed = true;
     }
 }
 

@@ -5,6 +5,25 @@
 
 use serde_json::Value;
 
+/// One tool a server offers and the config allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The server's own name for it (what `tools/call` sends).
+    pub name: String,
+    /// The name a model sees: `mcp_<server>_<tool>`, a valid function name.
+    pub model_name: String,
+    /// Sanitised and capped ([`sanitize`]); not yet framed as data.
+    pub description: String,
+    /// The JSON Schema of its arguments (an object).
+    pub input_schema: Value,
+    /// Listed in the server's `read_only_tools`.
+    pub read_only: bool,
+    /// SHA-256 (hex) of the definition as the server sent it — its name,
+    /// raw description and input schema, as compact JSON with sorted keys —
+    /// for pinning: a changed definition has another hash.
+    pub definition_sha256: String,
+}
+
 /// Longest name a model sees (OpenAI's function-name rule).
 pub const MODEL_NAME_MAX: usize = 64;
 

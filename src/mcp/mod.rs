@@ -16,11 +16,13 @@
 mod child;
 mod content;
 mod error;
+pub mod pins;
 mod wire;
 
 pub use child::{BASE_ENV, Launch, SERVER_PATH, STDERR_LOG_MAX};
 pub use content::{
-    DESCRIPTION_MAX_CHARS, MODEL_NAME_MAX, content_text, model_name, sanitize, valid_model_name,
+    DESCRIPTION_MAX_CHARS, MODEL_NAME_MAX, McpTool, content_text, model_name, sanitize,
+    valid_model_name,
 };
 pub use error::{ErrorKind, McpError};
 pub use wire::MAX_LINE;
@@ -54,25 +56,6 @@ pub fn run_stop<'a>(
     estop: &'a std::path::Path,
 ) -> impl Fn() -> bool + 'a {
     move || control.cancelled() || crate::security::estop_engaged(estop).is_some()
-}
-
-/// One tool a server offers and the config allows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpTool {
-    /// The server's own name for it (what `tools/call` sends).
-    pub name: String,
-    /// The name a model sees: `mcp_<server>_<tool>`, a valid function name.
-    pub model_name: String,
-    /// Sanitised and capped ([`sanitize`]); not yet framed as data.
-    pub description: String,
-    /// The JSON Schema of its arguments (an object).
-    pub input_schema: Value,
-    /// Listed in the server's `read_only_tools`.
-    pub read_only: bool,
-    /// SHA-256 (hex) of the definition as the server sent it — its name,
-    /// raw description and input schema, as compact JSON with sorted keys —
-    /// for pinning: a changed definition has another hash.
-    pub definition_sha256: String,
 }
 
 /// A tool the server listed that is not offered, and why.
@@ -506,6 +489,7 @@ impl Server {
     /// The server ended: how, and the last of its stderr.
     fn gone(&mut self) -> McpError {
         let status = self.child.exit_status(Duration::from_millis(200));
+        self.child.settle_stderr(Duration::from_millis(200));
         let how = match status {
             Some(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
                 (Some(c), _) => format!("exited with code {c}"),

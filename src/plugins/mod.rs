@@ -155,11 +155,15 @@ pub fn definitions(dir: &Path, m: &Manifest) -> std::result::Result<Value, Strin
     Ok(json!({"plugin": m.name, "version": m.version, "hash": hash, "tools": tools}))
 }
 
-/// The external tools of every installed plugin: approved ones as they
-/// are, the others refused by name (`unapproved`); a broken manifest's
-/// tools by their pinned names, so a call of one is refused, not unknown.
+/// Every external tool: the configured MCP servers' (`external::mcp_tools`),
+/// then every installed plugin's: approved ones as they are, the others
+/// refused by name (`unapproved`); a broken manifest's tools by their
+/// pinned names, so a call of one is refused, not unknown. A name taken
+/// (an MCP tool's, another plugin's) is the first one's.
 pub fn registry(cfg: &Config) -> Registry {
-    let mut reg = Registry::default();
+    let mut reg = Registry {
+        tools: crate::external::mcp_tools(cfg),
+    };
     let all = match installed(cfg) {
         Ok(a) => a,
         Err(e) => {
@@ -445,44 +449,7 @@ pub fn remove(cfg: &Config, name: &str) -> Result<PathBuf> {
     Ok(p.dir)
 }
 
-/// One difference between the pinned definitions and the ones on disk.
-pub fn differences(pinned: Option<&Value>, current: &Value) -> Vec<String> {
-    let empty = Vec::new();
-    let tools = |v: Option<&Value>| -> Vec<Value> {
-        v.and_then(|v| v["tools"].as_array())
-            .unwrap_or(&empty)
-            .clone()
-    };
-    let (old, new) = (tools(pinned), tools(Some(current)));
-    let by_name = |list: &[Value], n: &Value| list.iter().find(|t| t["name"] == *n).cloned();
-    let mut out = Vec::new();
-    if pinned.is_none() {
-        out.push("no pin: never approved".to_string());
-    }
-    for t in &old {
-        if by_name(&new, &t["name"]).is_none() {
-            out.push(format!("- tool {} removed", t["name"]));
-        }
-    }
-    for t in &new {
-        let name = &t["name"];
-        match by_name(&old, name) {
-            None => out.push(format!("+ tool {name} added: {}", t)),
-            Some(o) => {
-                for (k, v) in t.as_object().into_iter().flatten() {
-                    if o.get(k) != Some(v) {
-                        let was = o.get(k).cloned().unwrap_or(Value::Null);
-                        out.push(format!(
-                            "~ {}.{k}: {was} → {v}",
-                            name.as_str().unwrap_or("?")
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    out.iter().map(|l| crate::util::printable(l)).collect()
-}
+pub use crate::external::differences;
 
 /// What `plugin approve` found and recorded.
 pub struct Approval {

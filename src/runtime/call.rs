@@ -185,6 +185,7 @@ mod started {
                     risk: admitted.acting().risk,
                     reason: &admitted.reason,
                     started_id: None,
+                    measured: None,
                 })?
             } else {
                 if let Some(log) = &self.receipts {
@@ -274,29 +275,39 @@ impl crate::security::rate::CallCounter for CallLog<'_> {
         tool: &str,
         hourly: bool,
         record: bool,
-        decide: &mut dyn FnMut(crate::security::rate::Counts) -> Option<String>,
+        decide: &mut dyn FnMut(&crate::security::rate::Counts) -> Option<String>,
     ) -> Result<Option<String>> {
         let now = Instant::now();
         let minute = std::time::Duration::from_millis(crate::security::rate::MINUTE_MS as u64);
-        let minute_in_run = self
-            .in_run
-            .borrow()
-            .iter()
-            .filter(|(t, at)| t == tool && now.duration_since(*at) < minute)
-            .count() as u32;
+        let (mut ages, mut all_ages) = (Vec::new(), Vec::new());
+        for (t, at) in self.in_run.borrow().iter() {
+            let age = u64::try_from(now.duration_since(*at).as_millis()).unwrap_or(u64::MAX);
+            if t == tool {
+                ages.push(age);
+            }
+            all_ages.push(age);
+        }
+        let in_minute =
+            |a: &[u64]| a.iter().filter(|&&a| a < minute.as_millis() as u64).count() as u32;
+        let mut counts = crate::security::rate::Counts {
+            minute_in_run: in_minute(&ages),
+            all_minute_in_run: in_minute(&all_ages),
+            ages_ms: ages,
+            all_ages_ms: all_ages,
+            ..Default::default()
+        };
         let mut verdict = None;
-        let mut judge = |hour_all_runs| {
-            verdict = decide(crate::security::rate::Counts {
-                minute_in_run,
-                hour_all_runs,
-            });
+        let mut judge = |hour_all_runs, all_hour_all_runs| {
+            counts.hour_all_runs = hour_all_runs;
+            counts.all_hour_all_runs = all_hour_all_runs;
+            verdict = decide(&counts);
             verdict.is_none() && record
         };
         if hourly {
             self.memory
                 .admit_tool_call(tool, crate::security::rate::HOUR_MS, &mut judge)?;
         } else {
-            judge(0);
+            judge(0, 0);
         }
         if verdict.is_none() && record {
             self.in_run.borrow_mut().push((tool.to_string(), now));
@@ -320,6 +331,50 @@ fn invalid(call: Call<'_>, error: String) -> Ended<'_> {
         pending: None,
         estop: false,
         lock: None,
+    }
+}
+
+impl Runtime<'_> {
+    /// `<state>/tools.lock`, or, for a call a running `code_run` makes, a
+    /// duplicate of the one that call holds.
+    fn tool_lock(&self) -> Result<File> {
+        if let Some(held) = self.held_lock.borrow().as_ref() {
+            return held.try_clone().map_err(|e| {
+                Error::new(Kind::Runtime, format!("cannot share the tool lock: {e}"))
+            });
+        }
+        tool_lock(self.cfg, &self.control)
+    }
+}
+
+/// A snippet's `tool()`: the whole call path, as a model's call takes it.
+impl crate::tools::Host for Runtime<'_> {
+    fn call_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        running: i32,
+    ) -> std::result::Result<crate::tools::HostCall, String> {
+        // One snippet at a time: a snippet's snippet would hold the lock
+        // and the sandbox twice over for nothing the first cannot do.
+        if name == ToolName::CodeRun.as_str() {
+            return Err("code_run cannot be called from a snippet".into());
+        }
+        self.spared.borrow_mut().push(running);
+        let ran = self.execute_tool(conversation_id, name, args);
+        self.spared.borrow_mut().retain(|p| *p != running);
+        let (record, result) = ran.map_err(|e| e.to_string())?;
+        Ok(crate::tools::HostCall {
+            status: record.status.as_str().to_string(),
+            denied: record.status == Status::Denied,
+            result,
+            receipt_id: record.receipt_id,
+        })
+    }
+
+    fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
+        Some(&self.jobs)
     }
 }
 
@@ -434,6 +489,24 @@ impl Runtime<'_> {
         }
     }
 
+    /// The cache key of a call whose tool keeps results
+    /// (`[tools.NAME] cache_ttl_secs`, read-only tools only) and how long.
+    fn cache_key(&self, call: &Valid<'_>, d: &Decision) -> Option<(String, std::time::Duration)> {
+        let tool = call.builtin()?;
+        let ttl = self.cfg.tools.of(tool).cache_ttl_secs?;
+        if !crate::config::CACHEABLE.contains(&tool) || call.takes_effect() {
+            return None;
+        }
+        let key = format!(
+            "{}\n{}\n{:?}\n{:?}",
+            tool.as_str(),
+            call.call.args,
+            d.path,
+            d.plan
+        );
+        Some((key, std::time::Duration::from_secs(ttl)))
+    }
+
     fn call_log(&self) -> CallLog<'_> {
         CallLog {
             memory: &self.memory,
@@ -445,7 +518,7 @@ impl Runtime<'_> {
     /// refused before the operator is asked about it; it is counted only
     /// when it runs (`admit`).
     fn judge<'c>(&self, call: Valid<'c>) -> Result<Judged<'c>> {
-        let lock = tool_lock(self.cfg, &self.control);
+        let lock = self.tool_lock();
         let d = self.decide(&call);
         let decision = match d.verdict {
             Verdict::Ask => match self
@@ -539,37 +612,42 @@ impl Runtime<'_> {
         // "Always" only where the operator answers for a conversation at a
         // terminal (`agent`), and only for medium risk.
         let offer = self.standing && d.risk == crate::security::Risk::Medium;
-        let why = match self.approver.ask(c.name, &d, c.args, offer, &self.control) {
-            answer @ (Approval::Approved | Approval::Always) => {
-                log::info!(target: "event::tool_approved", "tool={}", c.name);
-                let mut reason = format!("{}; approved by the operator", d.reason);
-                // Only medium risk is offered "always": high risk asks each time.
-                if answer == Approval::Always && offer {
-                    let id = self.memory.add_standing(
-                        c.conversation_id,
-                        &self.cfg.workspace_dir,
-                        c.name,
-                        &scope_of(&d),
-                        d.risk,
-                    )?;
-                    reason.push_str(&format!(" for this conversation ({id})"));
+        let preview = preview(call.builtin(), &d, c.args, &self.gate);
+        let why =
+            match self
+                .approver
+                .ask(c.name, &d, c.args, preview.as_deref(), offer, &self.control)
+            {
+                answer @ (Approval::Approved | Approval::Always) => {
+                    log::info!(target: "event::tool_approved", "tool={}", c.name);
+                    let mut reason = format!("{}; approved by the operator", d.reason);
+                    // Only medium risk is offered "always": high risk asks each time.
+                    if answer == Approval::Always && offer {
+                        let id = self.memory.add_standing(
+                            c.conversation_id,
+                            &self.cfg.workspace_dir,
+                            c.name,
+                            &scope_of(&d),
+                            d.risk,
+                        )?;
+                        reason.push_str(&format!(" for this conversation ({id})"));
+                    }
+                    return Ok(Next::Go(Approved {
+                        call,
+                        decision: d,
+                        status: Status::Approved,
+                        reason,
+                        lock: Lock::LetGo,
+                    }));
                 }
-                return Ok(Next::Go(Approved {
-                    call,
-                    decision: d,
-                    status: Status::Approved,
-                    reason,
-                    lock: Lock::LetGo,
-                }));
-            }
-            Approval::Denied(why) => {
-                let reason = format!("{}; {why}", d.reason);
-                let result = ToolResult::err(format!("denied: {reason}"));
-                let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
-                return Ok(Next::End(ended));
-            }
-            Approval::Unavailable(why) => why,
-        };
+                Approval::Denied(why) => {
+                    let reason = format!("{}; {why}", d.reason);
+                    let result = ToolResult::err(format!("denied: {reason}"));
+                    let ended = Ended::early(c, &d, Status::Denied, reason, result, None);
+                    return Ok(Next::End(ended));
+                }
+                Approval::Unavailable(why) => why,
+            };
         let id = self.memory.add_pending(
             c.conversation_id,
             &self.cfg.workspace_dir,
@@ -620,7 +698,7 @@ impl Runtime<'_> {
         let c = call.call;
         let (lock, relocked) = match lock {
             Lock::Held(lock) => (lock, false),
-            Lock::LetGo => (tool_lock(self.cfg, &self.control), true),
+            Lock::LetGo => (self.tool_lock(), true),
         };
         let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
         let fresh = if relocked {
@@ -680,6 +758,7 @@ impl Runtime<'_> {
                 .or(own)
                 .unwrap_or(self.cfg.tool_timeout_secs),
         );
+        let spare = self.spared.borrow().clone();
         let ctx = ToolCtx {
             cfg: self.cfg,
             gate: &self.gate,
@@ -689,6 +768,8 @@ impl Runtime<'_> {
             control: &self.control,
             deadline: self.control.until(limit),
             user: self.approver,
+            host: self,
+            spare: &spare,
         };
         // A question touches no file: nobody else's call waits while the
         // user thinks.
@@ -698,15 +779,58 @@ impl Runtime<'_> {
         } else {
             Some(lock)
         };
-        let mut result = match call.target {
-            Target::Builtin(_, tool) => tool.invoke(call.call.args, &ctx),
-            Target::External(ext) => match &ext.kind {
+        // A snippet's own tool calls run while this one holds the lock:
+        // they take a duplicate of it (the same open file, already locked)
+        // instead of waiting for themselves.
+        let nests = call.builtin() == Some(ToolName::CodeRun);
+        if nests {
+            *self.held_lock.borrow_mut() = lock.as_ref().and_then(|l| l.try_clone().ok());
+        }
+        let began = Instant::now();
+        // The judged call, not the words: the same arguments resolving to
+        // another file are another call.
+        let cache = self.cache_key(&call, ctx.decision);
+        let hit = cache.as_ref().and_then(|(key, ttl)| {
+            self.cache
+                .borrow()
+                .get(key)
+                .filter(|(at, _)| at.elapsed() < *ttl)
+                .map(|(_, r)| r.clone())
+        });
+        let cached = hit.is_some();
+        let mut result = match (hit, call.target) {
+            (Some(r), _) => r,
+            (None, Target::Builtin(_, tool)) => tool.invoke(call.call.args, &ctx),
+            (None, Target::External(ext)) => match &ext.kind {
                 crate::external::Kind::Plugin { dir, command } => {
                     crate::plugins::call(ext, dir, command, call.call.args, &ctx)
                 }
+                crate::external::Kind::Mcp { server, tool } => {
+                    self.mcp
+                        .call(ext, server, tool, call.call.args, &ctx, &self.redactor)
+                }
             },
         };
-        let redacted = result.redact(&self.redactor);
+        if nests {
+            *self.held_lock.borrow_mut() = None;
+        }
+        let redacted = if cached {
+            Default::default()
+        } else {
+            result.redact(&self.redactor)
+        };
+        if call.takes_effect() {
+            // Whatever it did may change what a read would read.
+            self.cache.borrow_mut().clear();
+        } else if let Some((key, _)) = cache.filter(|_| !cached && result.success) {
+            self.cache
+                .borrow_mut()
+                .insert(key, (Instant::now(), result.clone()));
+        }
+        result.measure(began.elapsed());
+        if let Some(m) = result.measured.as_mut() {
+            m.cached = cached;
+        }
         if !redacted.is_empty() {
             log::info!(
                 target: "event::tool_redacted",
@@ -816,6 +940,7 @@ impl Runtime<'_> {
             reason = format!("{reason}; output redacted: {}", kinds.join(", "));
         }
         let result_value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let measured = result.measured.map(|m| m.text());
         let receipt_id = self.append_receipt(&NewReceipt {
             conversation_id: call.conversation_id,
             tool: call.name,
@@ -825,6 +950,7 @@ impl Runtime<'_> {
             risk,
             reason: &reason,
             started_id: started_id.as_deref(),
+            measured: measured.as_deref(),
         })?;
         drop(lock);
         result.receipt_id = receipt_id.clone();
@@ -850,6 +976,22 @@ impl Runtime<'_> {
         let written = log.append(r)?;
         *self.receipts_head.borrow_mut() = Some(written.receipt_hash);
         Ok(Some(written.id))
+    }
+}
+
+/// What the operator is shown of a call's effect before it runs: for a
+/// `file_write`, the diff against the file the gate resolved.
+pub fn preview(
+    tool: Option<ToolName>,
+    d: &Decision,
+    args: &Value,
+    gate: &crate::security::Gate,
+) -> Option<String> {
+    match (tool, &d.path, args.get("content").and_then(Value::as_str)) {
+        (Some(ToolName::FileWrite), Some(path), Some(content)) => {
+            Some(crate::tools::write_preview(gate, path, content))
+        }
+        _ => None,
     }
 }
 
@@ -919,7 +1061,15 @@ mod tests {
     }
 
     impl Approver for Operator<'_> {
-        fn ask(&self, _: &str, _: &Decision, _: &Value, _: bool, _: &RunControl) -> Approval {
+        fn ask(
+            &self,
+            _: &str,
+            _: &Decision,
+            _: &Value,
+            _: Option<&str>,
+            _: bool,
+            _: &RunControl,
+        ) -> Approval {
             self.asked.set(self.asked.get() + 1);
             let soon = RunControl::new(Some(std::time::Duration::from_millis(20)));
             self.lock_free_when_asked

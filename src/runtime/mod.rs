@@ -17,6 +17,7 @@ use std::time::Instant;
 
 mod call;
 mod checks;
+mod mcp;
 mod pick;
 mod run;
 
@@ -202,7 +203,17 @@ impl<'a> Runtime<'a> {
 
     /// The system prompt (see `prompt.rs`): the same bytes every turn.
     pub fn system_prompt(&self) -> Result<String> {
-        crate::prompt::build(self.cfg, &self.gate)
+        let previous = self.previous.borrow();
+        crate::prompt::build(self.cfg, &self.gate, previous.as_deref().unwrap_or(""))
+    }
+
+    /// The previous-conversation layer for a run that continues
+    /// `conversation` (empty for a new one).
+    pub fn previous_layer(&self, conversation: Option<&str>) -> Result<String> {
+        match conversation {
+            Some(id) => crate::prompt::previous(&self.memory, id),
+            None => Ok(String::new()),
+        }
     }
 
     /// A round's calls as memory stores them: arguments redacted, so a
@@ -524,6 +535,12 @@ impl<'a> Runtime<'a> {
             }
         };
         *self.conversation.borrow_mut() = Some(conv.clone());
+        // Made once, before this turn's message is stored: the conversation
+        // as the run found it.
+        if self.previous.borrow().is_none() {
+            let layer = self.previous_layer(conversation_id)?;
+            *self.previous.borrow_mut() = Some(layer);
+        }
         let configured = self.cfg.provider(provider.name()).ok();
         let model = configured.map_or_else(|| self.cfg.default_model.clone(), |p| p.model.clone());
         self.memory.add_turn(&NewTurn {

@@ -32,12 +32,15 @@ pub enum Approval {
 /// person answers `ask_user` questions (`tools::User`).
 pub trait Approver: tools::User {
     /// Gives up when `control` says the run must stop. `always`: the
-    /// answer "always for this conversation" may be offered.
+    /// answer "always for this conversation" may be offered. `preview`:
+    /// what the call would change (a write's unified diff), shown in place
+    /// of the content it writes.
     fn ask(
         &self,
         tool: &str,
         decision: &Decision,
         args: &Value,
+        preview: Option<&str>,
         always: bool,
         control: &RunControl,
     ) -> Approval;
@@ -91,11 +94,21 @@ pub struct Runtime<'a> {
     /// The tool round being run: stored whole when it ends, however it
     /// ends, each call without a result given one saying so.
     pub round: RefCell<Option<Round>>,
+    /// The system prompt's previous-conversation layer, made at the run's
+    /// first turn and kept, so every turn of the run sends the same bytes.
+    pub(super) previous: RefCell<Option<String>>,
+    /// `cache_ttl_secs`: read-only results by the judged call (tool,
+    /// arguments, resolved path or plan), with when they were made; emptied
+    /// by any call that may change something.
+    pub(super) cache:
+        RefCell<std::collections::HashMap<String, (Instant, crate::tools::ToolResult)>>,
     /// When this run's calls of rate-limited tools were admitted
     /// (`rate_limit.per_minute` counts these).
     pub(super) calls_in_run: RefCell<Vec<(String, Instant)>>,
-    /// The external tools (plugins') this run knows, read once.
+    /// The external tools (MCP servers', plugins') this run knows, read once.
     pub external: crate::external::Registry,
+    /// The MCP servers this run started, stopped when it ends.
+    pub mcp: super::mcp::McpServers,
     /// Provider calls of this run that failed: the gateway adds them to
     /// its metrics and answers a turn that failed after one with 502.
     pub provider_errors: std::cell::Cell<u64>,
@@ -110,6 +123,13 @@ pub struct Runtime<'a> {
     /// `agent` at a terminal's conversations only, never `tool run` (one
     /// shared conversation) or the gateway (no operator there).
     pub standing: bool,
+    /// The tool lock a running `code_run` holds, for the calls it makes.
+    pub(super) held_lock: RefCell<Option<std::fs::File>>,
+    /// The running snippets whose `tool()` calls are under way: no call
+    /// they make kills them with its own leftovers.
+    pub(super) spared: RefCell<Vec<i32>>,
+    /// `code_run`'s background snippets: they end when the run does.
+    pub(super) jobs: crate::tools::code::jobs::Jobs,
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -179,12 +199,18 @@ impl<'a> Runtime<'a> {
             run_usage: RefCell::new(Usage::default()),
             conversation: Default::default(),
             round: Default::default(),
+            previous: Default::default(),
+            cache: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
+            mcp: Default::default(),
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,
             workspace_flag: String::new(),
             standing: false,
+            held_lock: RefCell::new(None),
+            spared: RefCell::new(Vec::new()),
+            jobs: Default::default(),
         })
     }
 }

@@ -601,6 +601,22 @@ impl Prepared {
         self.install_as(cmd, view::Kind::Other);
     }
 
+    /// [`Prepared::install`], and `keep` (the ends of the pipes a snippet
+    /// talks to latchclaw over, `code_run`'s prelude) left open across the
+    /// exec, at the numbers they have here: the one hole in "no descriptor
+    /// but stdin, stdout and stderr", and a pipe's, never a socket's.
+    pub fn install_keeping(&self, cmd: &mut Command, keep: Vec<std::sync::Arc<OwnedFd>>) {
+        self.install(cmd);
+        // Runs after the walls (hooks run in order; with namespaces, in the
+        // program's own process): clears the flag they set.
+        sys::process::set_pre_exec(cmd, move || {
+            for fd in &keep {
+                sys::process::keep_across_exec(fd.as_fd())?;
+            }
+            Ok(())
+        });
+    }
+
     /// Makes `cmd`'s child, between fork and exec: die with latchclaw
     /// (`PR_SET_PDEATHSIG`, which follows the spawning *thread*: spawn from
     /// a thread that outlives the child), enter namespaces of its own and

@@ -60,9 +60,16 @@ pub struct Gate {
     /// External tools with `[tools."NAME"] enabled = false`.
     pub(super) disabled_external: Vec<String>,
     /// The tools with a `rate_limit`, by the name models call them.
+    /// The tools whose section sets a `rate_limit` (the rest take the
+    /// defaults), by the name models call them.
     pub(super) rate_limits: Vec<(String, crate::config::RateLimit)>,
     /// `[[policy.rules]]` (`security::policy`).
     pub(super) rules: Vec<crate::config::PolicyRule>,
+    /// `[tools.code_run]`: its risk and the secrets a snippet may name
+    /// (names and variables, never values).
+    pub(super) code_run: crate::config::CodeRunConfig,
+    /// `[tools] rate_limit`: every tool's calls together.
+    pub(super) global_rate_limit: crate::config::RateLimit,
 }
 
 impl Gate {
@@ -106,6 +113,7 @@ impl Gate {
                         .as_ref()
                         .and_then(|w| w.api_key_env.clone()),
                 )
+                .chain(cfg.tools.code_run.secrets.values().map(|s| s.env.clone()))
                 .collect(),
             file_write_max_bytes: cfg.file_write_max_bytes,
             confinement: cfg.security.confinement,
@@ -113,7 +121,10 @@ impl Gate {
                 allowed_domains: cfg.tools.http.allowed_domains.clone(),
                 allow_private: cfg.tools.http.allow_private.clone(),
             },
-            secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
+            secret_allow: secret_files::Allow::new(
+                &cfg.security.secret_files_allow,
+                &cfg.security.dotfiles_allow,
+            ),
             memory_categories: cfg.memory.categories.clone(),
             disabled: cfg
                 .tools
@@ -140,23 +151,31 @@ impl Gate {
                 .map(|(t, m)| (t, m.rate_limit))
                 .collect(),
             rules: cfg.policy.rules.clone(),
+            code_run: cfg.tools.code_run.clone(),
+            global_rate_limit: cfg.tools.rate_limit,
         }
     }
 
     /// Whether one more call of `tool` is within its `rate_limit`: `None`
     /// admits it (and, with `record`, counts it), `Some` is the refusal.
-    /// A tool without a limit is admitted without counting.
+    /// Every tool has limits: its own, or the defaults
+    /// ([`rate::DEFAULT_PER_MINUTE`], [`rate::DEFAULT_PER_HOUR`]).
     pub fn rate_limited(
         &self,
         tool: &str,
         counter: &dyn rate::CallCounter,
         record: bool,
     ) -> crate::error::Result<Option<String>> {
-        let Some((_, limit)) = self.rate_limits.iter().find(|(t, _)| t == tool) else {
-            return Ok(None);
-        };
-        counter.admit(tool, limit.per_hour.is_some(), record, &mut |c| {
-            rate::over_limit(tool, limit, c)
+        let own = self
+            .rate_limits
+            .iter()
+            .find(|(t, _)| t == tool)
+            .map(|(_, l)| *l)
+            .unwrap_or_default();
+        let limit = rate::effective(&own);
+        let global = self.global_rate_limit;
+        counter.admit(tool, true, record, &mut |c| {
+            rate::over_limit(tool, &limit, &global, c)
         })
     }
 
@@ -534,7 +553,7 @@ impl Gate {
     pub(crate) fn secret_rule(&self, p: &Path) -> Option<&'static str> {
         let rel = self.workspace().ok().and_then(|w| p.strip_prefix(w).ok());
         let rule = rule_for(rel.unwrap_or(p))?;
-        if rel.is_some_and(|rel| self.secret_allow.allows(rel)) {
+        if self.secret_allow.lifts(rule, p, rel) {
             return None;
         }
         Some(rule.shown)
@@ -547,14 +566,22 @@ impl Gate {
         if resolved.is_dir() {
             return None;
         }
-        let tail = "; [security] secret_files_allow lists exceptions";
+        let tail = |rule: &str| {
+            if rule == secret_files::DOTFILES {
+                "; [security] dotfiles_allow lists the dotfiles tools may reach"
+            } else {
+                "; [security] secret_files_allow lists exceptions"
+            }
+        };
         let written = self.shown(lexical);
         if let Some(rule) = self.secret_rule(lexical) {
+            let tail = tail(rule);
             return Some(format!(
                 "\"{written}\" is a secret-named file (rule \"{rule}\"){tail}"
             ));
         }
         let rule = self.secret_rule(resolved)?;
+        let tail = tail(rule);
         Some(format!(
             "\"{written}\" leads to \"{}\", a secret-named file (rule \"{rule}\"){tail}",
             self.shown(resolved)

@@ -6,6 +6,7 @@
 //! absolute paths and links that leave the workspace are all seen for what
 //! they point at.
 
+pub mod code;
 pub mod confine;
 mod decision;
 mod gate;
@@ -23,7 +24,7 @@ mod refusal;
 pub mod secret_files;
 
 pub use decision::{Decision, External, Risk, Verdict};
-pub use gate::Gate;
+pub use gate::{Gate, SAFE_PATH};
 pub use paths::resolve;
 pub use refusal::{Refusal, Refused};
 
@@ -285,10 +286,29 @@ impl Gate {
                 Ok(_) => (Risk::Medium, None, String::new()),
                 Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
             },
+            ToolName::CodeStatus => match crate::types::args::job_id(args) {
+                Ok(_) => (Risk::Low, None, String::new()),
+                Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+            },
+            ToolName::CodeRun => match self.judge_code(args) {
+                Ok(why) => (self.code_risk(), None, why),
+                Err(r) => return Decision::refused(self.code_risk(), r),
+            },
             ToolName::Shell => {
-                let cmd = match string_arg("command") {
-                    Ok(c) => c,
-                    Err(d) => return d,
+                let a = match crate::types::args::shell_args(args) {
+                    Ok(a) => a,
+                    Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+                };
+                // `cwd` is judged as the `cd DIR &&` it stands for: the
+                // directory checked like any path, every path of the
+                // command resolved from it.
+                let with_cd;
+                let cmd = match a.cwd {
+                    Some(dir) => {
+                        with_cd = format!("cd '{dir}' && {}", a.command);
+                        with_cd.as_str()
+                    }
+                    None => a.command,
                 };
                 if self.confinement == crate::config::Confinement::Required
                     && let Some(why) = confine::status().unavailable
@@ -323,6 +343,10 @@ impl Gate {
             | ToolName::AskUser
             | ToolName::PdfExtract => true,
             ToolName::Plan => false,
+            // Its own writes stay in its tmp under readonly (the sandbox
+            // makes the workspace read-only), and each tool it calls and
+            // each request it sends is judged on its own.
+            ToolName::CodeRun | ToolName::CodeStatus => true,
             ToolName::Shell => risk == Risk::Low,
             ToolName::FileWrite | ToolName::MemoryStore | ToolName::MemoryForget => false,
         };
@@ -459,6 +483,7 @@ impl Gate {
             "autonomy: {}\nworkspace: {}\nworkspace_only: {}\nforbidden paths: {}\n\
              secret files (refused by name, read or write): {}\n\
              secret_files_allow: {}\n\
+             dotfiles_allow: {}\n\
              forbidden commands: {}\nshell allowlist:{}\ntools enabled: {}\n\
              state (never reachable): {}\nshell confinement: {confinement}\n\
              policy rules:{}",
@@ -475,6 +500,7 @@ impl Gate {
             } else {
                 cfg.security.secret_files_allow.join(", ")
             },
+            cfg.security.dotfiles_allow.join(", "),
             cfg.security.forbidden_commands.join(", "),
             self.describe_allowlist(),
             self.tools_enabled(),
@@ -549,6 +575,7 @@ pub fn risk_summary(tool: ToolName) -> &'static str {
     match tool {
         ToolName::Shell => "low / medium (allowlisted) / high",
         ToolName::Http | ToolName::WebSearch => "low (allowed domain), else denied",
+        ToolName::CodeRun => "high ([tools.code_run] risk)",
         _ => base_risk(tool).as_str(),
     }
 }
@@ -564,12 +591,13 @@ fn base_risk(tool: ToolName) -> Risk {
         | ToolName::PdfExtract
         | ToolName::MemoryStore
         | ToolName::MemoryRecall
-        | ToolName::AskUser => Risk::Low,
+        | ToolName::AskUser
+        | ToolName::CodeStatus => Risk::Low,
         ToolName::FileWrite | ToolName::MemoryForget => Risk::Medium,
         // Each task's calls would be judged on their own; the tree itself
         // spends model calls and tool rounds.
         ToolName::Plan => Risk::Medium,
-        ToolName::Shell | ToolName::Http | ToolName::WebSearch => Risk::High,
+        ToolName::Shell | ToolName::Http | ToolName::WebSearch | ToolName::CodeRun => Risk::High,
     }
 }
 
@@ -631,7 +659,7 @@ mod tests {
         std::fs::create_dir_all(root.join("ws/sub")).unwrap();
         std::fs::create_dir_all(root.join("state")).unwrap();
         std::fs::create_dir_all(root.join("outside")).unwrap();
-        std::fs::write(root.join("outside/secret.txt"), "s").unwrap();
+        std::fs::write(root.join("outside/private.txt"), "s").unwrap();
         std::fs::write(root.join("ws/a.txt"), "a").unwrap();
         let root = std::fs::canonicalize(&root).unwrap();
         let text = format!(
@@ -791,14 +819,12 @@ mod tests {
                 .reason
                 .contains("the operator's configuration")
         );
-        for p in [
-            ".latchclaw-notes/a",
-            "latchclaw/a",
-            "sub/x.latchclaw",
-            ".latchclawx",
-        ] {
+        for p in [".latchclaw-notes/a", "latchclaw/a", "sub/x.latchclaw"] {
             assert!(fx.gate.check_write_path(p).is_ok(), "{p}");
         }
+        // A dotfile, refused by the dotfile rule, not as latchclaw's own.
+        let why = fx.gate.check_write_path(".latchclawx").unwrap_err().reason;
+        assert!(why.contains("(rule \".*\")"), "{why}");
         assert!(read(&fx, ".latchclaw/skills/demo/SKILL.md").is_ok());
         // Throughout a directory: the workspace's own `.latchclaw`, not
         // `.git` (a gate without the fixture's forbidden path inside).
@@ -824,8 +850,8 @@ mod tests {
     fn escapes_are_denied() {
         let fx = fixture("");
         for p in [
-            "../outside/secret.txt",
-            "sub/../../outside/secret.txt",
+            "../outside/private.txt",
+            "sub/../../outside/private.txt",
             "/etc/passwd",
             "/etc/../etc/passwd",
             "~/.ssh/id_rsa",
@@ -844,7 +870,7 @@ mod tests {
     fn symlinks_are_followed_before_deciding() {
         let fx = fixture("");
         let ws = fx.root.join("ws");
-        symlink(fx.root.join("outside/secret.txt"), ws.join("link")).unwrap();
+        symlink(fx.root.join("outside/private.txt"), ws.join("link")).unwrap();
         symlink(fx.root.join("outside"), ws.join("dirlink")).unwrap();
         symlink(fx.root.join("outside/nothing-yet"), ws.join("dangling")).unwrap();
         symlink("loop2", ws.join("loop1")).unwrap();
@@ -857,7 +883,7 @@ mod tests {
                 .reason
                 .contains("outside the workspace")
         );
-        assert!(read(&fx, "dirlink/secret.txt").is_err());
+        assert!(read(&fx, "dirlink/private.txt").is_err());
         assert!(read(&fx, "dangling").is_err());
         assert!(read(&fx, "loop1").unwrap_err().reason.contains("loop"));
         assert!(
@@ -910,13 +936,13 @@ mod tests {
                 .contains("own state")
         );
         // workspace_only = false lets other outside paths through.
-        assert!(read(&fx, "../outside/secret.txt").is_ok());
+        assert!(read(&fx, "../outside/private.txt").is_ok());
     }
 
     #[test]
     fn hard_links_are_refused() {
         let fx = fixture("");
-        std::fs::hard_link(fx.root.join("outside/secret.txt"), fx.root.join("ws/hl")).unwrap();
+        std::fs::hard_link(fx.root.join("outside/private.txt"), fx.root.join("ws/hl")).unwrap();
         assert!(read(&fx, "hl").unwrap_err().reason.contains("hard links"));
     }
 

@@ -209,7 +209,8 @@ impl Redactor {
                     .as_ref()
                     .and_then(|w| w.api_key_env.as_deref()),
             )
-            .chain(cfg.security.secret_env.iter().map(String::as_str));
+            .chain(cfg.security.secret_env.iter().map(String::as_str))
+            .chain(cfg.tools.code_run.secrets.values().map(|s| s.env.as_str()));
         for name in names {
             let Some(value) = lookup(name) else {
                 continue;

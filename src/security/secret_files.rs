@@ -64,6 +64,13 @@ pub const RULES: &[Rule] = &[
     name(".pgpass"),
     name(".htpasswd"),
     name("secrets.*"),
+    // Names that say what they hold.
+    name("*secret*"),
+    name("*password*"),
+    name("*passwd*"),
+    name("*private_key*"),
+    name("*private-key*"),
+    name("*credential*"),
     // `config`, `config.worktree`, a `config.lock` being written: remote
     // URLs with tokens, `http.extraHeader` credentials.
     Rule {
@@ -72,7 +79,14 @@ pub const RULES: &[Rule] = &[
         public_keys_ok: false,
         in_git_dir: true,
     },
+    // Last: every other rule names its file first. Shell profiles, tool
+    // configs with tokens, history files: a dotfile is refused unless
+    // `[security] dotfiles_allow` names it.
+    name(DOTFILES),
 ];
+
+/// The dotfile rule's glob and name.
+pub const DOTFILES: &str = ".*";
 
 /// KELVIN SIGN lowercases to `k`: on a case-folding file system `.\u{212A}ey`
 /// opens `.key`. Walk exclusions skip every name holding one.
@@ -103,6 +117,8 @@ pub fn rule_for(path: &Path) -> Option<&'static Rule> {
     let chars: Vec<char> = last.chars().collect();
     RULES.iter().zip(compiled).find_map(|(r, toks)| {
         ((!r.in_git_dir || in_git)
+            // A `.git` (directory or gitfile) is git's: its own rules.
+            && !(r.shown == DOTFILES && last == ".git")
             && matches(toks, &chars)
             && !(r.public_keys_ok && last.ends_with(".pub")))
         .then_some(r)
@@ -118,16 +134,25 @@ pub fn rules_shown() -> String {
 /// glob. Without a `/` it matches the name anywhere (`.env.example`); with
 /// one, the whole path from the workspace (`config/*.pem`, `fixtures/**`).
 /// Matching is case-sensitive: an exception is exactly what it says.
+///
+/// `[security] dotfiles_allow`: lowercase name globs of dotfiles the
+/// dotfile rule lets through (only that rule: `.env` stays refused).
 #[derive(Debug, Clone, Default)]
 pub struct Allow {
     entries: Vec<Vec<String>>,
+    dotfiles: Vec<String>,
 }
 
 impl Allow {
     /// Entries already checked by the config reader; an unusable one
     /// allows nothing.
-    pub fn new(entries: &[String]) -> Allow {
+    pub fn new(entries: &[String], dotfiles: &[String]) -> Allow {
         Allow {
+            dotfiles: dotfiles
+                .iter()
+                .filter(|e| crate::config::check_dotfile_allow_entry(e).is_ok())
+                .map(|e| e.to_lowercase())
+                .collect(),
             entries: entries
                 .iter()
                 .filter(|e| crate::config::check_secret_allow_entry(e).is_ok())
@@ -139,6 +164,21 @@ impl Allow {
                 })
                 .collect(),
         }
+    }
+
+    /// Whether `rule`, matched by `path`, is lifted: the dotfile rule by
+    /// `dotfiles_allow`, any rule by `secret_files_allow` (`rel`: the path
+    /// from the workspace, when it is inside).
+    pub fn lifts(&self, rule: &Rule, path: &Path, rel: Option<&Path>) -> bool {
+        if rule.shown == DOTFILES
+            && let Some(last) = normal_parts(path).last()
+        {
+            let last = last.to_lowercase();
+            if self.dotfiles.iter().any(|g| glob_match(g, &last)) {
+                return true;
+            }
+        }
+        rel.is_some_and(|r| self.allows(r))
     }
 
     /// Whether `rel`, a path relative to the workspace, is listed.
@@ -275,6 +315,17 @@ mod tests {
             (".GIT/CONFIG", ".git/config"),
             (".git/credentials", "credentials*"),
             ("/home/u/.aws/credentials", "credentials*"),
+            // Names that say what they hold, and dotfiles.
+            ("secrets", "*secret*"),
+            ("my-secrets.txt", "*secret*"),
+            ("password.txt", "*password*"),
+            ("etc-passwd.bak", "*passwd*"),
+            ("PRIVATE_KEY.txt", "*private_key*"),
+            ("private-key", "*private-key*"),
+            ("credential.ini", "*credential*"),
+            (".bashrc", ".*"),
+            (".gitconfig", ".*"),
+            (".gitignore", ".*"),
         ] {
             assert_eq!(rule(p), Some(want), "{p}");
         }
@@ -292,13 +343,14 @@ mod tests {
             ".git/hooks/pre-commit",
             "id_rsa.pub",
             "ID_ED25519.PUB",
-            "secrets",
-            "my-secrets.txt",
             "key",
             "monkey.txt",
             "environment.md",
             "a.pem.txt",
-            ".gitconfig",
+            "private.txt",
+            "pass.txt",
+            ".git",
+            ".GIT",
             "",
             ".",
         ] {
@@ -308,12 +360,15 @@ mod tests {
 
     #[test]
     fn allow_entries_match_names_or_workspace_paths() {
-        let a = Allow::new(&[
-            ".env.example".into(),
-            "./config/*.pem".into(),
-            "fixtures/**".into(),
-            "a/**/b.key".into(),
-        ]);
+        let a = Allow::new(
+            &[
+                ".env.example".into(),
+                "./config/*.pem".into(),
+                "fixtures/**".into(),
+                "a/**/b.key".into(),
+            ],
+            &[],
+        );
         for p in [
             ".env.example",
             "sub/.env.example",
@@ -334,6 +389,38 @@ mod tests {
             "",
         ] {
             assert!(!a.allows(Path::new(p)), "{p}");
+        }
+    }
+
+    #[test]
+    fn dotfiles_allow_lifts_the_dotfile_rule_only() {
+        let defaults: Vec<String> = crate::config::DEFAULT_DOTFILES_ALLOW
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let a = Allow::new(&[], &defaults);
+        let lifted = |p: &str| {
+            let path = Path::new(p);
+            rule_for(path).is_none_or(|r| a.lifts(r, path, Some(path)))
+        };
+        for p in [
+            ".gitignore",
+            "sub/.editorconfig",
+            ".ESLINTRC.json",
+            ".dockerignore",
+            "a.txt",
+        ] {
+            assert!(lifted(p), "{p}");
+        }
+        for p in [
+            ".bashrc",
+            ".env",
+            ".npmrc",
+            ".git-credentials",
+            ".secret-ignore",
+            "x/.zshrc",
+        ] {
+            assert!(!lifted(p), "{p}");
         }
     }
 

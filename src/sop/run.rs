@@ -104,6 +104,7 @@ impl Runner<'_, '_> {
             &self.rt.cfg.workspace_dir.to_string_lossy(),
             &steps,
         )?;
+        fault("created", "run");
         let report = self
             .load(id)
             .and_then(|state| self.drive(sop, state, &Resume::default()));
@@ -340,9 +341,12 @@ impl Runner<'_, '_> {
         loop {
             attempt += 1;
             self.rt.memory.sop_step_started(id, i)?;
+            fault("started", &step.id);
             // What is stored and read by later steps, with no secret in
             // it (a tool's result is already; an agent's answer, an error).
-            let end = match self.attempt(sop, id, step, outputs)? {
+            let attempted = self.attempt(sop, id, step, outputs)?;
+            fault("ran", &step.id);
+            let end = match attempted {
                 End::Done(o) => End::Done(self.rt.redactor.redact(&o).into_owned()),
                 End::Failed { error, refused } => End::Failed {
                     error: self.rt.redactor.redact(&error).into_owned(),
@@ -354,6 +358,7 @@ impl Runner<'_, '_> {
                 self.rt
                     .memory
                     .sop_step_set(id, i, StepState::Done, Some(out), None, None)?;
+                fault("done", &step.id);
             }
             match (&end, step.on_failure) {
                 (
@@ -559,6 +564,23 @@ impl Runner<'_, '_> {
                 }
             }
         }
+    }
+}
+
+/// Debug builds (the tests' binary) only: `LATCHCLAW_TEST_KILL=POINT:STEP`
+/// SIGKILLs this process at that point — `created:run` (the run's state
+/// written, no step started), `started:ID` (the step marked started, its
+/// tool not yet called), `ran:ID` (its tool call ended, receipts written,
+/// the step not yet marked done), `done:ID` (marked done, the next step
+/// not started) — the exact boundaries a kill from outside cannot time.
+fn fault(point: &str, step: &str) {
+    if cfg!(debug_assertions)
+        && std::env::var("LATCHCLAW_TEST_KILL").is_ok_and(|v| {
+            v.split_once(':')
+                .is_some_and(|(p, s)| p == point && s == step)
+        })
+    {
+        let _ = crate::sys::process::kill(std::process::id() as i32);
     }
 }
 

@@ -29,6 +29,17 @@ where
     }
 }
 
+/// Hook-safe: lets `fd` through the coming exec (clears its close-on-exec
+/// flag), after the sandbox marked every descriptor above stderr.
+pub fn keep_across_exec(fd: impl AsFd) -> io::Result<()> {
+    Ok(rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?)
+}
+
+/// A pipe whose two ends are close-on-exec: (read, write).
+pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
 /// Hook-safe: chdir to the directory `dir` is open on.
 pub fn fchdir(dir: impl AsFd) -> io::Result<()> {
     Ok(rustix::process::fchdir(dir)?)

@@ -14,8 +14,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Listings longer than this are cut with a marker.
-const MAX_ENTRIES: usize = 2000;
+/// Listings longer than `limit` (default this) are cut with a marker.
+const DEFAULT_LIMIT: u64 = 500;
+pub(super) const MAX_LIMIT: u64 = 2000;
+/// `file_read`'s lines a call shows unless `max_lines` says otherwise.
+const DEFAULT_MAX_LINES: u64 = 500;
+pub(super) const MAX_MAX_LINES: u64 = 100_000;
 
 pub struct FileList;
 pub struct FileRead;
@@ -127,9 +131,15 @@ impl Tool for FileList {
                 "path": {"type": "string"},
                 "glob": {"type": "string"},
                 "depth": {"type": "integer"},
-                "sort": {"type": "string"}
+                "sort": {"type": "string"},
+                "include_hidden": {"type": "boolean"},
+                "limit": {"type": "integer"}
             }
         })
+    }
+    fn defaults(&self) -> Value {
+        json!({"path": ".", "depth": 1, "sort": "name", "include_hidden": false,
+               "limit": DEFAULT_LIMIT})
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(dir) = ctx.path() else {
@@ -147,6 +157,21 @@ impl Tool for FileList {
                 }
             },
         };
+        let limit = match args.get("limit") {
+            None => DEFAULT_LIMIT as usize,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=MAX_LIMIT) => n as usize,
+                _ => {
+                    return ToolResult::err(format!(
+                        "\"limit\" must be an integer from 1 to {MAX_LIMIT}"
+                    ));
+                }
+            },
+        };
+        let include_hidden = args
+            .get("include_hidden")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let sort = match args.get("sort").and_then(Value::as_str) {
             None | Some("name") => Sort::Name,
             Some("mtime") => Sort::Mtime,
@@ -176,6 +201,8 @@ impl Tool for FileList {
             ctx,
             globs,
             depth,
+            include_hidden,
+            dotted: 0,
             entries: Vec::new(),
             hidden: 0,
             seen: 0,
@@ -195,7 +222,7 @@ impl Tool for FileList {
         // The names first, the counts after them: a small model handed the
         // counts first answered "which files?" with them.
         let mut out = format!("{shown}:");
-        for e in entries.iter().take(MAX_ENTRIES) {
+        for e in entries.iter().take(limit) {
             out.push('\n');
             out.push_str(&e.line);
         }
@@ -203,10 +230,17 @@ impl Tool for FileList {
             "\n({} entries: {dirs} directories, {files} files, {links} links)",
             entries.len()
         ));
-        if entries.len() > MAX_ENTRIES {
+        if entries.len() > limit {
             out.push_str(&format!(
-                "\n…[truncated: {} more entries]",
-                entries.len() - MAX_ENTRIES
+                "\n…[truncated: {} more entries; limit = {limit}]",
+                entries.len() - limit
+            ));
+        }
+        if l.dotted > 0 {
+            out.push_str(&format!(
+                "\n({} hidden entries (names starting with \".\") not shown; include_hidden: true \
+                 lists them)",
+                l.dotted
             ));
         }
         if let Some(why) = &l.stopped {
@@ -221,7 +255,8 @@ impl Tool for FileList {
         ToolResult {
             metadata: Some(
                 json!({"entries": entries.len(), "directories": dirs, "files": files,
-                                  "truncated": entries.len() > MAX_ENTRIES || l.stopped.is_some()}),
+                                  "hidden_not_shown": l.dotted,
+                                  "truncated": entries.len() > limit || l.stopped.is_some()}),
             ),
             ..ToolResult::ok(crate::util::truncate_middle(
                 &out,
@@ -232,7 +267,7 @@ impl Tool for FileList {
 }
 
 /// The deepest `depth` a listing takes.
-pub(super) const MAX_DEPTH: u64 = 5;
+pub(super) const MAX_DEPTH: u64 = 10;
 /// Entries looked at (shown or not) before a deep listing stops.
 const MAX_WALK: usize = 20_000;
 
@@ -256,6 +291,9 @@ struct Listing<'a> {
     ctx: &'a ToolCtx<'a>,
     globs: Vec<super::glob::Glob>,
     depth: usize,
+    include_hidden: bool,
+    /// Dotted names left out (not entered either).
+    dotted: usize,
     entries: Vec<Entry>,
     hidden: usize,
     seen: usize,
@@ -285,6 +323,10 @@ impl Listing<'_> {
             let here = abs.join(&name);
             if self.ctx.gate.is_protected(&here) {
                 self.hidden += 1;
+                continue;
+            }
+            if !self.include_hidden && name.as_encoded_bytes().starts_with(b".") {
+                self.dotted += 1;
                 continue;
             }
             // Gone since the directory was read: not listed.
@@ -376,7 +418,7 @@ impl Tool for FileRead {
         crate::types::ToolName::FileRead
     }
     fn description(&self) -> &'static str {
-        "Reads a UTF-8 text file; long files are cut with a marker."
+        "Reads a UTF-8 text file."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -385,10 +427,14 @@ impl Tool for FileRead {
                 "path": {"type": "string"},
                 "start_line": {"type": "integer"},
                 "end_line": {"type": "integer"},
+                "max_lines": {"type": "integer"},
                 "line_numbers": {"type": "boolean"}
             },
             "required": ["path"]
         })
+    }
+    fn defaults(&self) -> Value {
+        json!({"start_line": 1, "max_lines": DEFAULT_MAX_LINES, "line_numbers": false})
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(path) = ctx.path() else {
@@ -412,6 +458,20 @@ impl Tool for FileRead {
         {
             return ToolResult::err(format!("\"end_line\" ({e}) is before \"start_line\" ({s})"));
         }
+        let max_lines = match args.get("max_lines") {
+            None => DEFAULT_MAX_LINES,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=MAX_MAX_LINES) => n,
+                _ => {
+                    return ToolResult::err(format!(
+                        "\"max_lines\" must be an integer from 1 to {MAX_MAX_LINES}"
+                    ));
+                }
+            },
+        };
+        let cap_end = start.unwrap_or(1).saturating_add(max_lines - 1);
+        // Stopped by max_lines rather than by end_line.
+        let by_max = end.is_none_or(|e| e > cap_end);
         let numbers = args
             .get("line_numbers")
             .and_then(Value::as_bool)
@@ -422,7 +482,8 @@ impl Tool for FileRead {
             Err(e) => return ToolResult::err(e),
         };
         let cap = ctx.cfg.tool_output_max_bytes;
-        let r = match read_lines(file, start.unwrap_or(1), end, numbers, cap) {
+        let last = Some(end.map_or(cap_end, |e| e.min(cap_end)));
+        let r = match read_lines(file, start.unwrap_or(1), last, numbers, cap) {
             Ok(r) => r,
             Err(ReadError::NotText) => {
                 return ToolResult::err(format!(
@@ -460,15 +521,21 @@ impl Tool for FileRead {
                 if ranged { out.len() } else { r.shown_bytes },
                 md.len()
             ));
-        } else if more && ranged {
+        } else if more && (ranged || by_max) {
+            let why = if by_max && r.last_shown == cap_end {
+                format!(" (max_lines = {max_lines})")
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "{nl}…[{remaining} after line {}; {ask}]",
+                "{nl}…[{remaining} after line {}{why}; {ask}]",
                 r.last_shown
             ));
         }
         ToolResult {
             metadata: Some(json!({"path": shown, "bytes": md.len(), "lines": r.total,
-                                  "last_line_shown": r.last_shown, "truncated": r.cut})),
+                                  "last_line_shown": r.last_shown,
+                                  "truncated": r.cut || (more && by_max && r.last_shown == cap_end)})),
             ..ToolResult::ok(out)
         }
     }
@@ -623,6 +690,64 @@ fn write_atomic(root: BorrowedFd, rel: &Path, data: &[u8]) -> Result<(), String>
     beneath::replace_file(dir.as_fd(), name, data, mode).map_err(|e| e.to_string())
 }
 
+/// The largest current file a write's preview compares against.
+const PREVIEW_MAX_BYTES: u64 = 1 << 20;
+
+/// What a `file_write` of `content` to `path` (as the gate resolved it)
+/// would change, for the operator: a unified diff against the file there
+/// now, opened beneath the workspace with no symlink followed (a new file:
+/// its content, every line added), capped and escaped ([`super::diff`]).
+/// A secret-named file's content is never shown.
+pub fn write_preview(gate: &crate::security::Gate, path: &Path, content: &str) -> String {
+    let shown = gate.shown(path);
+    if let Some(rule) = gate.secret_rule(path) {
+        return format!("[{shown} is secret-named (rule \"{rule}\"): no preview]\n");
+    }
+    let Ok(ws) = gate.workspace() else {
+        return "[no workspace: no preview]\n".into();
+    };
+    let (base, rel) = beneath::split(ws, path);
+    let opened = beneath::open_workspace(base).and_then(|root| {
+        beneath::open_beneath(
+            root.as_fd(),
+            rel,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
+            Symlinks::Refuse,
+        )
+    });
+    let file = match opened {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return super::diff::unified(&shown, None, content);
+        }
+        Err(e) => return format!("[{shown} cannot be read to compare: {}]\n", explain(&e)),
+    };
+    let md = match file.metadata() {
+        Ok(md) if md.is_file() && md.nlink() == 1 => md,
+        Ok(_) => return format!("[{shown} is not a plain file: no preview]\n"),
+        Err(e) => return format!("[{shown} cannot be read to compare: {e}]\n"),
+    };
+    if md.len() > PREVIEW_MAX_BYTES {
+        return format!(
+            "[{shown} is {} now: too large to compare; it is replaced whole]\n",
+            human_size(md.len())
+        );
+    }
+    let mut old = Vec::new();
+    if file.take(PREVIEW_MAX_BYTES).read_to_end(&mut old).is_err() {
+        return format!("[{shown} cannot be read to compare]\n");
+    }
+    match String::from_utf8(old) {
+        Ok(old) if old == content => format!("[{shown}: no change]\n"),
+        Ok(old) => super::diff::unified(&shown, Some(&old), content),
+        Err(_) => format!(
+            "[{shown} is not UTF-8 text now ({}): it is replaced whole]\n",
+            human_size(md.len())
+        ),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -694,6 +819,8 @@ mod tests {
             control: &control,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
             user: &crate::tools::tool::Nobody,
+            host: &crate::tools::tool::NoHost,
+            spare: &[],
         };
         let tool: &dyn Tool = match tool {
             "file_list" => &FileList,

@@ -27,9 +27,12 @@ impl Tool for Git {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "enum": ["status", "log", "diff", "show", "blame", "branch"]},
-                "n": {"type": "integer", "description": "max 200"},
+                "n": {"type": "integer"},
                 "path": {"type": "string"},
-                "since": {"type": "string", "description": "log: e.g. 2 weeks ago"},
+                "since": {"type": "string", "description": "e.g. 2 weeks ago"},
+                "author": {"type": "string"},
+                "grep": {"type": "string"},
+                "include_diff": {"type": "boolean"},
                 "staged": {"type": "boolean"},
                 "refs": {"type": "array", "items": {"type": "string"}, "description": "diff: 0-2 commits"},
                 "ref": {"type": "string"},
@@ -38,6 +41,9 @@ impl Tool for Git {
             },
             "required": ["command"]
         })
+    }
+    fn defaults(&self) -> Value {
+        json!({"n": 10, "include_diff": false, "staged": false, "ref": "HEAD"})
     }
     fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
         super::shell::run_judged_plan(ctx)

@@ -8,8 +8,10 @@
 //! ([`crate::security::Gate::is_forbidden`]), secret-named files
 //! ([`crate::security::Gate::secret_rule`]), files with more than one hard
 //! link (as `file_read` refuses them). It also skips `.git`, binary files
-//! (a NUL in the first 8 KiB), what `.gitignore` files ignore, and files
-//! over [`MAX_FILE_BYTES`].
+//! (a NUL in the first 8 KiB), what `.gitignore` files ignore, files over
+//! [`MAX_FILE_BYTES`], and below the start the dependency and build
+//! directories of [`DEFAULT_EXCLUDED_DIRS`] (unless `include_ignored`).
+//! Matching ignores case unless `case_sensitive`.
 //!
 //! A pattern without regex syntax is found in process (memmem, linear in
 //! the text). A regular expression is matched in a parser child
@@ -40,7 +42,11 @@ pub const MAX_ENTRIES: usize = 300_000;
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 const BINARY_PROBE: usize = 8192;
 const MAX_LINE_CHARS: usize = 400;
-const DEFAULT_MATCHES: u64 = 200;
+const DEFAULT_MATCHES: u64 = 100;
+const DEFAULT_CONTEXT: u64 = 2;
+/// Directories of dependencies and build output: not searched unless the
+/// search starts in one, or `include_ignored` is set.
+pub const DEFAULT_EXCLUDED_DIRS: &[&str] = &["node_modules", "dist", "build", "target", ".venv"];
 pub(super) const MAX_MATCHES: u64 = 10_000;
 pub(super) const MAX_CONTEXT: u64 = 10;
 const MAX_PATTERN: usize = 1000;
@@ -57,11 +63,18 @@ struct Opts {
     context: usize,
     max_matches: usize,
     files_only: bool,
+    /// `include_ignored`: the directories of [`DEFAULT_EXCLUDED_DIRS`] too.
+    include_ignored: bool,
 }
 
 enum Finder {
-    /// A pattern with no regex syntax, matched case-sensitively: memmem.
-    Literal(Box<memchr::memmem::Finder<'static>>),
+    /// A pattern with no regex syntax: memmem. `fold`: matched without
+    /// regard to ASCII case (the pattern lowercased, each text lowercased
+    /// byte for byte, so offsets stay the same).
+    Literal {
+        finder: Box<memchr::memmem::Finder<'static>>,
+        fold: bool,
+    },
     /// A regular expression (checked here), matched in a parser child.
     Regex { pattern: String, ci: bool },
 }
@@ -193,17 +206,24 @@ fn opts(args: &Value) -> Result<Opts, String> {
             pattern.len()
         ));
     }
-    let ci = args
-        .get("case_insensitive")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let flag = |key: &str| args.get(key).and_then(Value::as_bool);
+    // Case-insensitive unless `case_sensitive` says otherwise.
+    let ci = !flag("case_sensitive").unwrap_or(false);
     let literal = !pattern.contains([
         '\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$',
     ]);
-    let finder = if literal && !ci && !pattern.contains('\n') {
-        Finder::Literal(Box::new(
-            memchr::memmem::Finder::new(pattern.as_bytes()).into_owned(),
-        ))
+    // Case folded in process only for ASCII: other letters' cases are the
+    // regex engine's to know.
+    let finder = if literal && !pattern.contains('\n') && (!ci || pattern.is_ascii()) {
+        let needle = if ci {
+            pattern.to_ascii_lowercase()
+        } else {
+            pattern.to_string()
+        };
+        Finder::Literal {
+            finder: Box::new(memchr::memmem::Finder::new(needle.as_bytes()).into_owned()),
+            fold: ci,
+        }
     } else {
         // Compiled here too, for the error before any file is read: the
         // size limit bounds the time it takes.
@@ -221,12 +241,10 @@ fn opts(args: &Value) -> Result<Opts, String> {
         finder,
         include: list("glob")?,
         exclude: list("exclude")?,
-        context: uint(args, "context", 0, 0, MAX_CONTEXT)? as usize,
+        context: uint(args, "context", DEFAULT_CONTEXT, 0, MAX_CONTEXT)? as usize,
         max_matches: uint(args, "max_matches", DEFAULT_MATCHES, 1, MAX_MATCHES)? as usize,
-        files_only: args
-            .get("files_only")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        files_only: flag("files_only").unwrap_or(false),
+        include_ignored: flag("include_ignored").unwrap_or(false),
     })
 }
 
@@ -239,6 +257,8 @@ struct Stats {
     binary: usize,
     secret: usize,
     ignored: usize,
+    /// Directories of [`DEFAULT_EXCLUDED_DIRS`] left out.
+    excluded_dirs: usize,
     forbidden: usize,
     too_large: usize,
     linked: usize,
@@ -277,8 +297,8 @@ impl Tool for Grep {
         crate::types::ToolName::Grep
     }
     fn description(&self) -> &'static str {
-        "Regex search in workspace files: path:line:text. Skips .git, binary, secret-named and \
-         .gitignored files."
+        "Regex search in workspace files: path:line:text. Skips .git, binary, secret and ignored \
+         files."
     }
     fn parameters(&self) -> Value {
         json!({
@@ -286,14 +306,22 @@ impl Tool for Grep {
             "properties": {
                 "pattern": {"type": "string", "description": "regex"},
                 "path": {"type": "string"},
-                "glob": {"type": "string", "description": "e.g. *.rs,*.toml"},
+                "glob": {"type": "string"},
                 "exclude": {"type": "string"},
-                "case_insensitive": {"type": "boolean"},
-                "context": {"type": "integer", "description": "0-10"},
+                "case_sensitive": {"type": "boolean"},
+                "context": {"type": "integer"},
                 "max_matches": {"type": "integer"},
-                "files_only": {"type": "boolean"}
+                "files_only": {"type": "boolean"},
+                "include_ignored": {"type": "boolean"}
             },
             "required": ["pattern"]
+        })
+    }
+    fn defaults(&self) -> Value {
+        json!({
+            "path": ".", "case_sensitive": false,
+            "context": DEFAULT_CONTEXT, "max_matches": DEFAULT_MATCHES,
+            "files_only": false, "include_ignored": false,
         })
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
@@ -553,6 +581,16 @@ impl Search<'_> {
             if self.o.exclude.iter().any(|g| g.matches(rel_top)) {
                 continue;
             }
+            // Below the start only: a search that starts in one searches it.
+            if is_dir
+                && !self.o.include_ignored
+                && DEFAULT_EXCLUDED_DIRS
+                    .iter()
+                    .any(|d| name.as_bytes() == d.as_bytes())
+            {
+                self.s.excluded_dirs += 1;
+                continue;
+            }
             match kind {
                 Kind::Dir => {
                     if depth + 1 >= MAX_DEPTH {
@@ -628,11 +666,18 @@ impl Search<'_> {
         }
         let text = String::from_utf8(buf)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        if let Finder::Literal(f) = &self.o.finder {
+        if let Finder::Literal { finder: f, fold } = &self.o.finder {
             self.s.files_searched += 1;
             let budget = self.o.max_matches - self.s.matches;
+            let folded;
+            let hay = if *fold {
+                folded = text.as_bytes().to_ascii_lowercase();
+                &folded[..]
+            } else {
+                text.as_bytes()
+            };
             let hits = line_hits(&text, budget, self.o.files_only, |from| {
-                f.find(&text.as_bytes()[from..]).map(|i| from + i)
+                f.find(&hay[from..]).map(|i| from + i)
             });
             return self.report(&text, shown, &hits);
         }
@@ -747,6 +792,10 @@ impl Search<'_> {
         let mut skipped = Vec::new();
         for (n, name) in [
             (s.ignored, "ignored by .gitignore"),
+            (
+                s.excluded_dirs,
+                "dependency or build directories (include_ignored: true searches them)",
+            ),
             (s.binary, "binary"),
             (s.secret, "secret-named"),
             (s.forbidden, "forbidden or latchclaw's state"),
@@ -786,7 +835,8 @@ impl Search<'_> {
                 "files_searched": s.files_searched,
                 "truncated": s.stopped.is_some(),
                 "skipped": {
-                    "ignored": s.ignored, "binary": s.binary, "secret": s.secret,
+                    "ignored": s.ignored, "excluded_dirs": s.excluded_dirs,
+                    "binary": s.binary, "secret": s.secret,
                     "forbidden": s.forbidden, "too_large": s.too_large,
                     "hard_linked": s.linked, "symlinks": s.symlinks, "unreadable": s.unreadable
                 }
@@ -882,6 +932,8 @@ mod tests {
             deadline,
             conversation_id: "test",
             user: &crate::tools::tool::Nobody,
+            host: &crate::tools::tool::NoHost,
+            spare: &[],
         };
         let mut s = Search {
             ctx: &ctx,

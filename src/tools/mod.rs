@@ -4,7 +4,10 @@
 
 pub mod ask_user;
 pub mod beneath;
+pub mod code;
+pub mod diff;
 mod files;
+pub use files::write_preview;
 pub mod git;
 mod glob;
 mod grep;
@@ -25,7 +28,7 @@ pub mod web_search;
 use serde_json::{Value, json};
 
 pub use crate::types::ToolName;
-pub use tool::{Nobody, Reply, Tool, ToolCtx, ToolResult, User};
+pub use tool::{Host, HostCall, NoHost, Nobody, Reply, Tool, ToolCtx, ToolResult, User};
 
 /// The `Tool` behind each row of the tool table (`types::ToolName`).
 pub fn tool(name: ToolName) -> &'static dyn Tool {
@@ -46,6 +49,8 @@ pub fn tool(name: ToolName) -> &'static dyn Tool {
         ToolName::WebSearch => &web_search::WebSearch,
         ToolName::PdfExtract => &pdf::PdfExtract,
         ToolName::Plan => &plan::Plan,
+        ToolName::CodeRun => &code::CodeRun,
+        ToolName::CodeStatus => &code::CodeStatus,
     }
 }
 
@@ -71,6 +76,8 @@ pub fn example(name: ToolName) -> Value {
         ToolName::PdfExtract => json!({"path": "report.pdf"}),
         ToolName::Plan => json!({"tasks": [{"title": "Summarise", "purpose": "a summary",
             "instructions": "read README.md", "evaluation": "names every section"}]}),
+        ToolName::CodeRun => json!({"language": "python", "code": "print(6 * 7)"}),
+        ToolName::CodeStatus => json!({"job": "job-1"}),
     }
 }
 
@@ -109,9 +116,24 @@ pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
         ToolName::FileList => &[
             ("depth", Bound::Int(1, files::MAX_DEPTH)),
             ("sort", Bound::OneOf(&["name", "mtime", "size"])),
+            ("limit", Bound::Int(1, files::MAX_LIMIT)),
         ],
-        ToolName::FileRead => &[("start_line", LINE), ("end_line", LINE)],
+        ToolName::FileRead => &[
+            ("start_line", LINE),
+            ("end_line", LINE),
+            ("max_lines", Bound::Int(1, files::MAX_MAX_LINES)),
+        ],
         ToolName::MemorySearch => &[("limit", Bound::Int(1, 50))],
+        ToolName::Shell => &[
+            (
+                "timeout_ms",
+                Bound::Int(1, crate::types::args::SHELL_MAX_TIMEOUT_MS),
+            ),
+            (
+                "max_output_chars",
+                Bound::Int(1, crate::types::args::SHELL_MAX_OUTPUT_CHARS),
+            ),
+        ],
         ToolName::Grep => &[
             ("context", Bound::Int(0, grep::MAX_CONTEXT)),
             ("max_matches", Bound::Int(1, grep::MAX_MATCHES)),
@@ -119,6 +141,10 @@ pub fn bounds(name: ToolName) -> &'static [(&'static str, Bound)] {
         ToolName::WebSearch => &[("limit", Bound::Int(1, crate::types::args::MAX_RESULTS))],
         ToolName::MemoryRecall => &[("limit", Bound::Int(1, crate::types::args::RECALL_MAX))],
         ToolName::MemoryForget => &[("id", Bound::Int(1, i64::MAX as u64))],
+        ToolName::CodeRun => &[
+            ("language", Bound::OneOf(crate::types::args::CODE_LANGUAGES)),
+            ("timeout_secs", Bound::Int(1, 3600)),
+        ],
         _ => &[],
     }
 }
@@ -134,6 +160,23 @@ pub fn check_args(tool: &dyn Tool, args: &Value) -> Result<(), String> {
         return Err(why);
     }
     check_schema(tool.name().as_str(), &tool.parameters(), args)
+}
+
+/// A tool's schema with each optional argument's `default` written in, as
+/// `tool list --json` shows it.
+pub fn schema_with_defaults(tool: &dyn Tool) -> Value {
+    let mut schema = tool.parameters();
+    if let (Some(props), Value::Object(defaults)) = (
+        schema.get_mut("properties").and_then(Value::as_object_mut),
+        tool.defaults(),
+    ) {
+        for (k, v) in defaults {
+            if let Some(Value::Object(p)) = props.get_mut(&k) {
+                p.insert("default".into(), v);
+            }
+        }
+    }
+    schema
 }
 
 /// `check_args` for any tool by its schema (an external tool's too).
@@ -327,7 +370,7 @@ impl Tool for Time {
         ToolName::Time
     }
     fn description(&self) -> &'static str {
-        "Local time, UTC time and the time zone."
+        "Local and UTC time, time zone."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {}})
@@ -365,17 +408,20 @@ impl Tool for MemorySearch {
         ToolName::MemorySearch
     }
     fn description(&self) -> &'static str {
-        "Searches earlier conversations; returns snippets with conversation and time."
+        "Searches earlier conversations."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
                 "query": {"type": "string"},
-                "limit": {"type": "integer", "description": "1-50, default 5"}
+                "limit": {"type": "integer"}
             },
             "required": ["query"]
         })
+    }
+    fn defaults(&self) -> Value {
+        json!({"limit": 5})
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
         let Some(query) = args.get("query").and_then(Value::as_str) else {
@@ -477,7 +523,10 @@ mod tests {
         let b = bounds_schema(ToolName::Git);
         let takes = b["$variants"]["takes"].as_object().unwrap();
         assert_eq!(b["$variants"]["key"], "command");
-        assert_eq!(takes["log"], json!(["n", "path", "since"]));
+        assert_eq!(
+            takes["log"],
+            json!(["n", "path", "since", "author", "grep", "include_diff"])
+        );
         assert_eq!(takes["status"], json!([]));
         let listed = tool(ToolName::Git).parameters()["properties"]["command"]["enum"].clone();
         let mut names: Vec<&String> = takes.keys().collect();
@@ -496,7 +545,7 @@ mod tests {
     fn values_out_of_bounds_are_named_with_what_is_allowed() {
         assert_eq!(
             check("file_list", json!({"depth": 0})).unwrap_err(),
-            "file_list: argument \"depth\" must be an integer from 1 to 5, not 0"
+            "file_list: argument \"depth\" must be an integer from 1 to 10, not 0"
         );
         assert_eq!(
             check("file_list", json!({"sort": "date"})).unwrap_err(),
@@ -514,7 +563,7 @@ mod tests {
         );
         assert_eq!(
             check("git", json!({"command": "log", "n": 1, "refs": ["HEAD"]})).unwrap_err(),
-            "git log: argument \"refs\" does not apply; it takes n, path, since"
+            "git log: argument \"refs\" does not apply; it takes n, path, since, author, grep, include_diff"
         );
         assert_eq!(check("git", json!({"command": "log", "n": 1})), Ok(()));
         assert_eq!(
@@ -553,7 +602,7 @@ mod tests {
         let e = check("file_read", json!({"path": "a", "lines": 3})).unwrap_err();
         assert_eq!(
             e,
-            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), path (string), start_line (integer)"
+            "file_read: unknown argument \"lines\"; allowed: end_line (integer), line_numbers (boolean), max_lines (integer), path (string), start_line (integer)"
         );
         let e = check("time", json!({"zone": "UTC"})).unwrap_err();
         assert!(

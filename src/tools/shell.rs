@@ -106,6 +106,11 @@ impl Capture {
         }
     }
 
+    /// Whether bytes were left out.
+    fn cut(&self) -> bool {
+        self.total > self.head.len() + self.tail.len()
+    }
+
     fn text(&self) -> String {
         let head = String::from_utf8_lossy(&self.head);
         let tail: Vec<u8> = self.tail.iter().copied().collect();
@@ -136,8 +141,9 @@ fn become_subreaper() {
     });
 }
 
-/// Every descendant process of latchclaw, from the parent links in /proc.
-fn descendants() -> Vec<i32> {
+/// Every descendant process of latchclaw, from the parent links in /proc,
+/// but for `spare` and theirs.
+fn descendants(spare: &[i32]) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut parent_of: Vec<(i32, i32)> = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc") else {
@@ -164,7 +170,7 @@ fn descendants() -> Vec<i32> {
     let mut frontier = vec![me];
     while let Some(p) = frontier.pop() {
         for &(pid, ppid) in &parent_of {
-            if ppid == p && pid != me && !out.contains(&pid) {
+            if ppid == p && pid != me && !out.contains(&pid) && !spare.contains(&pid) {
                 out.push(pid);
                 frontier.push(pid);
             }
@@ -173,10 +179,13 @@ fn descendants() -> Vec<i32> {
     out
 }
 
-/// SIGKILLs every descendant. With `reap`, also waits for the ones that
+/// SIGKILLs every descendant but `spare` (a running snippet whose `tool()`
+/// call this is) and theirs. With `reap`, also waits for the ones that
 /// became latchclaw's own children, until none is left; only when no other
-/// thread is waiting for its children.
-fn kill_descendants(reap: bool) {
+/// thread is waiting for its children (with a snippet spared, one is: its
+/// exit is its own waiter's to take).
+fn kill_descendants(reap: bool, spare: &[i32]) {
+    let reap = reap && spare.is_empty();
     for _ in 0..if reap { 200 } else { 3 } {
         if reap {
             // No child at all: every descendant would have been reparented
@@ -187,7 +196,7 @@ fn kill_descendants(reap: bool) {
                 sys::process::Reaped::Running => {}
             }
         }
-        let all = descendants();
+        let all = descendants(spare);
         if all.is_empty() && !reap {
             return;
         }
@@ -205,7 +214,7 @@ fn kill_descendants(reap: bool) {
 
 /// A directory of the call's own for temporary files (`sort` spills there):
 /// the sandbox grants it, and it goes when the call ends.
-fn private_tmp() -> Option<std::path::PathBuf> {
+pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
     for _ in 0..4 {
@@ -221,7 +230,7 @@ fn private_tmp() -> Option<std::path::PathBuf> {
     None
 }
 
-fn remove_tmp(p: Option<&std::path::Path>) {
+pub(super) fn remove_tmp(p: Option<&std::path::Path>) {
     let Some(p) = p else { return };
     if std::fs::remove_dir_all(p).is_ok() {
         return;
@@ -467,17 +476,33 @@ impl Tool for Shell {
         crate::types::ToolName::Shell
     }
     fn description(&self) -> &'static str {
-        "Runs a command line in the workspace: allowed programs, pipes, && || ;, redirections, $VAR, globs (no subshells). Returns stdout, stderr and the exit code."
+        "Runs a command line in the workspace: pipes, && || ;, redirections, $VAR, globs (no subshells). Returns output and exit code."
     }
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"command": {"type": "string", "description": "the command line, e.g. \"ls -la\""}},
+            "properties": {
+                "command": {"type": "string", "description": "the command line, e.g. ls -la"},
+                "cwd": {"type": "string"},
+                "timeout_ms": {"type": "integer"},
+                "max_output_chars": {"type": "integer"}
+            },
             "required": ["command"]
         })
     }
-    fn invoke(&self, _args: &Value, ctx: &ToolCtx) -> ToolResult {
-        run_judged_plan(ctx)
+    fn defaults(&self) -> Value {
+        json!({"cwd": ".", "timeout_ms": "shell_timeout_secs × 1000",
+               "max_output_chars": "tool_output_max_bytes"})
+    }
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        match crate::types::args::shell_args(args) {
+            Ok(a) => run_judged_plan_with(
+                ctx,
+                a.timeout_ms.map(Duration::from_millis),
+                a.max_output_chars.map(|n| n as usize),
+            ),
+            Err(e) => ToolResult::err(e),
+        }
     }
 }
 
@@ -485,6 +510,16 @@ impl Tool for Shell {
 /// `shell_timeout_secs` and the call's deadline, its output capped at
 /// `tool_output_max_bytes`: the runner of every tool that starts programs.
 pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
+    run_judged_plan_with(ctx, None, None)
+}
+
+/// `run_judged_plan` with a call's own `timeout_ms` and `max_output_chars`,
+/// each only ever shorter than the configured limit.
+fn run_judged_plan_with(
+    ctx: &ToolCtx,
+    timeout_ms: Option<Duration>,
+    max_chars: Option<usize>,
+) -> ToolResult {
     let Some(plan) = ctx.decision.plan.clone() else {
         return ToolResult::err("the gate returned no plan for this command");
     };
@@ -556,6 +591,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
     let own = ctx.cfg.tools.of(crate::types::ToolName::Shell).timeout_secs;
     let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.shell_timeout_secs))
+        .min(timeout_ms.unwrap_or(Duration::MAX))
         .min(ctx.deadline.saturating_duration_since(Instant::now()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
@@ -595,15 +631,21 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         }
         if stopped.is_some() {
             stop.store(true, Ordering::SeqCst);
-            kill_descendants(false);
+            kill_descendants(false, ctx.spare);
         }
     };
     let _ = worker.join();
     // Whatever the command left behind (daemons, double forks) goes too.
-    kill_descendants(true);
+    kill_descendants(true, ctx.spare);
     drop(signals);
-    let stdout = out_reader.join().map(|c| c.text()).unwrap_or_default();
-    let stderr = err_reader.join().map(|c| c.text()).unwrap_or_default();
+    let (stdout, out_cut) = out_reader
+        .join()
+        .map(|c| (c.text(), c.cut()))
+        .unwrap_or_default();
+    let (stderr, err_cut) = err_reader
+        .join()
+        .map(|c| (c.text(), c.cut()))
+        .unwrap_or_default();
     let duration_ms = started.elapsed().as_millis() as u64;
     let mut output = stdout;
     if !stderr.is_empty() {
@@ -613,11 +655,23 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         output.push_str("[stderr]\n");
         output.push_str(&stderr);
     }
+    let mut truncated = out_cut || err_cut;
+    if let Some(max) = max_chars
+        && let Some((at, _)) = output.char_indices().nth(max)
+    {
+        let total = output.chars().count();
+        output.truncate(at);
+        output.push_str(&format!(
+            "\n…[truncated: showing the first {max} of {total} characters (max_output_chars)]"
+        ));
+        truncated = true;
+    }
     let metadata = json!({
         "exit_code": code,
         "duration_ms": duration_ms,
         "timed_out": stopped == Some("timeout"),
         "estop": stopped == Some("estop"),
+        "truncated": truncated,
     });
     let error = match (stopped, code) {
         (Some("timeout"), _) => Some(format!(
@@ -642,6 +696,7 @@ pub(crate) fn run_judged_plan(ctx: &ToolCtx) -> ToolResult {
         error,
         metadata: Some(metadata),
         receipt_id: None,
+        measured: None,
         estop: stopped == Some("estop"),
     }
 }

@@ -29,6 +29,12 @@ pub struct ToolCtx<'a> {
     pub deadline: std::time::Instant,
     /// Whom `ask_user` asks (the operator's terminal, or nobody).
     pub user: &'a dyn User,
+    /// Who runs a tool a tool asks for (`code_run`'s `tool()`): the
+    /// runtime, through the whole call path, or nobody.
+    pub host: &'a dyn Host,
+    /// Processes this call must leave alone: the snippet whose `tool()`
+    /// call it is (the shell kills every other descendant of latchclaw).
+    pub spare: &'a [i32],
 }
 
 impl ToolCtx<'_> {
@@ -47,12 +53,60 @@ pub struct ToolResult {
     pub metadata: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt_id: Option<String>,
+    /// What the runtime measured of the call that made it (not the tool):
+    /// in the outcome receipt, the stored round and `tool stats`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
     /// The emergency stop ended the run.
     #[serde(skip)]
     pub estop: bool,
 }
 
+/// One call's duration, whether its result was cut, and its size in
+/// tokens as a model would count them, roughly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Measured {
+    pub duration_ms: u64,
+    pub truncated: bool,
+    pub tokens_est: u64,
+    /// Answered from the run's result cache (`cache_ttl_secs`), not run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+}
+
+impl Measured {
+    /// As an outcome receipt's `measured` holds it.
+    pub fn text(&self) -> String {
+        format!(
+            "duration_ms={} truncated={} tokens_est={}{}",
+            self.duration_ms,
+            self.truncated,
+            self.tokens_est,
+            if self.cached { " cached=true" } else { "" }
+        )
+    }
+}
+
 impl ToolResult {
+    /// Notes what the runtime measured: `truncated` from the tool's own
+    /// `metadata.truncated`; tokens at four bytes each (English text and
+    /// code average three to four bytes a token in common tokenizers).
+    pub fn measure(&mut self, duration: std::time::Duration) {
+        let truncated = self
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("truncated"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let bytes = self.output.len() + self.error.as_ref().map_or(0, String::len);
+        self.measured = Some(Measured {
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            truncated,
+            tokens_est: (bytes as u64).div_ceil(4),
+            cached: false,
+        });
+    }
+
     /// A tool's result, before anything else sees it: output, error and
     /// metadata strings. What was replaced is counted into the metadata's
     /// `redacted` (`{"kind": n}`), which the outcome receipt hashes.
@@ -88,6 +142,7 @@ impl ToolResult {
             error: None,
             metadata: None,
             receipt_id: None,
+            measured: None,
             estop: false,
         }
     }
@@ -98,6 +153,7 @@ impl ToolResult {
             error: Some(error.into()),
             metadata: None,
             receipt_id: None,
+            measured: None,
             estop: false,
         }
     }
@@ -115,6 +171,12 @@ pub trait Tool: Sync {
     fn name(&self) -> ToolName;
     fn description(&self) -> &'static str;
     fn parameters(&self) -> Value;
+    /// Each optional argument's default, `{"name": value}`: shown by `tool
+    /// list --json`, never sent to a model (every request carries the
+    /// schema; the defaults cost bytes and change nothing it does).
+    fn defaults(&self) -> Value {
+        Value::Object(Default::default())
+    }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult;
     /// False for tools that change nothing and send nothing anywhere: cut
     /// off mid-call they leave no effect, so they need no `started` receipt
@@ -151,5 +213,46 @@ pub struct Nobody;
 impl User for Nobody {
     fn ask_user(&self, _: &str, _: &RunControl, _: Instant) -> Reply {
         Reply::NoUser
+    }
+}
+
+/// A tool call a tool makes on its caller's behalf, as it ended.
+#[derive(Debug, Clone)]
+pub struct HostCall {
+    /// The outcome receipt's status: `allowed`, `approved`, `denied`, `failed`.
+    pub status: String,
+    /// Refused by the gate or the operator, or waiting for approval.
+    pub denied: bool,
+    pub result: ToolResult,
+    /// The call's outcome receipt.
+    pub receipt_id: Option<String>,
+}
+
+/// Runs a tool for another tool, exactly as the model's own calls run
+/// (gate, approval, rate limits, receipts, redaction). Only the runtime
+/// hands a real one to a tool.
+pub trait Host {
+    /// `running`: the caller's process, which the call must leave alone.
+    fn call_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        args: &Value,
+        running: i32,
+    ) -> Result<HostCall, String>;
+
+    /// The run's background snippets (`code_run`'s `background`), if it
+    /// keeps any.
+    fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
+        None
+    }
+}
+
+/// No one to run a tool: every call is refused.
+pub struct NoHost;
+
+impl Host for NoHost {
+    fn call_tool(&self, _: &str, name: &str, _: &Value, _: i32) -> Result<HostCall, String> {
+        Err(format!("tool \"{name}\" cannot be called from here"))
     }
 }

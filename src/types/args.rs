@@ -34,6 +34,137 @@ pub fn question(args: &Value) -> Result<&str, String> {
 /// Why every `plan` call is refused: the tool is not implemented yet.
 pub const PLAN_NOT_IMPLEMENTED: &str = "the plan tool is not implemented yet: nested tasks are \
 not run; do the work with the other tools, one call at a time";
+// code_run
+
+/// The most code one call may carry.
+pub const CODE_MAX_BYTES: usize = 256 * 1024;
+/// The most stdin one call may hand the snippet.
+pub const CODE_STDIN_MAX_BYTES: usize = 1024 * 1024;
+pub const CODE_LANGUAGES: &[&str] = &["python", "node"];
+
+/// A `code_run` call, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeArgs<'a> {
+    /// `python` or `node`.
+    pub language: &'a str,
+    pub code: &'a str,
+    pub stdin: Option<&'a str>,
+    pub timeout_secs: Option<u64>,
+    pub background: bool,
+}
+
+pub fn code_args(args: &Value) -> Result<CodeArgs<'_>, String> {
+    let string = |key: &str, required: bool| match args.get(key) {
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+        None if required => Err(format!("\"{key}\" is required")),
+        None => Ok(None),
+    };
+    let language = string("language", true)?.unwrap_or_default();
+    if !CODE_LANGUAGES.contains(&language) {
+        return Err(format!(
+            "\"language\": \"{}\" is not allowed; allowed: {}",
+            crate::util::printable(language),
+            CODE_LANGUAGES.join(", ")
+        ));
+    }
+    let code = string("code", true)?.unwrap_or_default();
+    if code.trim().is_empty() {
+        return Err("\"code\" is empty".into());
+    }
+    if code.len() > CODE_MAX_BYTES {
+        return Err(format!(
+            "\"code\" is {} bytes; the limit is {CODE_MAX_BYTES}",
+            code.len()
+        ));
+    }
+    let stdin = string("stdin", false)?;
+    if let Some(s) = stdin
+        && s.len() > CODE_STDIN_MAX_BYTES
+    {
+        return Err(format!(
+            "\"stdin\" is {} bytes; the limit is {CODE_STDIN_MAX_BYTES}",
+            s.len()
+        ));
+    }
+    let timeout_secs = match args.get("timeout_secs") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=3600).contains(&n) => Some(n),
+            _ => return Err("\"timeout_secs\" must be an integer from 1 to 3600".into()),
+        },
+    };
+    let background = match args.get("background") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("\"background\" must be true or false".into()),
+    };
+    Ok(CodeArgs {
+        language,
+        code,
+        stdin,
+        timeout_secs,
+        background,
+    })
+}
+
+/// The job a `code_status` call asks about.
+pub fn job_id(args: &Value) -> Result<&str, String> {
+    match args.get("job") {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 => Ok(s),
+        Some(_) => {
+            Err("\"job\" must be a job id (the string code_run's background run answered)".into())
+        }
+        None => Err("\"job\" is required".into()),
+    }
+}
+
+// shell
+
+/// The longest `timeout_ms` and `max_output_chars` a call may ask; the
+/// configured limits cap them further.
+pub const SHELL_MAX_TIMEOUT_MS: u64 = 3_600_000;
+pub const SHELL_MAX_OUTPUT_CHARS: u64 = 10_000_000;
+
+/// A `shell` call's arguments, checked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShellArgs<'a> {
+    pub command: &'a str,
+    /// A workspace directory the command runs in, judged as a leading
+    /// `cd DIR &&`; `None` for the workspace root.
+    pub cwd: Option<&'a str>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_chars: Option<u64>,
+}
+
+/// Reads and checks `shell` arguments.
+pub fn shell_args(args: &Value) -> Result<ShellArgs<'_>, String> {
+    let obj = object(args)?;
+    let command = string(obj, "command")?.ok_or("\"command\" is required")?;
+    let cwd = match string(obj, "cwd")? {
+        None | Some("" | ".") => None,
+        Some(d) if d.contains(['\'', '\0', '\n']) => {
+            return Err(format!(
+                "\"cwd\" \"{}\" holds a quote, NUL or newline; name a directory in the workspace",
+                crate::util::printable(d)
+            ));
+        }
+        Some(d) => Some(d),
+    };
+    let int = |key: &str, max: u64| match obj.get(key) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..) if n <= max => Ok(Some(n)),
+            _ => Err(format!("\"{key}\" must be an integer from 1 to {max}")),
+        },
+    };
+    Ok(ShellArgs {
+        command,
+        cwd,
+        timeout_ms: int("timeout_ms", SHELL_MAX_TIMEOUT_MS)?,
+        max_output_chars: int("max_output_chars", SHELL_MAX_OUTPUT_CHARS)?,
+    })
+}
 
 // web_search
 

@@ -45,7 +45,8 @@ macro_rules! tool_table {
     };
 }
 
-// Off by default: the tools that write files or reach the network, the note
+// Off by default: the tools that write files or reach the network (and
+// `code_run`, which runs what a model writes), the note
 // tools (each schema sent costs every request bytes), `ask_user` (a run the
 // operator left alone should not stop to ask); `web_search` is offered once
 // a provider is configured.
@@ -66,6 +67,8 @@ tool_table! {
     WebSearch => "web_search", on_by_default: false;
     PdfExtract => "pdf_extract", on_by_default: false;
     Plan => "plan", on_by_default: false;
+    CodeRun => "code_run", on_by_default: false;
+    CodeStatus => "code_status", on_by_default: false;
 }
 
 impl ToolName {

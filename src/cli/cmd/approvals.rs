@@ -1,6 +1,6 @@
 //! `approvals list`, `approve`, `deny`, `runs list`.
 
-use crate::cli::approve::describe;
+use crate::cli::approve::describe_with;
 use crate::cli::ctx::{Ctx, print_json, table};
 use crate::error::{Error, Result, exit};
 use crate::memory::ApprovalStatus;
@@ -15,9 +15,16 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
     if json {
         // The "always for this conversation" answers follow, status
         // `always` (or `revoked`), with what they cover.
+        let previews = Previews::new(ctx);
         let mut out: Vec<serde_json::Value> = list
             .iter()
-            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .map(|p| {
+                let mut v = serde_json::to_value(p).unwrap_or_default();
+                if let Some(d) = previews.of(p) {
+                    v["preview"] = d.into();
+                }
+                v
+            })
             .collect();
         out.extend(standing.iter().map(|a| {
             let mut v = serde_json::to_value(a).unwrap_or_default();
@@ -64,6 +71,7 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
     } else {
         // Every argument in full, wrapped: the operator approves what the
         // whole command does, not its first 80 characters.
+        let previews = Previews::new(ctx);
         for p in list {
             println!(
                 "{}  {}  {}  {}",
@@ -74,7 +82,14 @@ pub fn list(ctx: &Ctx, all: bool, json: bool) -> Result<i32> {
             }
             print!(
                 "{}",
-                describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "    ")
+                describe_with(
+                    &p.tool,
+                    p.risk.as_str(),
+                    &p.reason,
+                    &p.arguments,
+                    previews.of(&p).as_deref(),
+                    "    "
+                )
             );
         }
     }
@@ -128,7 +143,14 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
         );
         print!(
             "{}",
-            describe(&p.tool, p.risk.as_str(), &p.reason, &p.arguments, "  ")
+            describe_with(
+                &p.tool,
+                p.risk.as_str(),
+                &p.reason,
+                &p.arguments,
+                Previews::new(ctx).of(&p).as_deref(),
+                "  "
+            )
         );
         let _ = std::io::stdout().flush();
     }
@@ -212,4 +234,34 @@ pub fn runs(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
         );
     }
     Ok(exit::OK)
+}
+
+/// A pending write's diff against the file as it is now, judged by the
+/// gate of this configuration (a call asked in another workspace: none).
+struct Previews {
+    gate: Option<(crate::security::Gate, std::path::PathBuf)>,
+}
+
+impl Previews {
+    fn new(ctx: &Ctx) -> Previews {
+        Previews {
+            gate: ctx.load_config().ok().map(|cfg| {
+                (
+                    crate::security::Gate::new(&cfg, &cfg.channels.cli.tools_allow),
+                    cfg.workspace_dir.clone(),
+                )
+            }),
+        }
+    }
+
+    fn of(&self, p: &crate::memory::PendingApproval) -> Option<String> {
+        let (gate, ws) = self.gate.as_ref()?;
+        if p.tool != "file_write" || p.workspace.as_deref() != Some(&*ws.to_string_lossy()) {
+            return None;
+        }
+        let path = p.arguments.get("path")?.as_str()?;
+        let content = p.arguments.get("content")?.as_str()?;
+        let resolved = gate.check_write_path(path).ok()?;
+        Some(crate::tools::write_preview(gate, &resolved, content))
+    }
 }

@@ -219,6 +219,7 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "shell_env_passthrough": cfg.security.shell_env_passthrough,
             "confinement": cfg.security.confinement.as_str(),
             "secret_files_allow": cfg.security.secret_files_allow,
+            "dotfiles_allow": cfg.security.dotfiles_allow,
             "secret_env": cfg.security.secret_env,
         },
         "providers": {"models": providers},
@@ -343,6 +344,20 @@ fn tools_value(cfg: &Config) -> Value {
             "max_redirects": cfg.tools.http.max_redirects,
         }),
     );
+    let code = &cfg.tools.code_run;
+    let secrets: serde_json::Map<String, Value> = code
+        .secrets
+        .iter()
+        .map(|(name, s)| (name.clone(), json!({"env": s.env, "hosts": s.hosts})))
+        .collect();
+    let mut c = json!({
+        "risk": code.risk.as_str(),
+        "max_output_bytes": code.max_output_bytes,
+    });
+    if !secrets.is_empty() {
+        c["secrets"] = secrets.into();
+    }
+    tools.insert("code_run".into(), c);
     if let Some(w) = &cfg.tools.web_search {
         let mut m = serde_json::Map::new();
         m.insert("provider".into(), w.provider.as_str().into());
@@ -366,13 +381,20 @@ fn tools_value(cfg: &Config) -> Value {
             e.insert("timeout_secs".into(), t.into());
         }
         if m.rate_limit.is_set() {
-            e.insert(
-                "rate_limit".into(),
-                json!({"per_minute": m.rate_limit.per_minute, "per_hour": m.rate_limit.per_hour}),
-            );
+            e.insert("rate_limit".into(), rate_limit_value(&m.rate_limit));
+        }
+        if let Some(t) = m.cache_ttl_secs {
+            e.insert("cache_ttl_secs".into(), t.into());
         }
     }
+    if cfg.tools.rate_limit.is_set() {
+        tools.insert("rate_limit".into(), rate_limit_value(&cfg.tools.rate_limit));
+    }
     tools.into()
+}
+
+fn rate_limit_value(l: &crate::config::RateLimit) -> Value {
+    json!({"per_minute": l.per_minute, "per_hour": l.per_hour, "burst": l.burst})
 }
 
 /// TOML has no null: unset keys are left out of the TOML view.
@@ -461,6 +483,8 @@ mod tests {
              [tools.http.rate_limit]\nper_minute = 2\nper_hour = 20\n\
              [tools.web_search]\nprovider = \"brave\"\napi_key_env = \"LC_BRAVE\"\n\
              rate_limit = { per_hour = 50 }\n\
+             [tools.code_run]\nrisk = \"medium\"\nmax_output_bytes = 4096\n\
+             [tools.code_run.secrets]\nGH = { env = \"GH_T\", hosts = [\"api.github.com\"] }\n\
              [mcp.servers.time]\ncommand = \"/opt/mcp $$x/bin/mcp-server-time\"\n\
              args = [\"--local-timezone\", \"$HOME\"]\nenv = [\"TZ\"]\n\
              read_paths = [\"/opt/mcp $$x\"]\ntools_deny = [\"convert_time\"]\n\

@@ -1,19 +1,28 @@
-//! `mcp list`, `mcp tools NAME`, `mcp test NAME`: the configured MCP
-//! servers, and one started in the sandbox to list its tools or time its
-//! steps. MCP tools are listed and tested here but not yet offered to the
-//! model (nor judged by the gate or receipted: that is the integration's).
+//! `mcp list`, `mcp tools NAME`, `mcp test NAME`, `mcp approve NAME`: the
+//! configured MCP servers, and one started in the sandbox to list its
+//! tools, time its steps, or approve its tools' definitions (`mcp::pins`:
+//! only approved tools are offered to a model).
 
 use crate::cli::ctx::{Ctx, print_json};
 use crate::config::{Config, McpServerConfig};
 use crate::error::{Error, Result, exit};
-use crate::mcp::{Launch, McpError, Server};
+use crate::mcp::{Launch, McpError, Server, pins};
 use crate::util::printable;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// Said by every `mcp` command: what MCP tools are for now.
-pub const NOT_OFFERED: &str =
-    "MCP tools are listed and tested but not yet offered to the model (nor run by `tool run`)";
+/// Whether `s`'s tools are offered: `approved`, `changed` (refused until
+/// approved again) or `not approved`.
+fn approval(cfg: &Config, s: &McpServerConfig) -> &'static str {
+    match (
+        pins::read(cfg, &s.name).is_some(),
+        pins::changed(cfg, &s.name).is_some(),
+    ) {
+        (false, _) => "not approved",
+        (true, true) => "changed",
+        (true, false) => "approved",
+    }
+}
 
 fn server<'c>(cfg: &'c Config, name: &str) -> Result<&'c McpServerConfig> {
     if let Some(s) = cfg.mcp.servers.get(name) {
@@ -54,7 +63,7 @@ fn allowed(s: &McpServerConfig) -> String {
     out
 }
 
-fn server_value(s: &McpServerConfig) -> Value {
+fn server_value(cfg: &Config, s: &McpServerConfig) -> Value {
     json!({
         "name": s.name,
         "command": s.command,
@@ -68,14 +77,20 @@ fn server_value(s: &McpServerConfig) -> Value {
         "risk": s.risk.as_str(),
         "read_only_tools": s.read_only_tools,
         "read_paths": s.read_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "offered_to_model": false,
+        "approval": approval(cfg, s),
+        "offered_to_model": approval(cfg, s) == "approved",
     })
 }
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     if json {
-        let rows: Vec<Value> = cfg.mcp.servers.values().map(server_value).collect();
+        let rows: Vec<Value> = cfg
+            .mcp
+            .servers
+            .values()
+            .map(|s| server_value(&cfg, s))
+            .collect();
         print_json(&rows);
         return Ok(exit::OK);
     }
@@ -101,18 +116,28 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 } else {
                     s.env.join(",")
                 },
+                approval(&cfg, s).to_string(),
             ]
         })
         .collect();
     println!(
         "{}",
         crate::cli::ctx::table(
-            &["SERVER", "COMMAND", "TOOLS", "RISK", "TIMEOUT", "ENV"],
+            &[
+                "SERVER", "COMMAND", "TOOLS", "RISK", "TIMEOUT", "ENV", "APPROVAL"
+            ],
             &cells,
             &[]
         )
     );
-    println!("note: {NOT_OFFERED}");
+    if cfg
+        .mcp
+        .servers
+        .values()
+        .any(|s| approval(&cfg, s) != "approved")
+    {
+        println!("only approved servers' tools are offered: `latchclaw mcp approve NAME`");
+    }
     Ok(exit::OK)
 }
 
@@ -141,7 +166,7 @@ fn error_value(e: &McpError) -> Value {
 }
 
 pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
-    let (_cfg, started) = start(ctx, name)?;
+    let (cfg, started) = start(ctx, name)?;
     let s = match started {
         Ok(s) => s,
         Err(e) => {
@@ -181,7 +206,7 @@ pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
         "server_info": {"name": server_name, "version": server_version},
         "tools": tools,
         "skipped": skipped,
-        "offered_to_model": false,
+        "approval": approval(&cfg, server(&cfg, name)?),
     });
     s.stop();
     if json {
@@ -219,7 +244,10 @@ pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
             printable(k["why"].as_str().unwrap_or(""))
         );
     }
-    println!("note: {NOT_OFFERED}");
+    println!(
+        "approval: {}",
+        out["approval"].as_str().unwrap_or("not approved")
+    );
     Ok(exit::OK)
 }
 
@@ -264,7 +292,6 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
             "ok": ok,
             "steps": steps,
             "total_ms": ms(t0.elapsed()),
-            "offered_to_model": false,
         }));
     } else {
         for st in &steps {
@@ -302,4 +329,58 @@ pub fn test(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
         );
     }
     Ok(if ok { exit::OK } else { exit::RUNTIME })
+}
+
+/// Starts the server, lists its tools and records their definitions as
+/// approved, after saying what changed since the last approval. Nothing
+/// is recorded when the server cannot be started or listed.
+pub fn approve(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
+    let (cfg, started) = start(ctx, name)?;
+    let s = match started {
+        Ok(s) => s,
+        Err(e) => {
+            if json {
+                print_json(&json!({"server": name, "ok": false, "error": error_value(&e)}));
+            } else {
+                eprintln!(
+                    "latchclaw: mcp approve {}: {e}; nothing approved",
+                    printable(name)
+                );
+            }
+            return Ok(exit::RUNTIME);
+        }
+    };
+    let current = pins::definitions(name, s.tools());
+    let names: Vec<String> = s.tools().iter().map(|t| t.model_name.clone()).collect();
+    s.stop();
+    let before = pins::read(&cfg, name);
+    let changes = crate::external::differences(before.as_ref(), &current);
+    pins::approve(&cfg, name, &current)
+        .map_err(|e| Error::runtime(format!("cannot record the approval: {e}")))?;
+    log::info!(target: "event::mcp_approved", "server={name} changes={}", changes.len());
+    if json {
+        print_json(&json!({
+            "server": name,
+            "ok": true,
+            "changes": changes,
+            "hash": current["hash"],
+            "tools": names,
+        }));
+        return Ok(exit::OK);
+    }
+    if changes.is_empty() {
+        println!("MCP server \"{name}\": nothing changed; approved as it is");
+    } else {
+        println!("MCP server \"{name}\": what changed since it was approved:");
+        for c in &changes {
+            println!("  {c}");
+        }
+    }
+    println!(
+        "approved: {} offered to the model{}{}",
+        crate::cli::ctx::count(names.len() as u64, "tool"),
+        if names.is_empty() { "" } else { ": " },
+        names.join(", ")
+    );
+    Ok(exit::OK)
 }

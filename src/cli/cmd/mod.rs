@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod code;
 pub mod config;
 pub mod estop;
 pub mod mcp;

@@ -22,8 +22,9 @@ pub fn show(
     } else {
         rt.memory_notes(message, conversation)?.0
     };
-    let layers = crate::prompt::layers(&cfg, &rt.gate)?;
-    let system = crate::prompt::build(&cfg, &rt.gate)?;
+    let previous = rt.previous_layer(conversation)?;
+    let layers = crate::prompt::layers(&cfg, &rt.gate, &previous)?;
+    let system = crate::prompt::build(&cfg, &rt.gate, &previous)?;
     let tools = rt.tool_specs();
     // The first request of a turn as an OpenAI-compatible server gets it.
     let req = ChatRequest {

@@ -26,6 +26,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 Ok(s) => (s.tools.clone(), Some(s.description.clone()), None),
                 Err(e) => (Vec::new(), None, Some(e.clone())),
             };
+            let version = l.skill.as_ref().ok().and_then(|s| s.version.clone());
             json!({
                 "name": l.name,
                 "enabled": pos.is_some(),
@@ -35,6 +36,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 "path": l.path.display().to_string(),
                 "tools": tools,
                 "description": description,
+                "version": version,
                 "error": error,
             })
         })
@@ -120,6 +122,7 @@ pub fn show(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
         print_json(&json!({
             "name": s.name,
             "description": s.description,
+            "version": s.version,
             "tools": s.tools,
             "source": s.source.as_str(),
             "path": s.path.display().to_string(),
@@ -135,6 +138,9 @@ pub fn show(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     };
     println!("name: {}", s.name);
     println!("description: {}", printable(&s.description));
+    if let Some(v) = &s.version {
+        println!("version: {v}");
+    }
     println!(
         "tools: {}",
         if s.tools.is_empty() {

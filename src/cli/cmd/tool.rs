@@ -9,6 +9,58 @@ use crate::security::Gate;
 use crate::tools::ToolName;
 use serde_json::{Value, json};
 
+/// `tool stats`: per tool, from the stored rounds.
+pub fn stats(ctx: &Ctx, since: Option<i64>, json: bool) -> Result<i32> {
+    let stats = match ctx.read_memory()? {
+        Some(m) => m.tool_stats(since)?,
+        None => Vec::new(),
+    };
+    if json {
+        let rows: Vec<Value> = stats
+            .iter()
+            .map(|s| {
+                json!({
+                    "tool": s.tool,
+                    "calls": s.calls,
+                    "succeeded": s.succeeded,
+                    "success_rate": (s.success_rate() * 10.0).round() / 10.0,
+                    "timed": s.durations_ms.len(),
+                    "avg_ms": s.average_ms().map(|a| (a * 10.0).round() / 10.0),
+                    "p95_ms": s.p95_ms(),
+                })
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(exit::OK);
+    }
+    if stats.is_empty() {
+        eprintln!("no tool calls stored yet");
+        return Ok(exit::OK);
+    }
+    let ms = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = stats
+        .iter()
+        .map(|s| {
+            vec![
+                s.tool.clone(),
+                s.calls.to_string(),
+                format!("{:.1}%", s.success_rate()),
+                ms(s.average_ms().map(|a| format!("{a:.1}"))),
+                ms(s.p95_ms().map(|p| p.to_string())),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        crate::cli::ctx::table(
+            &["TOOL", "CALLS", "SUCCESS", "AVG MS", "P95 MS"],
+            &rows,
+            &[1, 2, 3, 4]
+        )
+    );
+    Ok(exit::OK)
+}
+
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let mut rows: Vec<Value> = ToolName::ALL
@@ -20,6 +72,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
                 "built": crate::features::tool_missing(name).is_none(),
                 "risk": crate::security::risk_summary(name),
                 "description": crate::tools::tool(name).description(),
+                "parameters": crate::tools::schema_with_defaults(crate::tools::tool(name)),
                 "source": "built-in",
             })
         })
@@ -34,7 +87,8 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             "built": true,
             "risk": format!("{}{}", t.risk.as_str(), if t.read_only { ", read-only" } else { "" }),
             "description": t.description,
-            "source": format!("plugin {}", t.provider),
+            "parameters": t.schema,
+            "source": t.origin(),
             "approved": t.unapproved.is_none(),
         }));
     }
@@ -151,6 +205,7 @@ pub fn run(
         "output": result.output,
         "error": result.error,
         "metadata": result.metadata,
+        "measured": result.measured,
     }));
     // The emergency stop wins whether it refused the call or killed it.
     let outcome = match record.status {
@@ -290,6 +345,7 @@ fn policy_value(cfg: &Config, gate: &Gate) -> Value {
         "forbidden_commands": cfg.security.forbidden_commands,
         "secret_files": crate::security::secret_files::RULES.iter().map(|r| r.shown).collect::<Vec<_>>(),
         "secret_files_allow": cfg.security.secret_files_allow,
+        "dotfiles_allow": cfg.security.dotfiles_allow,
         "shell_allowlist": cfg.security.shell_allowlist,
         "tools_enabled": cfg.channels.cli.tools_allow,
         "features": crate::features::built(),

@@ -41,6 +41,7 @@ impl Spec {
             state_dir: Some(cfg.state_dir.clone()),
             secret_allow: crate::security::secret_files::Allow::new(
                 &cfg.security.secret_files_allow,
+                &cfg.security.dotfiles_allow,
             ),
             // latchclaw's own files are as forbidden to a child.
             forbidden: cfg

@@ -332,7 +332,8 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
                 && crate::security::paths::PROTECTED_WORKSPACE_DIRS
                     .iter()
                     .any(|d| lower == d.name);
-            let secret = super::super::secret_files::rule_for(rel).is_some() && !allow.allows(rel);
+            let secret = super::super::secret_files::rule_for(rel)
+                .is_some_and(|r| !allow.lifts(r, rel, Some(rel)));
             if ft.is_symlink() {
                 // A mount follows the link: what it leads to is covered,
                 // when that is inside the workspace (elsewhere is not in

@@ -11,6 +11,10 @@ use std::path::{Component, Path};
 /// Commits `log` shows unless `n` says otherwise, and the most it shows.
 const LOG_DEFAULT: u64 = 10;
 const LOG_MAX: u64 = 200;
+/// With `include_diff`, the most commits `log` shows (each with its patch).
+const LOG_DIFF_MAX: u64 = 20;
+/// Longest `author` or `grep` value accepted.
+const MAX_FILTER: usize = 200;
 /// Longest ref or `since` value accepted.
 const MAX_REF: usize = 256;
 const MAX_SINCE: usize = 64;
@@ -18,7 +22,10 @@ const MAX_SINCE: usize = 64;
 /// The subcommands and the arguments each takes (besides `command`).
 pub const COMMANDS: &[(&str, &[&str])] = &[
     ("status", &[]),
-    ("log", &["n", "path", "since"]),
+    (
+        "log",
+        &["n", "path", "since", "author", "grep", "include_diff"],
+    ),
     ("diff", &["staged", "refs", "path"]),
     ("show", &["ref", "path"]),
     ("blame", &["path", "start_line", "end_line"]),
@@ -91,12 +98,43 @@ pub fn argv(args: &Value, gate: &Gate) -> Result<Vec<String>, Refused> {
                     "git log: \"n\" is {n}; the most is {LOG_MAX}"
                 )));
             }
+            let diff = match obj.get("include_diff") {
+                None => false,
+                Some(v) => v.as_bool().ok_or_else(|| {
+                    Refused::arguments("git log: \"include_diff\" must be true or false")
+                })?,
+            };
+            if diff && n > LOG_DIFF_MAX {
+                return Err(Refused::arguments(format!(
+                    "git log: \"n\" is {n}; with \"include_diff\" the most is {LOG_DIFF_MAX}"
+                )));
+            }
             push(&format!("--max-count={n}"));
             push("--date=short");
             push("--format=%h %ad %an: %s");
             if let Some(since) = text("since") {
                 check_since(since)?;
                 push(&format!("--since={since}"));
+            }
+            // Matched as fixed text, case-insensitively: no regular
+            // expression reaches git.
+            let mut filtered = false;
+            for key in ["author", "grep"] {
+                if let Some(v) = obj.get(key) {
+                    let v = v.as_str().ok_or_else(|| {
+                        Refused::arguments(format!("git log: \"{key}\" must be a string"))
+                    })?;
+                    check_filter(key, v)?;
+                    push(&format!("--{key}={v}"));
+                    filtered = true;
+                }
+            }
+            if filtered {
+                push("--fixed-strings");
+                push("--regexp-ignore-case");
+            }
+            if diff {
+                push("--patch");
             }
         }
         "diff" => {
@@ -214,6 +252,18 @@ fn check_ref(r: &str) -> Result<(), Refused> {
         return Err(Refused::arguments(format!(
             "git: the path in ref \"{r}\" must be relative to the repository, without `..` \
              or a leading `-` or `/`"
+        )));
+    }
+    Ok(())
+}
+
+/// An `author` or `grep` filter: printable text of at most
+/// [`MAX_FILTER`] bytes, not empty.
+fn check_filter(key: &str, s: &str) -> Result<(), Refused> {
+    if s.trim().is_empty() || s.len() > MAX_FILTER || s.chars().any(char::is_control) {
+        return Err(Refused::arguments(format!(
+            "git log: \"{key}\" must be 1 to {MAX_FILTER} bytes of text with no control \
+             characters (matched as fixed text, any case)"
         )));
     }
     Ok(())
