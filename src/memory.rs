@@ -17,8 +17,8 @@ use std::time::Duration;
 pub mod notes;
 pub mod sop_runs;
 pub use crate::types::args::{
-    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, check_category, check_note,
-    normalize_tags, parse_date,
+    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, Store, check_category,
+    check_note, normalize_tags, parse_date,
 };
 
 /// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
@@ -180,7 +180,44 @@ CREATE TABLE sop_steps (
 );
 CREATE INDEX sop_steps_by_approval ON sop_steps(approval_id);
 "#,
+    // Two stores in the notes table: every existing note is `user_memory`.
+    // A summary's type is its category, its period `period_key` (the days
+    // it spans in `period_start`..`period_end`, Unix seconds, for time
+    // filters), the conversations it covers `covers`. One summary per type,
+    // key and chat: `memory summarize` relies on it to never write twice.
+    // A conversation's session name (`/new NAME`, `--new-session NAME`).
+    // (No CHECK on added columns: this SQLite checks them against existing
+    // rows with a pragma it is built without.)
+    r#"
+ALTER TABLE notes ADD COLUMN store TEXT NOT NULL DEFAULT 'user_memory';
+ALTER TABLE notes ADD COLUMN priority INTEGER;
+ALTER TABLE notes ADD COLUMN period_key TEXT;
+ALTER TABLE notes ADD COLUMN period_start INTEGER;
+ALTER TABLE notes ADD COLUMN period_end INTEGER;
+ALTER TABLE notes ADD COLUMN chat_id TEXT;
+ALTER TABLE notes ADD COLUMN covers TEXT;
+CREATE UNIQUE INDEX summaries_by_period
+    ON notes(category, period_key, coalesce(chat_id, '')) WHERE store = 'summaries';
+CREATE INDEX notes_by_store ON notes(store, category, id);
+ALTER TABLE conversations ADD COLUMN session TEXT;
+"#,
 ];
+
+/// The local day (days since 1970-01-01) a Unix time falls in, a day
+/// starting at `hour` o'clock local time (0: midnight).
+pub fn local_day(secs: i64, hour: u32) -> i64 {
+    let (off, _) = crate::sys::time::local_offset(secs);
+    (secs + off - i64::from(hour) * 3600).div_euclid(86_400)
+}
+
+/// The Unix time a local day starts, at `hour` o'clock local time.
+pub fn local_day_start(day: i64, hour: u32) -> i64 {
+    let naive = day * 86_400 + i64::from(hour) * 3600;
+    // The offset in force then: asked twice, for a day a clock change starts.
+    let (off, _) = crate::sys::time::local_offset(naive);
+    let (off, _) = crate::sys::time::local_offset(naive - off);
+    naive - off
+}
 
 pub struct Memory {
     conn: Connection,
@@ -1043,7 +1080,7 @@ impl Memory {
         let mut ids = Vec::with_capacity(turns.len());
         for t in turns {
             let turn_id = util::new_id("turn");
-            let (secs, nanos) = util::now_unix();
+            let (secs, nanos) = util::clock_now();
             let ts = util::rfc3339(secs, nanos, 0);
             tx.prepare_cached(
                 "INSERT INTO conversations (id, created_at, updated_at, updated_unix) VALUES (?1, ?2, ?2, ?3)

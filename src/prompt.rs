@@ -194,6 +194,7 @@ mod tests {
                     tags: &[],
                     conversation_id: None,
                     source: "memory_store",
+                    ..NewNote::note("", "", &[], None, "")
                 })
                 .unwrap();
         }

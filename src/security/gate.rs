@@ -112,7 +112,7 @@ impl Gate {
                 allow_private: cfg.tools.http.allow_private.clone(),
             },
             secret_allow: secret_files::Allow::new(&cfg.security.secret_files_allow),
-            memory_categories: cfg.memory.categories.clone(),
+            memory_categories: cfg.memory.all_categories(),
             disabled: cfg
                 .tools
                 .middleware
