@@ -16,6 +16,7 @@ use std::time::Duration;
 
 pub mod notes;
 pub mod sop_runs;
+pub mod summaries;
 pub use crate::types::args::{
     NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, Store, check_category,
     check_note, normalize_tags, parse_date,
@@ -199,6 +200,7 @@ ALTER TABLE notes ADD COLUMN covers TEXT;
 CREATE UNIQUE INDEX summaries_by_period
     ON notes(category, period_key, coalesce(chat_id, '')) WHERE store = 'summaries';
 CREATE INDEX notes_by_store ON notes(store, category, id);
+CREATE INDEX turns_by_time ON turns(ts_unix);
 ALTER TABLE conversations ADD COLUMN session TEXT;
 "#,
 ];

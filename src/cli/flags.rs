@@ -103,6 +103,7 @@ const DATA: &[&str] = &[
     "memory search",
     "memory show",
     "memory notes",
+    "memory summarize",
     "receipt list",
     "receipt verify",
     "receipt head",
@@ -200,8 +201,36 @@ pub const FLAGS: &[Flag] = &[
         long: "conversation",
         short: None,
         value: Some("ID"),
-        commands: &["agent", "prompt show"],
-        help: "continue an earlier conversation",
+        commands: &["agent", "prompt show", "memory summarize"],
+        help: "continue an earlier conversation (memory summarize: summarise this one)",
+    },
+    Flag {
+        long: "new-session",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "start a new conversation, a session named NAME",
+    },
+    Flag {
+        long: "period",
+        short: None,
+        value: Some("PERIOD"),
+        commands: &["memory summarize"],
+        help: "day, week, month, quarter or year",
+    },
+    Flag {
+        long: "key",
+        short: None,
+        value: Some("KEY"),
+        commands: &["memory summarize"],
+        help: "the period: YYYY-MM-DD, YYYY-Www, YYYY-MM, YYYY-Qn or YYYY (default: the last one ended)",
+    },
+    Flag {
+        long: "redo",
+        short: None,
+        value: None,
+        commands: &["memory summarize"],
+        help: "write the summary again though one is stored",
     },
     Flag {
         long: "continue",
@@ -622,6 +651,21 @@ last` prints only the last answer of the most recent conversation (with
         about: "Lists stored notes: id, date, category, tags and text, newest first. The
 model keeps them with the memory_store tool; they are sent with a message
 that shares a rare word with them, before turns of other conversations.",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory summarize",
+        args: &[],
+        summary: "write the summary of a day, week, month, quarter or year",
+        about: "Writes the summary of a period that has ended (default: the last one) into
+the summaries store: a day from its conversations, a week from its days, a
+month from the ISO weeks inside it and its other days, a quarter from its
+months, a year from its quarters. Missing finer summaries are written
+first; one model call per summary. A summary already stored is kept
+(--redo writes the top one again), so a second run changes nothing and a
+run cut short is finished by the next. For cron:
+  latchclaw memory summarize --period day
+With --conversation ID: that conversation's summary instead.",
         bare: false,
     },
     CommandDef {

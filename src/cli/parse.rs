@@ -79,6 +79,13 @@ pub enum Command {
     MemoryForget {
         id: String,
     },
+    MemorySummarize {
+        period: Option<crate::types::period::Period>,
+        key: Option<String>,
+        conversation: Option<String>,
+        redo: bool,
+        json: bool,
+    },
     ReceiptList {
         json: bool,
         /// `--jsonl`: one receipt a line.
@@ -852,6 +859,48 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "memory forget" => Command::MemoryForget { id: arg(0) },
+        "memory summarize" => {
+            use crate::types::period::Period;
+            let period = o
+                .value("period")
+                .map(|p| {
+                    Period::parse(&p).ok_or_else(|| {
+                        Error::usage(format!(
+                            "--period: \"{}\" is not a period; allowed: {}",
+                            crate::util::printable(&p),
+                            Period::ALLOWED.join(", ")
+                        ))
+                    })
+                })
+                .transpose()?;
+            let conversation = o.value("conversation");
+            match (&period, &conversation) {
+                (Some(_), Some(_)) => {
+                    return Err(Error::usage(
+                        "give --period (a period's summary) or --conversation ID (a conversation's), not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Error::usage(format!(
+                        "memory summarize needs --period PERIOD ({}) or --conversation ID",
+                        Period::ALLOWED.join(", ")
+                    )));
+                }
+                _ => {}
+            }
+            if conversation.is_some() && o.on("key") {
+                return Err(Error::usage(
+                    "--key names a period; a conversation's summary is keyed by its last day",
+                ));
+            }
+            Command::MemorySummarize {
+                period,
+                key: o.value("key"),
+                conversation,
+                redo: o.on("redo"),
+                json,
+            }
+        }
         "receipt list" => {
             if json && o.on("jsonl") {
                 return Err(Error::usage(

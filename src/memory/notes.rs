@@ -414,9 +414,9 @@ fn filter_sql(f: &NoteFilter) -> (Vec<String>, Vec<Sql>) {
     // A store is searched unless the filter leaves it out: by `store`, or
     // by naming only the other store's kinds.
     let user = f.store != Some(Store::Summaries)
-        && !(f.categories.is_empty() && !f.summary_types.is_empty());
+        && (!f.categories.is_empty() || f.summary_types.is_empty());
     let summaries = f.store != Some(Store::UserMemory)
-        && !(f.summary_types.is_empty() && !f.categories.is_empty());
+        && (!f.summary_types.is_empty() || f.categories.is_empty());
     let either = |store: &str, kinds: &[String], args: &mut Vec<Sql>| {
         if kinds.is_empty() {
             return format!("n.store = '{store}'");
@@ -627,6 +627,69 @@ mod tests {
         // "server" is in 7 of 7 notes: not rare, so it brings nothing.
         assert!(m.notes_context("restart the server", 5).unwrap().is_empty());
         assert!(m.notes_context("what about this", 5).unwrap().is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_database_with_notes_keeps_every_one_as_user_memory() {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig-stores"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        let before = MIGRATIONS.len() - 1;
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..before] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch(&format!("PRAGMA user_version = {before}"))
+                .unwrap();
+            for i in 1..=50 {
+                c.execute(
+                    "INSERT INTO notes (created_at, created_unix, category, tags, text,
+                                        conversation_id, source)
+                     VALUES ('2026-01-01T00:00:00.000Z', ?1, ?2, '[\"t\"]', ?3, 'c', 'memory_store')",
+                    rusqlite::params![1_767_225_600 + i, ["fact", "task", "note"][i as usize % 3], format!("old note {i} kestrel")],
+                )
+                .unwrap();
+            }
+            c.execute("DELETE FROM notes WHERE id = 7", []).unwrap();
+        }
+        let m = Memory::open(&path, 1000, Default::default()).unwrap();
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+        let all = m
+            .notes(&NoteFilter {
+                limit: 1000,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(all.len(), 49);
+        for n in &all {
+            assert_eq!(n.store, Store::UserMemory);
+            assert_eq!((n.priority, n.period_key.as_deref()), (None, None));
+            assert_eq!(n.text, format!("old note {} kestrel", n.id));
+            assert_eq!(n.tags, ["t"]);
+            assert_eq!(n.conversation_id.as_deref(), Some("c"));
+        }
+        // Still searchable, filterable by store; a new note takes a fresh id.
+        let found = m
+            .notes(&NoteFilter {
+                query: Some("kestrel".into()),
+                store: Some(Store::UserMemory),
+                limit: 50,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(found.len(), 49);
+        let none = m
+            .notes(&NoteFilter {
+                store: Some(Store::Summaries),
+                limit: 50,
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(none.is_empty());
+        let n = store(&m, "new", "fact", &[]);
+        assert_eq!(n.id, 51);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

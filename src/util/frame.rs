@@ -9,8 +9,9 @@
 use std::borrow::Cow;
 
 /// The tags of every frame, each defused in the data of all of them.
-pub const TAGS: [&str; 6] = [
+pub const TAGS: [&str; 7] = [
     "notes",
+    "transcript",
     "tool_result",
     "stdin",
     "skill",
