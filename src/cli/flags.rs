@@ -654,6 +654,14 @@ that shares a rare word with them, before turns of other conversations.",
         bare: false,
     },
     CommandDef {
+        path: "memory forget",
+        args: &[arg("ID", "note id (from memory notes)")],
+        summary: "delete one stored note",
+        about: "Deletes one stored note. The operator's own act: no approval is asked
+(the memory_forget tool asks under supervised).",
+        bare: false,
+    },
+    CommandDef {
         path: "memory summarize",
         args: &[],
         summary: "write the summary of a day, week, month, quarter or year",
@@ -666,14 +674,6 @@ first; one model call per summary. A summary already stored is kept
 run cut short is finished by the next. For cron:
   latchclaw memory summarize --period day
 With --conversation ID: that conversation's summary instead.",
-        bare: false,
-    },
-    CommandDef {
-        path: "memory forget",
-        args: &[arg("ID", "note id (from memory notes)")],
-        summary: "delete one stored note",
-        about: "Deletes one stored note. The operator's own act: no approval is asked
-(the memory_forget tool asks under supervised).",
         bare: false,
     },
     CommandDef {
