@@ -393,6 +393,10 @@ pub struct ConversationSummary {
     pub created_at: String,
     pub last_activity: String,
     pub first_message: String,
+    /// Its session's name (`/new NAME`, `--new-session NAME`).
+    pub session: Option<String>,
+    /// The ids of its `conversation-summary` items.
+    pub summaries: Vec<i64>,
 }
 
 /// A tool call that needed approval when nobody was there to give it.
@@ -1198,7 +1202,10 @@ impl Memory {
             "SELECT c.id, c.created_at, c.updated_at,
                     (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
                     coalesce((SELECT content FROM turns t WHERE t.conversation_id = c.id
-                              AND t.role = 'user' ORDER BY t.id LIMIT 1), '')
+                              AND t.role = 'user' ORDER BY t.id LIMIT 1), ''),
+                    c.session,
+                    coalesce((SELECT group_concat(n.id) FROM notes n
+                              WHERE n.store = 'summaries' AND n.chat_id = c.id), '')
              FROM conversations c ORDER BY c.updated_unix DESC, c.rowid DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
@@ -1208,6 +1215,12 @@ impl Memory {
                 last_activity: r.get(2)?,
                 turns: r.get(3)?,
                 first_message: r.get(4)?,
+                session: r.get(5)?,
+                summaries: r
+                    .get::<_, String>(6)?
+                    .split(',')
+                    .filter_map(|i| i.parse().ok())
+                    .collect(),
             })
         })?;
         rows.map(|c| {

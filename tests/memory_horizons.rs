@@ -754,3 +754,112 @@ fn a_roll_up_killed_halfway_is_finished_by_the_next_run_without_duplicates() {
     );
     assert_eq!(summarize_requests(&env) - calls_before, 9 - before.len());
 }
+
+fn conversation_of(r: &common::Run) -> String {
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    v["conversation_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sessions_divide_at_the_configured_hour_and_by_hand() {
+    let env = env("summaries.toml", "session = \"daily\"\nsession_hour = 4");
+    let a = conversation_of(&at(&env, MONDAY, &["agent", "-m", "first", "--json"]));
+    // Later that day, and before 04:00 the next: the same session.
+    let late = MONDAY + 13 * 3600;
+    assert_eq!(
+        conversation_of(&at(&env, late, &["agent", "-c", "-m", "more", "--json"])),
+        a
+    );
+    let night = MONDAY + 17 * 3600 - 60;
+    assert_eq!(
+        conversation_of(&at(&env, night, &["agent", "-c", "-m", "still", "--json"])),
+        a
+    );
+    // 04:00 passed: -c begins a new conversation and says so.
+    let morning = MONDAY + 19 * 3600;
+    let r = at(&env, morning, &["agent", "-c", "-m", "next day", "--json"]);
+    let b = conversation_of(&r);
+    assert_ne!(b, a);
+    assert!(
+        r.stderr
+            .contains("[new session: the daily boundary passed]"),
+        "{r:?}"
+    );
+    // By hand: a named session.
+    let c = conversation_of(&at(
+        &env,
+        morning + 60,
+        &[
+            "agent",
+            "--new-session",
+            "trip planning",
+            "-m",
+            "plan",
+            "--json",
+        ],
+    ));
+    assert!(c != a && c != b);
+    // A conversation's own summary, and `memory list` shows both.
+    let r = at(
+        &env,
+        morning + 120,
+        &["memory", "summarize", "--conversation", &a, "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let s = &v["summaries"][0];
+    assert_eq!(
+        (
+            s["type"].as_str(),
+            s["period_key"].as_str(),
+            s["chat_id"].as_str(),
+            s["status"].as_str()
+        ),
+        (
+            Some("conversation-summary"),
+            Some("2026-11-02"),
+            Some(a.as_str()),
+            Some("written")
+        ),
+        "{v}"
+    );
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    let row = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["conversation_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(&c)["session"], "trip planning");
+    assert_eq!(row(&a)["summaries"], json!([s["id"]]));
+    assert_eq!(row(&b)["summaries"], json!([]));
+    let r = env.run(&["memory", "list"]);
+    assert!(
+        r.stdout.lines().next().unwrap().contains("SESSION"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("trip planning"), "{r:?}");
+    // Bad names and bad combinations are usage errors.
+    let r = env.run(&["agent", "--new-session", "", "-m", "x"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("not a session name"),
+        "{r:?}"
+    );
+    let r = env.run(&["agent", "-c", "--new-session", "x", "-m", "x"]);
+    assert!(
+        r.code == 2 && r.stderr.contains("--new-session NAME"),
+        "{r:?}"
+    );
+
+    // Under `none` (the default) -c goes on across days.
+    let none = self::env("summaries.toml", "");
+    let a = conversation_of(&at(&none, MONDAY, &["agent", "-m", "first", "--json"]));
+    let week = MONDAY + 7 * DAY;
+    assert_eq!(
+        conversation_of(&at(&none, week, &["agent", "-c", "-m", "later", "--json"])),
+        a
+    );
+}

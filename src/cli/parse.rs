@@ -277,6 +277,8 @@ pub struct Agent {
     pub options: crate::providers::ModelOptions,
     pub workspace: Option<PathBuf>,
     pub no_memory: bool,
+    /// `--new-session NAME`: a new conversation, its session so named.
+    pub new_session: Option<String>,
     pub quiet: bool,
     /// `--partial`: a stopped turn's partial answer goes to stdout.
     pub partial: bool,
@@ -672,11 +674,21 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         }
         (m, p) => m.or_else(|| p.cloned()),
     };
-    let given = [o.on("continue"), o.on("conversation"), o.on("resume")];
+    let given = [
+        o.on("continue"),
+        o.on("conversation"),
+        o.on("resume"),
+        o.on("new-session"),
+    ];
     if given.iter().filter(|x| **x).count() > 1 {
         return Err(Error::usage(
-            "give one of --conversation ID, --continue or --resume ID",
+            "give one of --conversation ID, --continue, --resume ID or --new-session NAME",
         ));
+    }
+    let new_session = o.value("new-session");
+    if let Some(n) = &new_session {
+        crate::memory::summaries::check_session_name(n)
+            .map_err(|e| Error::usage(format!("--new-session: {e}")))?;
     }
     let conversation = match (o.value("conversation"), o.value("resume")) {
         (Some(id), _) => Continue::Conversation(id),
@@ -751,6 +763,7 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         options,
         workspace: text("workspace", "a directory")?.map(PathBuf::from),
         no_memory: o.on("no-memory"),
+        new_session,
         quiet: o.on("quiet"),
         partial: o.on("partial"),
     })

@@ -4,6 +4,7 @@
 
 use super::notes::{NewNote, Note};
 use super::{Memory, TurnRole};
+use crate::config::Session;
 use crate::error::Result;
 use rusqlite::OptionalExtension;
 
@@ -14,7 +15,42 @@ pub struct Transcript {
     pub turns: Vec<(TurnRole, String)>,
 }
 
+/// The session a Unix time falls in: its local day, or the first day of
+/// its ISO week, days starting at `hour` local time; none for `none`.
+pub fn session_of(secs: i64, session: Session, hour: u32) -> Option<i64> {
+    let day = super::local_day(secs, hour);
+    match session {
+        Session::None => None,
+        Session::Daily => Some(day),
+        Session::Weekly => Some(day - (day + 3).rem_euclid(7)),
+    }
+}
+
+/// A session's name (`--new-session`, the REPL's `/new NAME`).
+pub fn check_session_name(n: &str) -> std::result::Result<(), String> {
+    if n.is_empty() || n.chars().count() > 64 || n.chars().any(char::is_control) {
+        return Err(format!(
+            "\"{}\" is not a session name; allowed: 1 to 64 characters, no control characters",
+            crate::util::printable(n)
+        ));
+    }
+    Ok(())
+}
+
 impl Memory {
+    /// Whether a conversation's session is over: its last turn was in an
+    /// earlier session than now (never under `session = "none"`).
+    pub fn session_over(&self, conversation_id: &str, session: Session, hour: u32) -> Result<bool> {
+        let (now, _) = crate::util::clock_now();
+        let Some(current) = session_of(now, session, hour) else {
+            return Ok(false);
+        };
+        Ok(match self.last_activity(conversation_id)? {
+            Some(last) => session_of(last, session, hour) != Some(current),
+            None => false,
+        })
+    }
+
     /// The conversations with user or assistant text in `[start, end)`
     /// (Unix seconds), in the order they began, their text read out through
     /// the redactor.

@@ -22,8 +22,18 @@ pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
             .map(|c| {
                 vec![
                     c.conversation_id,
+                    for_stdout(&one_line(c.session.as_deref().unwrap_or("-"), 24)).into_owned(),
                     c.turns.to_string(),
                     c.last_activity,
+                    if c.summaries.is_empty() {
+                        "-".to_string()
+                    } else {
+                        c.summaries
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    },
                     for_stdout(&one_line(&c.first_message, 60)).into_owned(),
                 ]
             })
@@ -31,9 +41,16 @@ pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
         println!(
             "{}",
             table(
-                &["CONVERSATION", "TURNS", "LAST ACTIVITY", "FIRST MESSAGE"],
+                &[
+                    "CONVERSATION",
+                    "SESSION",
+                    "TURNS",
+                    "LAST ACTIVITY",
+                    "SUMMARY",
+                    "FIRST MESSAGE"
+                ],
                 &rows,
-                &[1]
+                &[2]
             )
         );
     }
