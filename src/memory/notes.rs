@@ -14,6 +14,10 @@ use crate::util;
 use rusqlite::{OptionalExtension, params_from_iter, types::Value as Sql};
 use serde::Serialize;
 
+/// The `pursuingPriority` from which an open loop, goal or project goes
+/// with every message the memory layer is sent with.
+pub const HIGH_PRIORITY: i64 = 50;
+
 /// Matches scored per query step (newest first), as for turns.
 const CANDIDATES: u32 = 2000;
 
@@ -301,6 +305,21 @@ impl Memory {
         let q = rare.iter().map(Term::fts).collect::<Vec<_>>().join(" OR ");
         let filter = NoteFilter::default();
         self.ranked_notes(&q, &rare, &filter, limit)
+    }
+
+    /// The open loops, goals and projects of at least `HIGH_PRIORITY`,
+    /// highest first (open loops first among equals), for the prompt.
+    pub fn priorities(&self, limit: u32) -> Result<Vec<Note>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM notes n
+             WHERE n.store = 'user_memory' AND n.category IN ('open-loop', 'life-goal', 'project')
+               AND n.priority >= ?1
+             ORDER BY n.priority DESC, n.category = 'open-loop' DESC, n.id DESC LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params![HIGH_PRIORITY, limit], |r| {
+            note_from_row(&self.redactor, r)
+        })?;
+        rows.map(|r| Ok(r?.0)).collect()
     }
 
     /// How many notes hold a term, counting up to `cap`.
