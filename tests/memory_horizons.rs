@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/pty.rs"]
+mod pty;
 
 use common::Env;
 use serde_json::{Value, json};
@@ -950,5 +952,75 @@ fn the_memory_block_prefers_open_loops_and_goals_then_summaries_then_notes() {
     assert!(
         sent.contains("Call the bank") && !sent.contains("kestrel note"),
         "{sent}"
+    );
+}
+
+/// The REPL: a conversation continued past the boundary divides at the
+/// next message; `/new NAME` names the next session; with
+/// `summarize_conversations`, every conversation ended (by the boundary,
+/// `/new`, `/exit`) gets its summary.
+#[test]
+fn the_repl_divides_at_the_boundary_and_by_hand_and_summarises_what_ended() {
+    let env = env(
+        "summaries.toml",
+        "session = \"daily\"\nsummarize_conversations = true",
+    );
+    let a = conversation_of(&at(&env, MONDAY, &["agent", "-m", "first", "--json"]));
+    let tuesday = (MONDAY + DAY).to_string();
+    let mut p = pty::Pty::spawn_env(
+        &env,
+        &["agent", "--conversation", &a],
+        &[("TZ", "UTC"), ("LATCHCLAW_TEST_NOW", &tuesday)],
+    );
+    p.expect("latchclaw> ");
+    p.send("hello again\n");
+    p.expect("[new session: the daily boundary passed]");
+    p.expect("ok: hello again");
+    p.expect("latchclaw> ");
+    p.send("/new trip\n");
+    p.expect("new conversation (session \"trip\")");
+    p.send("plan it\n");
+    p.expect("ok: plan it");
+    p.expect("latchclaw> ");
+    p.send("/exit\n");
+    assert_eq!(p.wait(), Some(0));
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 3, "{list:?}");
+    let trip = list.iter().find(|c| c["session"] == "trip").unwrap();
+    let b = list
+        .iter()
+        .find(|c| c["conversation_id"] != a && c["session"].is_null())
+        .unwrap();
+    assert_eq!(b["first_message"], "hello again");
+    for c in list {
+        assert_eq!(c["summaries"].as_array().unwrap().len(), 1, "{c}");
+    }
+    let sums = recall(
+        &env,
+        json!({"summary_types": ["conversation-summary"], "limit": 10}),
+    );
+    let keyed: BTreeSet<(String, String)> = sums
+        .iter()
+        .map(|s| {
+            (
+                s["chat_id"].as_str().unwrap().to_string(),
+                s["period_key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keyed,
+        BTreeSet::from([
+            (a.clone(), "2026-11-02".to_string()),
+            (
+                b["conversation_id"].as_str().unwrap().to_string(),
+                "2026-11-03".to_string()
+            ),
+            (
+                trip["conversation_id"].as_str().unwrap().to_string(),
+                "2026-11-03".to_string()
+            ),
+        ])
     );
 }

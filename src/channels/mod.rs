@@ -468,7 +468,7 @@ impl CliChannel {
                 ("/help", _) => {
                     eprintln!(
                         "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n\
-                         /new [NAME]  start a new conversation (a session named NAME)\n/exit  leave (or Ctrl-D on an empty line); Ctrl-C cancels a running turn"
+                         /new  start a new conversation (/new NAME: a session named NAME)\n/exit  leave (or Ctrl-D on an empty line); Ctrl-C cancels a running turn"
                     );
                     if reader.editing() {
                         eprintln!(
