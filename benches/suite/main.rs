@@ -204,7 +204,20 @@ fn horizon_figures(
     vocab: &data::Vocabulary,
     sizes: &[usize],
 ) {
-    let home = setup_home(root, "summarize", "");
+    let fixture = root.join("summarize.toml");
+    std::fs::write(
+        &fixture,
+        "[[script]]\n[[script.responses]]\ntext = \"summary: {{user_message}}\"\n",
+    )
+    .unwrap();
+    let home = setup_home(
+        root,
+        "summarize",
+        &format!(
+            "default_provider = \"m\"\n[providers.models.m]\nkind = \"mock\"\nfixture = {:?}\n",
+            fixture.display().to_string()
+        ),
+    );
     data::day_db(vocab, 200, &home.join(".latchclaw/memory.sqlite"));
     let c = cmd(
         &home,

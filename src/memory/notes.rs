@@ -18,6 +18,9 @@ use serde::Serialize;
 /// with every message the memory layer is sent with.
 pub const HIGH_PRIORITY: i64 = 50;
 
+/// Where counting a word's notes stops (for its BM25 weight).
+const DF_CAP: i64 = 5000;
+
 /// Matches scored per query step (newest first), as for turns.
 const CANDIDATES: u32 = 2000;
 
@@ -340,7 +343,14 @@ impl Memory {
         f: &NoteFilter,
         limit: u32,
     ) -> Result<Vec<Note>> {
+        // The FTS candidates drive: `+` keeps SQLite from walking a store's
+        // or category's index instead (a million rows for a common store).
         let (mut conds, mut args) = filter_sql(f);
+        for c in &mut conds {
+            *c = c
+                .replace("n.store", "+n.store")
+                .replace("n.category", "+n.category");
+        }
         conds.insert(
             0,
             "n.id IN (SELECT rowid FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
@@ -365,7 +375,10 @@ impl Memory {
         let idf: Vec<f64> = terms
             .iter()
             .map(|t| {
-                let df = self.note_df(t, i64::MAX)? as f64;
+                // Counted up to a cap: counting every note holding a common
+                // word took 100 ms at a million notes; past the cap the
+                // word weighs little whatever its exact count.
+                let df = self.note_df(t, DF_CAP)? as f64;
                 let total = total.max(1) as f64;
                 Ok(((total - df + 0.5) / (df + 0.5)).ln().max(1e-6))
             })
