@@ -18,6 +18,11 @@ use serde::Serialize;
 /// with every message the memory layer is sent with.
 pub const HIGH_PRIORITY: i64 = 50;
 
+/// About how many notes there are, for BM25 and the rare-word bar: the
+/// highest id (ids are never reused), read from the end of the table,
+/// where `count(*)` reads all of it (18 ms at a million notes).
+const NOTES_TOTAL: &str = "SELECT coalesce(max(id), 0) FROM notes";
+
 /// Where counting a word's notes stops (for its BM25 weight).
 const DF_CAP: i64 = 5000;
 
@@ -287,7 +292,7 @@ impl Memory {
         }
         let total: i64 = self
             .conn
-            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+            .query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         if total == 0 {
             return Ok(Vec::new());
         }
@@ -371,7 +376,7 @@ impl Memory {
         }
         let total: i64 = self
             .conn
-            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+            .query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         let idf: Vec<f64> = terms
             .iter()
             .map(|t| {
