@@ -290,9 +290,7 @@ impl Memory {
         if candidates.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let total: i64 = self
-            .conn
-            .query_row(NOTES_TOTAL, [], |r| r.get(0))?;
+        let total: i64 = self.conn.query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         if total == 0 {
             return Ok(Vec::new());
         }
@@ -374,9 +372,7 @@ impl Memory {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let total: i64 = self
-            .conn
-            .query_row(NOTES_TOTAL, [], |r| r.get(0))?;
+        let total: i64 = self.conn.query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         let idf: Vec<f64> = terms
             .iter()
             .map(|t| {
