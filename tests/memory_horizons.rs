@@ -471,6 +471,32 @@ fn a_scripted_week_rolls_up_into_seven_days_a_week_and_a_month_once() {
     assert!(r.stderr.contains("month 2026-11 is not over yet"), "{r:?}");
     assert_eq!(summarize_requests(&env), 0);
     let december = MONDAY + 30 * DAY;
+    // One run at a time: while another holds the lock, a second is
+    // refused at once (exit 8), nothing asked of the model or written.
+    {
+        std::fs::create_dir_all(env.state.join("locks")).unwrap();
+        let held = std::fs::File::create(env.state.join("locks/memory-summarize.lock")).unwrap();
+        held.try_lock().unwrap();
+        let r = at(
+            &env,
+            december,
+            &[
+                "memory",
+                "summarize",
+                "--period",
+                "month",
+                "--key",
+                "2026-11",
+            ],
+        );
+        assert_eq!(r.code, 8, "{r:?}");
+        assert!(
+            r.stderr.contains("another memory summarize is running"),
+            "{r:?}"
+        );
+        assert_eq!(summarize_requests(&env), 0);
+        assert!(stored(&env).is_empty());
+    }
     let r = at(
         &env,
         december,
