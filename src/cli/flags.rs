@@ -313,7 +313,7 @@ pub const FLAGS: &[Flag] = &[
         short: None,
         value: Some("CATEGORY"),
         commands: &["memory notes"],
-        help: "only notes of this category (one of memory.categories)",
+        help: "only items of this category (the seed's nine or memory.categories)",
     },
     Flag {
         long: "provider",
@@ -647,10 +647,13 @@ last` prints only the last answer of the most recent conversation (with
     CommandDef {
         path: "memory notes",
         args: &[],
-        summary: "notes the model stored (memory_store), newest first",
-        about: "Lists stored notes: id, date, category, tags and text, newest first. The
-model keeps them with the memory_store tool; they are sent with a message
-that shares a rare word with them, before turns of other conversations.",
+        summary: "items of both stores (memory_store, memory summarize), newest first",
+        about: "Lists stored items, newest first: user_memory notes (id, date, category,
+priority, tags, text) and summaries (id, type, period key, text). The model
+keeps notes with the memory_store tool, `memory summarize` writes
+summaries; they are sent with a message that shares a rare word with them
+(open loops and goals of priority 50 or more always), before turns of
+other conversations.",
         bare: false,
     },
     CommandDef {
