@@ -94,6 +94,34 @@ impl Recall {
     }
 }
 
+/// Where the REPL's and the gateway's running conversation is divided
+/// (`[memory] session`): a new conversation begins at the first message
+/// after the boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Session {
+    /// At `session_hour` local time every day.
+    Daily,
+    /// At `session_hour` local time every Monday.
+    Weekly,
+    /// Only by hand (`/new`, `--new-session`).
+    None,
+}
+
+impl Session {
+    pub const ALLOWED: &'static [&'static str] = &["daily", "weekly", "none"];
+    pub fn parse(s: &str) -> Option<Session> {
+        match s {
+            "daily" => Some(Session::Daily),
+            "weekly" => Some(Session::Weekly),
+            "none" => Some(Session::None),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        Self::ALLOWED[self as usize]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     Mock,
@@ -635,8 +663,24 @@ pub struct MemoryConfig {
     /// Which runs send them (and the stored notes).
     pub recall: Recall,
     pub context_bytes: usize,
-    /// What `memory_store` may file a note under.
+    /// What `memory_store` may file a note under, besides the seed's nine.
     pub categories: Vec<String>,
+    /// Where the running conversation divides.
+    pub session: Session,
+    /// The local hour (0 to 23) a day, a session and a summary's period
+    /// begin at.
+    pub session_hour: u32,
+    /// Write a `conversation-summary` when a conversation ends (one model
+    /// call each).
+    pub summarize_conversations: bool,
+}
+
+impl MemoryConfig {
+    /// What `memory_store` accepts: `categories`, then the seed's nine
+    /// (`life-goal`, `open-loop`, …) not among them.
+    pub fn all_categories(&self) -> Vec<String> {
+        crate::types::args::all_categories(&self.categories)
+    }
 }
 
 impl Default for MemoryConfig {
@@ -649,6 +693,9 @@ impl Default for MemoryConfig {
             recall: Recall::Repl,
             context_bytes: 4000,
             categories: strings(&["fact", "preference", "task", "note"]),
+            session: Session::None,
+            session_hour: 0,
+            summarize_conversations: false,
         }
     }
 }
@@ -2310,6 +2357,15 @@ fn read_memory(r: &mut Reader, top: &mut Section, d: MemoryConfig) -> MemoryConf
             }
             None => d.categories,
         },
+        session: r
+            .enum_str(&mut mem, "session", Session::parse, Session::ALLOWED)
+            .unwrap_or(d.session),
+        session_hour: r.int(&mut mem, "session_hour", d.session_hour.into(), 0, 23) as u32,
+        summarize_conversations: r.boolean(
+            &mut mem,
+            "summarize_conversations",
+            d.summarize_conversations,
+        ),
     };
     r.finish(mem);
     m

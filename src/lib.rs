@@ -19,6 +19,7 @@ pub mod plugins;
 pub(crate) mod prompt;
 pub(crate) mod providers;
 pub mod receipts;
+pub(crate) mod rollup;
 pub(crate) mod runtime;
 pub mod security;
 #[cfg(feature = "gateway")]

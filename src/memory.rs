@@ -47,9 +47,10 @@ impl ToolStat {
 
 pub mod notes;
 pub mod sop_runs;
+pub mod summaries;
 pub use crate::types::args::{
-    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, check_category, check_note,
-    normalize_tags, parse_date,
+    NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, Store, check_category,
+    check_note, normalize_tags, parse_date,
 };
 
 /// Forward migrations; entry `i` moves the schema from version `i` to `i + 1`.
@@ -230,7 +231,45 @@ CREATE TABLE code_runs (
 );
 CREATE INDEX code_runs_by_start ON code_runs(created_at);
 "#,
+    // Two stores in the notes table: every existing note is `user_memory`.
+    // A summary's type is its category, its period `period_key` (the days
+    // it spans in `period_start`..`period_end`, Unix seconds, for time
+    // filters), the conversations it covers `covers`. One summary per type,
+    // key and chat: `memory summarize` relies on it to never write twice.
+    // A conversation's session name (`/new NAME`, `--new-session NAME`).
+    // (No CHECK on added columns: this SQLite checks them against existing
+    // rows with a pragma it is built without.)
+    r#"
+ALTER TABLE notes ADD COLUMN store TEXT NOT NULL DEFAULT 'user_memory';
+ALTER TABLE notes ADD COLUMN priority INTEGER;
+ALTER TABLE notes ADD COLUMN period_key TEXT;
+ALTER TABLE notes ADD COLUMN period_start INTEGER;
+ALTER TABLE notes ADD COLUMN period_end INTEGER;
+ALTER TABLE notes ADD COLUMN chat_id TEXT;
+ALTER TABLE notes ADD COLUMN covers TEXT;
+CREATE UNIQUE INDEX summaries_by_period
+    ON notes(category, period_key, coalesce(chat_id, '')) WHERE store = 'summaries';
+CREATE INDEX notes_by_store ON notes(store, category, id);
+CREATE INDEX turns_by_time ON turns(ts_unix);
+ALTER TABLE conversations ADD COLUMN session TEXT;
+"#,
 ];
+
+/// The local day (days since 1970-01-01) a Unix time falls in, a day
+/// starting at `hour` o'clock local time (0: midnight).
+pub fn local_day(secs: i64, hour: u32) -> i64 {
+    let (off, _) = crate::sys::time::local_offset(secs);
+    (secs + off - i64::from(hour) * 3600).div_euclid(86_400)
+}
+
+/// The Unix time a local day starts, at `hour` o'clock local time.
+pub fn local_day_start(day: i64, hour: u32) -> i64 {
+    let naive = day * 86_400 + i64::from(hour) * 3600;
+    // The offset in force then: asked twice, for a day a clock change starts.
+    let (off, _) = crate::sys::time::local_offset(naive);
+    let (off, _) = crate::sys::time::local_offset(naive - off);
+    naive - off
+}
 
 pub struct Memory {
     conn: Connection,
@@ -404,6 +443,10 @@ pub struct ConversationSummary {
     pub created_at: String,
     pub last_activity: String,
     pub first_message: String,
+    /// Its session's name (`/new NAME`, `--new-session NAME`).
+    pub session: Option<String>,
+    /// The ids of its `conversation-summary` items.
+    pub summaries: Vec<i64>,
 }
 
 /// A tool call that needed approval when nobody was there to give it.
@@ -1099,7 +1142,7 @@ impl Memory {
         let mut ids = Vec::with_capacity(turns.len());
         for t in turns {
             let turn_id = util::new_id("turn");
-            let (secs, nanos) = util::now_unix();
+            let (secs, nanos) = util::clock_now();
             let ts = util::rfc3339(secs, nanos, 0);
             tx.prepare_cached(
                 "INSERT INTO conversations (id, created_at, updated_at, updated_unix) VALUES (?1, ?2, ?2, ?3)
@@ -1215,7 +1258,10 @@ impl Memory {
             "SELECT c.id, c.created_at, c.updated_at,
                     (SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
                     coalesce((SELECT content FROM turns t WHERE t.conversation_id = c.id
-                              AND t.role = 'user' ORDER BY t.id LIMIT 1), '')
+                              AND t.role = 'user' ORDER BY t.id LIMIT 1), ''),
+                    c.session,
+                    coalesce((SELECT group_concat(n.id) FROM notes n
+                              WHERE n.store = 'summaries' AND n.chat_id = c.id), '')
              FROM conversations c ORDER BY c.updated_unix DESC, c.rowid DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit], |r| {
@@ -1225,6 +1271,12 @@ impl Memory {
                 last_activity: r.get(2)?,
                 turns: r.get(3)?,
                 first_message: r.get(4)?,
+                session: r.get(5)?,
+                summaries: r
+                    .get::<_, String>(6)?
+                    .split(',')
+                    .filter_map(|i| i.parse().ok())
+                    .collect(),
             })
         })?;
         rows.map(|c| {

@@ -39,11 +39,12 @@ fn layer(path: &Path, configured: bool, key: &str) -> Result<Option<String>> {
     }
 }
 
-/// Notes for one message, or none: first the stored notes, then turns of
-/// other conversations, each only when it shares a rare word with the
-/// message (`Memory::notes_context`, `Memory::search_context`), within the
-/// byte budget, without highlight marks, quoted as data in a frame no note
-/// can close (`util::frame`). They travel
+/// Notes for one message, or none, within the byte budget, in this order:
+/// the high-priority open loops, goals and projects (`Memory::priorities`);
+/// the latest summaries that share a rare word with the message; the
+/// stored notes that do (`Memory::notes_context`); then turns of other
+/// conversations (`Memory::search_context`). Without highlight marks,
+/// quoted as data in a frame no note can close (`util::frame`). They travel
 /// with the user message (`Message::notes`), never in the system prompt:
 /// that stays byte-identical from turn to turn, so a server's prompt cache
 /// keeps working, and a note is not read as an instruction from us.
@@ -58,8 +59,47 @@ pub fn memory_notes(
     }
     let mut out = String::new();
     let mut count = 0;
-    // A long note that does not fit leaves room for shorter ones.
-    for n in memory.notes_context(message, cfg.memory.context_hits)? {
+    let mut shown: Vec<i64> = Vec::new();
+    // A long item that does not fit leaves room for shorter ones.
+    let mut add = |line: String, out: &mut String| {
+        if out.len() + line.len() <= cfg.memory.context_bytes {
+            out.push_str(&line);
+            count += 1;
+        }
+    };
+    for n in memory.priorities(cfg.memory.context_hits)? {
+        let day = n.created_at.get(..10).unwrap_or(&n.created_at);
+        let line = format!(
+            "> ({} {}, priority {}, {day}) {}\n",
+            n.category,
+            n.id,
+            n.priority.unwrap_or(0),
+            one_line(&n.text)
+        );
+        shown.push(n.id);
+        add(line, &mut out);
+    }
+    let found = memory.notes_context(message, cfg.memory.context_hits * 2)?;
+    let (mut summaries, notes): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .filter(|n| !shown.contains(&n.id))
+        .partition(|n| n.store == crate::memory::Store::Summaries);
+    // The latest first: a newer period says what is current.
+    summaries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    for n in summaries.iter().take(cfg.memory.context_hits as usize) {
+        let line = format!(
+            "> ({} {}{}) {}\n",
+            n.category,
+            n.period_key.as_deref().unwrap_or(""),
+            n.chat_id
+                .as_deref()
+                .map(|c| format!(" of {c}"))
+                .unwrap_or_default(),
+            one_line(&n.text)
+        );
+        add(line, &mut out);
+    }
+    for n in notes.iter().take(cfg.memory.context_hits as usize) {
         let day = n.created_at.get(..10).unwrap_or(&n.created_at);
         let line = format!(
             "> (note {}, {}, {day}) {}\n",
@@ -67,10 +107,7 @@ pub fn memory_notes(
             n.category,
             one_line(&n.text)
         );
-        if out.len() + line.len() <= cfg.memory.context_bytes {
-            out.push_str(&line);
-            count += 1;
-        }
+        add(line, &mut out);
     }
     for h in memory.search_context(message, cfg.memory.context_hits, conversation)? {
         let day = h.timestamp.get(..10).unwrap_or(&h.timestamp);
@@ -78,8 +115,7 @@ pub fn memory_notes(
         if out.len() + line.len() > cfg.memory.context_bytes {
             break;
         }
-        out.push_str(&line);
-        count += 1;
+        add(line, &mut out);
     }
     let notes = (!out.is_empty()).then(|| {
         format!(
@@ -238,6 +274,7 @@ mod tests {
                     tags: &[],
                     conversation_id: None,
                     source: "memory_store",
+                    ..NewNote::note("", "", &[], None, "")
                 })
                 .unwrap();
         }

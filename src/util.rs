@@ -29,8 +29,21 @@ pub fn now_unix() -> (i64, u32) {
     }
 }
 
+/// The time memory stamps turns, notes and summaries with: now, or for
+/// tests only, `LATCHCLAW_TEST_NOW` (Unix seconds), so a test can script a
+/// week of conversations without waiting a week. Nothing else reads it.
+pub fn clock_now() -> (i64, u32) {
+    match std::env::var("LATCHCLAW_TEST_NOW") {
+        Ok(v) => match v.trim().parse::<i64>() {
+            Ok(s) => (s, 0),
+            Err(_) => now_unix(),
+        },
+        Err(_) => now_unix(),
+    }
+}
+
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -503,7 +503,14 @@ fn completions_are_generated_for_every_command_and_flag() {
         bash_complete(&bash, &["--json", "tool", "list", "--j"]),
         ["--json"]
     );
-    assert_eq!(bash_complete(&bash, &["memory", "s"]), ["search", "show"]);
+    assert_eq!(
+        bash_complete(&bash, &["memory", "s"]),
+        ["search", "show", "summarize"]
+    );
+    assert_eq!(
+        bash_complete(&bash, &["memory", "summarize", "--p"]),
+        ["--period"]
+    );
     assert_eq!(bash_complete(&bash, &["memory", "f"]), ["forget"]);
     assert_eq!(
         bash_complete(&bash, &["memory", "notes", "--c"]),

@@ -1525,3 +1525,84 @@ fn sop_runs_start_and_show_behind_the_token() {
         "completed"
     );
 }
+
+/// `[memory] session = "daily"`: a chat continued past the boundary goes
+/// on in a new conversation (the answer names it), and with
+/// `summarize_conversations` the old one gets its summary; one within the
+/// session stays where it is.
+#[test]
+fn a_chat_continued_past_the_session_boundary_starts_a_new_conversation() {
+    let env = Env::new();
+    setup(
+        &env,
+        "[memory]\nsession = \"daily\"\nsummarize_conversations = true",
+        "",
+    );
+    // 2026-11-02T10:00:00Z, then the next morning.
+    let monday = "1793613600";
+    let tuesday = "1793700000";
+    fn clock(now: &str) -> [(&str, &str); 2] {
+        [("TZ", "UTC"), ("LATCHCLAW_TEST_NOW", now)]
+    }
+    let r = env.run_env(&["agent", "-m", "hello there", "--json"], &clock(monday));
+    assert_eq!(r.code, 0, "{r:?}");
+    let old: Value = serde_json::from_str(&r.stdout).unwrap();
+    let old = old["conversation_id"].as_str().unwrap().to_string();
+    let t = token(&env);
+    let mut child = env
+        .command(&["gateway"])
+        .envs(clock(tuesday))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let g = Gateway {
+        addr: line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_string(),
+        child,
+    };
+    let v = post(
+        &g,
+        &t,
+        "/chat",
+        &json!({"message": "hello again", "conversation_id": old}),
+    )
+    .json();
+    assert_eq!(v["exit_reason"], "completed", "{v}");
+    let new = v["conversation_id"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    // Within the session: the same conversation.
+    let v = post(
+        &g,
+        &t,
+        "/chat",
+        &json!({"message": "and again", "conversation_id": new}),
+    )
+    .json();
+    assert_eq!(v["conversation_id"], new.as_str());
+    drop(g);
+    let (_, list) = env.json(&["memory", "list", "--json"]);
+    let row = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["conversation_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        row(&old)["summaries"].as_array().unwrap().len(),
+        1,
+        "{list}"
+    );
+    assert_eq!(row(&new)["summaries"], json!([]));
+    assert_eq!(row(&new)["turns"], 4, "{list}");
+    assert_eq!(row(&new)["first_message"], "hello again");
+}

@@ -41,6 +41,7 @@ const LAYERS: &[&str] = &[
     "plugins",  // plugins: manifests, install, pins, the sandboxed call
     "skills",   // SKILL.md files
     "prompt",   // the system prompt and the notes a message carries
+    "rollup",   // summaries across time horizons: a day from its conversations, up to a year
     "runtime",  // the agent loop and one tool call's pipeline
     "sop",      // SOPs: the file format checked in one pass, runs parked and resumed exactly once
     "channels", // the CLI channel and the REPL's line editor

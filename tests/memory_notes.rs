@@ -304,8 +304,9 @@ fn caps_and_categories_name_what_is_allowed() {
         assert!(reason.contains(want), "{args}: {reason}");
     };
     denied(
-        json!({"text": "t", "category": "preference"}),
-        "unknown category \"preference\"; allowed: fact, to_do (memory.categories)",
+        json!({"text": "t", "category": "task"}),
+        "unknown category \"task\"; allowed: fact, to_do, preference, life-goal, project, \
+         open-loop, relationship, health, work, personal-context (memory.categories)",
     );
     denied(
         json!({"text": "x".repeat(4097), "category": "fact"}),

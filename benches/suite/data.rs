@@ -383,3 +383,191 @@ pub fn grep_tree(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     std::fs::write(&done, "").unwrap();
     (dir, Some(start.elapsed().as_secs_f64()))
 }
+
+/// Memory items: `n` in both stores, the way years of use leave them —
+/// mostly `user_memory` notes across the seed's categories (goals,
+/// projects and open loops with a priority), and ten years of summaries
+/// (one per day, week, month, quarter and year: the store holds one per
+/// period key) with a conversation summary a day.
+const ITEMS_VERSION: u32 = 1;
+
+pub fn items_db(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
+    use latchclaw::types::period::{Period, span_of};
+    let path = cache_dir().join(format!("items-{n}-v{ITEMS_VERSION}.sqlite"));
+    if path.exists() {
+        return (path, None);
+    }
+    let start = Instant::now();
+    let tmp = path.with_extension("partial");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", tmp.display()));
+    }
+    drop(
+        latchclaw::memory::Memory::open(&tmp, 5000, Default::default())
+            .expect("create memory database"),
+    );
+    let conn = rusqlite::Connection::open(&tmp).unwrap();
+    conn.execute_batch("PRAGMA synchronous = OFF; BEGIN")
+        .unwrap();
+    let mut rng = fastrand::Rng::with_seed(n as u64 ^ 0x5eed);
+    const CATS: [&str; 9] = [
+        "fact",
+        "preference",
+        "life-goal",
+        "project",
+        "open-loop",
+        "relationship",
+        "health",
+        "work",
+        "personal-context",
+    ];
+    // Ten years of days up to 2026-10-31, in order, so ids follow time.
+    let first_day = (FIRST_TS - 5 * 365 * 86_400) / 86_400;
+    let last_day = LAST_TS / 86_400 - 1;
+    let days = (last_day - first_day + 1) as usize;
+    let summaries: usize = days * 2 + days / 7 + 120 + 40 + 10;
+    let notes = n.saturating_sub(summaries);
+    {
+        let mut ins = conn
+            .prepare(
+                "INSERT INTO notes (created_at, created_unix, category, tags, text, conversation_id,
+                                    source, store, priority, period_key, period_start, period_end,
+                                    chat_id, covers)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            )
+            .unwrap();
+        let mut written = 0usize;
+        let per_day = notes as f64 / days as f64;
+        let mut owed = 0.0;
+        for d in 0..days as i64 {
+            let day = first_day + d;
+            let at = day * 86_400 + 20 * 3600;
+            let stamp = util::rfc3339(at, 0, 0);
+            owed += per_day;
+            while owed >= 1.0 && written < notes {
+                owed -= 1.0;
+                written += 1;
+                let cat = CATS[rng.usize(..CATS.len())];
+                let priority =
+                    matches!(cat, "life-goal" | "project" | "open-loop").then(|| rng.i64(0..=100));
+                let words = 6 + rng.usize(..30);
+                let text = vocab.text(&mut rng, words);
+                ins.execute(rusqlite::params![
+                    stamp,
+                    at,
+                    cat,
+                    "[]",
+                    text,
+                    None::<String>,
+                    "memory_store",
+                    "user_memory",
+                    priority,
+                    None::<String>,
+                    None::<i64>,
+                    None::<i64>,
+                    None::<String>,
+                    None::<String>
+                ])
+                .unwrap();
+            }
+            let mut summary = |kind: &str, key: String, s: i64, e: i64, chat: Option<String>| {
+                let words = 60 + rng.usize(..120);
+                let text = vocab.text(&mut rng, words);
+                ins.execute(rusqlite::params![
+                    stamp,
+                    at + 3600,
+                    kind,
+                    "[]",
+                    text,
+                    None::<String>,
+                    "memory summarize",
+                    "summaries",
+                    None::<i64>,
+                    key,
+                    s * 86_400,
+                    e * 86_400,
+                    chat,
+                    None::<String>
+                ])
+                .unwrap();
+            };
+            let chat = format!("conv-{day}");
+            let d_span = span_of(Period::Day, day);
+            summary(
+                "conversation-summary",
+                d_span.key.clone(),
+                day,
+                day + 1,
+                Some(chat),
+            );
+            summary("daily-summary", d_span.key, day, day + 1, None);
+            for (p, kind) in [
+                (Period::Week, "weekly-summary"),
+                (Period::Month, "monthly-summary"),
+                (Period::Quarter, "quarterly-summary"),
+                (Period::Year, "yearly-summary"),
+            ] {
+                let s = span_of(p, day);
+                if s.end == day + 1 {
+                    summary(kind, s.key, s.start, s.end, None);
+                }
+            }
+        }
+    }
+    conn.execute_batch("COMMIT; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(conn);
+    std::fs::rename(&tmp, &path).unwrap();
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", tmp.display()));
+    }
+    (path, Some(start.elapsed().as_secs_f64()))
+}
+
+/// A memory database holding one day (2026-11-02, 08:00 to 16:00 UTC, so
+/// the same local day in any zone within ±8 hours) of `n` conversations of
+/// two to twelve turns.
+pub fn day_db(vocab: &Vocabulary, n: usize, path: &Path) {
+    drop(
+        latchclaw::memory::Memory::open(path, 5000, Default::default())
+            .expect("create memory database"),
+    );
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    let mut rng = fastrand::Rng::with_seed(n as u64);
+    let start = 1_793_606_400 + 8 * 3600;
+    for c in 0..n {
+        let id = format!("conv-day-{c:04}");
+        let mut ts = start + (c as i64 * 8 * 3600) / n as i64;
+        let stamp = util::rfc3339(ts, 0, 0);
+        conn.execute(
+            "INSERT INTO conversations (id, created_at, updated_at, updated_unix) VALUES (?1, ?2, ?2, ?3)",
+            rusqlite::params![id, stamp, ts],
+        )
+        .unwrap();
+        for k in 0..2 + rng.usize(..11) {
+            let role = if k % 2 == 0 { "user" } else { "assistant" };
+            let words = if k % 2 == 0 {
+                5 + rng.usize(..30)
+            } else {
+                20 + rng.usize(..120)
+            };
+            let content = vocab.text(&mut rng, words);
+            conn.execute(
+                "INSERT INTO turns (conversation_id, turn_id, timestamp, ts_unix, role, content)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![
+                    id,
+                    format!("turn-{c}-{k}"),
+                    util::rfc3339(ts, 0, 0),
+                    ts,
+                    role,
+                    content
+                ],
+            )
+            .unwrap();
+            ts += 5 + rng.i64(0..60);
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+}

@@ -179,6 +179,9 @@ fn main() {
     if run("replay") {
         replay_figures(&mut report, &root, &ws);
     }
+    if run("horizons") {
+        horizon_figures(&meter, &mut report, &root, &vocab, &sizes);
+    }
     if run("gateway") && cfg!(feature = "gateway") {
         gateway::figures(&mut report, &root, &ws);
     }
@@ -197,6 +200,115 @@ fn main() {
     std::fs::write(&out, &text).unwrap();
     println!("(written to {})", out.display());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `memory summarize --period day` over a day of 200 conversations (the
+/// mock answering; `--redo`, so every run reads the day and writes the
+/// summary), and `memory_recall` with filters over 10k to 1M items.
+fn horizon_figures(
+    meter: &Meter,
+    report: &mut Report,
+    root: &Path,
+    vocab: &data::Vocabulary,
+    sizes: &[usize],
+) {
+    let fixture = root.join("summarize.toml");
+    std::fs::write(
+        &fixture,
+        "[[script]]\n[[script.responses]]\ntext = \"summary: {{user_message}}\"\n",
+    )
+    .unwrap();
+    let home = setup_home(
+        root,
+        "summarize",
+        &format!(
+            "default_provider = \"m\"\n[providers.models.m]\nkind = \"mock\"\nfixture = {:?}\n",
+            fixture.display().to_string()
+        ),
+    );
+    data::day_db(vocab, 200, &home.join(".latchclaw/memory.sqlite"));
+    let c = cmd(
+        &home,
+        &[
+            "memory",
+            "summarize",
+            "--period",
+            "day",
+            "--key",
+            "2026-11-02",
+            "--redo",
+        ],
+    );
+    let out = c.command_for_setup().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = meter.measure(&c, 21);
+    report.row(
+        "memory summarize --period day, 200 conversations (mock)",
+        ms(f.median()),
+        "-",
+        None,
+    );
+    report.row("  peak RSS", mib(f.rss_mib), "-", None);
+    let filters = [
+        r#"{"store_filter": "summaries", "summary_types": ["daily-summary"], "period_key_prefix": "2026-10"}"#.to_string(),
+        r#"{"categories": ["open-loop", "project"], "from": "2026-06-01", "to": "2026-06-30"}"#.to_string(),
+        r#"{"summary_types": ["weekly-summary"], "from": "2019-03-01", "to": "2019-03-31"}"#.to_string(),
+        format!(r#"{{"query": "{}", "store_filter": "user_memory"}}"#, vocab.word(300)),
+        format!(r#"{{"query": "{}", "summary_types": ["monthly-summary", "quarterly-summary"]}}"#, vocab.word(40)),
+        r#"{"categories": ["health"], "limit": 50}"#.to_string(),
+    ];
+    let mut curve = String::from(
+        "| items | database | generated in | recall p50 | recall p95 |\n|---|---|---|---|---|\n",
+    );
+    for &n in sizes {
+        let (db, made) = data::items_db(vocab, n);
+        let home = setup_home(
+            root,
+            &format!("recall-{n}"),
+            &format!(
+                "[memory]\npath = {:?}\n[channels.cli]\ntools_allow = [\"memory_recall\"]\n",
+                db.display().to_string()
+            ),
+        );
+        let mut times = Vec::new();
+        for q in &filters {
+            let c = cmd(&home, &["tool", "run", "memory_recall", "--json", q]);
+            let out = c.command_for_setup().output().unwrap();
+            assert!(
+                out.status.success(),
+                "{q}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            times.extend(meter.measure(&c, 11).times);
+        }
+        let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0) as f64 / MIB;
+        let (p50, p95) = (percentile(&times, 50), percentile(&times, 95));
+        let _ = writeln!(
+            curve,
+            "| {n} | {size:.0} MiB | {} | {} | {} |",
+            made.map_or("cached".into(), |s| format!("{s:.0} s")),
+            ms(p50),
+            ms(p95)
+        );
+        let big = n == 1_000_000;
+        report.row(
+            format!(
+                "memory_recall with filters, {n} items: p50 ({} filters × 11)",
+                filters.len()
+            ),
+            ms(p50),
+            if big { "≤ 20 ms" } else { "-" },
+            big.then_some(p50 <= 20.0),
+        );
+    }
+    report.curves.push(format!(
+        "memory_recall through `tool run` (whole process, {} filter sets: store, types, period-key prefix, time ranges, words):\n\n{curve}",
+        filters.len()
+    ));
 }
 
 /// A SOP of `n` `time` steps (and an approval step last, with `park`).

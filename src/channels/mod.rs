@@ -315,6 +315,9 @@ pub struct CliChannel {
     pub partial: bool,
     /// How the one-shot turn ended, for the run record.
     pub outcome: Option<TurnOutcome>,
+    /// The name the next new conversation's session gets (`/new NAME`,
+    /// `--new-session NAME`).
+    pub session_name: Option<String>,
 }
 
 impl CliChannel {
@@ -379,15 +382,51 @@ impl CliChannel {
         } else {
             TermProgress::new(self.json)
         };
+        let new = self.conversation.is_none();
         match rt.agent_turn_with(provider, self.conversation.as_deref(), message, &progress) {
             Ok(o) => {
                 self.conversation = Some(o.conversation_id.clone());
+                if new && let Some(name) = self.session_name.take() {
+                    rt.memory.set_session(&o.conversation_id, &name)?;
+                }
                 self.deliver(&o, &progress)?;
                 Ok(Ok(o))
             }
             Err(e) => {
                 progress.close_line();
                 Ok(Err(e))
+            }
+        }
+    }
+
+    /// `[memory] session`: the running conversation ends at the boundary;
+    /// the next message begins a new one.
+    fn divide_at_boundary(&mut self, rt: &Runtime, provider: &dyn Provider) {
+        let m = &rt.cfg.memory;
+        let Some(c) = self.conversation.clone() else {
+            return;
+        };
+        match rt.memory.session_over(&c, m.session, m.session_hour) {
+            Ok(true) => {
+                self.end_conversation(rt, provider);
+                eprintln!("[new session: the {} boundary passed]", m.session.as_str());
+            }
+            Ok(false) => {}
+            Err(e) => log::warn!("session boundary: {e}"),
+        }
+    }
+
+    /// Ends the running conversation; with `summarize_conversations`, its
+    /// summary is written (a failure is a warning: the REPL goes on).
+    fn end_conversation(&mut self, rt: &Runtime, provider: &dyn Provider) {
+        let Some(c) = self.conversation.take() else {
+            return;
+        };
+        if rt.cfg.memory.summarize_conversations {
+            let written = crate::rollup::Rollup::new(rt.cfg, &rt.memory, provider)
+                .and_then(|mut r| r.conversation(&c, false));
+            if let Err(e) = written {
+                log::warn!("conversation {c}: no summary written: {e}");
             }
         }
     }
@@ -422,11 +461,14 @@ impl CliChannel {
             let input = line.trim();
             match input.split_once(' ').unwrap_or((input, "")) {
                 ("", _) => continue,
-                ("/exit" | "/quit", _) => return Ok(exit::OK),
+                ("/exit" | "/quit", _) => {
+                    self.end_conversation(rt, provider);
+                    return Ok(exit::OK);
+                }
                 ("/help", _) => {
                     eprintln!(
                         "/tools  enabled tools\n/memory QUERY  search memory\n/policy  autonomy and workspace boundary\n\
-                         /new  start a new conversation\n/exit  leave (or Ctrl-D on an empty line); Ctrl-C cancels a running turn"
+                         /new  start a new conversation (/new NAME: a session named NAME)\n/exit  leave (or Ctrl-D on an empty line); Ctrl-C cancels a running turn"
                     );
                     if reader.editing() {
                         eprintln!(
@@ -436,9 +478,20 @@ impl CliChannel {
                         );
                     }
                 }
-                ("/new", _) => {
-                    self.conversation = None;
-                    eprintln!("new conversation");
+                ("/new", name) => {
+                    let name = name.trim();
+                    if !name.is_empty()
+                        && let Err(e) = crate::memory::summaries::check_session_name(name)
+                    {
+                        eprintln!("/new: {e}");
+                        continue;
+                    }
+                    self.end_conversation(rt, provider);
+                    self.session_name = (!name.is_empty()).then(|| name.to_string());
+                    match &self.session_name {
+                        Some(n) => eprintln!("new conversation (session \"{n}\")"),
+                        None => eprintln!("new conversation"),
+                    }
                 }
                 ("/tools", _) => {
                     for t in rt.tool_specs() {
@@ -471,6 +524,7 @@ impl CliChannel {
                 }
                 _ => {
                     rt.control.reset();
+                    self.divide_at_boundary(rt, provider);
                     if let Err(e) = self.turn(rt, provider, input)? {
                         eprintln!("error: {e}");
                     }

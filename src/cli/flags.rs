@@ -105,6 +105,7 @@ const DATA: &[&str] = &[
     "memory search",
     "memory show",
     "memory notes",
+    "memory summarize",
     "receipt list",
     "receipt verify",
     "receipt head",
@@ -219,8 +220,36 @@ pub const FLAGS: &[Flag] = &[
         long: "conversation",
         short: None,
         value: Some("ID"),
-        commands: &["agent", "prompt show"],
-        help: "continue an earlier conversation",
+        commands: &["agent", "prompt show", "memory summarize"],
+        help: "continue an earlier conversation (memory summarize: summarise this one)",
+    },
+    Flag {
+        long: "new-session",
+        short: None,
+        value: Some("NAME"),
+        commands: &["agent"],
+        help: "start a new conversation, a session named NAME",
+    },
+    Flag {
+        long: "period",
+        short: None,
+        value: Some("PERIOD"),
+        commands: &["memory summarize"],
+        help: "day, week, month, quarter or year",
+    },
+    Flag {
+        long: "key",
+        short: None,
+        value: Some("KEY"),
+        commands: &["memory summarize"],
+        help: "the period: YYYY-MM-DD, YYYY-Www, YYYY-MM, YYYY-Qn or YYYY (default: the last one ended)",
+    },
+    Flag {
+        long: "redo",
+        short: None,
+        value: None,
+        commands: &["memory summarize"],
+        help: "write the summary again though one is stored",
     },
     Flag {
         long: "continue",
@@ -304,7 +333,7 @@ pub const FLAGS: &[Flag] = &[
         short: None,
         value: Some("CATEGORY"),
         commands: &["memory notes"],
-        help: "only notes of this category (one of memory.categories)",
+        help: "only items of this category (the seed's nine or memory.categories)",
     },
     Flag {
         long: "provider",
@@ -659,10 +688,13 @@ last` prints only the last answer of the most recent conversation (with
     CommandDef {
         path: "memory notes",
         args: &[],
-        summary: "notes the model stored (memory_store), newest first",
-        about: "Lists stored notes: id, date, category, tags and text, newest first. The
-model keeps them with the memory_store tool; they are sent with a message
-that shares a rare word with them, before turns of other conversations.",
+        summary: "items of both stores (memory_store, memory summarize), newest first",
+        about: "Lists stored items, newest first: user_memory notes (id, date, category,
+priority, tags, text) and summaries (id, type, period key, text). The model
+keeps notes with the memory_store tool, `memory summarize` writes
+summaries; they are sent with a message that shares a rare word with them
+(open loops and goals of priority 50 or more always), before turns of
+other conversations.",
         bare: false,
     },
     CommandDef {
@@ -671,6 +703,21 @@ that shares a rare word with them, before turns of other conversations.",
         summary: "delete one stored note",
         about: "Deletes one stored note. The operator's own act: no approval is asked
 (the memory_forget tool asks under supervised).",
+        bare: false,
+    },
+    CommandDef {
+        path: "memory summarize",
+        args: &[],
+        summary: "write the summary of a day, week, month, quarter or year",
+        about: "Writes the summary of a period that has ended (default: the last one) into
+the summaries store: a day from its conversations, a week from its days, a
+month from the ISO weeks inside it and its other days, a quarter from its
+months, a year from its quarters. Missing finer summaries are written
+first; one model call per summary. A summary already stored is kept
+(--redo writes the top one again), so a second run changes nothing and a
+run cut short is finished by the next. For cron:
+  latchclaw memory summarize --period day
+With --conversation ID: that conversation's summary instead.",
         bare: false,
     },
     CommandDef {

@@ -88,6 +88,13 @@ pub enum Command {
     MemoryForget {
         id: String,
     },
+    MemorySummarize {
+        period: Option<crate::types::period::Period>,
+        key: Option<String>,
+        conversation: Option<String>,
+        redo: bool,
+        json: bool,
+    },
     ReceiptList {
         json: bool,
         /// `--jsonl`: one receipt a line.
@@ -290,6 +297,8 @@ pub struct Agent {
     pub options: crate::providers::ModelOptions,
     pub workspace: Option<PathBuf>,
     pub no_memory: bool,
+    /// `--new-session NAME`: a new conversation, its session so named.
+    pub new_session: Option<String>,
     pub quiet: bool,
     /// `--partial`: a stopped turn's partial answer goes to stdout.
     pub partial: bool,
@@ -685,11 +694,21 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         }
         (m, p) => m.or_else(|| p.cloned()),
     };
-    let given = [o.on("continue"), o.on("conversation"), o.on("resume")];
+    let given = [
+        o.on("continue"),
+        o.on("conversation"),
+        o.on("resume"),
+        o.on("new-session"),
+    ];
     if given.iter().filter(|x| **x).count() > 1 {
         return Err(Error::usage(
-            "give one of --conversation ID, --continue or --resume ID",
+            "give one of --conversation ID, --continue, --resume ID or --new-session NAME",
         ));
+    }
+    let new_session = o.value("new-session");
+    if let Some(n) = &new_session {
+        crate::memory::summaries::check_session_name(n)
+            .map_err(|e| Error::usage(format!("--new-session: {e}")))?;
     }
     let conversation = match (o.value("conversation"), o.value("resume")) {
         (Some(id), _) => Continue::Conversation(id),
@@ -764,6 +783,7 @@ fn agent(o: &Given, positional: Option<&String>) -> Result<Agent> {
         options,
         workspace: text("workspace", "a directory")?.map(PathBuf::from),
         no_memory: o.on("no-memory"),
+        new_session,
         quiet: o.on("quiet"),
         partial: o.on("partial"),
     })
@@ -886,6 +906,48 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "memory forget" => Command::MemoryForget { id: arg(0) },
+        "memory summarize" => {
+            use crate::types::period::Period;
+            let period = o
+                .value("period")
+                .map(|p| {
+                    Period::parse(&p).ok_or_else(|| {
+                        Error::usage(format!(
+                            "--period: \"{}\" is not a period; allowed: {}",
+                            crate::util::printable(&p),
+                            Period::ALLOWED.join(", ")
+                        ))
+                    })
+                })
+                .transpose()?;
+            let conversation = o.value("conversation");
+            match (&period, &conversation) {
+                (Some(_), Some(_)) => {
+                    return Err(Error::usage(
+                        "give --period (a period's summary) or --conversation ID (a conversation's), not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Error::usage(format!(
+                        "memory summarize needs --period PERIOD ({}) or --conversation ID",
+                        Period::ALLOWED.join(", ")
+                    )));
+                }
+                _ => {}
+            }
+            if conversation.is_some() && o.on("key") {
+                return Err(Error::usage(
+                    "--key names a period; a conversation's summary is keyed by its last day",
+                ));
+            }
+            Command::MemorySummarize {
+                period,
+                key: o.value("key"),
+                conversation,
+                redo: o.on("redo"),
+                json,
+            }
+        }
         "receipt list" => {
             if json && o.on("jsonl") {
                 return Err(Error::usage(

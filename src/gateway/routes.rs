@@ -551,6 +551,27 @@ impl Gateway {
             .run_started("gateway POST /chat", None)
             .map_err(Gateway::internal)?;
         rt.control = self.control.child(None);
+        // `[memory] session`: a conversation continued past the boundary
+        // goes on as a new one (the answer names it); the old one is
+        // summarised when `summarize_conversations` asks.
+        let m = &cfg.memory;
+        let conversation = match conversation {
+            Some(c)
+                if rt
+                    .memory
+                    .session_over(c, m.session, m.session_hour)
+                    .unwrap_or(false) =>
+            {
+                if m.summarize_conversations
+                    && let Err(e) = crate::rollup::Rollup::new(cfg, &rt.memory, provider.as_ref())
+                        .and_then(|mut r| r.conversation(c, false))
+                {
+                    log::warn!("conversation {c}: no summary written: {e}");
+                }
+                None
+            }
+            other => other,
+        };
         let result = rt.agent_turn_with(provider.as_ref(), conversation, message, &NoProgress);
         if let Err(e) = rt.anchor_head() {
             log::warn!(target: "event::gateway_anchor", "{e}");

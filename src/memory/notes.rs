@@ -1,15 +1,30 @@
-//! Notes the model keeps on purpose (`memory_store`), beside the turns:
-//! a category from `memory.categories`, tags, text that went through the
-//! redactor before it was stored. Searched with the same FTS5 candidates
-//! and BM25 + recency scoring as turns, and drawn on first by the prompt's
-//! memory layer.
+//! Notes the model keeps on purpose (`memory_store`), beside the turns, in
+//! two stores: `user_memory` (a category from the seed's nine or
+//! `memory.categories`, a 0–100 priority for goals, projects and open
+//! loops) and `summaries` (a summary type and its period key; written by
+//! `memory summarize` too). Tags, and text that went through the redactor
+//! before it was stored. Searched with the same FTS5 candidates and BM25 +
+//! recency scoring as turns, and drawn on first by the prompt's memory
+//! layer.
 
 use super::{Memory, Term, context_words, fts_query_with, scores, terms};
 use crate::error::{Error, Result};
-use crate::types::args::NoteFilter;
+use crate::types::args::{NoteFilter, Store};
 use crate::util;
 use rusqlite::{OptionalExtension, params_from_iter, types::Value as Sql};
 use serde::Serialize;
+
+/// The `pursuingPriority` from which an open loop, goal or project goes
+/// with every message the memory layer is sent with.
+pub const HIGH_PRIORITY: i64 = 50;
+
+/// About how many notes there are, for BM25 and the rare-word bar: the
+/// highest id (ids are never reused), read from the end of the table,
+/// where `count(*)` reads all of it (18 ms at a million notes).
+const NOTES_TOTAL: &str = "SELECT coalesce(max(id), 0) FROM notes";
+
+/// Where counting a word's notes stops (for its BM25 weight).
+const DF_CAP: i64 = 5000;
 
 /// Matches scored per query step (newest first), as for turns.
 const CANDIDATES: u32 = 2000;
@@ -23,6 +38,37 @@ pub struct NewNote<'a> {
     pub conversation_id: Option<&'a str>,
     /// Who stored it: "memory_store" for the tool.
     pub source: &'a str,
+    pub store: Store,
+    pub priority: Option<u8>,
+    /// A summary's period: its key and its Unix seconds `[start, end)`.
+    pub period: Option<(&'a str, i64, i64)>,
+    pub chat_id: Option<&'a str>,
+    /// The conversations a summary covers.
+    pub covers: &'a [String],
+}
+
+impl<'a> NewNote<'a> {
+    /// A `user_memory` note with no priority.
+    pub fn note(
+        text: &'a str,
+        category: &'a str,
+        tags: &'a [String],
+        conversation_id: Option<&'a str>,
+        source: &'a str,
+    ) -> NewNote<'a> {
+        NewNote {
+            text,
+            category,
+            tags,
+            conversation_id,
+            source,
+            store: Store::UserMemory,
+            priority: None,
+            period: None,
+            chat_id: None,
+            covers: &[],
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -34,13 +80,23 @@ pub struct Note {
     pub text: String,
     pub conversation_id: Option<String>,
     pub source: String,
+    pub store: Store,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<String>,
+    /// The conversations a summary covers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub covers: Vec<String>,
     /// BM25 + recency when found by a query (higher is better).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
 }
 
-const COLUMNS: &str =
-    "n.id, n.created_at, n.category, n.tags, n.text, n.conversation_id, n.source, n.created_unix";
+const COLUMNS: &str = "n.id, n.created_at, n.category, n.tags, n.text, n.conversation_id, \
+     n.source, n.created_unix, n.store, n.priority, n.period_key, n.chat_id, n.covers";
 
 /// A note row (see [`COLUMNS`]) as read out: redacted again, since a note
 /// may predate a secret being configured.
@@ -63,6 +119,18 @@ fn note_from_row(
             text: redactor.redact(&text).into_owned(),
             conversation_id: r.get(5)?,
             source: r.get(6)?,
+            store: if r.get::<_, String>(8)? == "summaries" {
+                Store::Summaries
+            } else {
+                Store::UserMemory
+            },
+            priority: r.get::<_, Option<i64>>(9)?.map(|p| p.clamp(0, 100) as u8),
+            period_key: r.get(10)?,
+            chat_id: r.get(11)?,
+            covers: r
+                .get::<_, Option<String>>(12)?
+                .and_then(|c| serde_json::from_str(&c).ok())
+                .unwrap_or_default(),
             score: None,
         },
         r.get(7)?,
@@ -80,11 +148,15 @@ impl Memory {
             .iter()
             .map(|t| self.redactor.redact(t).into_owned())
             .collect();
-        let (secs, nanos) = util::now_unix();
+        let (secs, nanos) = util::clock_now();
         let created_at = util::rfc3339(secs, nanos, 0);
-        self.conn.execute(
-            "INSERT INTO notes (created_at, created_unix, category, tags, text, conversation_id, source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        let covers = (!n.covers.is_empty())
+            .then(|| serde_json::to_string(n.covers).unwrap_or_else(|_| "[]".into()));
+        let inserted = self.conn.execute(
+            "INSERT INTO notes (created_at, created_unix, category, tags, text, conversation_id,
+                                source, store, priority, period_key, period_start, period_end,
+                                chat_id, covers)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             rusqlite::params![
                 created_at,
                 secs,
@@ -92,11 +164,30 @@ impl Memory {
                 serde_json::to_string(&tags).unwrap_or_else(|_| "[]".into()),
                 text,
                 n.conversation_id,
-                n.source
+                n.source,
+                n.store.as_str(),
+                n.priority,
+                n.period.map(|p| p.0),
+                n.period.map(|p| p.1),
+                n.period.map(|p| p.2),
+                n.chat_id,
+                covers,
             ],
-        )?;
+        );
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
+            && e.code == rusqlite::ErrorCode::ConstraintViolation
+            && let Some((key, _, _)) = n.period
+        {
+            let held = self.summary_id(n.category, key, n.chat_id)?.unwrap_or(0);
+            return Err(Error::usage(format!(
+                "a {} for {key}{} is already stored (id {held}); forget it first to replace it",
+                n.category,
+                n.chat_id.map(|c| format!(" of {c}")).unwrap_or_default()
+            )));
+        }
+        inserted?;
         let id = self.conn.last_insert_rowid();
-        log::info!(target: "event::note_stored", "note={id} category={}", n.category);
+        log::info!(target: "event::note_stored", "note={id} store={} category={}", n.store.as_str(), n.category);
         Ok(Note {
             id,
             created_at,
@@ -105,8 +196,26 @@ impl Memory {
             text,
             conversation_id: n.conversation_id.map(String::from),
             source: n.source.to_string(),
+            store: n.store,
+            priority: n.priority,
+            period_key: n.period.map(|p| p.0.to_string()),
+            chat_id: n.chat_id.map(String::from),
+            covers: n.covers.to_vec(),
             score: None,
         })
+    }
+
+    /// The id of the summary of this type, key and chat, if one is stored.
+    pub fn summary_id(&self, kind: &str, key: &str, chat_id: Option<&str>) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM notes WHERE store = 'summaries' AND category = ?1
+                 AND period_key = ?2 AND coalesce(chat_id, '') = coalesce(?3, '')",
+                rusqlite::params![kind, key, chat_id],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     pub fn note(&self, id: i64) -> Result<Option<Note>> {
@@ -181,9 +290,7 @@ impl Memory {
         if candidates.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let total: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+        let total: i64 = self.conn.query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         if total == 0 {
             return Ok(Vec::new());
         }
@@ -206,6 +313,21 @@ impl Memory {
         self.ranked_notes(&q, &rare, &filter, limit)
     }
 
+    /// The open loops, goals and projects of at least `HIGH_PRIORITY`,
+    /// highest first (open loops first among equals), for the prompt.
+    pub fn priorities(&self, limit: u32) -> Result<Vec<Note>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM notes n
+             WHERE n.store = 'user_memory' AND n.category IN ('open-loop', 'life-goal', 'project')
+               AND n.priority >= ?1
+             ORDER BY n.priority DESC, n.category = 'open-loop' DESC, n.id DESC LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params![HIGH_PRIORITY, limit], |r| {
+            note_from_row(&self.redactor, r)
+        })?;
+        rows.map(|r| Ok(r?.0)).collect()
+    }
+
     /// How many notes hold a term, counting up to `cap`.
     fn note_df(&self, term: &Term, cap: i64) -> Result<i64> {
         let mut stmt = self.conn.prepare_cached(
@@ -224,7 +346,14 @@ impl Memory {
         f: &NoteFilter,
         limit: u32,
     ) -> Result<Vec<Note>> {
+        // The FTS candidates drive: `+` keeps SQLite from walking a store's
+        // or category's index instead (a million rows for a common store).
         let (mut conds, mut args) = filter_sql(f);
+        for c in &mut conds {
+            *c = c
+                .replace("n.store", "+n.store")
+                .replace("n.category", "+n.category");
+        }
         conds.insert(
             0,
             "n.id IN (SELECT rowid FROM notes_fts WHERE notes_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
@@ -243,13 +372,14 @@ impl Memory {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let total: i64 = self
-            .conn
-            .query_row("SELECT count(*) FROM notes", [], |r| r.get(0))?;
+        let total: i64 = self.conn.query_row(NOTES_TOTAL, [], |r| r.get(0))?;
         let idf: Vec<f64> = terms
             .iter()
             .map(|t| {
-                let df = self.note_df(t, i64::MAX)? as f64;
+                // Counted up to a cap: counting every note holding a common
+                // word took 100 ms at a million notes; past the cap the
+                // word weighs little whatever its exact count.
+                let df = self.note_df(t, DF_CAP)? as f64;
                 let total = total.max(1) as f64;
                 Ok(((total - df + 0.5) / (df + 0.5)).ln().max(1e-6))
             })
@@ -314,18 +444,52 @@ fn filter_sql(f: &NoteFilter) -> (Vec<String>, Vec<Sql>) {
         conds.push("n.category = ?".to_string());
         args.push(Sql::Text(c.clone()));
     }
+    // A store is searched unless the filter leaves it out: by `store`, or
+    // by naming only the other store's kinds.
+    let user = f.store != Some(Store::Summaries)
+        && (!f.categories.is_empty() || f.summary_types.is_empty());
+    let summaries = f.store != Some(Store::UserMemory)
+        && (!f.summary_types.is_empty() || f.categories.is_empty());
+    let either = |store: &str, kinds: &[String], args: &mut Vec<Sql>| {
+        if kinds.is_empty() {
+            return format!("n.store = '{store}'");
+        }
+        args.extend(kinds.iter().map(|k| Sql::Text(k.clone())));
+        format!(
+            "(n.store = '{store}' AND n.category IN ({}))",
+            vec!["?"; kinds.len()].join(", ")
+        )
+    };
+    match (user, summaries) {
+        (true, true) if f.categories.is_empty() && f.summary_types.is_empty() => {}
+        (true, true) => {
+            let a = either("user_memory", &f.categories, &mut args);
+            let b = either("summaries", &f.summary_types, &mut args);
+            conds.push(format!("({a} OR {b})"));
+        }
+        (true, false) => conds.push(either("user_memory", &f.categories, &mut args)),
+        (false, true) => conds.push(either("summaries", &f.summary_types, &mut args)),
+        (false, false) => conds.push("0".into()),
+    }
+    if let Some(p) = &f.period_key_prefix {
+        conds.push("substr(n.period_key, 1, ?) = ?".to_string());
+        args.push(Sql::Integer(p.len() as i64));
+        args.push(Sql::Text(p.clone()));
+    }
     for t in &f.tags {
         // This SQLite has no JSON functions; tags hold no quotes (see
         // `normalize_tags`), so `"tag"` is found only as a whole element.
         conds.push("instr(n.tags, ?) > 0".to_string());
         args.push(Sql::Text(format!("\"{t}\"")));
     }
+    // A summary is in a time range when its period overlaps it; a note
+    // when it was stored in it.
     if let Some(s) = f.since {
-        conds.push("n.created_unix >= ?".to_string());
+        conds.push("coalesce(n.period_end - 1, n.created_unix) >= ?".to_string());
         args.push(Sql::Integer(s));
     }
     if let Some(u) = f.until {
-        conds.push("n.created_unix <= ?".to_string());
+        conds.push("coalesce(n.period_start, n.created_unix) <= ?".to_string());
         args.push(Sql::Integer(u));
     }
     (conds, args)
@@ -360,6 +524,7 @@ mod tests {
             tags: &tags,
             conversation_id: Some("c1"),
             source: "memory_store",
+            ..NewNote::note("", "", &[], None, "")
         })
         .unwrap()
     }
@@ -499,6 +664,69 @@ mod tests {
     }
 
     #[test]
+    fn a_database_with_notes_keeps_every_one_as_user_memory() {
+        let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig-stores"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sqlite");
+        let before = MIGRATIONS.len() - 1;
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..before] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.execute_batch(&format!("PRAGMA user_version = {before}"))
+                .unwrap();
+            for i in 1..=50 {
+                c.execute(
+                    "INSERT INTO notes (created_at, created_unix, category, tags, text,
+                                        conversation_id, source)
+                     VALUES ('2026-01-01T00:00:00.000Z', ?1, ?2, '[\"t\"]', ?3, 'c', 'memory_store')",
+                    rusqlite::params![1_767_225_600 + i, ["fact", "task", "note"][i as usize % 3], format!("old note {i} kestrel")],
+                )
+                .unwrap();
+            }
+            c.execute("DELETE FROM notes WHERE id = 7", []).unwrap();
+        }
+        let m = Memory::open(&path, 1000, Default::default()).unwrap();
+        assert_eq!(m.version().unwrap(), MIGRATIONS.len());
+        let all = m
+            .notes(&NoteFilter {
+                limit: 1000,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(all.len(), 49);
+        for n in &all {
+            assert_eq!(n.store, Store::UserMemory);
+            assert_eq!((n.priority, n.period_key.as_deref()), (None, None));
+            assert_eq!(n.text, format!("old note {} kestrel", n.id));
+            assert_eq!(n.tags, ["t"]);
+            assert_eq!(n.conversation_id.as_deref(), Some("c"));
+        }
+        // Still searchable, filterable by store; a new note takes a fresh id.
+        let found = m
+            .notes(&NoteFilter {
+                query: Some("kestrel".into()),
+                store: Some(Store::UserMemory),
+                limit: 50,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(found.len(), 49);
+        let none = m
+            .notes(&NoteFilter {
+                store: Some(Store::Summaries),
+                limit: 50,
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(none.is_empty());
+        let n = store(&m, "new", "fact", &[]);
+        assert_eq!(n.id, 51);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn a_version_5_database_migrates_to_notes() {
         let dir = std::env::temp_dir().join(util::new_id("latchclaw-mig5"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -552,6 +780,7 @@ mod tests {
                 tags: &[],
                 conversation_id: None,
                 source: "memory_store",
+                ..NewNote::note("", "", &[], None, "")
             })
             .unwrap();
         assert_eq!(n.id, 1);

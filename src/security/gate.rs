@@ -125,7 +125,7 @@ impl Gate {
                 &cfg.security.secret_files_allow,
                 &cfg.security.dotfiles_allow,
             ),
-            memory_categories: cfg.memory.categories.clone(),
+            memory_categories: cfg.memory.all_categories(),
             disabled: cfg
                 .tools
                 .middleware

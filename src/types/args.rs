@@ -3,6 +3,7 @@
 //! return, so the two cannot read a call differently. Errors name the
 //! field and what is allowed; the model reads them and tries again.
 
+use super::period::{Span, SummaryType, days_from_civil, days_in_month, parse_key};
 use serde_json::{Map, Value};
 
 // ask_user
@@ -213,13 +214,78 @@ pub fn read_args(args: &Value) -> Result<(&str, u64), String> {
 pub const RECALL_MAX: u64 = 50;
 const RECALL_DEFAULT: u32 = 10;
 
+/// The categories of `user_memory` every install accepts, as written;
+/// `memory.categories` adds to them.
+pub const SEED_CATEGORIES: [&str; 9] = [
+    "fact",
+    "preference",
+    "life-goal",
+    "project",
+    "open-loop",
+    "relationship",
+    "health",
+    "work",
+    "personal-context",
+];
+
+/// The categories whose items carry a `pursuingPriority`.
+pub const PRIORITY_CATEGORIES: [&str; 3] = ["life-goal", "project", "open-loop"];
+
+/// The configured categories, then the seed's ones not among them.
+pub fn all_categories(configured: &[String]) -> Vec<String> {
+    let mut out = configured.to_vec();
+    for c in SEED_CATEGORIES {
+        if !out.iter().any(|o| o == c) {
+            out.push(c.to_string());
+        }
+    }
+    out
+}
+
+/// Which store an item lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Store {
+    /// Life and work context, filed by category.
+    #[default]
+    #[serde(rename = "user_memory")]
+    UserMemory,
+    /// Calendar roll-ups and conversation summaries, keyed by period.
+    #[serde(rename = "summaries")]
+    Summaries,
+}
+
+impl Store {
+    pub const ALLOWED: &[&str] = &["user_memory", "summaries"];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Store::UserMemory => "user_memory",
+            Store::Summaries => "summaries",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Store> {
+        [Store::UserMemory, Store::Summaries]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
 /// A `memory_store` call's arguments, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreArgs {
     pub text: String,
+    /// A category of `user_memory`, or a summary type.
     pub category: String,
     /// As stored: trimmed, lower-cased, no repeats.
     pub tags: Vec<String>,
+    pub store: Store,
+    /// 0 to 100, for goals, projects and open loops.
+    pub priority: Option<u8>,
+    /// A summary's period, its key checked against its type.
+    pub period: Option<Span>,
+    /// The conversation a `conversation-summary` is of.
+    pub chat_id: Option<String>,
 }
 
 fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
@@ -230,8 +296,8 @@ fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>,
     }
 }
 
-fn tags(obj: &Map<String, Value>) -> Result<Vec<String>, String> {
-    match obj.get("tags") {
+fn strings(obj: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match obj.get(key) {
         None => Ok(Vec::new()),
         Some(Value::Array(items)) => items
             .iter()
@@ -239,11 +305,15 @@ fn tags(obj: &Map<String, Value>) -> Result<Vec<String>, String> {
             .map(|(i, v)| {
                 v.as_str()
                     .map(String::from)
-                    .ok_or_else(|| format!("\"tags\"[{i}] must be a string"))
+                    .ok_or_else(|| format!("\"{key}\"[{i}] must be a string"))
             })
             .collect(),
-        Some(_) => Err("\"tags\" must be an array of strings".into()),
+        Some(_) => Err(format!("\"{key}\" must be an array of strings")),
     }
+}
+
+fn tags(obj: &Map<String, Value>) -> Result<Vec<String>, String> {
+    strings(obj, "tags")
 }
 
 fn object(args: &Value) -> Result<&Map<String, Value>, String> {
@@ -251,11 +321,129 @@ fn object(args: &Value) -> Result<&Map<String, Value>, String> {
         .ok_or_else(|| "tool arguments must be a JSON object".to_string())
 }
 
+fn store_of(obj: &Map<String, Value>, key: &str) -> Result<Option<Store>, String> {
+    string(obj, key)?
+        .map(|s| {
+            Store::parse(s).ok_or_else(|| {
+                format!(
+                    "unknown {key} \"{}\"; allowed: {}",
+                    crate::util::printable(s),
+                    Store::ALLOWED.join(", ")
+                )
+            })
+        })
+        .transpose()
+}
+
+fn summary_type(s: &str) -> Result<SummaryType, String> {
+    SummaryType::parse(s).ok_or_else(|| {
+        format!(
+            "unknown summary type \"{}\"; allowed: {}",
+            crate::util::printable(s),
+            SummaryType::allowed()
+        )
+    })
+}
+
+/// A summary's chat id: a conversation id as latchclaw writes them.
+pub fn check_chat_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > 128
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        return Err(format!(
+            "\"chat_id\" \"{}\" is not a conversation id; allowed: 1 to 128 of a-z, A-Z, 0-9, - _ .",
+            crate::util::printable(id)
+        ));
+    }
+    Ok(())
+}
+
 /// Reads and checks `memory_store` arguments: the text cap, a category
-/// from `categories`, the tag caps.
+/// from `categories` (or for `store: "summaries"`, a summary type with its
+/// period key), the priority's range, the tag caps.
 pub fn store_args(args: &Value, categories: &[String]) -> Result<StoreArgs, String> {
     let obj = object(args)?;
     let text = string(obj, "text")?.ok_or("\"text\" is required")?;
+    let store = store_of(obj, "store")?.unwrap_or_default();
+    let kind = string(obj, "summary_type")?;
+    let key = string(obj, "period_key")?;
+    let chat_id = string(obj, "chat_id")?;
+    let priority = match obj.get("pursuingPriority") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n <= 100)
+                .ok_or("\"pursuingPriority\" must be an integer from 0 to 100")? as u8,
+        ),
+    };
+    if store == Store::Summaries {
+        let category = string(obj, "category")?;
+        let t = match (kind, category) {
+            (Some(k), Some(c)) if k != c => {
+                return Err(format!(
+                    "\"summary_type\" is \"{}\" but \"category\" is \"{}\"; for store \"summaries\" \
+                     give one summary type: {}",
+                    crate::util::printable(k),
+                    crate::util::printable(c),
+                    SummaryType::allowed()
+                ));
+            }
+            (Some(k), _) | (None, Some(k)) => summary_type(k)?,
+            (None, None) => {
+                return Err(format!(
+                    "\"summary_type\" is required for store \"summaries\"; allowed: {}",
+                    SummaryType::allowed()
+                ));
+            }
+        };
+        if priority.is_some() {
+            return Err(format!(
+                "\"pursuingPriority\" is for user_memory items of {}",
+                PRIORITY_CATEGORIES.join(", ")
+            ));
+        }
+        let period = t.period();
+        let key = key.ok_or_else(|| {
+            format!(
+                "\"period_key\" is required for a {}; allowed: {}",
+                t.as_str(),
+                period.key_form()
+            )
+        })?;
+        let span = parse_key(period, key).map_err(|e| format!("\"period_key\": {e}"))?;
+        match (t, chat_id) {
+            (SummaryType::Conversation, None) => {
+                return Err("\"chat_id\" is required for a conversation-summary".into());
+            }
+            (SummaryType::Conversation, Some(id)) => check_chat_id(id)?,
+            (_, Some(_)) => {
+                return Err("\"chat_id\" is only for a conversation-summary".into());
+            }
+            _ => {}
+        }
+        let tags = check_text_and_tags(text, &tags(obj)?)?;
+        return Ok(StoreArgs {
+            text: text.to_string(),
+            category: t.as_str().to_string(),
+            tags,
+            store,
+            priority: None,
+            period: Some(span),
+            chat_id: chat_id.map(String::from),
+        });
+    }
+    for (k, v) in [
+        ("summary_type", kind),
+        ("period_key", key),
+        ("chat_id", chat_id),
+    ] {
+        if v.is_some() {
+            return Err(format!("\"{k}\" is only for store \"summaries\""));
+        }
+    }
     let category = string(obj, "category")?.ok_or_else(|| {
         format!(
             "\"category\" is required; allowed: {} (memory.categories)",
@@ -263,10 +451,20 @@ pub fn store_args(args: &Value, categories: &[String]) -> Result<StoreArgs, Stri
         )
     })?;
     let tags = check_note(text, category, &tags(obj)?, categories)?;
+    if priority.is_some() && !PRIORITY_CATEGORIES.contains(&category) {
+        return Err(format!(
+            "\"pursuingPriority\" is for {} only, not \"{category}\"",
+            PRIORITY_CATEGORIES.join(", ")
+        ));
+    }
     Ok(StoreArgs {
         text: text.to_string(),
         category: category.to_string(),
         tags,
+        store,
+        priority,
+        period: None,
+        chat_id: None,
     })
 }
 
@@ -277,6 +475,19 @@ pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, 
     if let Some(c) = category {
         check_category(c, categories)?;
     }
+    let mut cats = strings(obj, "categories")?;
+    for c in &cats {
+        check_category(c, categories)?;
+    }
+    if let Some(c) = category
+        && !cats.iter().any(|x| x == c)
+    {
+        cats.push(c.to_string());
+    }
+    let kinds = strings(obj, "summary_types")?;
+    for k in &kinds {
+        summary_type(k)?;
+    }
     let tags = normalize_tags(&tags(obj)?)?;
     let date = |key: &str, end: bool| -> Result<Option<i64>, String> {
         string(obj, key)?
@@ -284,10 +495,21 @@ pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, 
             .transpose()
     };
     let (since, until) = (date("since", false)?, date("until", true)?);
+    let (from, to) = (date("from", false)?, date("to", true)?);
+    // `from`/`to` are the seed's names for `since`/`until`; both narrow.
+    let since = since.max(from);
+    let until = match (until, to) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     if let (Some(s), Some(u)) = (since, until)
         && s > u
     {
-        return Err("\"since\" is after \"until\"".into());
+        return Err(if from.is_some() || to.is_some() {
+            "\"from\" is after \"to\"".into()
+        } else {
+            "\"since\" is after \"until\"".into()
+        });
     }
     let limit = match obj.get("limit") {
         None => RECALL_DEFAULT,
@@ -300,9 +522,27 @@ pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, 
             }
         },
     };
+    let prefix = string(obj, "period_key_prefix")?;
+    if let Some(p) = prefix
+        && (p.is_empty()
+            || p.len() > 10
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'W' | b'Q')))
+    {
+        return Err(format!(
+            "\"period_key_prefix\" \"{}\" is not the start of a period key; allowed: the start of \
+             YYYY-MM-DD, YYYY-Www, YYYY-MM, YYYY-Qn or YYYY (e.g. \"2026-11\")",
+            crate::util::printable(p)
+        ));
+    }
     Ok(NoteFilter {
         query: string(obj, "query")?.map(String::from),
-        category: category.map(String::from),
+        category: None,
+        categories: cats,
+        summary_types: kinds,
+        store: store_of(obj, "store_filter")?,
+        period_key_prefix: prefix.map(String::from),
         tags,
         since,
         until,
@@ -310,13 +550,21 @@ pub fn recall_filter(args: &Value, categories: &[String]) -> Result<NoteFilter, 
     })
 }
 
-/// Reads `memory_forget`'s note id.
+/// Reads `memory_forget`'s item id.
 pub fn forget_id(args: &Value) -> Result<i64, String> {
-    match object(args)?.get("id") {
+    Ok(forget_args(args)?.0)
+}
+
+/// `memory_forget`'s id, and the store it must be in when given.
+pub fn forget_args(args: &Value) -> Result<(i64, Option<Store>), String> {
+    let obj = object(args)?;
+    let store = store_of(obj, "store")?;
+    match obj.get("id") {
         None => Err("\"id\" is required".into()),
         Some(v) => v
             .as_i64()
             .filter(|&n| n >= 1)
+            .map(|id| (id, store))
             .ok_or_else(|| "\"id\" must be a note id: an integer from 1".into()),
     }
 }
@@ -330,6 +578,14 @@ pub const NOTE_TAG_MAX_CHARS: usize = 32;
 pub struct NoteFilter {
     pub query: Option<String>,
     pub category: Option<String>,
+    /// Any of these `user_memory` categories.
+    pub categories: Vec<String>,
+    /// Any of these summary types.
+    pub summary_types: Vec<String>,
+    /// One store only.
+    pub store: Option<Store>,
+    /// Summaries whose period key starts so.
+    pub period_key_prefix: Option<String>,
     /// A note must carry all of them.
     pub tags: Vec<String>,
     /// Unix seconds, inclusive.
@@ -357,6 +613,20 @@ pub fn check_note(
         ));
     }
     check_category(category, categories)?;
+    check_text_and_tags(text, tags)
+}
+
+/// The text and tag caps every stored item meets.
+fn check_text_and_tags(text: &str, tags: &[String]) -> std::result::Result<Vec<String>, String> {
+    if text.trim().is_empty() {
+        return Err("\"text\" is empty; a note needs some text".into());
+    }
+    if text.len() > NOTE_MAX_BYTES {
+        return Err(format!(
+            "\"text\" is {} bytes; the limit is {NOTE_MAX_BYTES} bytes (4 KiB)",
+            text.len()
+        ));
+    }
     if tags.len() > NOTE_MAX_TAGS {
         return Err(format!("{} tags; the limit is {NOTE_MAX_TAGS}", tags.len()));
     }
@@ -470,26 +740,6 @@ pub fn parse_date(s: &str, end_of_day: bool) -> std::result::Result<i64, String>
         }
     };
     Ok(day + hh * 3600 + mm * 60 + ss.min(59) - offset)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Nothing here imports a module above it.
 
 pub mod args;
+pub mod period;
 
 use serde::Serialize;
 

@@ -9,9 +9,10 @@
 use std::borrow::Cow;
 
 /// The tags of every frame, each defused in the data of all of them.
-pub const TAGS: [&str; 7] = [
+pub const TAGS: [&str; 8] = [
     "notes",
     "previous_conversation",
+    "transcript",
     "tool_result",
     "stdin",
     "skill",

@@ -351,11 +351,22 @@ fn turns(
 ) -> Result<i32> {
     let conversation = match &a.conversation {
         Continue::New => None,
-        Continue::Latest => Some(
-            rt.memory
+        Continue::Latest => {
+            let latest = rt
+                .memory
                 .latest_conversation()?
-                .ok_or_else(|| Error::usage("--continue: there is no earlier conversation"))?,
-        ),
+                .ok_or_else(|| Error::usage("--continue: there is no earlier conversation"))?;
+            // `[memory] session`: past the boundary, -c begins a new one.
+            let m = &rt.cfg.memory;
+            if rt.memory.session_over(&latest, m.session, m.session_hour)? {
+                if !a.quiet {
+                    eprintln!("[new session: the {} boundary passed]", m.session.as_str());
+                }
+                None
+            } else {
+                Some(latest)
+            }
+        }
         Continue::Conversation(id) | Continue::Resume(id) => Some(id.clone()),
     };
     let _lock = match &a.lock {
@@ -371,6 +382,9 @@ fn turns(
             Box::new(TermProgress::new(true))
         };
         let o = rt.agent_turn_with(provider, conversation.as_deref(), m, progress.as_ref())?;
+        if let Some(name) = &a.new_session {
+            rt.memory.set_session(&o.conversation_id, name)?;
+        }
         let code = o.exit_code();
         *outcome = Some(o);
         return Ok(code);
@@ -382,6 +396,7 @@ fn turns(
         quiet: a.quiet,
         partial: a.partial,
         outcome: None,
+        session_name: a.new_session.clone(),
     };
     let result = channel.start(rt, provider);
     *outcome = channel.outcome.take();

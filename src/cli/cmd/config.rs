@@ -236,6 +236,9 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
             "context_bytes": cfg.memory.context_bytes,
             "recall": cfg.memory.recall.as_str(),
             "categories": cfg.memory.categories,
+            "session": cfg.memory.session.as_str(),
+            "session_hour": cfg.memory.session_hour,
+            "summarize_conversations": cfg.memory.summarize_conversations,
         },
         "receipts": {
             "enabled": cfg.receipts.enabled,

@@ -1,5 +1,5 @@
 //! `memory list`, `memory search`, `memory show`, `memory clear`, `memory notes`,
-//! `memory forget`.
+//! `memory forget`, `memory summarize`.
 
 use crate::cli::ctx::{Ctx, count, print_json, table};
 use crate::error::{Error, Result, exit};
@@ -22,8 +22,18 @@ pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
             .map(|c| {
                 vec![
                     c.conversation_id,
+                    for_stdout(&one_line(c.session.as_deref().unwrap_or("-"), 24)).into_owned(),
                     c.turns.to_string(),
                     c.last_activity,
+                    if c.summaries.is_empty() {
+                        "-".to_string()
+                    } else {
+                        c.summaries
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    },
                     for_stdout(&one_line(&c.first_message, 60)).into_owned(),
                 ]
             })
@@ -31,9 +41,16 @@ pub fn list(ctx: &Ctx, limit: Option<u32>, json: bool) -> Result<i32> {
         println!(
             "{}",
             table(
-                &["CONVERSATION", "TURNS", "LAST ACTIVITY", "FIRST MESSAGE"],
+                &[
+                    "CONVERSATION",
+                    "SESSION",
+                    "TURNS",
+                    "LAST ACTIVITY",
+                    "SUMMARY",
+                    "FIRST MESSAGE"
+                ],
                 &rows,
-                &[1]
+                &[2]
             )
         );
     }
@@ -130,7 +147,7 @@ pub fn clear(ctx: &Ctx, yes: bool) -> Result<i32> {
 pub fn notes(ctx: &Ctx, category: Option<&str>, limit: Option<u32>, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     if let Some(c) = category {
-        crate::memory::check_category(c, &cfg.memory.categories)
+        crate::memory::check_category(c, &cfg.memory.all_categories())
             .map_err(|e| Error::usage(format!("--category: {e}")))?;
     }
     let memory = crate::memory::Memory::open_existing(
@@ -178,5 +195,64 @@ pub fn forget(ctx: &Ctx, id: &str) -> Result<i32> {
     };
     let note = m.forget_note(n)?;
     println!("forgot note {} ({})", note.id, note.category);
+    Ok(exit::OK)
+}
+
+/// `memory summarize`: a period's summary (and the finer ones it needs), or
+/// a conversation's. One run at a time (exit 8 for a second): two would
+/// pay for the same model calls.
+pub fn summarize(
+    ctx: &Ctx,
+    period: Option<crate::types::period::Period>,
+    key: Option<&str>,
+    conversation: Option<&str>,
+    redo: bool,
+    json: bool,
+) -> Result<i32> {
+    let cfg = ctx.load_config()?;
+    let _lock = crate::util::lock_or_refuse(
+        &cfg.state_dir.join("locks"),
+        "memory-summarize.lock",
+        |path| {
+            format!(
+                "another memory summarize is running (it holds {}); not starting",
+                path.display()
+            )
+        },
+    )?;
+    let memory = crate::memory::Memory::open(
+        &cfg.memory.path,
+        cfg.memory.busy_timeout_ms,
+        std::sync::Arc::clone(&ctx.redactor),
+    )?;
+    let provider = crate::providers::build(&cfg, &cfg.default_provider, &ctx.redactor)?;
+    let mut r = crate::rollup::Rollup::new(&cfg, &memory, provider.as_ref())?;
+    match (period, conversation) {
+        (_, Some(id)) => r.conversation(id, redo)?,
+        (Some(p), None) => {
+            let span = r.span(p, key)?;
+            r.summarize(&span, redo)?;
+        }
+        (None, None) => return Err(Error::usage("give --period PERIOD or --conversation ID")),
+    }
+    if json {
+        print_json(&serde_json::json!({"summaries": r.done, "model_calls": r.calls}));
+    } else {
+        for d in &r.done {
+            let id = d.id.map(|i| format!(" (id {i})")).unwrap_or_default();
+            let of = d
+                .chat_id
+                .as_deref()
+                .map(|c| format!(" of {c}"))
+                .unwrap_or_default();
+            println!(
+                "{:7} {} {}{of}{id}: {}",
+                d.status,
+                d.kind,
+                d.period_key,
+                count(d.covers.len() as u64, "conversation")
+            );
+        }
+    }
     Ok(exit::OK)
 }
