@@ -2233,30 +2233,21 @@ fn read_security(r: &mut Reader, top: &mut Section, d: Security) -> Security {
             Confinement::ALLOWED,
         )
         .unwrap_or(d.confinement);
-    let secret_files_allow = match r.list(&mut sec, "secret_files_allow") {
-        Some(list) => {
-            let key = sec.key("secret_files_allow");
-            for (i, e) in list.iter().enumerate() {
-                if let Err(why) = check_secret_allow_entry(e) {
-                    r.err(format!("{key}[{i}]: {why}"));
-                }
+    // Each entry checked, every bad one named by its index.
+    let mut checked = |name: &str, check: fn(&str) -> Result<(), String>| {
+        let list = r.list(&mut sec, name)?;
+        let key = sec.key(name);
+        for (i, e) in list.iter().enumerate() {
+            if let Err(why) = check(e) {
+                r.err(format!("{key}[{i}]: {why}"));
             }
-            list
         }
-        None => d.secret_files_allow,
+        Some(list)
     };
-    let dotfiles_allow = match r.list(&mut sec, "dotfiles_allow") {
-        Some(list) => {
-            let key = sec.key("dotfiles_allow");
-            for (i, e) in list.iter().enumerate() {
-                if let Err(why) = check_dotfile_allow_entry(e) {
-                    r.err(format!("{key}[{i}]: {why}"));
-                }
-            }
-            list
-        }
-        None => d.dotfiles_allow,
-    };
+    let secret_files_allow =
+        checked("secret_files_allow", check_secret_allow_entry).unwrap_or(d.secret_files_allow);
+    let dotfiles_allow =
+        checked("dotfiles_allow", check_dotfile_allow_entry).unwrap_or(d.dotfiles_allow);
     let secret_env = match r.list(&mut sec, "secret_env") {
         Some(names) => {
             let key = sec.key("secret_env");

@@ -165,18 +165,22 @@ fn error_value(e: &McpError) -> Value {
     json!({"kind": e.kind.as_str(), "message": e.message})
 }
 
+/// `mcp COMMAND NAME` when the server could not be started or listed: said
+/// on stderr (or as `--json`), exit 3.
+fn not_started(command: &str, name: &str, e: &McpError, then: &str, json: bool) -> i32 {
+    if json {
+        print_json(&json!({"server": name, "ok": false, "error": error_value(e)}));
+    } else {
+        eprintln!("latchclaw: mcp {command} {}: {e}{then}", printable(name));
+    }
+    exit::RUNTIME
+}
+
 pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let (cfg, started) = start(ctx, name)?;
     let s = match started {
         Ok(s) => s,
-        Err(e) => {
-            if json {
-                print_json(&json!({"server": name, "ok": false, "error": error_value(&e)}));
-            } else {
-                eprintln!("latchclaw: mcp tools {}: {e}", printable(name));
-            }
-            return Ok(exit::RUNTIME);
-        }
+        Err(e) => return Ok(not_started("tools", name, &e, "", json)),
     };
     let tools: Vec<Value> = s
         .tools()
@@ -338,17 +342,7 @@ pub fn approve(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let (cfg, started) = start(ctx, name)?;
     let s = match started {
         Ok(s) => s,
-        Err(e) => {
-            if json {
-                print_json(&json!({"server": name, "ok": false, "error": error_value(&e)}));
-            } else {
-                eprintln!(
-                    "latchclaw: mcp approve {}: {e}; nothing approved",
-                    printable(name)
-                );
-            }
-            return Ok(exit::RUNTIME);
-        }
+        Err(e) => return Ok(not_started("approve", name, &e, "; nothing approved", json)),
     };
     let current = pins::definitions(name, s.tools());
     let names: Vec<String> = s.tools().iter().map(|t| t.model_name.clone()).collect();
