@@ -725,6 +725,15 @@ impl ReceiptLog {
         result
     }
 
+    /// Appends `count head` to the anchor file `anchor` holding the log's
+    /// lock: an append reads the anchor under that lock, and a read of a
+    /// file racing a write to it may see the line half written (the write
+    /// lands a page at a time), which would read as a damaged anchor.
+    pub fn anchor_under_lock(&self, anchor: &Path, count: u64, head: &str) -> Result<()> {
+        let _held = self.open_exclusive()?;
+        append_anchor(anchor, count, head)
+    }
+
     /// Under the log's lock, for `ensure_key`: appends the `keyed` receipt
     /// when the log holds receipts without an hmac; returns how many.
     fn mark_keyed(&self) -> Result<u64> {

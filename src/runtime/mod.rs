@@ -180,7 +180,7 @@ impl<'a> Runtime<'a> {
             return Ok(());
         }
         let (count, head) = log.head_to_anchor()?;
-        crate::receipts::append_anchor(anchor, count, &head)
+        log.anchor_under_lock(anchor, count, &head)
     }
 
     /// Tools the model is told about: implemented and enabled on the channel.

@@ -390,7 +390,7 @@ pub fn anchor(ctx: &Ctx, json: bool, reset: bool) -> Result<i32> {
         .as_ref()
         .is_some_and(|a| a.count == count && a.head == head);
     if !already {
-        crate::receipts::append_anchor(&file, count, &head)?;
+        log.anchor_under_lock(&file, count, &head)?;
     }
     if json {
         let replaced = replaced
