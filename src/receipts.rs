@@ -734,6 +734,14 @@ impl ReceiptLog {
         append_anchor(anchor, count, head)
     }
 
+    /// The anchor file's last head, read holding the log's shared lock: a
+    /// run appends it under the exclusive one (`anchor_under_lock`), so
+    /// `receipt verify` beside a running cron job never reads half a line.
+    pub fn read_anchor_locked(&self, anchor: &Path) -> Result<Option<Anchored>> {
+        let _held = self.open_for_read()?;
+        read_anchor(anchor)
+    }
+
     /// Under the log's lock, for `ensure_key`: appends the `keyed` receipt
     /// when the log holds receipts without an hmac; returns how many.
     fn mark_keyed(&self) -> Result<u64> {

@@ -4,7 +4,7 @@
 use crate::cli::ctx::{Ctx, print_json};
 use crate::config::Config;
 use crate::error::{Error, Kind, Outcome, Result, exit};
-use crate::receipts::{Anchored, Auth, Expect, ReceiptLog, Repair, Verify, read_anchor, span};
+use crate::receipts::{Anchored, Auth, Expect, ReceiptLog, Repair, Verify, span};
 use crate::util::one_line;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -21,7 +21,9 @@ fn anchored(cfg: &Config) -> Result<Option<(PathBuf, Anchored)>> {
     let Some(file) = &cfg.receipts.anchor_file else {
         return Ok(None);
     };
-    Ok(read_anchor(file)?.map(|a| (file.clone(), a)))
+    Ok(log(cfg)
+        .read_anchor_locked(file)?
+        .map(|a| (file.clone(), a)))
 }
 
 /// `expect`, and the anchored head.
@@ -353,7 +355,7 @@ pub fn anchor(ctx: &Ctx, json: bool, reset: bool) -> Result<i32> {
         ));
     };
     // A last line that cannot be read is one more thing --reset accepts.
-    let last = match read_anchor(&file) {
+    let last = match log(&cfg).read_anchor_locked(&file) {
         Err(e) if reset && e.kind == Kind::Integrity => {
             eprintln!("latchclaw: {}", e.msg);
             None
