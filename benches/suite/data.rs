@@ -410,17 +410,7 @@ pub fn items_db(vocab: &Vocabulary, n: usize) -> (PathBuf, Option<f64>) {
     conn.execute_batch("PRAGMA synchronous = OFF; BEGIN")
         .unwrap();
     let mut rng = fastrand::Rng::with_seed(n as u64 ^ 0x5eed);
-    const CATS: [&str; 9] = [
-        "fact",
-        "preference",
-        "life-goal",
-        "project",
-        "open-loop",
-        "relationship",
-        "health",
-        "work",
-        "personal-context",
-    ];
+    const CATS: [&str; 9] = latchclaw::types::args::SEED_CATEGORIES;
     // Ten years of days up to 2026-10-31, in order, so ids follow time.
     let first_day = (FIRST_TS - 5 * 365 * 86_400) / 86_400;
     let last_day = LAST_TS / 86_400 - 1;

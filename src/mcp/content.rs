@@ -24,6 +24,21 @@ pub struct McpTool {
     pub definition_sha256: String,
 }
 
+impl McpTool {
+    /// The tool as pinned and listed: its names, description, schema and
+    /// definition hash (not `read_only`: that is the config's, not the
+    /// server's).
+    pub fn definition(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "model_name": self.model_name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "definition_sha256": self.definition_sha256,
+        })
+    }
+}
+
 /// Longest name a model sees (OpenAI's function-name rule).
 pub const MODEL_NAME_MAX: usize = 64;
 

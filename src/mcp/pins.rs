@@ -26,19 +26,7 @@ fn changed_path(cfg: &Config, server: &str) -> PathBuf {
 /// a model calls, its description (sanitised), its schema and the hash of
 /// its definition as the server sent it; and the hash of them all.
 pub fn definitions(server: &str, tools: &[McpTool]) -> Value {
-    let list: Vec<Value> = tools
-        .iter()
-        .map(|t| {
-            json!({
-                "name": t.name,
-                "model_name": t.model_name,
-                "description": t.description,
-                "input_schema": t.input_schema,
-                "definition_sha256": t.definition_sha256,
-            })
-        })
-        .collect();
-    let tools = Value::Array(list);
+    let tools = Value::Array(tools.iter().map(McpTool::definition).collect());
     let hash = crate::util::sha256_hex(tools.to_string().as_bytes());
     json!({"server": server, "hash": hash, "tools": tools})
 }

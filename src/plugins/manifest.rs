@@ -33,6 +33,23 @@ pub struct PluginTool {
     pub env: Vec<String>,
 }
 
+impl PluginTool {
+    /// The tool as declared, as JSON (what is pinned, and `plugin show`).
+    pub fn value(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "schema": self.schema,
+            "risk": self.risk.as_str(),
+            "read_only": self.read_only,
+            "network": self.network,
+            "env": self.env,
+            "timeout_secs": self.timeout_secs,
+            "command": self.command.display().to_string(),
+        })
+    }
+}
+
 /// A plugin's name: a directory name under `<state>/plugins` and a word in
 /// commands.
 pub fn valid_plugin_name(name: &str) -> bool {

@@ -137,18 +137,9 @@ pub fn definitions(dir: &Path, m: &Manifest) -> std::result::Result<Value, Strin
     for t in &m.tools {
         let exe = dir.join(&t.command);
         let bytes = std::fs::read(&exe).map_err(|e| format!("{}: {e}", t.command.display()))?;
-        tools.push(json!({
-            "name": t.name,
-            "description": t.description,
-            "schema": t.schema,
-            "risk": t.risk.as_str(),
-            "read_only": t.read_only,
-            "network": t.network,
-            "env": t.env,
-            "timeout_secs": t.timeout_secs,
-            "command": t.command.display().to_string(),
-            "command_sha256": crate::util::sha256_hex(&bytes),
-        }));
+        let mut v = t.value();
+        v["command_sha256"] = json!(crate::util::sha256_hex(&bytes));
+        tools.push(v);
     }
     let tools = Value::Array(tools);
     let hash = crate::util::sha256_hex(tools.to_string().as_bytes());

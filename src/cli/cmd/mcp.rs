@@ -64,6 +64,7 @@ fn allowed(s: &McpServerConfig) -> String {
 }
 
 fn server_value(cfg: &Config, s: &McpServerConfig) -> Value {
+    let approval = approval(cfg, s);
     json!({
         "name": s.name,
         "command": s.command,
@@ -77,8 +78,8 @@ fn server_value(cfg: &Config, s: &McpServerConfig) -> Value {
         "risk": s.risk.as_str(),
         "read_only_tools": s.read_only_tools,
         "read_paths": s.read_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        "approval": approval(cfg, s),
-        "offered_to_model": approval(cfg, s) == "approved",
+        "approval": approval,
+        "offered_to_model": approval == "approved",
     })
 }
 
@@ -186,14 +187,9 @@ pub fn tools(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
         .tools()
         .iter()
         .map(|t| {
-            json!({
-                "name": t.name,
-                "model_name": t.model_name,
-                "description": t.description,
-                "input_schema": t.input_schema,
-                "read_only": t.read_only,
-                "definition_sha256": t.definition_sha256,
-            })
+            let mut v = t.definition();
+            v["read_only"] = json!(t.read_only);
+            v
         })
         .collect();
     let skipped: Vec<Value> = s

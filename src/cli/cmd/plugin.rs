@@ -15,17 +15,9 @@ fn row(p: &Installed) -> Value {
             .tools
             .iter()
             .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": crate::external::sanitize(&t.description),
-                    "risk": t.risk.as_str(),
-                    "read_only": t.read_only,
-                    "network": t.network,
-                    "env": t.env,
-                    "timeout_secs": t.timeout_secs,
-                    "command": t.command.display().to_string(),
-                    "schema": t.schema,
-                })
+                let mut v = t.value();
+                v["description"] = json!(crate::external::sanitize(&t.description));
+                v
             })
             .collect(),
         Err(_) => Vec::new(),
