@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod call_counts;
 pub mod calls;
 pub mod code_runs;
 /// One tool's calls as `tool stats` shows them.
@@ -253,6 +254,8 @@ CREATE INDEX notes_by_store ON notes(store, category, id);
 CREATE INDEX turns_by_time ON turns(ts_unix);
 ALTER TABLE conversations ADD COLUMN session TEXT;
 "#,
+    // The hour's calls moved to a file beside the database (`call_counts`).
+    "DROP TABLE tool_calls;",
 ];
 
 /// The local day (days since 1970-01-01) a Unix time falls in, a day
@@ -1746,10 +1749,10 @@ impl Memory {
             .optional()?)
     }
 
-    /// In one write transaction, so two runs cannot both take the last
-    /// call of an allowance: `decide` gets the calls of `tool` recorded in
-    /// the last `window_ms`, and one call is recorded now when it returns
-    /// true. Rows older than the window go. Returns what `decide` said.
+    /// Atomically against other processes (so two runs cannot both take
+    /// the last call of an allowance): `decide` gets the calls of `tool`
+    /// and of every tool recorded in the last `window_ms`, and one call is
+    /// recorded now when it returns true. Returns what `decide` said.
     pub fn admit_tool_call(
         &self,
         tool: &str,
@@ -1758,28 +1761,10 @@ impl Memory {
     ) -> Result<bool> {
         let (secs, nanos) = util::now_unix();
         let now = secs * 1000 + i64::from(nanos / 1_000_000);
-        let tx = rusqlite::Transaction::new_unchecked(
-            &self.conn,
-            rusqlite::TransactionBehavior::Immediate,
-        )?;
-        tx.execute(
-            "DELETE FROM tool_calls WHERE at_ms <= ?1",
-            [now - window_ms],
-        )?;
-        let (n, all): (u32, u32) = tx.query_row(
-            "SELECT count(*) FILTER (WHERE tool = ?1), count(*) FROM tool_calls",
-            [tool],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        let admitted = decide(n, all);
-        if admitted {
-            tx.execute(
-                "INSERT INTO tool_calls (tool, at_ms) VALUES (?1, ?2)",
-                params![tool, now],
-            )?;
-        }
-        tx.commit()?;
-        Ok(admitted)
+        let db = self.conn.path().unwrap_or_default();
+        let path = call_counts::path_for(Path::new(db));
+        call_counts::admit(&path, tool, now, window_ms, decide)
+            .map_err(|e| Error::runtime(format!("tool call counts {}: {e}", path.display())))
     }
 
     /// Each tool's calls in the stored rounds since `since` (Unix seconds):
@@ -2427,18 +2412,21 @@ mod tests {
         .unwrap();
         assert_eq!(seen, 2, "refused calls are not counted");
         assert_eq!(all, 3, "every tool's calls: two shell, one http");
-        a.conn
-            .execute("UPDATE tool_calls SET at_ms = at_ms - 3600001", [])
-            .unwrap();
+        // Every call an hour old: the allowance is back.
+        let counts = call_counts::path_for(&path);
+        let aged: String = std::fs::read_to_string(&counts)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (at, tool) = l.split_once(' ').unwrap();
+                format!("{} {tool}\n", at.parse::<i64>().unwrap() - 3_600_001)
+            })
+            .collect();
+        std::fs::write(&counts, aged).unwrap();
         assert!(
             a.admit_tool_call("shell", 3_600_000, &mut under(1))
                 .unwrap()
         );
-        let rows: i64 = a
-            .conn
-            .query_row("SELECT count(*) FROM tool_calls", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 1, "the old rows were pruned");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
