@@ -26,6 +26,21 @@ pub enum Kind {
     Mcp { server: String, tool: String },
 }
 
+impl Kind {
+    /// The Cargo feature that runs tools of this kind.
+    pub fn feature(&self) -> &'static str {
+        match self {
+            Kind::Plugin { .. } => "plugins",
+            Kind::Mcp { .. } => "mcp",
+        }
+    }
+
+    /// Why a tool of this kind cannot run in a build without its feature.
+    pub fn not_built(&self) -> String {
+        crate::features::how(self.feature())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ExternalTool {
     /// The name models call it (`types::valid_tool_name`, never a

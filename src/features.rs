@@ -1,7 +1,8 @@
 //! What this build holds. The Cargo features a constrained machine can
 //! leave out (README, "Builds and features"): `gateway` (the `gateway` and
 //! `service` commands), `pdf` (the `pdf_extract` tool), `lineedit` (the
-//! REPL's line editor) and `tls` (https). A command or a tool left out
+//! REPL's line editor), `tls` (https), `mcp` (MCP servers' tools) and
+//! `plugins` (plugins' tools). A command or a tool left out
 //! stays known: it is refused here, saying how to get it.
 
 use crate::error::Error;
@@ -9,11 +10,13 @@ use crate::types::ToolName;
 
 /// Every optional feature and whether this build has it, in the order
 /// `latchclaw --version` lists them.
-pub const ALL: [(&str, bool); 4] = [
+pub const ALL: [(&str, bool); 6] = [
     ("gateway", cfg!(feature = "gateway")),
     ("pdf", cfg!(feature = "pdf")),
     ("lineedit", cfg!(feature = "lineedit")),
     ("tls", cfg!(feature = "tls")),
+    ("mcp", cfg!(feature = "mcp")),
+    ("plugins", cfg!(feature = "plugins")),
 ];
 
 /// The features built in, by name.
@@ -51,7 +54,12 @@ pub fn check_url(url: &str) -> Result<(), &'static str> {
 /// build lacks it.
 pub fn command_missing(path: &str) -> Option<&'static str> {
     let group = path.split(' ').next().unwrap_or(path);
-    (matches!(group, "gateway" | "service") && !cfg!(feature = "gateway")).then_some("gateway")
+    match group {
+        "gateway" | "service" if !cfg!(feature = "gateway") => Some("gateway"),
+        "mcp" if !cfg!(feature = "mcp") => Some("mcp"),
+        "plugin" if !cfg!(feature = "plugins") => Some("plugins"),
+        _ => None,
+    }
 }
 
 /// The feature a tool needs, when this build lacks it.
@@ -104,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_gateway_commands_and_the_pdf_tool_can_be_missing() {
+    fn only_the_optional_commands_and_the_pdf_tool_can_be_missing() {
         for path in [
             "gateway",
             "gateway token",
@@ -112,6 +120,12 @@ mod tests {
             "service status",
         ] {
             assert_eq!(command_missing(path).is_some(), !cfg!(feature = "gateway"));
+        }
+        for path in ["mcp list", "mcp approve"] {
+            assert_eq!(command_missing(path).is_some(), !cfg!(feature = "mcp"));
+        }
+        for path in ["plugin list", "plugin install"] {
+            assert_eq!(command_missing(path).is_some(), !cfg!(feature = "plugins"));
         }
         for path in ["agent", "tool run", "receipt verify", "memory search"] {
             assert_eq!(command_missing(path), None);

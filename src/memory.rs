@@ -795,7 +795,9 @@ fn context_words(query: &str) -> Vec<String> {
         .map(str::to_lowercase)
         .filter(|w| w.chars().count() >= 3 && !is_stop_word(w))
         .collect();
-    candidates.sort_by(|a, b| b.chars().count().cmp(&a.chars().count()).then(a.cmp(b)));
+    crate::util::sort::sort_by(&mut candidates, |a, b| {
+        b.chars().count().cmp(&a.chars().count()).then(a.cmp(b))
+    });
     candidates.dedup();
     candidates.truncate(12);
     candidates
@@ -872,7 +874,7 @@ fn rank(rows: &mut [Candidate], terms: &[Term], idf: &[f64], now: i64) {
         c.hit.score = s;
     }
     // Ties (and tokens FTS5 matched that this split did not) go to the newest.
-    rows.sort_by(|a, b| {
+    crate::util::sort::sort_by(rows, |a, b| {
         b.hit
             .score
             .total_cmp(&a.hit.score)
@@ -1800,7 +1802,7 @@ impl Memory {
         Ok(by
             .into_values()
             .map(|mut s| {
-                s.durations_ms.sort_unstable();
+                crate::util::sort::sort(&mut s.durations_ms);
                 s
             })
             .collect())

@@ -85,7 +85,9 @@ pub fn memory_notes(
         .filter(|n| !shown.contains(&n.id))
         .partition(|n| n.store == crate::memory::Store::Summaries);
     // The latest first: a newer period says what is current.
-    summaries.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    crate::util::sort::sort_by(&mut summaries, |a, b| {
+        b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id))
+    });
     for n in summaries.iter().take(cfg.memory.context_hits as usize) {
         let line = format!(
             "> ({} {}{}) {}\n",

@@ -1635,7 +1635,7 @@ impl OpenCalls {
             .into_iter()
             .map(|(id, call)| Unfinished { id, ..*call })
             .collect();
-        left.sort_by_key(|c| c.position);
+        crate::util::sort::sort_by_key(&mut left, |c| c.position);
         left
     }
 }

@@ -481,7 +481,7 @@ pub fn list(cfg: &Config) -> Result<Vec<Listed>> {
             .map(|(n, _)| n.to_string_lossy().into_owned())
             .filter(|n| !n.starts_with('.'))
             .collect();
-        names.sort();
+        crate::util::sort::sort(&mut names);
         for name in names {
             let path = root.dir.join(&name).join(FILE);
             let skill = match check_name(&name) {
@@ -503,7 +503,9 @@ pub fn list(cfg: &Config) -> Result<Vec<Listed>> {
             });
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name).then(a.shadowed.cmp(&b.shadowed)));
+    crate::util::sort::sort_by(&mut out, |a, b| {
+        a.name.cmp(&b.name).then(a.shadowed.cmp(&b.shadowed))
+    });
     Ok(out)
 }
 

@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 mod frame;
 mod shown;
+pub mod sort;
 pub mod suggest;
 mod unicode_tables;
 

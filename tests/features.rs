@@ -21,6 +21,8 @@ fn built() -> Vec<&'static str> {
         ("pdf", cfg!(feature = "pdf")),
         ("lineedit", cfg!(feature = "lineedit")),
         ("tls", cfg!(feature = "tls")),
+        ("mcp", cfg!(feature = "mcp")),
+        ("plugins", cfg!(feature = "plugins")),
     ]
     .into_iter()
     .filter(|(_, on)| *on)
@@ -60,15 +62,18 @@ fn help_marks_exactly_the_commands_not_built() {
         .lines()
         .filter(|l| l.ends_with("(not in this build)"))
         .collect();
-    if cfg!(feature = "gateway") {
-        assert!(marked.is_empty(), "{marked:?}");
-    } else {
-        // gateway, gateway token, and the five service commands.
-        assert_eq!(marked.len(), 7, "{}", top.stdout);
-        for l in &marked {
-            let w = l.trim_start();
-            assert!(w.starts_with("gateway") || w.starts_with("service"), "{l}");
-        }
+    // gateway, gateway token and the five service commands; the four mcp
+    // and the five plugin commands.
+    let groups = [
+        (["gateway", "service"], 7, cfg!(feature = "gateway")),
+        (["mcp", "mcp"], 4, cfg!(feature = "mcp")),
+        (["plugin", "plugin"], 5, cfg!(feature = "plugins")),
+    ];
+    let want: usize = groups.iter().filter(|g| !g.2).map(|g| g.1).sum();
+    assert_eq!(marked.len(), want, "{}", top.stdout);
+    for l in &marked {
+        let first = l.split_whitespace().next().unwrap_or("");
+        assert!(groups.iter().any(|g| !g.2 && g.0.contains(&first)), "{l}");
     }
     for words in [&["help", "gateway"][..], &["service", "install", "--help"]] {
         let r = env.run(words);
@@ -122,6 +127,70 @@ fn gateway_and_service_commands_are_refused_with_how_to_get_them() {
     let r = env.run(&["gateway", "--rotate"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("does not take --rotate"), "{r:?}");
+}
+
+/// Every `mcp` and `plugin` command of a build without the feature: known,
+/// checked, refused with exit 2, touching nothing. A config with MCP
+/// servers and a plugin tool's section still loads and runs; no such tool
+/// is offered.
+#[cfg(not(any(feature = "mcp", feature = "plugins")))]
+#[test]
+fn mcp_and_plugin_commands_are_refused_and_their_config_still_loads() {
+    let env = Env::new();
+    env.config("[mcp.servers.git]\ncommand = \"/bin/false\"\n\n[tools.\"echo\"]\nenabled = true\n");
+    let echo = common::fixture("plugins/echo");
+    let echo = echo.to_str().unwrap();
+    for (words, path, feature) in [
+        (&["mcp", "list"][..], "mcp list", "mcp"),
+        (&["mcp", "tools", "git"], "mcp tools", "mcp"),
+        (&["mcp", "test", "git"], "mcp test", "mcp"),
+        (&["mcp", "approve", "git"], "mcp approve", "mcp"),
+        (&["plugin", "list"], "plugin list", "plugins"),
+        (&["plugin", "install", echo], "plugin install", "plugins"),
+        (&["plugin", "show", "echo"], "plugin show", "plugins"),
+        (&["plugin", "approve", "echo"], "plugin approve", "plugins"),
+        (&["plugin", "remove", "echo"], "plugin remove", "plugins"),
+    ] {
+        let r = env.run(words);
+        assert_eq!(r.code, 2, "{words:?}: {r:?}");
+        assert_eq!(r.stdout, "", "{words:?}");
+        assert!(
+            r.stderr
+                .contains(&format!("`latchclaw {path}` is not in this build"))
+                && r.stderr.contains(&format!("--features {feature}")),
+            "{words:?}: {r:?}"
+        );
+    }
+    assert!(!env.state.join("plugins").exists(), "nothing installed");
+    assert!(!env.state.join("pins").exists(), "nothing approved");
+    // The options are still checked first.
+    let r = env.run(&["mcp", "list", "--bogus"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--bogus"), "{r:?}");
+    assert_eq!(env.run(&["config", "validate"]).code, 0);
+    let (r, v) = env.json(&["tool", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"echo"), "{names:?}");
+    // The model is offered what a config without them offers.
+    let plain = Env::new();
+    let mut offered = Vec::new();
+    for (e, extra) in [
+        (&env, "[mcp.servers.git]\ncommand = \"/bin/false\"\n"),
+        (&plain, ""),
+    ] {
+        e.mock("hello.toml", "", extra);
+        let r = e.run(&["agent", "-m", "hi"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        offered.push(e.requests()[0]["request"]["tools"].clone());
+    }
+    assert!(offered[0].is_array(), "{offered:?}");
+    assert_eq!(offered[0], offered[1]);
 }
 
 /// A config asking for `pdf_extract` still loads; the tool is listed as not

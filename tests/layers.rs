@@ -1091,3 +1091,77 @@ fn the_file_reader_finds_a_cycle_through_every_spelling() {
         "  src/m/mod.rs:4 uses src/m/other.rs\n  src/m/other.rs:1 uses src/m/mod.rs"
     );
 }
+
+/// A slice sort written at a call site outside the tests (`code_only`
+/// text), as `file:line`. `util::sort` is the one place that may.
+fn direct_sorts(rel: &str, text: &str) -> Vec<String> {
+    if rel == "util/sort.rs" {
+        return Vec::new();
+    }
+    let code = code_only(text);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        // The test module (a test-only item elsewhere is still scanned).
+        let test_mod = line.trim() == "#[cfg(test)]"
+            && lines[i + 1..]
+                .iter()
+                .take(3)
+                .any(|l| l.trim_start().starts_with("mod "));
+        if test_mod {
+            break;
+        }
+        let b = line.as_bytes();
+        for (at, _) in line.match_indices(".sort") {
+            let rest = &line[at + ".sort".len()..];
+            let name_end = rest
+                .bytes()
+                .position(|c| !is_ident(c))
+                .unwrap_or(rest.len());
+            let (name, after) = rest.split_at(name_end);
+            let method = matches!(
+                name,
+                "" | "_by"
+                    | "_by_key"
+                    | "_by_cached_key"
+                    | "_unstable"
+                    | "_unstable_by"
+                    | "_unstable_by_key"
+            );
+            if method && after.trim_start().starts_with('(') && at > 0 && b[at - 1] != b':' {
+                out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    out
+}
+
+/// Each `sort_by` on a new type or closure compiles its own copy of the
+/// standard merge sort (3–4 KB); `util::sort` funnels them into one.
+#[test]
+fn slices_are_sorted_only_through_util_sort() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut bad = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        bad.extend(direct_sorts(&rel, &std::fs::read_to_string(file).unwrap()));
+    }
+    assert!(
+        bad.is_empty(),
+        "sort through crate::util::sort (sort, sort_by, sort_by_key):\n{}",
+        bad.join("\n")
+    );
+    // The reader sees each spelling, and not the helpers' own calls.
+    let sample = "fn f() {\n    v.sort();\n    a.b.sort_by(|x, y| x.cmp(y));\n    \
+                  w.sort_unstable_by_key(|x| x.0);\n    util::sort::sort(&mut v);\n    \
+                  let s = x.sorted();\n    // v.sort();\n}\n#[cfg(test)]\nfn h() {}\nfn i() { v.sort(); }\n\
+                  #[cfg(test)]\n#[allow(x)]\nmod t { fn g() { v.sort(); } }\n";
+    let found = direct_sorts("x.rs", sample);
+    assert_eq!(found.len(), 4, "{found:?}");
+}

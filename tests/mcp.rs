@@ -4,6 +4,9 @@
 //! nothing the server started is left running, no variable of latchclaw's
 //! environment reaches the server, the state dir and home are not there.
 
+// The commands and tools of the `mcp` feature (the minimal build refuses
+// them: tests/features.rs).
+#![cfg(feature = "mcp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -5,6 +5,9 @@
 //! agent turn, judged and receipted. A server not in the cache is
 //! skipped, saying why.
 
+// The commands and tools of the `mcp` feature (the minimal build refuses
+// them: tests/features.rs).
+#![cfg(feature = "mcp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -719,6 +719,7 @@ reason = "private notes"
 }
 
 #[test]
+#[cfg(feature = "plugins")]
 fn a_plugin_rule_holds_every_tool_of_the_plugin() {
     let env = Env::new();
     env.config(

@@ -166,7 +166,7 @@ fn main() {
     if run("grep") {
         grep_figures(&mut report, &root, &vocab);
     }
-    if run("mcp") {
+    if run("mcp") && cfg!(feature = "mcp") {
         mcp::figures(&mut report, &root, &ws);
         mcp::turn_figures(&mut report, &root, &ws);
     }

@@ -167,10 +167,11 @@ fn names(kind: &str, config: Option<&std::path::Path>) -> crate::error::Result<V
     };
     Ok(match kind {
         "providers" => cfg.providers.keys().cloned().collect(),
-        "plugins" => crate::plugins::installed(&cfg)?
+        "plugins" if cfg!(feature = "plugins") => crate::plugins::installed(&cfg)?
             .into_iter()
             .map(|p| p.name)
             .collect(),
+        "plugins" => Vec::new(),
         "mcp_servers" => cfg.mcp.servers.keys().cloned().collect(),
         "skills" => {
             let mut names: Vec<String> = crate::skills::list(&cfg)?
@@ -288,7 +289,9 @@ fn bash() -> String {
     let mut cases = String::new();
     // The longer paths first: `estop status` before `estop …`.
     let mut by_length: Vec<&CommandDef> = COMMANDS.iter().collect();
-    by_length.sort_by_key(|c| std::cmp::Reverse(c.path.split(' ').count()));
+    crate::util::sort::sort_by_key(&mut by_length, |c| {
+        std::cmp::Reverse(c.path.split(' ').count())
+    });
     for c in by_length {
         let mut opts = flag_words(c.flags().filter(|f| f.long != "version"));
         // A command that is also a group word (`estop`, `estop status`).

@@ -152,14 +152,23 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         } => cmd::prompt::show(&ctx, message.as_deref(), conversation.as_deref(), json),
         Command::SkillList { json } => cmd::skill::list(&ctx, json),
         Command::SkillShow { name, json } => cmd::skill::show(&ctx, &name, json),
+        #[cfg(feature = "plugins")]
         Command::PluginList { json } => cmd::plugin::list(&ctx, json),
+        #[cfg(feature = "plugins")]
         Command::PluginShow { name, json } => cmd::plugin::show(&ctx, &name, json),
+        #[cfg(feature = "plugins")]
         Command::PluginInstall { path, json } => cmd::plugin::install(&ctx, &path, json),
+        #[cfg(feature = "plugins")]
         Command::PluginRemove { name, json } => cmd::plugin::remove(&ctx, &name, json),
+        #[cfg(feature = "plugins")]
         Command::PluginApprove { name, json } => cmd::plugin::approve(&ctx, &name, json),
+        #[cfg(feature = "mcp")]
         Command::McpList { json } => cmd::mcp::list(&ctx, json),
+        #[cfg(feature = "mcp")]
         Command::McpTools { name, json } => cmd::mcp::tools(&ctx, &name, json),
+        #[cfg(feature = "mcp")]
         Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
+        #[cfg(feature = "mcp")]
         Command::McpApprove { name, json } => cmd::mcp::approve(&ctx, &name, json),
         Command::SopList { json } => cmd::sop::list(&ctx, json),
         Command::SopValidate { name, json } => cmd::sop::validate(&ctx, name.as_deref(), json),
@@ -240,5 +249,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             };
             Err(crate::features::command_not_built(path, "gateway"))
         }
+        // `parse` refused them: commands of a feature this build lacks.
+        #[cfg(not(all(feature = "mcp", feature = "plugins")))]
+        _ => Err(crate::error::Error::new(
+            crate::error::Kind::Internal,
+            "a command of a feature not in this build got past the parser".to_string(),
+        )),
     }
 }

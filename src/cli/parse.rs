@@ -1137,6 +1137,10 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation> {
     let (c, args) = resolve(&raw.words)?;
     check(c, &raw, args)?;
     let command = build(c, args, &Given(&raw.flags))?;
+    // Known, parsed and checked like any command, then refused.
+    if let Some(feature) = crate::features::command_missing(c.path) {
+        return Err(crate::features::command_not_built(c.path, feature));
+    }
     done(command)
 }
 

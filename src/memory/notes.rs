@@ -405,7 +405,9 @@ impl Memory {
             .collect();
         // Best first; ties to the newest (rows came newest first, the sort
         // is stable).
-        notes.sort_by(|a, b| b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0)));
+        crate::util::sort::sort_by(&mut notes, |a, b| {
+            b.score.unwrap_or(0.0).total_cmp(&a.score.unwrap_or(0.0))
+        });
         notes.truncate(limit as usize);
         Ok(notes)
     }

@@ -97,7 +97,7 @@ pub fn installed(cfg: &Config) -> Result<Vec<Installed>> {
         }
         out.push(load_one(cfg, &name, entry.path()));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::util::sort::sort_by(&mut out, |a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
@@ -152,9 +152,18 @@ pub fn definitions(dir: &Path, m: &Manifest) -> std::result::Result<Value, Strin
 /// pinned names, so a call of one is refused, not unknown. A name taken
 /// (an MCP tool's, another plugin's) is the first one's.
 pub fn registry(cfg: &Config) -> Registry {
+    // A build without a feature knows none of its tools: nothing to offer,
+    // and the loaders are left out of the binary.
     let mut reg = Registry {
-        tools: crate::external::mcp_tools(cfg),
+        tools: if cfg!(feature = "mcp") {
+            crate::external::mcp_tools(cfg)
+        } else {
+            Vec::new()
+        },
     };
+    if !cfg!(feature = "plugins") {
+        return reg;
+    }
     let all = match installed(cfg) {
         Ok(a) => a,
         Err(e) => {
@@ -483,7 +492,9 @@ pub fn approve(cfg: &Config, name: &str) -> Result<Approval> {
 /// `[tools."NAME"]` sections that name no tool of an installed plugin:
 /// the config's own check cannot know (it does not read the state dir).
 pub fn unknown_config_tools(cfg: &Config) -> Vec<String> {
-    if cfg.tools.external.is_empty() {
+    // Without plugins no name can be checked: the config loads as in a
+    // full build.
+    if cfg.tools.external.is_empty() || !cfg!(feature = "plugins") {
         return Vec::new();
     }
     let reg = registry(cfg);

@@ -80,7 +80,7 @@ fn build_inner(
                 .map(|(_, v)| v)
                 .chain(std::iter::once(&rt.default_route))
                 .collect();
-            names.sort();
+            crate::util::sort::sort(&mut names);
             names.dedup();
             let providers = names
                 .into_iter()

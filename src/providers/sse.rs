@@ -210,7 +210,7 @@ impl Assembly {
         let mut message = json!({"role": "assistant", "content": self.content});
         if !self.calls.is_empty() {
             let mut calls = self.calls.clone();
-            calls.sort_by_key(|c| c.index);
+            crate::util::sort::sort_by_key(&mut calls, |c| c.index);
             message["tool_calls"] = calls
                 .iter()
                 .map(|c| {

@@ -360,7 +360,7 @@ pub fn argument_order(t: &ToolSpec) -> Vec<(&str, &Value)> {
         }
     };
     // Stable: within a rank, by name.
-    props.sort_by_key(|(k, _)| rank(k));
+    crate::util::sort::sort_by_key(&mut props, |(k, _)| rank(k));
     props
 }
 

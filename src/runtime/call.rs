@@ -802,13 +802,18 @@ impl Runtime<'_> {
             (Some(r), _) => r,
             (None, Target::Builtin(_, tool)) => tool.invoke(call.call.args, &ctx),
             (None, Target::External(ext)) => match &ext.kind {
+                #[cfg(feature = "plugins")]
                 crate::external::Kind::Plugin { dir, command } => {
                     crate::plugins::call(ext, dir, command, call.call.args, &ctx)
                 }
+                #[cfg(feature = "mcp")]
                 crate::external::Kind::Mcp { server, tool } => {
                     self.mcp
                         .call(ext, server, tool, call.call.args, &ctx, &self.redactor)
                 }
+                // The registry of a build without the feature holds none.
+                #[allow(unreachable_patterns)]
+                _ => ToolResult::err(ext.kind.not_built()),
             },
         };
         if nests {
@@ -1033,7 +1038,7 @@ pub fn scope_of(d: &crate::security::Decision) -> String {
             })
         })
         .collect();
-    names.sort();
+    crate::util::sort::sort(&mut names);
     names.dedup();
     names.join(",")
 }

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 mod call;
 mod checks;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod pick;
 mod run;

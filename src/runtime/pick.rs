@@ -25,7 +25,7 @@ pub fn pick_tools(tools: Vec<ToolSpec>, message: &str, n: usize) -> Vec<ToolSpec
     let scores = bm25(&docs, &query);
     let mut order: Vec<usize> = (0..tools.len()).collect();
     // Stable: equal scores keep the table's order.
-    order.sort_by(|&a, &b| {
+    crate::util::sort::sort_by(&mut order, |&a, &b| {
         let always = |i: usize| ALWAYS.contains(&tools[i].name.as_str());
         always(b)
             .cmp(&always(a))

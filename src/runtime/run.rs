@@ -108,6 +108,7 @@ pub struct Runtime<'a> {
     /// The external tools (MCP servers', plugins') this run knows, read once.
     pub external: crate::external::Registry,
     /// The MCP servers this run started, stopped when it ends.
+    #[cfg(feature = "mcp")]
     pub mcp: super::mcp::McpServers,
     /// Provider calls of this run that failed: the gateway adds them to
     /// its metrics and answers a turn that failed after one with 502.
@@ -203,6 +204,7 @@ impl<'a> Runtime<'a> {
             cache: Default::default(),
             calls_in_run: Default::default(),
             external: crate::plugins::registry(cfg),
+            #[cfg(feature = "mcp")]
             mcp: Default::default(),
             provider_errors: Default::default(),
             recall: cfg.memory.recall != crate::config::Recall::Never,

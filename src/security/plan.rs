@@ -383,7 +383,7 @@ fn glob(
         .filter(|p| std::fs::symlink_metadata(cwd.join(p)).is_ok())
         .map(|p| if trailing_slash { format!("{p}/") } else { p })
         .collect();
-    out.sort();
+    crate::util::sort::sort(&mut out);
     Ok(out)
 }
 

@@ -315,7 +315,7 @@ impl Redactor {
         if spans.is_empty() {
             return spans;
         }
-        spans.sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.end), s.kind));
+        crate::util::sort::sort_by_key(&mut spans, |s| (s.start, std::cmp::Reverse(s.end), s.kind));
         let mut merged: Vec<Span> = Vec::with_capacity(spans.len());
         for s in spans {
             match merged.last_mut() {

@@ -37,7 +37,7 @@ pub fn found(cfg: &Config) -> Vec<Found> {
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
-        names.sort();
+        crate::util::sort::sort(&mut names);
         for name in names {
             let path = dir.join(&name).join("SOP.toml");
             if !path.is_file() {
@@ -47,7 +47,7 @@ pub fn found(cfg: &Config) -> Vec<Found> {
             out.push(Found { name, path });
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::util::sort::sort_by(&mut out, |a, b| a.name.cmp(&b.name));
     out
 }
 

@@ -213,9 +213,13 @@ impl Tool for FileList {
         }
         let mut entries = l.entries;
         match sort {
-            Sort::Name => entries.sort_by(|a, b| a.name.cmp(&b.name)),
-            Sort::Mtime => entries.sort_by(|a, b| b.mtime.cmp(&a.mtime).then(a.name.cmp(&b.name))),
-            Sort::Size => entries.sort_by(|a, b| b.size.cmp(&a.size).then(a.name.cmp(&b.name))),
+            Sort::Name => crate::util::sort::sort_by(&mut entries, |a, b| a.name.cmp(&b.name)),
+            Sort::Mtime => crate::util::sort::sort_by(&mut entries, |a, b| {
+                b.mtime.cmp(&a.mtime).then(a.name.cmp(&b.name))
+            }),
+            Sort::Size => crate::util::sort::sort_by(&mut entries, |a, b| {
+                b.size.cmp(&a.size).then(a.name.cmp(&b.name))
+            }),
         }
         let count = |k| entries.iter().filter(|e| e.rank == k).count();
         let (dirs, files, links) = (count(0), count(1), count(2));

@@ -529,7 +529,7 @@ impl Search<'_> {
             self.s.unreadable += 1;
             return;
         };
-        names.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::util::sort::sort_by(&mut names, |a, b| a.0.cmp(&b.0));
         self.ignores.leave_to(&key);
         if names
             .iter()

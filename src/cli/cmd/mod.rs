@@ -8,8 +8,10 @@ pub mod approvals;
 pub mod code;
 pub mod config;
 pub mod estop;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
+#[cfg(feature = "plugins")]
 pub mod plugin;
 pub mod policy;
 pub mod prompt;

@@ -684,7 +684,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         }
     }
     // Outermost first: a bind over a directory hides what is mounted below.
-    pins.sort_by_key(|p| p.components().count());
+    crate::util::sort::sort_by_key(&mut pins, |p| p.components().count());
     for p in &pins {
         let c = cstr(p)?;
         b.steps.push(Step::Mount {

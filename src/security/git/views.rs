@@ -110,7 +110,7 @@ pub(super) fn watched(start: &Path, ws: &Path, viewed: &Viewed) -> Vec<PathBuf> 
             }
         }
     }
-    out.sort();
+    crate::util::sort::sort(&mut out);
     out.dedup();
     out
 }

@@ -678,7 +678,7 @@ impl<'a> Doc<'a> {
             }
         }
         let mut nums: Vec<u32> = found.keys().copied().collect();
-        nums.sort_unstable();
+        crate::util::sort::sort(&mut nums);
         for &n in &nums {
             self.check()?;
             let Ok(o) = self.object(n) else { continue };

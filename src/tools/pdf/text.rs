@@ -133,8 +133,8 @@ impl CMap {
                 }
             }
         }
-        m.ranges.sort_by_key(|r| r.0);
-        m.lists.sort_by_key(|r| r.0);
+        crate::util::sort::sort_by_key(&mut m.ranges, |r| r.0);
+        crate::util::sort::sort_by_key(&mut m.lists, |r| r.0);
         Ok(m)
     }
 
