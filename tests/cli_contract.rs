@@ -49,6 +49,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["plugin", "list"],
         &["plugin", "show", "echo"],
         &["mcp", "list"],
+        &["task", "list"],
     ] {
         let last: Vec<&str> = cmd.iter().copied().chain(["--json"]).collect();
         let first: Vec<&str> = ["--json"].into_iter().chain(cmd.iter().copied()).collect();

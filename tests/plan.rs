@@ -1,51 +1,385 @@
-//! The `plan` tool is not implemented yet: never offered to a model, and
-//! every call of it refused as such, through `tool run`, `policy check`
-//! and an agent turn.
+//! The `plan` tool on the real binary with scripted mock models: a
+//! three-level tree whose leaves run with only the tools they name and the
+//! skill that matches them, a parent's failed evaluation corrected by one
+//! subtask, `task list|show`; budgets stopping a model that keeps
+//! planning; a tree killed mid-way resumed without running a done leaf
+//! again (counted by the lines its leaves append to a canary file).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use common::Env;
-use serde_json::json;
+use serde_json::{Value, json};
 
-#[test]
-fn every_plan_call_is_refused_as_not_implemented() {
-    let env = Env::new();
-    env.mock(
-        "plan_call.toml",
-        "",
-        "[security]\nautonomy = \"full\"\n[tools.plan]\nenabled = true\n",
-    );
-    let args =
-        json!({"tasks": [{"title": "a", "purpose": "b", "instructions": "c", "evaluation": "d"}]});
-    let (r, v) = env.json(&["policy", "check", "plan", "--json", &args.to_string()]);
+const FULL: &str = "[security]\nautonomy = \"full\"\n[tools.plan]\nenabled = true\n";
+
+fn skill(env: &Env, name: &str, description: &str, body: &str) {
+    let dir = env.state.join("skills").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n"),
+    )
+    .unwrap();
+}
+
+fn canary(env: &Env) -> Vec<String> {
+    std::fs::read_to_string(env.ws.join("canary.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// The newest tree's root path and conversation.
+fn newest_tree(env: &Env) -> (String, String) {
+    let (r, v) = env.json(&["task", "list", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(v["decision"], "deny");
-    assert_eq!(v["refusal"], "unavailable");
-    assert!(
-        v["reason"].as_str().unwrap().contains("not implemented"),
-        "{v}"
-    );
-    let (r, v) = env.tool("plan", args);
-    assert_eq!(r.code, 4, "{r:?}");
-    assert_eq!(v["status"], "denied");
+    let t = &v[0];
+    (
+        t["path"].as_str().unwrap().to_string(),
+        t["conversation"].as_str().unwrap().to_string(),
+    )
+}
 
-    // Enabled in the config, it is still not offered; a model that calls
-    // it anyway reads why.
-    let r = env.run(&["agent", "-m", "plan it"]);
-    assert_eq!(r.code, 4, "{r:?}");
-    let requests = env.requests();
-    let tools: Vec<&str> = requests[0]["request"]["tools"]
+/// `task show PATH --json`'s tasks, by their id (the path's last part).
+fn tasks(env: &Env, path: &str) -> Vec<(String, Value)> {
+    let (r, v) = env.json(&["task", "show", path, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    v["tasks"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert!(!tools.contains(&"plan"), "{tools:?}");
-    assert!(requests[1].to_string().contains("not implemented"));
-    let last = env.receipts().pop().unwrap();
-    assert_eq!(
-        (last["tool"].as_str(), last["status"].as_str()),
-        (Some("plan"), Some("denied"))
+        .map(|t| {
+            let p = t["path"].as_str().unwrap();
+            (p.rsplit('/').next().unwrap().to_string(), t.clone())
+        })
+        .collect()
+}
+
+fn task<'t>(all: &'t [(String, Value)], id: &str) -> &'t Value {
+    &all.iter()
+        .find(|(i, _)| i == id)
+        .unwrap_or_else(|| panic!("no task {id} in {all:?}"))
+        .1
+}
+
+/// The request the mock received for the task whose title holds `word`
+/// (its first request).
+fn request_for<'r>(requests: &'r [Value], word: &str) -> &'r Value {
+    requests
+        .iter()
+        .find(|r| {
+            r["request"]["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Task ") && c.lines().next().unwrap().contains(word))
+        })
+        .unwrap_or_else(|| panic!("no request for {word}"))
+}
+
+fn offered(request: &Value) -> Vec<String> {
+    request["request"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_three_level_tree_runs_its_leaves_with_their_tools_and_skills_and_corrects_a_failure() {
+    let env = Env::new();
+    env.mock("plan_tree.toml", "", FULL);
+    skill(
+        &env,
+        "changelog",
+        "Writes changelog release notes for users from commits",
+        "ZQSKILL-CHANGELOG",
     );
+    skill(
+        &env,
+        "dbtuner",
+        "Tunes database indexes and slow queries",
+        "ZQSKILL-DB",
+    );
+    let (r, v) = env.json(&["agent", "-m", "plan the release", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["exit_reason"], "completed");
+    let plan = &v["tool_calls"][0];
+    assert_eq!(
+        (plan["tool"].as_str(), plan["status"].as_str()),
+        (Some("plan"), Some("allowed"))
+    );
+
+    // By effect: the leaves' lines, the corrective one's before the last
+    // task's; the line of the call its task did not name never written.
+    assert_eq!(canary(&env), ["one", "fix", "three"]);
+
+    let (root, conv) = newest_tree(&env);
+    assert!(root.starts_with(&format!("{conv}/msg-")), "{root}");
+    let all = tasks(&env, &root);
+    let ids: Vec<&str> = all.iter().map(|(i, _)| i.as_str()).collect();
+    assert_eq!(
+        ids[1..],
+        [
+            "task-1",
+            "task-1.1",
+            "task-1.1.1",
+            "task-1.1.2",
+            "task-1.1.3",
+            "task-1.2"
+        ]
+    );
+    for (id, t) in &all {
+        assert_eq!(t["state"], "done", "{id}: {t}");
+    }
+    assert_eq!(task(&all, "task-1.1.1")["depth"], 3);
+    assert_eq!(task(&all, "task-1.1.1")["result"], "wrote line one");
+    assert_eq!(task(&all, "task-1.1.2")["result"], "the shell was refused");
+    // One corrective subtask for the failed child, run as a leaf.
+    let fix = task(&all, "task-1.1.3");
+    assert_eq!(
+        fix["corrects"].as_str(),
+        Some(format!("{root}/task-1/task-1.1/task-1.1.2").as_str())
+    );
+    assert_eq!(fix["tools"], json!(["shell"]));
+    assert_eq!(
+        all.iter().filter(|(_, t)| !t["corrects"].is_null()).count(),
+        1
+    );
+    // The matched skill, and none where nothing matches.
+    assert_eq!(task(&all, "task-1.1.1")["skill"], "changelog");
+    assert!(task(&all, "task-1.2")["skill"].is_null());
+    assert!(all[0].1["tokens"].as_u64().unwrap() > 0);
+
+    let requests = env.requests();
+    // Each leaf was offered exactly the tools it names.
+    assert_eq!(offered(request_for(&requests, "zqone")), ["shell"]);
+    assert_eq!(offered(request_for(&requests, "zqtwo")), ["file_list"]);
+    let one = request_for(&requests, "zqone");
+    assert!(
+        one["request"]["system_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("ZQSKILL-CHANGELOG")
+    );
+    let three = request_for(&requests, "zqthree");
+    let prompt = three["request"]["system_prompt"].as_str().unwrap();
+    assert!(!prompt.contains("ZQSKILL"), "{prompt}");
+    // Its context: the ancestors' purpose and instructions, and what the
+    // earlier sibling found.
+    let message = three["request"]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        message.contains("a release everyone can check"),
+        "{message}"
+    );
+    assert!(message.contains("3 of 3 subtasks done"), "{message}");
+    // The parents' evaluations: one model call each.
+    let evaluations = requests
+        .iter()
+        .filter(|r| {
+            r["request"]["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("Evaluate the subtasks"))
+        })
+        .count();
+    assert_eq!(evaluations, 2);
+
+    // Every call of every task went through the gate and carries its
+    // task's path; the one its task did not name was refused.
+    let receipts = env.receipts();
+    let shell: Vec<&Value> = receipts.iter().filter(|r| r["tool"] == "shell").collect();
+    assert_eq!(shell.len(), 4, "{shell:?}");
+    let refused: Vec<&&Value> = shell.iter().filter(|r| r["status"] == "denied").collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(
+        refused[0]["conversation_id"].as_str(),
+        Some(format!("{root}/task-1/task-1.1/task-1.1.2").as_str())
+    );
+    for r in &shell {
+        let c = r["conversation_id"].as_str().unwrap();
+        assert!(c.starts_with(&format!("{root}/task-1/")), "{c}");
+    }
+
+    // The text forms name the same tree.
+    let r = env.run(&["task", "show", &root]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("corrects task-1.1.2") && r.stdout.contains("skill changelog"));
+    let r = env.run(&["task", "list", &conv]);
+    assert!(r.code == 0 && r.stdout.contains(&root), "{r:?}");
+    let (r, v) = env.json(&["task", "list", "conv-none", "--json"]);
+    assert_eq!((r.code, v), (0, json!([])));
+    let r = env.run(&["task", "show", "conv-none/msg-0"]);
+    assert_eq!(r.code, 2, "{r:?}");
+}
+
+#[test]
+fn budgets_stop_a_model_that_keeps_planning_and_say_which() {
+    let env = Env::new();
+    env.mock("plan_runaway.toml", "", FULL);
+    let (r, v) = env.json(&["agent", "-m", "keep planning deep", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["exit_reason"], "plan_budget");
+    assert_eq!(v["tool_calls"][0]["budget"], "depth");
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    // Three levels (tools.plan.max_depth), then the plan below refused.
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert_eq!(
+        all.iter().map(|(_, t)| t["depth"].as_u64().unwrap()).max(),
+        Some(3)
+    );
+    for (id, t) in &all {
+        assert_eq!(
+            (t["state"].as_str(), t["budget"].as_str()),
+            (Some("stopped"), Some("depth")),
+            "{id}"
+        );
+    }
+
+    // Wide instead of deep, under a task budget: stopped at it.
+    env.mock(
+        "plan_runaway.toml",
+        "",
+        &format!("{FULL}max_depth = 8\nmax_tasks = 5\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "keep planning wide", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "tasks");
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert!(all.len() - 1 <= 5, "{all:?}");
+    assert_eq!(all[0].1["budget"], "tasks");
+
+    // A whole tree deeper than the budget never starts: nothing is stored.
+    env.mock("plan_runaway.toml", "", FULL);
+    let deep = json!({"tasks": [{"title": "a", "purpose": "p", "instructions": "i", "evaluation": "",
+        "subtasks": [{"title": "b", "purpose": "p", "instructions": "i", "evaluation": "",
+        "subtasks": [{"title": "c", "purpose": "p", "instructions": "i", "evaluation": "",
+        "subtasks": [{"title": "d", "purpose": "p", "instructions": "i", "evaluation": ""}]}]}]}]});
+    let (r, v) = env.tool("plan", deep);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["metadata"]["budget"], "depth");
+    let (_, trees) = env.json(&["task", "list", "--json"]);
+    assert_eq!(trees.as_array().unwrap().len(), 2);
+
+    // The tree's tokens.
+    env.mock(
+        "plan_resume.toml",
+        "",
+        &format!("{FULL}tree_tokens = 100\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "three lines", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    let budget = v["tool_calls"][0]["budget"].as_str().unwrap().to_string();
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    // The first leaf spends the tree's tokens; the rest never start.
+    assert_eq!(budget, "tree_tokens", "{all:?}");
+    assert_eq!(task(&all, "task-3")["state"], "stopped");
+    assert_eq!(task(&all, "task-3")["attempts"], 0);
+}
+
+#[test]
+fn a_tree_killed_mid_way_resumes_without_running_a_done_leaf_again() {
+    for point in ["task_done:task-2", "task_started:task-2"] {
+        let env = Env::new();
+        env.mock("plan_resume.toml", "", FULL);
+        let r = env.run_env(
+            &["agent", "-m", "three lines please"],
+            &[("LATCHCLAW_TEST_KILL", point)],
+        );
+        assert_eq!(r.code, -1, "{point}: killed: {r:?}");
+        let before = match point {
+            "task_done:task-2" => vec!["alpha", "beta"],
+            _ => vec!["alpha"],
+        };
+        assert_eq!(canary(&env), before, "{point}");
+        let (root, conv) = newest_tree(&env);
+        let all = tasks(&env, &root);
+        assert_eq!(task(&all, "task-1")["state"], "done");
+        assert_eq!(task(&all, "task-3")["state"], "pending");
+
+        let (r, v) = env.json(&[
+            "agent",
+            "--resume",
+            &conv,
+            "-m",
+            "three lines again",
+            "--json",
+        ]);
+        assert_eq!(r.code, 0, "{point}: {r:?}");
+        assert_eq!(v["tool_calls"][0]["status"], "allowed");
+        // Each line once: no done leaf ran again.
+        assert_eq!(canary(&env), ["alpha", "beta", "gamma"], "{point}");
+        let (again, _) = newest_tree(&env);
+        assert_eq!(again, root, "{point}: the same tree went on");
+        let all = tasks(&env, &root);
+        for (id, t) in &all {
+            assert_eq!(t["state"], "done", "{point}: {id}");
+        }
+        assert_eq!(task(&all, "task-1")["attempts"], 1, "{point}");
+        let alpha_calls = env
+            .receipts()
+            .iter()
+            .filter(|r| {
+                r["tool"] == "shell" && r["conversation_id"].as_str().unwrap().ends_with("/task-1")
+            })
+            .count();
+        assert_eq!(alpha_calls, 1, "{point}");
+    }
+}
+
+#[test]
+fn the_gate_judges_a_plan_tree_and_a_task_widens_nothing() {
+    let env = Env::new();
+    env.mock("plan_call.toml", "", FULL);
+    let good = json!({"tasks": [{"title": "a", "purpose": "b", "instructions": "c", "evaluation": "d",
+        "tools": ["shell"]}]});
+    let (r, v) = env.json(&["policy", "check", "plan", "--json", &good.to_string()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["decision"], "allow");
+    // A tool the channel does not offer (file_write is off by default).
+    let wider = json!({"tasks": [{"title": "a", "purpose": "b", "instructions": "c", "evaluation": "d",
+        "subtasks": [{"title": "w", "purpose": "b", "instructions": "c", "evaluation": "d",
+        "tools": ["file_write"]}]}]});
+    let (_, v) = env.json(&["policy", "check", "plan", "--json", &wider.to_string()]);
+    assert_eq!(
+        (v["decision"].as_str(), v["refusal"].as_str()),
+        (Some("deny"), Some("arguments"))
+    );
+    assert!(v["reason"].as_str().unwrap().contains("file_write"), "{v}");
+    for bad in [
+        json!({"tasks": []}),
+        json!({"tasks": [{"title": "a"}]}),
+        json!({"tasks": [{"title": "a", "purpose": "b", "instructions": "c", "evaluation": "d", "tools": "shell"}]}),
+        json!({"tasks": [{"title": "a", "purpose": "b", "instructions": "c", "evaluation": "d", "extra": 1}]}),
+    ] {
+        let (_, v) = env.json(&["policy", "check", "plan", "--json", &bad.to_string()]);
+        assert_eq!(
+            (v["decision"].as_str(), v["refusal"].as_str()),
+            (Some("deny"), Some("arguments")),
+            "{bad}"
+        );
+    }
+    // Supervised, the plan itself is asked about like any medium-risk call.
+    let (_, v) = env.json(&[
+        "policy",
+        "check",
+        "plan",
+        "--json",
+        &good.to_string(),
+        "--autonomy",
+        "supervised",
+    ]);
+    assert_eq!(v["decision"], "ask");
+
+    // Off unless enabled: not offered, and refused.
+    env.mock("plan_call.toml", "", "[security]\nautonomy = \"full\"\n");
+    let (_, v) = env.json(&["policy", "check", "plan", "--json", &good.to_string()]);
+    assert_eq!(v["decision"], "deny");
+    let r = env.run(&["agent", "-m", "plan it"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let tools = offered(&env.requests()[0]);
+    assert!(!tools.contains(&"plan".to_string()), "{tools:?}");
 }

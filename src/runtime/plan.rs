@@ -218,18 +218,22 @@ impl Runtime<'_> {
                     .ok_or_else(|| Error::runtime(format!("task {root_path} was not stored")))?
             }
         };
-        let stored = self
-            .memory
-            .task_subtree(&root.path)?
-            .len()
-            .saturating_sub(1);
+        // A resumed tree has spent what its leaves spent.
+        let subtree = self.memory.task_subtree(&root.path)?;
+        let (rounds, tokens) = subtree
+            .iter()
+            .filter(|t| t.depth > 0)
+            .filter(|t| !subtree.iter().any(|c| c.parent.as_ref() == Some(&t.path)))
+            .fold((0, 0), |(r, k), t| {
+                (r + t.rounds.max(0) as u64, k + t.tokens.max(0) as u64)
+            });
         *self.tree.borrow_mut() = Some(Tree {
             root: root.path.clone(),
             deadline: Instant::now() + Duration::from_secs(limits.wall_clock_secs),
             limits,
-            tasks: stored as u32,
-            tokens: root.tokens.max(0) as u64,
-            rounds: root.rounds.max(0) as u64,
+            tasks: subtree.len().saturating_sub(1) as u32,
+            tokens,
+            rounds,
             provider,
             skills: Rc::new(self.plan_skills()),
             hits: Vec::new(),
