@@ -933,7 +933,7 @@ impl Effect {
 }
 
 /// Where a call comes from, as a rule's `origin` names it.
-pub const POLICY_ORIGINS: &[&str] = &["agent", "sop", "cli"];
+pub const POLICY_ORIGINS: &[&str] = &["agent", "sop", "cli", "task"];
 
 /// `[policy]`: the operator's rules over what the gate parsed.
 #[derive(Debug, Clone, PartialEq, Default)]

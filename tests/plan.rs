@@ -383,3 +383,89 @@ fn the_gate_judges_a_plan_tree_and_a_task_widens_nothing() {
     let tools = offered(&env.requests()[0]);
     assert!(!tools.contains(&"plan".to_string()), "{tools:?}");
 }
+
+#[test]
+fn a_policy_rule_for_the_task_origin_holds_inside_a_plan_only() {
+    let env = Env::new();
+    let rule = "[[policy.rules]]\nname = \"no-shell-in-tasks\"\ntool = \"shell\"\norigin = \"task\"\n\
+                effect = \"deny\"\nreason = \"tasks do not run commands\"\n";
+    env.mock("plan_resume.toml", "", &format!("{FULL}{rule}"));
+    let (r, v) = env.json(&["agent", "-m", "three lines", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["tool"], "plan");
+    // By effect: no leaf's command ran.
+    assert!(canary(&env).is_empty(), "{:?}", canary(&env));
+    let denied: Vec<Value> = env
+        .receipts()
+        .into_iter()
+        .filter(|r| r["tool"] == "shell")
+        .collect();
+    assert_eq!(denied.len(), 3);
+    assert!(denied.iter().all(|r| r["status"] == "denied"));
+    assert!(
+        denied[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no-shell-in-tasks")
+    );
+    // Outside a plan the rule does not apply.
+    let (r, v) = env.shell("echo outside >> canary.txt");
+    assert_eq!(
+        (r.code, v["status"].as_str()),
+        (0, Some("allowed")),
+        "{r:?}"
+    );
+    assert_eq!(canary(&env), ["outside"]);
+}
+
+/// The three-line plan with every model call taking `delay_ms`.
+fn slow(env: &Env, delay_ms: u64) {
+    let script = std::fs::read_to_string(common::fixture("plan_resume.toml")).unwrap();
+    let path = env.root.join("slow.toml");
+    std::fs::write(&path, format!("delay_ms = {delay_ms}\n{script}")).unwrap();
+    env.config(&format!(
+        "default_provider = \"m\"\n[providers.models.m]\nkind = \"mock\"\nfixture = {}\n{FULL}",
+        common::lit(&path)
+    ));
+}
+
+#[test]
+fn timeout_and_the_emergency_stop_stop_the_whole_tree() {
+    // Seven model calls of 400 ms each cannot finish in one second.
+    let env = Env::new();
+    slow(&env, 400);
+    let (r, v) = env.json(&["agent", "-m", "three lines", "--timeout", "1", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["exit_reason"], "timeout");
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(all[0].1["state"], "stopped", "{all:?}");
+    assert!(canary(&env).len() < 3);
+    assert!(all.iter().any(|(_, t)| t["state"] != "done"), "{all:?}");
+
+    // The emergency stop engaged once the first leaf's line is written
+    // (two model calls, two seconds, before the next leaf's command could
+    // run): no later leaf runs.
+    let env = Env::new();
+    slow(&env, 1000);
+    let child = env
+        .command(&["agent", "-m", "three lines", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until(
+        std::time::Duration::from_secs(30),
+        "the first leaf's line",
+        || !canary(&env).is_empty(),
+    );
+    assert_eq!(env.run(&["estop"]).code, 0);
+    let r: common::Run = child.wait_with_output().unwrap().into();
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(canary(&env), ["alpha"]);
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-3")["attempts"], 0, "{all:?}");
+    assert_eq!(all[0].1["state"], "stopped");
+    assert_eq!(env.run(&["estop", "--clear"]).code, 0);
+}
