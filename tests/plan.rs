@@ -469,3 +469,79 @@ fn timeout_and_the_emergency_stop_stop_the_whole_tree() {
     assert_eq!(all[0].1["state"], "stopped");
     assert_eq!(env.run(&["estop", "--clear"]).code, 0);
 }
+
+#[test]
+fn a_task_call_that_waits_for_approval_stops_the_tree_until_it_is_approved() {
+    let env = Env::new();
+    env.mock(
+        "plan_resume.toml",
+        "",
+        "[security]\nautonomy = \"supervised\"\n[tools.plan]\nenabled = true\n",
+    );
+    // Each round: the run stops at a call that waits (the plan call, asked
+    // about each time it is made, or a leaf's command), the operator
+    // approves it, and the plan called again goes on from there.
+    let mut conv: Option<String> = None;
+    let mut approved: Vec<String> = Vec::new();
+    loop {
+        let mut args = vec!["agent", "-m", "three lines", "--json"];
+        if let Some(c) = &conv {
+            args.extend(["--resume", c.as_str()]);
+        }
+        let (r, v) = env.json(&args);
+        conv = v["conversation_id"].as_str().map(String::from);
+        // Nothing ran that was not approved.
+        let shells = approved.iter().filter(|t| *t == "shell").count();
+        assert!(canary(&env).len() <= shells, "{v}");
+        if r.code == 0 {
+            break;
+        }
+        assert_eq!(r.code, 4, "{r:?}");
+        assert!(v["tool_calls"][0]["pending_approval"].is_string(), "{v}");
+        let (_, pending) = env.json(&["approvals", "list", "--json"]);
+        let waiting: Vec<&Value> = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["status"] == "pending")
+            .collect();
+        assert_eq!(waiting.len(), 1, "{pending}");
+        let id = waiting[0]["id"].as_str().unwrap();
+        assert_eq!(env.run(&["approve", id, "--yes"]).code, 0);
+        approved.push(waiting[0]["tool"].as_str().unwrap().to_string());
+        assert!(
+            approved.len() <= 7,
+            "more approvals than calls: {approved:?}"
+        );
+    }
+    // Each leaf's command once, each after its approval.
+    assert_eq!(approved.iter().filter(|t| *t == "shell").count(), 3);
+    assert_eq!(canary(&env), ["alpha", "beta", "gamma"]);
+    let (root, _) = newest_tree(&env);
+    for (id, t) in tasks(&env, &root) {
+        assert_eq!(t["state"], "done", "{id}");
+    }
+}
+
+#[test]
+fn a_task_that_never_answers_is_stopped_by_its_rounds_or_its_tokens() {
+    let env = Env::new();
+    for (extra, budget, rounds) in [
+        ("task_rounds = 2\n", "rounds", 2),
+        ("task_rounds = 50\ntask_tokens = 150\n", "tokens", 1),
+    ] {
+        env.mock("plan_budgets.toml", "", &format!("{FULL}{extra}"));
+        let (r, v) = env.json(&["agent", "-m", "loop in a task", "--json"]);
+        assert_eq!(r.code, 6, "{budget}: {r:?}");
+        assert_eq!(v["tool_calls"][0]["budget"], budget);
+        let (root, _) = newest_tree(&env);
+        let all = tasks(&env, &root);
+        let t = task(&all, "task-1");
+        assert_eq!(
+            (t["state"].as_str(), t["budget"].as_str()),
+            (Some("stopped"), Some(budget))
+        );
+        assert!(t["rounds"].as_u64().unwrap() >= rounds, "{t}");
+        assert!(t["rounds"].as_u64().unwrap() < 50, "{t}");
+    }
+}

@@ -673,11 +673,21 @@ impl Runtime<'_> {
             d.risk,
             &d.reason,
         )?;
+        // A plan's task goes on when its plan is called again, in the
+        // conversation the plan was called from.
+        let conversation = match crate::security::policy::origin_of(c.conversation_id) {
+            "task" => c
+                .conversation_id
+                .split("/msg-")
+                .next()
+                .unwrap_or(c.conversation_id),
+            _ => c.conversation_id,
+        };
         let then = match &self.rerun {
             Some(cmd) => format!("run `{cmd}` again"),
             None => format!(
-                "`latchclaw agent --resume {}{}`",
-                c.conversation_id, self.workspace_flag
+                "`latchclaw agent --resume {conversation}{}`",
+                self.workspace_flag
             ),
         };
         // The model is not shown the operator's commands: given them, a
@@ -972,15 +982,19 @@ impl Runtime<'_> {
         })?;
         drop(lock);
         result.receipt_id = receipt_id.clone();
-        let budget = match ToolName::parse(call.name) {
+        // A plan's tree stopped by a budget, or by a task's call that
+        // waits for the operator: the calling turn ends as those do.
+        let of_plan = |key: &str| match ToolName::parse(call.name) {
             Some(ToolName::Plan) => result
                 .metadata
                 .as_ref()
-                .and_then(|m| m.get("budget"))
+                .and_then(|m| m.get(key))
                 .and_then(Value::as_str)
                 .map(String::from),
             _ => None,
         };
+        let budget = of_plan("budget");
+        let pending = pending.or_else(|| of_plan("pending_approval"));
         let record = CallRecord {
             tool: call.name.to_string(),
             arguments: call.args.clone(),

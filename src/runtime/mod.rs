@@ -140,7 +140,11 @@ impl TurnOutcome {
     pub fn outcome(&self) -> Outcome {
         if self.tool_calls.iter().any(|c| c.estop) {
             Outcome::Estop
-        } else if self.tool_calls.iter().any(|c| c.status == Status::Denied) {
+        } else if self
+            .tool_calls
+            .iter()
+            .any(|c| c.status == Status::Denied || c.pending_approval.is_some())
+        {
             Outcome::Refused
         } else if self.tool_calls.iter().any(|c| c.budget.is_some()) {
             Outcome::PlanBudget
@@ -416,8 +420,14 @@ impl<'a> Runtime<'a> {
         progress: &dyn Progress,
         scope: Option<&Scope>,
     ) -> Result<TurnOutcome> {
+        // A task's conversation run again goes on like a resumed one.
+        let continued = match (conversation_id, scope) {
+            (Some(_), _) => true,
+            (None, Some(s)) => self.memory.conversation_exists(&s.conversation)?,
+            (None, None) => false,
+        };
         let mut turn = self.begin_turn(provider, conversation_id, message, progress, scope)?;
-        if conversation_id.is_some() {
+        if continued {
             self.run_approved(&mut turn)?;
         }
         loop {

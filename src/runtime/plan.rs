@@ -38,6 +38,8 @@ struct Ended {
     result: String,
     budget: Option<&'static str>,
     estop: bool,
+    /// A call of the task waits for the operator's approval (its id).
+    pending: Option<String>,
 }
 
 impl Ended {
@@ -47,6 +49,7 @@ impl Ended {
             result,
             budget,
             estop,
+            pending: None,
         }
     }
 }
@@ -351,7 +354,8 @@ impl Runtime<'_> {
             }
         };
         r.estop = ended.iter().any(|(_, e)| e.estop);
-        r.metadata = Some(json!({"budget": budget}));
+        let pending = ended.iter().find_map(|(_, e)| e.pending.clone());
+        r.metadata = Some(json!({"budget": budget, "pending_approval": pending}));
         Ok(r)
     }
 
@@ -419,6 +423,7 @@ impl Runtime<'_> {
                 result: task.result.clone().unwrap_or_default(),
                 budget: None,
                 estop: false,
+                pending: None,
             });
         }
         if let Some(stop) = self.tree_stop(task) {
@@ -507,6 +512,7 @@ impl Runtime<'_> {
                     result: format!("failed: {e}"),
                     budget: None,
                     estop: false,
+                    pending: None,
                 };
                 self.end_task(task, &ended, skill_name, 0, 0)?;
                 return Ok(ended);
@@ -531,6 +537,17 @@ impl Runtime<'_> {
         if estop {
             state = TaskState::Stopped;
         }
+        // Stopped until the operator answers: the call runs when the plan
+        // is called again (`agent --resume`), before the task goes on.
+        let pending = out
+            .tool_calls
+            .iter()
+            .find_map(|c| c.pending_approval.clone());
+        let mut result = out.answer;
+        if let Some(id) = &pending {
+            state = TaskState::Stopped;
+            result = format!("waiting for the operator's approval {id}: {result}");
+        }
         let hit = self.tree.borrow_mut().as_mut().and_then(|t| {
             let i = t.hits.iter().position(|(p, _)| p == &task.path)?;
             Some(t.hits.remove(i).1)
@@ -541,9 +558,10 @@ impl Runtime<'_> {
         }
         let ended = Ended {
             state,
-            result: out.answer,
+            result,
             budget,
             estop,
+            pending,
         };
         self.end_task(task, &ended, skill_name, u64::from(out.rounds), tokens)?;
         Ok(ended)
@@ -620,6 +638,7 @@ impl Runtime<'_> {
                     result,
                     budget: None,
                     estop: false,
+                    pending: None,
                 }
             }
         };
@@ -921,6 +940,7 @@ impl Runtime<'_> {
             "root": root,
             "state": ended.state.as_str(),
             "budget": ended.budget,
+            "pending_approval": ended.pending,
         }));
         Ok(r)
     }

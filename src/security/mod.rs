@@ -726,6 +726,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_task_narrows_what_the_gate_allows_and_never_widens_it() {
+        let fx = fixture("autonomy = \"full\"\n");
+        let named = ["file_read".to_string()];
+        let task = "c/msg-1/task-1";
+        // Named and allowed: the gate's own decision.
+        let d = fx.gate.decide(ToolName::FileRead, &json_args("a.txt"));
+        let kept = fx.gate.within_task(d.clone(), "file_read", task, &named);
+        assert_eq!(kept.verdict, d.verdict);
+        // Allowed by the gate, not named by the task: refused, saying which.
+        let d = fx.gate.decide(ToolName::FileList, &serde_json::json!({}));
+        assert_eq!(d.verdict, Verdict::Allow);
+        let d = fx.gate.within_task(d, "file_list", task, &named);
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::NotInTask));
+        assert!(d.reason.contains("file_read"), "{}", d.reason);
+        // Named, but the gate refuses it: still refused, for its own reason.
+        let d = fx
+            .gate
+            .decide(ToolName::FileRead, &json_args("/etc/passwd"));
+        let d = fx.gate.within_task(d, "file_read", task, &named);
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::Path));
+    }
+
+    fn json_args(path: &str) -> Value {
+        serde_json::json!({ "path": path })
+    }
+
     /// `check_path`, whose every refusal is a path refusal.
     fn read(fx: &Fx, p: &str) -> Result<PathBuf, Refused> {
         fx.gate.check_path(p).inspect_err(|e| {

@@ -896,6 +896,57 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_payload_is_read_whole_and_its_bounds_are_named() {
+        let task = |subtasks: Value| {
+            json!({"title": " t ", "purpose": "p", "instructions": "i", "evaluation": "",
+                   "tools": ["shell"], "subtasks": subtasks})
+        };
+        let tasks = plan_tasks(&json!({"tasks": [task(json!([task(json!([]))]))]})).unwrap();
+        assert_eq!(tasks[0].title, "t");
+        assert_eq!(tasks[0].tools.as_deref(), Some(&["shell".to_string()][..]));
+        assert_eq!((plan_depth(&tasks), plan_count(&tasks)), (2, 2));
+        let mut deep = task(json!([]));
+        for _ in 0..PLAN_MAX_DEPTH {
+            deep = task(json!([deep]));
+        }
+        let e = plan_tasks(&json!({"tasks": [deep]})).unwrap_err();
+        assert!(e.contains("deeper than 8"), "{e}");
+        let many: Vec<Value> = (0..=PLAN_MAX_TASKS).map(|_| task(json!([]))).collect();
+        let e = plan_tasks(&json!({"tasks": many})).unwrap_err();
+        assert!(e.contains("at most 200"), "{e}");
+        for (bad, says) in [
+            (json!({}), "\"tasks\" is required"),
+            (json!({"tasks": []}), "empty"),
+            (json!({"tasks": [1]}), "tasks[0] must be an object"),
+            (
+                json!({"tasks": [{"title": "t"}]}),
+                "tasks[0].purpose is required",
+            ),
+            (
+                json!({"tasks": [{"title": "", "purpose": "", "instructions": "", "evaluation": ""}]}),
+                "title is empty",
+            ),
+            (
+                json!({"tasks": [task(json!("x"))]}),
+                "subtasks must be a list",
+            ),
+            (
+                json!({"tasks": [{"title": "t", "purpose": "", "instructions": "", "evaluation": "",
+                               "tools": [1]}]}),
+                "tools must be a list of tool names",
+            ),
+            (
+                json!({"tasks": [{"title": "t", "purpose": "", "instructions": "", "evaluation": "",
+                               "agent": "x"}]}),
+                "unknown key \"agent\"",
+            ),
+        ] {
+            let e = plan_tasks(&bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn caps_and_categories_name_what_is_allowed() {
         let c = cats();
         let e = check_note(&"x".repeat(4097), "fact", &[], &c).unwrap_err();
