@@ -648,6 +648,7 @@ impl<'a> Runtime<'a> {
             provider,
             progress,
             max_rounds: scope.map_or(self.cfg.max_tool_rounds, |s| s.max_rounds),
+            in_task: scope.is_some(),
             conv,
             model,
             req,
@@ -861,9 +862,9 @@ impl<'a> Runtime<'a> {
     /// the last round's tools returned.
     fn out_of_rounds(&self, turn: &Turn, resp: ChatResponse, meta: String) -> Ending {
         let max_rounds = turn.max_rounds;
-        let key = match turn.max_rounds == self.cfg.max_tool_rounds {
-            true => "max_tool_rounds",
-            false => "tools.plan.task_rounds",
+        let key = match turn.in_task {
+            false => "max_tool_rounds",
+            true => "tools.plan.task_rounds",
         };
         let answer = stopped_text(
             &format!(
@@ -1058,6 +1059,8 @@ struct Turn<'t> {
     progress: &'t dyn Progress,
     /// `max_tool_rounds`, or a task's `task_rounds`.
     max_rounds: u32,
+    /// A plan's task's turn (`Scope`).
+    in_task: bool,
     conv: String,
     /// The configured model.
     model: String,

@@ -506,6 +506,9 @@ impl Runtime<'_> {
         let skill_name = skill.map(|s| s.name.as_str());
         let out = match ran {
             Ok(out) => out,
+            // Latchclaw failed (the provider after its fallbacks, a receipt
+            // or the database): the task fails and the tree stops with the
+            // error; called again, it goes on from this task.
             Err(e) => {
                 let ended = Ended {
                     state: TaskState::Failed,
@@ -515,7 +518,7 @@ impl Runtime<'_> {
                     pending: None,
                 };
                 self.end_task(task, &ended, skill_name, 0, 0)?;
-                return Ok(ended);
+                return Err(e);
             }
         };
         let tokens = out.usage.prompt_tokens + out.usage.completion_tokens;
