@@ -545,3 +545,32 @@ fn a_task_that_never_answers_is_stopped_by_its_rounds_or_its_tokens() {
         assert!(t["rounds"].as_u64().unwrap() < 50, "{t}");
     }
 }
+
+#[test]
+fn ctrl_c_stops_the_whole_tree() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = Env::new();
+    slow(&env, 1000);
+    let child = env
+        .command(&["agent", "-m", "three lines"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until(
+        std::time::Duration::from_secs(30),
+        "the first leaf's line",
+        || !canary(&env).is_empty(),
+    );
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "{out:?}");
+    assert_eq!(canary(&env), ["alpha"]);
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-3")["attempts"], 0, "{all:?}");
+    assert_ne!(all[0].1["state"], "done");
+}
