@@ -1090,6 +1090,11 @@ impl Memory {
         self.scratch = Some(std::cell::RefCell::new(Vec::new()));
     }
 
+    /// This run's turns are kept in the process only (`--no-memory`).
+    pub fn turns_in_process(&self) -> bool {
+        self.scratch.is_some()
+    }
+
     pub fn conversation_exists(&self, id: &str) -> Result<bool> {
         if let Some(s) = &self.scratch
             && s.borrow().iter().any(|t| t.conversation_id == id)

@@ -574,3 +574,16 @@ fn ctrl_c_stops_the_whole_tree() {
     assert_eq!(task(&all, "task-3")["attempts"], 0, "{all:?}");
     assert_ne!(all[0].1["state"], "done");
 }
+
+#[test]
+fn no_memory_runs_no_plan_and_stores_nothing() {
+    let env = Env::new();
+    env.mock("plan_resume.toml", "", FULL);
+    let (r, v) = env.json(&["agent", "--no-memory", "-m", "three lines", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["status"], "failed");
+    assert!(v["answer"].as_str().unwrap().contains("--no-memory"), "{v}");
+    assert!(canary(&env).is_empty());
+    let (_, trees) = env.json(&["task", "list", "--json"]);
+    assert_eq!(trees, json!([]));
+}

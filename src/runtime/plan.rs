@@ -130,6 +130,14 @@ impl Runtime<'_> {
             Ok(t) => t,
             Err(e) => return ToolResult::err(format!("invalid arguments: {e}")),
         };
+        // The tree and its results live in the memory database, which
+        // `--no-memory` keeps this run's words out of.
+        if self.memory.turns_in_process() {
+            return ToolResult::err(
+                "not run: a plan keeps its tasks and their results in the memory database, \
+                 and this run keeps nothing there (--no-memory); do the work without a plan",
+            );
+        }
         // The calling turn's round and conversation, which the tasks'
         // turns take the slots of, are put back after.
         let round = self.round.borrow_mut().take();
