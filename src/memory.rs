@@ -1549,6 +1549,8 @@ impl Memory {
         let tx = self.conn.unchecked_transaction()?;
         let n = tx.execute("DELETE FROM turns", [])?;
         tx.execute("DELETE FROM conversations", [])?;
+        // A plan's tasks and results are its conversation's.
+        tx.execute("DELETE FROM tasks", [])?;
         tx.commit()?;
         Ok(n)
     }

@@ -211,6 +211,11 @@ fn a_three_level_tree_runs_its_leaves_with_their_tools_and_skills_and_corrects_a
     assert_eq!((r.code, v), (0, json!([])));
     let r = env.run(&["task", "show", "conv-none/msg-0"]);
     assert_eq!(r.code, 2, "{r:?}");
+    // The trees go with the conversations.
+    assert_eq!(env.run(&["memory", "clear", "--yes"]).code, 0);
+    let (_, trees) = env.json(&["task", "list", "--json"]);
+    assert_eq!(trees, json!([]));
+    assert_eq!(env.run(&["task", "show", &root]).code, 2);
 }
 
 #[test]
