@@ -467,12 +467,20 @@ impl Runtime<'_> {
                 tokens,
             },
         )?;
+        log::info!(
+            target: "event::task_ended",
+            "task={} state={} budget={}",
+            task.path,
+            e.state.as_str(),
+            e.budget.unwrap_or("-")
+        );
         fault("task_done", &task.path);
         Ok(())
     }
 
     fn run_leaf(&self, task: &Task) -> Result<Ended> {
         self.memory.task_started(&task.path)?;
+        log::info!(target: "event::task_started", "task={}", task.path);
         fault("task_started", &task.path);
         let (provider, skills, limits, deadline, spent) = {
             let tree = self.tree.borrow();
@@ -580,6 +588,7 @@ impl Runtime<'_> {
 
     fn run_parent(&self, task: &Task, children: Vec<Task>) -> Result<Ended> {
         self.memory.task_started(&task.path)?;
+        log::info!(target: "event::task_started", "task={}", task.path);
         let mut stopped: Option<Ended> = None;
         for child in &children {
             let e = self.run_task(child)?;
