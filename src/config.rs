@@ -489,6 +489,8 @@ pub struct Tools {
     /// `[tools.code_run]`: its risk, output cap and the secrets a snippet
     /// may name.
     pub code_run: CodeRunConfig,
+    /// `[tools.plan]`: a plan's budgets and the skill bar.
+    pub plan: PlanConfig,
     /// The tools whose section sets `enabled`, `timeout_secs` or
     /// `rate_limit`.
     pub middleware: BTreeMap<ToolName, Middleware>,
@@ -618,6 +620,41 @@ impl Default for CodeRunConfig {
             risk: DeclaredRisk::High,
             max_output_bytes: 1024 * 1024,
             secrets: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[tools.plan]` beyond the middleware keys: what one tree may spend.
+/// A budget hit stops the subtree it was hit in and says which.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanConfig {
+    /// Levels of tasks under a plan call (a plan inside a task counts on).
+    pub max_depth: u32,
+    /// Tasks in a tree, corrective ones and nested plans' included.
+    pub max_tasks: u32,
+    /// Tool rounds of one task's sub-conversation.
+    pub task_rounds: u32,
+    /// Tokens (prompt and completion, as the provider reports them) of one task.
+    pub task_tokens: u64,
+    /// Tokens of the whole tree, its evaluations included.
+    pub tree_tokens: u64,
+    /// Seconds from the tree's start.
+    pub wall_clock_secs: u64,
+    /// The BM25 score a skill's description must reach to be a task's
+    /// assistant; below it, the base prompt.
+    pub skill_min_score: f64,
+}
+
+impl Default for PlanConfig {
+    fn default() -> PlanConfig {
+        PlanConfig {
+            max_depth: 3,
+            max_tasks: 20,
+            task_rounds: 4,
+            task_tokens: 20_000,
+            tree_tokens: 100_000,
+            wall_clock_secs: 600,
+            skill_min_score: 1.0,
         }
     }
 }
@@ -896,7 +933,7 @@ impl Effect {
 }
 
 /// Where a call comes from, as a rule's `origin` names it.
-pub const POLICY_ORIGINS: &[&str] = &["agent", "sop", "cli"];
+pub const POLICY_ORIGINS: &[&str] = &["agent", "sop", "cli", "task"];
 
 /// `[policy]`: the operator's rules over what the gate parsed.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -2603,6 +2640,7 @@ fn read_tools(r: &mut Reader, top: &mut Section, d: Tools) -> Tools {
         match tool {
             ToolName::Http => out.http = read_http(r, &mut sec, out.http),
             ToolName::CodeRun => out.code_run = read_code_run(r, &mut sec, out.code_run),
+            ToolName::Plan => out.plan = read_plan(r, &mut sec, out.plan),
             ToolName::WebSearch => {
                 out.web_search = read_web_search(r, &mut sec);
                 if m.enabled == Some(true) && out.web_search.is_none() {
@@ -2665,6 +2703,48 @@ fn read_http(r: &mut Reader, http: &mut Section, d: HttpTool) -> HttpTool {
         allowed_domains: r.list(http, "allowed_domains").unwrap_or(d.allowed_domains),
         allow_private: r.list(http, "allow_private").unwrap_or(d.allow_private),
         max_redirects: r.int(http, "max_redirects", d.max_redirects.into(), 0, 20) as u32,
+    }
+}
+
+/// A plan's budgets, each within bounds that keep a tree finite.
+fn read_plan(r: &mut Reader, s: &mut Section, d: PlanConfig) -> PlanConfig {
+    let max_depth = r.int(
+        s,
+        "max_depth",
+        d.max_depth.into(),
+        1,
+        crate::types::args::PLAN_MAX_DEPTH as u64,
+    ) as u32;
+    let max_tasks = r.int(
+        s,
+        "max_tasks",
+        d.max_tasks.into(),
+        1,
+        crate::types::args::PLAN_MAX_TASKS as u64,
+    ) as u32;
+    let task_rounds = r.int(s, "task_rounds", d.task_rounds.into(), 1, 100) as u32;
+    let task_tokens = r.int(s, "task_tokens", d.task_tokens, 100, 100_000_000);
+    let tree_tokens = r.int(s, "tree_tokens", d.tree_tokens, 100, 1_000_000_000);
+    let wall_clock_secs = r.int(s, "wall_clock_secs", d.wall_clock_secs, 1, 86_400);
+    let skill_min_score = match r.float(s, "skill_min_score") {
+        Some(f) if f.is_finite() && f >= 0.0 => f,
+        Some(f) => {
+            r.err(format!(
+                "{}: {f} is not allowed; a score of 0 or more",
+                s.key("skill_min_score")
+            ));
+            d.skill_min_score
+        }
+        None => d.skill_min_score,
+    };
+    PlanConfig {
+        max_depth,
+        max_tasks,
+        task_rounds,
+        task_tokens,
+        tree_tokens,
+        wall_clock_secs,
+        skill_min_score,
     }
 }
 
@@ -2847,8 +2927,6 @@ fn effective_tools_allow(mut allow: Vec<ToolName>, tools: &Tools) -> Vec<ToolNam
         tools.of(*t).enabled != Some(false)
             && (*t != ToolName::WebSearch || tools.web_search.is_some())
             && crate::features::tool_missing(*t).is_none()
-            // Not implemented yet: never offered, whatever the config says.
-            && *t != ToolName::Plan
     });
     allow
 }

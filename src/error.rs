@@ -27,6 +27,8 @@ pub enum Outcome {
     /// The emergency stop refused or killed a call.
     Estop,
     MaxToolRounds,
+    /// A plan's budget (`[tools.plan]`) stopped its tree.
+    PlanBudget,
     /// The run's `--timeout`.
     Timeout,
     /// The model kept answering with tool-call text latchclaw cannot run.
@@ -44,7 +46,7 @@ impl Outcome {
             Outcome::Completed | Outcome::NoAnswer => exit::OK,
             Outcome::Refused => exit::POLICY,
             Outcome::Estop => exit::ESTOP,
-            Outcome::MaxToolRounds | Outcome::Timeout => exit::LIMIT,
+            Outcome::MaxToolRounds | Outcome::PlanBudget | Outcome::Timeout => exit::LIMIT,
             Outcome::UnusableReply | Outcome::Failed(Kind::Runtime) => exit::RUNTIME,
             Outcome::Cancelled => 128 + libc::SIGINT,
             Outcome::Signal(n) => 128 + n,
@@ -62,6 +64,7 @@ impl Outcome {
             Outcome::Refused => "refused",
             Outcome::Estop => "estop",
             Outcome::MaxToolRounds => "max_tool_rounds",
+            Outcome::PlanBudget => "plan_budget",
             Outcome::Timeout => "timeout",
             Outcome::UnusableReply => "unusable_reply",
             Outcome::Cancelled => "cancelled",

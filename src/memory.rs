@@ -49,6 +49,7 @@ impl ToolStat {
 pub mod notes;
 pub mod sop_runs;
 pub mod summaries;
+pub mod tasks;
 pub use crate::types::args::{
     NOTE_MAX_BYTES, NOTE_MAX_TAGS, NOTE_TAG_MAX_CHARS, NoteFilter, Store, check_category,
     check_note, normalize_tags, parse_date,
@@ -256,6 +257,38 @@ ALTER TABLE conversations ADD COLUMN session TEXT;
 "#,
     // The hour's calls moved to a file beside the database (`call_counts`).
     "DROP TABLE tool_calls;",
+    // A `plan` call's tree (`memory::tasks`): a root row (depth 0) for the
+    // call, a row per task under it; a task's state is committed before it
+    // runs and after, so a killed tree resumes without re-running a done
+    // task.
+    r#"
+CREATE TABLE tasks (
+    path         TEXT PRIMARY KEY,
+    root         TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    parent       TEXT,
+    idx          INTEGER NOT NULL,
+    depth        INTEGER NOT NULL,
+    title        TEXT NOT NULL,
+    purpose      TEXT NOT NULL,
+    instructions TEXT NOT NULL,
+    evaluation   TEXT NOT NULL,
+    tools        TEXT,
+    corrects     TEXT,
+    skill        TEXT,
+    state        TEXT NOT NULL,
+    result       TEXT,
+    budget       TEXT,
+    limits       TEXT,
+    rounds       INTEGER NOT NULL DEFAULT 0,
+    tokens       INTEGER NOT NULL DEFAULT 0,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+);
+CREATE INDEX tasks_by_root ON tasks(root, depth, idx);
+CREATE INDEX tasks_by_conversation ON tasks(conversation, created_at);
+"#,
 ];
 
 /// The local day (days since 1970-01-01) a Unix time falls in, a day
@@ -1059,6 +1092,11 @@ impl Memory {
         self.scratch = Some(std::cell::RefCell::new(Vec::new()));
     }
 
+    /// This run's turns are kept in the process only (`--no-memory`).
+    pub fn turns_in_process(&self) -> bool {
+        self.scratch.is_some()
+    }
+
     pub fn conversation_exists(&self, id: &str) -> Result<bool> {
         if let Some(s) = &self.scratch
             && s.borrow().iter().any(|t| t.conversation_id == id)
@@ -1513,6 +1551,8 @@ impl Memory {
         let tx = self.conn.unchecked_transaction()?;
         let n = tx.execute("DELETE FROM turns", [])?;
         tx.execute("DELETE FROM conversations", [])?;
+        // A plan's tasks and results are its conversation's.
+        tx.execute("DELETE FROM tasks", [])?;
         tx.commit()?;
         Ok(n)
     }

@@ -51,6 +51,7 @@ fn json_is_taken_in_any_position_by_every_data_command() {
         &["plugin", "list"],
         &["plugin", "show", "echo"],
         &["mcp", "list"],
+        &["task", "list"],
     ]
     .into_iter()
     .filter(|c| {

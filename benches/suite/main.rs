@@ -10,7 +10,8 @@
 //! `LATCHCLAW_BENCH_BUILTIN=1` uses the built-in timer even if hyperfine is
 //! installed. Names after `--` run only those groups of rows:
 //! `cargo bench --bench suite -- stall` (groups: static, cli, stall, search,
-//! verify, append, gate, redact, grep, mcp, code, sop, gateway; and `features`, run only
+//! verify, append, gate, redact, grep, mcp, code, sop, plan, replay, horizons, gateway;
+//! and `features`, run only
 //! when named: what each Cargo feature adds to the binary, one release
 //! build without it each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -175,6 +176,9 @@ fn main() {
     }
     if run("sop") {
         sop_figures(&mut report, &root, &ws);
+    }
+    if run("plan") {
+        plan_figures(&mut report, &root, &ws);
     }
     if run("replay") {
         replay_figures(&mut report, &root, &ws);
@@ -412,6 +416,67 @@ fn sop_figures(report: &mut Report, root: &Path, ws: &Path) {
         ms(median),
         "≤ 50 ms",
         Some(median <= 50.0),
+    );
+}
+
+/// A mock turn whose `plan` call holds one task, and one whose plan holds
+/// eleven, each task a turn of its own with one `time` call: what a task
+/// costs (its state's commits, its turn's, the gate, the receipt).
+fn plan_figures(report: &mut Report, root: &Path, ws: &Path) {
+    let fixture = root.join("plan.toml");
+    let tasks = |n: usize| {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "{{ title = \"zqtask {i}\", purpose = \"p\", instructions = \"tell the time\", \
+                     evaluation = \"\", tools = [\"time\"] }}"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut text = String::from(
+        "[[script]]\nwhen = \"zqtask\"\n[[script.responses]]\ntool_calls = [{ name = \"time\" }]\n\
+         [[script.responses]]\ntext = \"noon\"\n",
+    );
+    for (name, n) in [("one", 1), ("eleven", 11)] {
+        text.push_str(&format!(
+            "[[script]]\nwhen = \"plan {name}\"\n[[script.responses]]\n\
+             tool_calls = [{{ name = \"plan\", arguments = {{ tasks = [{}] }} }}]\n\
+             [[script.responses]]\ntext = \"done\"\n",
+            tasks(n)
+        ));
+    }
+    std::fs::write(&fixture, text).unwrap();
+    let home = setup_home(
+        root,
+        "plan",
+        &format!(
+            "{}default_provider = \"m\"\n[providers.models.m]\nkind = \"mock\"\nfixture = {:?}\n\
+             [security]\nautonomy = \"full\"\n[tools.plan]\nenabled = true\n\
+             rate_limit = {{ per_minute = 10000, per_hour = 1000000 }}\n",
+            ws_line(ws),
+            fixture.display().to_string()
+        ),
+    );
+    let (one, eleven) = measure::paired(
+        &cmd(&home, &["agent", "-m", "plan one"]),
+        &cmd(&home, &["agent", "-m", "plan eleven"]),
+        RUNS,
+    );
+    let (one, eleven) = (percentile(&one, 50), percentile(&eleven, 50));
+    report.row(
+        "agent, a plan of 11 tasks, one `time` call each (mock)",
+        ms(eleven),
+        "-",
+        None,
+    );
+    let per = (eleven - one) / 10.0;
+    report.row(
+        "  per task: its state, its turn, the call and its receipt",
+        ms(per),
+        "≤ 10 ms",
+        Some(per <= 10.0),
     );
 }
 

@@ -136,6 +136,8 @@ const DATA: &[&str] = &[
     "code stats",
     "code failures",
     "sop show",
+    "task list",
+    "task show",
 ];
 
 pub const FLAGS: &[Flag] = &[
@@ -325,6 +327,7 @@ pub const FLAGS: &[Flag] = &[
             "runs list",
             "sop runs",
             "code failures",
+            "task list",
         ],
         help: "show at most N entries",
     },
@@ -963,6 +966,30 @@ made (with their receipts) and the code (secrets redacted).",
         about: "Prints one SOP run: the SOP, its hash, the workspace, the status, and each
 step's state (pending, started, done, failed, skipped, waiting_approval,
 unknown), attempts, approval and output.",
+        bare: false,
+    },
+    CommandDef {
+        path: "task list",
+        args: &[Arg {
+            name: "CONV",
+            what: "conversation id",
+            required: false,
+        }],
+        summary: "plan trees, newest first: root path, state, tasks, tokens",
+        about: "Lists the trees of plan calls, newest first (those of conversation CONV when
+given): each root's path (CONV/msg-HASH), state, how many tasks it holds,
+the tool rounds and tokens it spent, and the budget that stopped it.",
+        bare: false,
+    },
+    CommandDef {
+        path: "task show",
+        args: &[arg("PATH", "task path")],
+        summary: "one plan tree or task: every task's state, budgets spent and result",
+        about: "Prints the task at PATH (a root CONV/msg-HASH, or a task under it such as
+CONV/msg-HASH/task-1/task-1.2) and every task under it, depth first: its
+state (pending, running, done, failed, stopped), the budget that stopped it,
+the skill it ran as, the task it corrects, its tools, tool rounds, tokens and
+result. A root shows the budgets the tree ran under.",
         bare: false,
     },
     CommandDef {

@@ -217,6 +217,12 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::CodeStats { json } => cmd::code::stats(&ctx, json),
         Command::CodeFailures { limit, json } => cmd::code::failures(&ctx, limit, json),
         Command::SopShow { run, json } => cmd::sop::show(&ctx, &run, json),
+        Command::TaskList {
+            conversation,
+            limit,
+            json,
+        } => cmd::task::list(&ctx, conversation.as_deref(), limit, json),
+        Command::TaskShow { path, json } => cmd::task::show(&ctx, &path, json),
         #[cfg(feature = "gateway")]
         Command::ServiceInstall { bind, print, force } => {
             cmd::service::install(&ctx, bind, print, force)

@@ -231,6 +231,15 @@ pub enum Command {
         run: String,
         json: bool,
     },
+    TaskList {
+        conversation: Option<String>,
+        limit: Option<u32>,
+        json: bool,
+    },
+    TaskShow {
+        path: String,
+        json: bool,
+    },
     ServiceInstall {
         bind: Option<String>,
         print: bool,
@@ -1069,6 +1078,12 @@ fn build(c: &CommandDef, args: &[String], o: &Given) -> Result<Command> {
             json,
         },
         "sop show" => Command::SopShow { run: arg(0), json },
+        "task list" => Command::TaskList {
+            conversation: args.first().cloned(),
+            limit: o.limit()?,
+            json,
+        },
+        "task show" => Command::TaskShow { path: arg(0), json },
         "service install" => Command::ServiceInstall {
             bind: o
                 .value("bind")

@@ -42,6 +42,9 @@ pub struct CallRecord {
     /// Set when the call waits for an operator (`latchclaw approve ID`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_approval: Option<String>,
+    /// A `plan` whose tree a budget stopped: which (`[tools.plan]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
     #[serde(skip)]
     pub estop: bool,
 }
@@ -358,8 +361,8 @@ impl crate::tools::Host for Runtime<'_> {
     ) -> std::result::Result<crate::tools::HostCall, String> {
         // One snippet at a time: a snippet's snippet would hold the lock
         // and the sandbox twice over for nothing the first cannot do.
-        if name == ToolName::CodeRun.as_str() {
-            return Err("code_run cannot be called from a snippet".into());
+        if name == ToolName::CodeRun.as_str() || name == ToolName::Plan.as_str() {
+            return Err(format!("{name} cannot be called from a snippet"));
         }
         self.spared.borrow_mut().push(running);
         let ran = self.execute_tool(conversation_id, name, args);
@@ -375,6 +378,10 @@ impl crate::tools::Host for Runtime<'_> {
 
     fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
         Some(&self.jobs)
+    }
+
+    fn plan(&self, conversation_id: &str, args: &Value) -> ToolResult {
+        self.run_plan(conversation_id, args)
     }
 }
 
@@ -479,13 +486,23 @@ impl Runtime<'_> {
 
     /// The gate's decision on a call.
     fn decide(&self, call: &Valid<'_>) -> Decision {
-        let origin = crate::security::policy::origin_of(call.call.conversation_id);
-        match call.target {
-            Target::Builtin(t, _) => self.gate.decide_from(t, call.call.args, origin),
-            Target::External(ext) => {
-                self.gate
-                    .decide_external_from(&ext.judged(), call.call.args, origin)
-            }
+        let c = call.call;
+        let origin = crate::security::policy::origin_of(c.conversation_id);
+        let d = match call.target {
+            Target::Builtin(t, _) => self.gate.decide_from(t, c.args, origin),
+            Target::External(ext) => self
+                .gate
+                .decide_external_from(&ext.judged(), c.args, origin),
+        };
+        // Inside a plan's task: only the tools the task names.
+        match self
+            .task_tools
+            .borrow()
+            .iter()
+            .find(|(task, _)| task == c.conversation_id)
+        {
+            Some((task, named)) => self.gate.within_task(d, c.name, task, named),
+            None => d,
         }
     }
 
@@ -656,11 +673,21 @@ impl Runtime<'_> {
             d.risk,
             &d.reason,
         )?;
+        // A plan's task goes on when its plan is called again, in the
+        // conversation the plan was called from.
+        let conversation = match crate::security::policy::origin_of(c.conversation_id) {
+            "task" => c
+                .conversation_id
+                .split("/msg-")
+                .next()
+                .unwrap_or(c.conversation_id),
+            _ => c.conversation_id,
+        };
         let then = match &self.rerun {
             Some(cmd) => format!("run `{cmd}` again"),
             None => format!(
-                "`latchclaw agent --resume {}{}`",
-                c.conversation_id, self.workspace_flag
+                "`latchclaw agent --resume {conversation}{}`",
+                self.workspace_flag
             ),
         };
         // The model is not shown the operator's commands: given them, a
@@ -772,8 +799,9 @@ impl Runtime<'_> {
             spare: &spare,
         };
         // A question touches no file: nobody else's call waits while the
-        // user thinks.
-        let lock = if call.builtin() == Some(ToolName::AskUser) {
+        // user thinks. Nor does a plan: each call of its tasks takes the
+        // lock for itself.
+        let lock = if matches!(call.builtin(), Some(ToolName::AskUser | ToolName::Plan)) {
             drop(lock);
             None
         } else {
@@ -959,6 +987,19 @@ impl Runtime<'_> {
         })?;
         drop(lock);
         result.receipt_id = receipt_id.clone();
+        // A plan's tree stopped by a budget, or by a task's call that
+        // waits for the operator: the calling turn ends as those do.
+        let of_plan = |key: &str| match ToolName::parse(call.name) {
+            Some(ToolName::Plan) => result
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+                .map(String::from),
+            _ => None,
+        };
+        let budget = of_plan("budget");
+        let pending = pending.or_else(|| of_plan("pending_approval"));
         let record = CallRecord {
             tool: call.name.to_string(),
             arguments: call.args.clone(),
@@ -968,6 +1009,7 @@ impl Runtime<'_> {
             receipt_id,
             started_receipt_id: started_id,
             pending_approval: pending,
+            budget,
             estop,
         };
         Ok(Recorded { record, result })

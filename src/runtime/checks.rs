@@ -441,6 +441,7 @@ mod tests {
             receipt_id: None,
             started_receipt_id: None,
             pending_approval: None,
+            budget: None,
             estop: false,
         }
     }

@@ -20,14 +20,15 @@ mod checks;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod pick;
+mod plan;
 mod run;
 
 pub use crate::providers::textcalls::looks_like_tool_text;
 pub use call::{CallRecord, scope_of};
 use checks::claimed_effect;
 pub use pick::pick_tools;
-use run::summarize_args;
 pub use run::{Approval, Approver, Runtime};
+use run::{Scope, summarize_args};
 
 /// What a channel shows while a turn runs (`Runtime::agent_turn_with`).
 /// Every method does nothing unless the channel says otherwise.
@@ -140,8 +141,14 @@ impl TurnOutcome {
     pub fn outcome(&self) -> Outcome {
         if self.tool_calls.iter().any(|c| c.estop) {
             Outcome::Estop
-        } else if self.tool_calls.iter().any(|c| c.status == Status::Denied) {
+        } else if self
+            .tool_calls
+            .iter()
+            .any(|c| c.status == Status::Denied || c.pending_approval.is_some())
+        {
             Outcome::Refused
+        } else if self.tool_calls.iter().any(|c| c.budget.is_some()) {
+            Outcome::PlanBudget
         } else {
             self.exit_reason
         }
@@ -391,8 +398,37 @@ impl<'a> Runtime<'a> {
         message: &str,
         progress: &dyn Progress,
     ) -> Result<TurnOutcome> {
-        let mut turn = self.begin_turn(provider, conversation_id, message, progress)?;
-        if conversation_id.is_some() {
+        // A plan's tasks are asked of the provider the turn asks.
+        *self.provider_name.borrow_mut() = Some(provider.name().to_string());
+        self.turn_in(provider, conversation_id, message, progress, None)
+    }
+
+    /// A task's sub-conversation (`plan.rs`): the loop within its scope.
+    fn scoped_turn(
+        &self,
+        provider: &dyn Provider,
+        message: &str,
+        scope: &Scope,
+    ) -> Result<TurnOutcome> {
+        self.turn_in(provider, None, message, &NoProgress, Some(scope))
+    }
+
+    fn turn_in(
+        &self,
+        provider: &dyn Provider,
+        conversation_id: Option<&str>,
+        message: &str,
+        progress: &dyn Progress,
+        scope: Option<&Scope>,
+    ) -> Result<TurnOutcome> {
+        // A task's conversation run again goes on like a resumed one.
+        let continued = match (conversation_id, scope) {
+            (Some(_), _) => true,
+            (None, Some(s)) => self.memory.conversation_exists(&s.conversation)?,
+            (None, None) => false,
+        };
+        let mut turn = self.begin_turn(provider, conversation_id, message, progress, scope)?;
+        if continued {
             self.run_approved(&mut turn)?;
         }
         loop {
@@ -401,6 +437,16 @@ impl<'a> Runtime<'a> {
                 let who = (provider.name().to_string(), turn.model.clone());
                 let end =
                     Ending::new(answer.clone(), who, None, reason).stopped(String::new(), answer);
+                return self.finish(turn, end);
+            }
+            if let Some(budget) = scope.and_then(|s| s.spent(&turn.usage)) {
+                let answer = stopped_text(
+                    &format!("stopped: the task's {budget} budget is spent"),
+                    &turn.findings(),
+                );
+                let who = (provider.name().to_string(), turn.model.clone());
+                let meta = json!({"budget": budget}).to_string();
+                let end = Ending::new(answer, who, Some(meta), Outcome::PlanBudget);
                 return self.finish(turn, end);
             }
             self.last_request(&mut turn);
@@ -417,7 +463,7 @@ impl<'a> Runtime<'a> {
                     None => continue,
                 }
             }
-            if turn.rounds >= self.cfg.max_tool_rounds {
+            if turn.rounds >= turn.max_rounds {
                 let end = self.out_of_rounds(&turn, resp, meta);
                 return self.finish(turn, end);
             }
@@ -516,12 +562,13 @@ impl<'a> Runtime<'a> {
         conversation_id: Option<&str>,
         message: &str,
         progress: &'t dyn Progress,
+        scope: Option<&'t Scope>,
     ) -> Result<Turn<'t>> {
         let started = Instant::now();
         // A new conversation has no history to read (one statement less to
         // compile on every one-shot run).
-        let (conv, mut messages) = match conversation_id {
-            Some(id) => {
+        let (conv, mut messages) = match (conversation_id, scope) {
+            (Some(id), _) => {
                 if !self.memory.conversation_exists(id)? {
                     return Err(Error::usage(format!(
                         "no conversation \"{id}\"; `latchclaw memory list` shows them"
@@ -529,7 +576,16 @@ impl<'a> Runtime<'a> {
                 }
                 (id.to_string(), self.history(id)?)
             }
-            None => {
+            // A task's own conversation, named by its path: a task run
+            // again after a kill goes on from what it had done.
+            (None, Some(s)) => {
+                let history = match self.memory.conversation_exists(&s.conversation)? {
+                    true => self.history(&s.conversation)?,
+                    false => Vec::new(),
+                };
+                (s.conversation.clone(), history)
+            }
+            (None, None) => {
                 let id = crate::util::new_id("conv");
                 log::info!(target: "event::conversation_started", "conversation={id}");
                 (id, Vec::new())
@@ -538,7 +594,7 @@ impl<'a> Runtime<'a> {
         *self.conversation.borrow_mut() = Some(conv.clone());
         // Made once, before this turn's message is stored: the conversation
         // as the run found it.
-        if self.previous.borrow().is_none() {
+        if self.previous.borrow().is_none() && scope.is_none() {
             let layer = self.previous_layer(conversation_id)?;
             *self.previous.borrow_mut() = Some(layer);
         }
@@ -552,7 +608,11 @@ impl<'a> Runtime<'a> {
             model: Some(&model),
             ..Default::default()
         })?;
-        let (notes, count) = self.memory_notes(message, Some(&conv))?;
+        // A task's context is its message; notes are the outer turn's.
+        let (notes, count) = match scope {
+            Some(_) => (None, 0),
+            None => self.memory_notes(message, Some(&conv))?,
+        };
         if count > 0 {
             progress.notes(count);
         }
@@ -561,11 +621,18 @@ impl<'a> Runtime<'a> {
             ..Message::new(Role::User, message)
         });
         let mut tools = self.tool_specs();
+        if let Some(s) = scope {
+            tools.retain(|t| s.tools.contains(&t.name));
+        }
         if let Some(n) = configured.and_then(|p| p.max_tools) {
             tools = pick_tools(tools, message, n);
         }
+        let system_prompt = match scope {
+            Some(s) => s.system_prompt.clone(),
+            None => self.system_prompt()?,
+        };
         let req = ChatRequest {
-            system_prompt: self.system_prompt()?,
+            system_prompt,
             messages,
             tools,
             model: model.clone(),
@@ -581,6 +648,8 @@ impl<'a> Runtime<'a> {
         Ok(Turn {
             provider,
             progress,
+            max_rounds: scope.map_or(self.cfg.max_tool_rounds, |s| s.max_rounds),
+            in_task: scope.is_some(),
             conv,
             model,
             req,
@@ -644,7 +713,7 @@ impl<'a> Runtime<'a> {
     /// The last request: tools will not run after it, and small models
     /// answer when told so instead of asking again.
     fn last_request(&self, turn: &mut Turn) {
-        let max_rounds = self.cfg.max_tool_rounds;
+        let max_rounds = turn.max_rounds;
         if turn.rounds == max_rounds
             && turn.rounds > 0
             && !turn.last_results.is_empty()
@@ -793,10 +862,14 @@ impl<'a> Runtime<'a> {
     /// Tool calls past the round limit: not run; the turn stops with what
     /// the last round's tools returned.
     fn out_of_rounds(&self, turn: &Turn, resp: ChatResponse, meta: String) -> Ending {
-        let max_rounds = self.cfg.max_tool_rounds;
+        let max_rounds = turn.max_rounds;
+        let key = match turn.in_task {
+            false => "max_tool_rounds",
+            true => "tools.plan.task_rounds",
+        };
         let answer = stopped_text(
             &format!(
-                "stopped after {max_rounds} tool rounds (max_tool_rounds): the model \
+                "stopped after {max_rounds} tool rounds ({key}): the model \
                  asked for more tools instead of answering"
             ),
             &turn.findings(),
@@ -985,6 +1058,10 @@ impl<'a> Runtime<'a> {
 struct Turn<'t> {
     provider: &'t dyn Provider,
     progress: &'t dyn Progress,
+    /// `max_tool_rounds`, or a task's `task_rounds`.
+    max_rounds: u32,
+    /// A plan's task's turn (`Scope`).
+    in_task: bool,
     conv: String,
     /// The configured model.
     model: String,

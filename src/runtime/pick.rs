@@ -58,7 +58,7 @@ fn document(t: &ToolSpec) -> Vec<String> {
 }
 
 /// Lower-case words of letters and digits, a plural `s` dropped.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(super) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(|w| {
@@ -70,7 +70,7 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         })
 }
 
-fn bm25(docs: &[Vec<String>], query: &BTreeSet<String>) -> Vec<f64> {
+pub(super) fn bm25(docs: &[Vec<String>], query: &BTreeSet<String>) -> Vec<f64> {
     let n = docs.len() as f64;
     let avg = docs.iter().map(Vec::len).sum::<usize>() as f64 / n.max(1.0);
     let mut df: BTreeMap<&str, f64> = BTreeMap::new();

@@ -131,6 +131,61 @@ pub struct Runtime<'a> {
     pub(super) spared: RefCell<Vec<i32>>,
     /// `code_run`'s background snippets: they end when the run does.
     pub(super) jobs: crate::tools::code::jobs::Jobs,
+    /// The provider the run's turns ask, by name: a plan's tasks ask it too.
+    pub(super) provider_name: RefCell<Option<String>>,
+    /// The tasks of a plan running now, by their conversation (the task's
+    /// path), with the tools each names: the gate refuses any other.
+    pub(super) task_tools: RefCell<Vec<(String, Vec<String>)>>,
+    /// The plan tree under way, for a plan a task calls (`plan.rs`).
+    pub(super) tree: RefCell<Option<Tree>>,
+}
+
+/// A plan's tree under way (`plan.rs` runs it): its budgets and what it
+/// has spent, the provider its tasks ask, the skills they may run as.
+pub(super) struct Tree {
+    pub root: String,
+    pub deadline: Instant,
+    pub limits: crate::config::PlanConfig,
+    /// Tasks stored under the root.
+    pub tasks: u32,
+    pub tokens: u64,
+    pub rounds: u64,
+    pub provider: std::rc::Rc<dyn crate::providers::Provider>,
+    pub skills: std::rc::Rc<Vec<crate::skills::Skill>>,
+    /// Budgets hit by a plan a task called, by that task's path.
+    pub hits: Vec<(String, &'static str)>,
+}
+
+/// What a task's sub-conversation is held to (`plan.rs` makes it, the
+/// loop in `mod.rs` obeys it).
+pub(super) struct Scope {
+    /// The task's path, its conversation's id.
+    pub conversation: String,
+    pub system_prompt: String,
+    /// The tools offered, by name.
+    pub tools: Vec<String>,
+    pub max_rounds: u32,
+    /// Tokens the task may spend, and what the tree has left.
+    pub task_tokens: u64,
+    pub tree_tokens_left: u64,
+    /// The tree's wall clock.
+    pub deadline: Instant,
+}
+
+impl Scope {
+    /// The budget a turn that has used `usage` has spent, if any.
+    pub fn spent(&self, usage: &crate::providers::Usage) -> Option<&'static str> {
+        let used = usage.prompt_tokens + usage.completion_tokens;
+        if Instant::now() >= self.deadline {
+            Some("wall_clock")
+        } else if used >= self.tree_tokens_left {
+            Some("tree_tokens")
+        } else if used >= self.task_tokens {
+            Some("tokens")
+        } else {
+            None
+        }
+    }
 }
 
 /// An exclusive lock on `<state>/tools.lock`, held while one tool call is
@@ -213,6 +268,9 @@ impl<'a> Runtime<'a> {
             held_lock: RefCell::new(None),
             spared: RefCell::new(Vec::new()),
             jobs: Default::default(),
+            provider_name: Default::default(),
+            task_tools: Default::default(),
+            tree: Default::default(),
         })
     }
 }

@@ -184,9 +184,6 @@ impl Gate {
         if let Some(why) = crate::features::tool_not_built(tool) {
             return Some(why);
         }
-        if tool == ToolName::Plan {
-            return Some(crate::types::args::PLAN_NOT_IMPLEMENTED.to_string());
-        }
         if self.disabled.contains(&tool) {
             return Some(format!(
                 "tool \"{tool}\" is disabled (tools.{tool}.enabled = false)"

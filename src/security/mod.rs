@@ -99,6 +99,59 @@ impl Gate {
         self.apply_rules(&call, d)
     }
 
+    /// A call made inside a plan's task (`task`, its path), whose tools
+    /// are `named`: `d` (the gate's decision on the call), unless the task
+    /// does not name the tool. A task never widens what the run allows.
+    pub fn within_task(&self, d: Decision, tool: &str, task: &str, named: &[String]) -> Decision {
+        if matches!(d.verdict, Verdict::Deny(_)) || named.iter().any(|n| n == tool) {
+            return d;
+        }
+        let names = if named.is_empty() {
+            "none".to_string()
+        } else {
+            named.join(", ")
+        };
+        Decision::deny(
+            d.risk,
+            Refusal::NotInTask,
+            format!("task {task} does not name tool \"{tool}\"; the tools it names: {names}"),
+        )
+    }
+
+    /// A `plan` call's tree: well formed, and every built-in tool a task
+    /// names enabled on the channel (a task's tools are a subset of the
+    /// run's; a name no built-in has may be an external tool's, which the
+    /// run offers only if it has it).
+    fn judge_plan(&self, args: &Value) -> Result<(), String> {
+        let tasks = crate::types::args::plan_tasks(args)?;
+        let mut stack: Vec<&crate::types::args::PlanTask> = tasks.iter().collect();
+        while let Some(t) = stack.pop() {
+            for name in t.tools.iter().flatten() {
+                match ToolName::parse(name) {
+                    Some(tool) if !self.tools_allow.contains(&tool) => {
+                        return Err(format!(
+                            "task \"{}\" names tool \"{tool}\", which is not enabled on this \
+                             channel; a task's tools are some of: {}",
+                            crate::util::printable(&t.title),
+                            self.tools_enabled()
+                        ));
+                    }
+                    Some(_) => {}
+                    None if !crate::types::valid_tool_name(name) => {
+                        return Err(format!(
+                            "task \"{}\" names \"{}\", which is not a tool name",
+                            crate::util::printable(&t.title),
+                            crate::util::printable(name)
+                        ));
+                    }
+                    None => {}
+                }
+            }
+            stack.extend(&t.subtasks);
+        }
+        Ok(())
+    }
+
     fn decide_builtin(&self, tool: ToolName, args: &Value) -> Decision {
         // git is asked afresh for each decision: a command may have run since.
         self.git_views.clear();
@@ -144,14 +197,11 @@ impl Gate {
         };
         let mut plan = None;
         let (risk, path, why) = match tool {
-            // Refused as unavailable above; never judged.
-            ToolName::Plan => {
-                return Decision::deny(
-                    base,
-                    Refusal::Unavailable,
-                    crate::types::args::PLAN_NOT_IMPLEMENTED,
-                );
-            }
+            // The tree is judged here, each call of its tasks on its own.
+            ToolName::Plan => match self.judge_plan(args) {
+                Ok(()) => (base, None, String::new()),
+                Err(reason) => return Decision::deny(base, Refusal::Arguments, reason),
+            },
             ToolName::Time | ToolName::MemorySearch => (Risk::Low, None, String::new()),
             // Asking changes nothing; the question's size is the one limit.
             ToolName::AskUser => match crate::types::args::question(args) {
@@ -674,6 +724,33 @@ mod tests {
             root,
             gate,
         }
+    }
+
+    #[test]
+    fn a_task_narrows_what_the_gate_allows_and_never_widens_it() {
+        let fx = fixture("autonomy = \"full\"\n");
+        let named = ["file_read".to_string()];
+        let task = "c/msg-1/task-1";
+        // Named and allowed: the gate's own decision.
+        let d = fx.gate.decide(ToolName::FileRead, &json_args("a.txt"));
+        let kept = fx.gate.within_task(d.clone(), "file_read", task, &named);
+        assert_eq!(kept.verdict, d.verdict);
+        // Allowed by the gate, not named by the task: refused, saying which.
+        let d = fx.gate.decide(ToolName::FileList, &serde_json::json!({}));
+        assert_eq!(d.verdict, Verdict::Allow);
+        let d = fx.gate.within_task(d, "file_list", task, &named);
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::NotInTask));
+        assert!(d.reason.contains("file_read"), "{}", d.reason);
+        // Named, but the gate refuses it: still refused, for its own reason.
+        let d = fx
+            .gate
+            .decide(ToolName::FileRead, &json_args("/etc/passwd"));
+        let d = fx.gate.within_task(d, "file_read", task, &named);
+        assert_eq!(d.verdict, Verdict::Deny(Refusal::Path));
+    }
+
+    fn json_args(path: &str) -> Value {
+        serde_json::json!({ "path": path })
     }
 
     /// `check_path`, whose every refusal is a path refusal.

@@ -34,13 +34,17 @@ pub struct Call<'a> {
     /// Hosts a plugin's tool declares.
     pub declared_hosts: &'a [String],
     pub args: &'a Value,
-    /// `agent`, `sop` or `cli` (`config::POLICY_ORIGINS`).
+    /// `agent`, `sop`, `cli` or `task` (`config::POLICY_ORIGINS`).
     pub origin: &'a str,
 }
 
 /// Where a call comes from, by the conversation it is made in.
 pub fn origin_of(conversation_id: &str) -> &'static str {
-    if conversation_id.starts_with("sop:") {
+    // A plan's task talks in a conversation named by its path
+    // (`CONV/msg-HASH/task-1/task-1.2`).
+    if conversation_id.contains("/task-") {
+        "task"
+    } else if conversation_id.starts_with("sop:") {
         "sop"
     } else if conversation_id.starts_with("cli-") {
         "cli"
@@ -557,5 +561,10 @@ mod tests {
         assert_eq!(origin_of("sop:daily:0123456789abcdef:run:step"), "sop");
         assert_eq!(origin_of("cli-tool-run"), "cli");
         assert_eq!(origin_of("conv-20261126-abc"), "agent");
+        assert_eq!(
+            origin_of("conv-20261126-abc/msg-0123/task-1/task-1.2"),
+            "task"
+        );
+        assert_eq!(origin_of("cli-tool-run/msg-0123/task-1"), "task");
     }
 }

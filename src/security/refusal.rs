@@ -35,6 +35,8 @@ pub enum Refusal {
     Unapproved,
     /// A policy rule (`[[policy.rules]]`) with `effect = "deny"`.
     Policy,
+    /// A call inside a plan's task of a tool the task does not name.
+    NotInTask,
 }
 
 impl Refusal {
@@ -52,6 +54,7 @@ impl Refusal {
             Refusal::RateLimit => "rate_limit",
             Refusal::Unapproved => "unapproved",
             Refusal::Policy => "policy",
+            Refusal::NotInTask => "not_in_task",
         }
     }
 }

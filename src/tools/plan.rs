@@ -1,13 +1,11 @@
-//! `plan`: nested tasks run depth first as sub-conversations. Not
-//! implemented yet: the name exists (configs, receipts, `tool list`), the
-//! schema says what a call will carry, and every call is refused by the
-//! gate (`security::Gate::decide`) and never offered to a model.
+//! `plan`: nested tasks run depth first as sub-conversations. The tool is
+//! the call's edge: the gate judged the tree (`security::Gate::decide`),
+//! and the runtime, through `ToolCtx::host`, runs it (`runtime/plan.rs`),
+//! every call of every task through the same call path.
 
 use super::tool::{Tool, ToolCtx, ToolResult};
 use crate::types::ToolName;
 use serde_json::{Value, json};
-
-pub use crate::types::args::PLAN_NOT_IMPLEMENTED as NOT_IMPLEMENTED;
 
 pub struct Plan;
 
@@ -19,22 +17,34 @@ impl Tool for Plan {
         ToolName::Plan
     }
     fn description(&self) -> &'static str {
-        "Break a task into nested subtasks run one by one (not implemented yet)."
+        "Break a task into nested subtasks, each run as its own conversation with only the tools \
+         it names; a parent checks its subtasks' results against its evaluation. Returns each \
+         task's state and result."
     }
     fn parameters(&self) -> Value {
+        let task = json!({
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "purpose": {"type": "string", "description": "why the task exists"},
+                "instructions": {"type": "string", "description": "what to do"},
+                "evaluation": {"type": "string", "description": "how its result is judged"},
+                "tools": {"type": "array", "items": {"type": "string"},
+                          "description": "the tools a leaf task may call"},
+                "subtasks": {"type": "array", "items": {"type": "object"},
+                             "description": "tasks of the same shape; none for a leaf"}
+            },
+            "required": ["title", "purpose", "instructions", "evaluation"]
+        });
         json!({
             "type": "object",
             "properties": {
-                "tasks": {
-                    "type": "array",
-                    "description": "tasks: {title, purpose, instructions, evaluation, tools?, subtasks?}",
-                    "items": {"type": "object"}
-                }
+                "tasks": {"type": "array", "items": task}
             },
             "required": ["tasks"]
         })
     }
-    fn invoke(&self, _args: &Value, _ctx: &ToolCtx) -> ToolResult {
-        ToolResult::err(NOT_IMPLEMENTED)
+    fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        ctx.host.plan(ctx.conversation_id, args)
     }
 }

@@ -241,6 +241,12 @@ pub trait Host {
         running: i32,
     ) -> Result<HostCall, String>;
 
+    /// Runs a `plan` call's tree (its arguments judged by the gate).
+    fn plan(&self, conversation_id: &str, args: &Value) -> ToolResult {
+        let _ = (conversation_id, args);
+        ToolResult::err("a plan cannot run here: no model to run its tasks")
+    }
+
     /// The run's background snippets (`code_run`'s `background`), if it
     /// keeps any.
     fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {

@@ -32,9 +32,150 @@ pub fn question(args: &Value) -> Result<&str, String> {
 
 // plan
 
-/// Why every `plan` call is refused: the tool is not implemented yet.
-pub const PLAN_NOT_IMPLEMENTED: &str = "the plan tool is not implemented yet: nested tasks are \
-not run; do the work with the other tools, one call at a time";
+/// The deepest a plan's payload may nest, whatever `[plan] max_depth`
+/// says (that budget is the run's; this is the reader's bound).
+pub const PLAN_MAX_DEPTH: usize = 8;
+/// The most tasks one payload may hold.
+pub const PLAN_MAX_TASKS: usize = 200;
+/// The longest `title`.
+pub const PLAN_TITLE_MAX_CHARS: usize = 200;
+/// The longest `purpose`, `instructions` or `evaluation`.
+pub const PLAN_TEXT_MAX_BYTES: usize = 4096;
+
+/// One task of a `plan` call, checked: a leaf when `subtasks` is empty.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanTask {
+    pub title: String,
+    pub purpose: String,
+    pub instructions: String,
+    /// What a leaf's result must show; for a parent, what its children's
+    /// results are checked against.
+    pub evaluation: String,
+    /// The tools a leaf may call, by name (`None`: none named).
+    pub tools: Option<Vec<String>>,
+    pub subtasks: Vec<PlanTask>,
+}
+
+/// A `plan` call's `tasks`, checked: each task an object with the four
+/// texts, `tools` a list of names, `subtasks` a list of tasks; within
+/// `PLAN_MAX_DEPTH` and `PLAN_MAX_TASKS`. Which tools exist and may be
+/// named is the gate's to say.
+pub fn plan_tasks(args: &Value) -> Result<Vec<PlanTask>, String> {
+    let tasks = match args.get("tasks") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) => return Err("\"tasks\" is empty".into()),
+        Some(_) => return Err("\"tasks\" must be an array of tasks".into()),
+        None => return Err("\"tasks\" is required".into()),
+    };
+    let mut count = 0;
+    plan_list(tasks, "tasks", 1, &mut count)
+}
+
+fn plan_list(
+    items: &[Value],
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Vec<PlanTask>, String> {
+    if depth > PLAN_MAX_DEPTH {
+        return Err(format!(
+            "{at}: tasks nest deeper than {PLAN_MAX_DEPTH} levels"
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| plan_task(v, &format!("{at}[{i}]"), depth, count))
+        .collect()
+}
+
+fn plan_task(v: &Value, at: &str, depth: usize, count: &mut usize) -> Result<PlanTask, String> {
+    *count += 1;
+    if *count > PLAN_MAX_TASKS {
+        return Err(format!("a plan holds at most {PLAN_MAX_TASKS} tasks"));
+    }
+    let Some(obj) = v.as_object() else {
+        return Err(format!(
+            "{at} must be an object with title, purpose, instructions, evaluation, and \
+             optionally tools and subtasks"
+        ));
+    };
+    const KEYS: [&str; 6] = [
+        "title",
+        "purpose",
+        "instructions",
+        "evaluation",
+        "tools",
+        "subtasks",
+    ];
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "{at}: unknown key \"{k}\"; a task has {}",
+            KEYS.join(", ")
+        ));
+    }
+    let text = |key: &str, required: bool| -> Result<String, String> {
+        match obj.get(key) {
+            Some(Value::String(s)) if s.len() > PLAN_TEXT_MAX_BYTES => Err(format!(
+                "{at}.{key} is {} bytes; the limit is {PLAN_TEXT_MAX_BYTES}",
+                s.len()
+            )),
+            Some(Value::String(s)) => Ok(s.trim().to_string()),
+            Some(_) => Err(format!("{at}.{key} must be a string")),
+            None if required => Err(format!("{at}.{key} is required")),
+            None => Ok(String::new()),
+        }
+    };
+    let title = text("title", true)?;
+    if title.is_empty() {
+        return Err(format!("{at}.title is empty"));
+    }
+    if title.chars().count() > PLAN_TITLE_MAX_CHARS {
+        return Err(format!(
+            "{at}.title is over {PLAN_TITLE_MAX_CHARS} characters"
+        ));
+    }
+    let tools = match obj.get("tools") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .map(|t| {
+                    t.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("{at}.tools must be a list of tool names"))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err(format!("{at}.tools must be a list of tool names")),
+    };
+    let subtasks = match obj.get("subtasks") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => plan_list(a, &format!("{at}.subtasks"), depth + 1, count)?,
+        Some(_) => return Err(format!("{at}.subtasks must be a list of tasks")),
+    };
+    Ok(PlanTask {
+        title,
+        purpose: text("purpose", true)?,
+        instructions: text("instructions", true)?,
+        evaluation: text("evaluation", true)?,
+        tools,
+        subtasks,
+    })
+}
+
+/// How deep a task list goes (1: only leaves).
+pub fn plan_depth(tasks: &[PlanTask]) -> usize {
+    tasks
+        .iter()
+        .map(|t| 1 + plan_depth(&t.subtasks))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every task of a list, its subtasks' included.
+pub fn plan_count(tasks: &[PlanTask]) -> usize {
+    tasks.iter().map(|t| 1 + plan_count(&t.subtasks)).sum()
+}
 // code_run
 
 /// The most code one call may carry.
@@ -752,6 +893,57 @@ mod tests {
         ["fact", "preference", "task", "note"]
             .map(String::from)
             .to_vec()
+    }
+
+    #[test]
+    fn a_plan_payload_is_read_whole_and_its_bounds_are_named() {
+        let task = |subtasks: Value| {
+            json!({"title": " t ", "purpose": "p", "instructions": "i", "evaluation": "",
+                   "tools": ["shell"], "subtasks": subtasks})
+        };
+        let tasks = plan_tasks(&json!({"tasks": [task(json!([task(json!([]))]))]})).unwrap();
+        assert_eq!(tasks[0].title, "t");
+        assert_eq!(tasks[0].tools.as_deref(), Some(&["shell".to_string()][..]));
+        assert_eq!((plan_depth(&tasks), plan_count(&tasks)), (2, 2));
+        let mut deep = task(json!([]));
+        for _ in 0..PLAN_MAX_DEPTH {
+            deep = task(json!([deep]));
+        }
+        let e = plan_tasks(&json!({"tasks": [deep]})).unwrap_err();
+        assert!(e.contains("deeper than 8"), "{e}");
+        let many: Vec<Value> = (0..=PLAN_MAX_TASKS).map(|_| task(json!([]))).collect();
+        let e = plan_tasks(&json!({"tasks": many})).unwrap_err();
+        assert!(e.contains("at most 200"), "{e}");
+        for (bad, says) in [
+            (json!({}), "\"tasks\" is required"),
+            (json!({"tasks": []}), "empty"),
+            (json!({"tasks": [1]}), "tasks[0] must be an object"),
+            (
+                json!({"tasks": [{"title": "t"}]}),
+                "tasks[0].purpose is required",
+            ),
+            (
+                json!({"tasks": [{"title": "", "purpose": "", "instructions": "", "evaluation": ""}]}),
+                "title is empty",
+            ),
+            (
+                json!({"tasks": [task(json!("x"))]}),
+                "subtasks must be a list",
+            ),
+            (
+                json!({"tasks": [{"title": "t", "purpose": "", "instructions": "", "evaluation": "",
+                               "tools": [1]}]}),
+                "tools must be a list of tool names",
+            ),
+            (
+                json!({"tasks": [{"title": "t", "purpose": "", "instructions": "", "evaluation": "",
+                               "agent": "x"}]}),
+                "unknown key \"agent\"",
+            ),
+        ] {
+            let e = plan_tasks(&bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

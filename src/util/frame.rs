@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 /// The tags of every frame, each defused in the data of all of them.
-pub const TAGS: [&str; 8] = [
+pub const TAGS: [&str; 9] = [
     "notes",
     "previous_conversation",
     "transcript",
@@ -18,6 +18,7 @@ pub const TAGS: [&str; 8] = [
     "skill",
     "attachment",
     "tool_description",
+    "task_context",
 ];
 
 /// `data` framed: `<tag k="v" …>`, the data, `</tag>`, each on its own

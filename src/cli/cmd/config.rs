@@ -361,6 +361,19 @@ fn tools_value(cfg: &Config) -> Value {
         c["secrets"] = secrets.into();
     }
     tools.insert("code_run".into(), c);
+    let plan = &cfg.tools.plan;
+    tools.insert(
+        "plan".into(),
+        json!({
+            "max_depth": plan.max_depth,
+            "max_tasks": plan.max_tasks,
+            "task_rounds": plan.task_rounds,
+            "task_tokens": plan.task_tokens,
+            "tree_tokens": plan.tree_tokens,
+            "wall_clock_secs": plan.wall_clock_secs,
+            "skill_min_score": plan.skill_min_score,
+        }),
+    );
     if let Some(w) = &cfg.tools.web_search {
         let mut m = serde_json::Map::new();
         m.insert("provider".into(), w.provider.as_str().into());

@@ -21,4 +21,5 @@ pub mod receipt;
 pub mod service;
 pub mod skill;
 pub mod sop;
+pub mod task;
 pub mod tool;

@@ -211,6 +211,8 @@ pub fn run(
     let outcome = match record.status {
         _ if record.estop => Outcome::Estop,
         crate::receipts::Status::Denied => Outcome::Refused,
+        _ if record.pending_approval.is_some() => Outcome::Refused,
+        _ if record.budget.is_some() => Outcome::PlanBudget,
         crate::receipts::Status::Failed => Outcome::Failed(Kind::Runtime),
         _ => Outcome::Completed,
     };
