@@ -1,8 +1,10 @@
 //! What this build holds. The Cargo features a constrained machine can
 //! leave out (README, "Builds and features"): `gateway` (the `gateway` and
 //! `service` commands), `pdf` (the `pdf_extract` tool), `lineedit` (the
-//! REPL's line editor), `tls` (https), `mcp` (MCP servers' tools) and
-//! `plugins` (plugins' tools). A command or a tool left out
+//! REPL's line editor), `tls` (https), `mcp` (MCP servers' tools),
+//! `plugins` (plugins' tools), `sop` (SOPs), `plan` (the `plan` tool) and
+//! `code` (`code_run`, `code_status`). A missing one's code stays compiled
+//! but unreachable (a constant `cfg!` branch), so the linker drops it. A command or a tool left out
 //! stays known: it is refused here, saying how to get it.
 
 use crate::error::Error;
@@ -10,13 +12,16 @@ use crate::types::ToolName;
 
 /// Every optional feature and whether this build has it, in the order
 /// `latchclaw --version` lists them.
-pub const ALL: [(&str, bool); 6] = [
+pub const ALL: [(&str, bool); 9] = [
     ("gateway", cfg!(feature = "gateway")),
     ("pdf", cfg!(feature = "pdf")),
     ("lineedit", cfg!(feature = "lineedit")),
     ("tls", cfg!(feature = "tls")),
     ("mcp", cfg!(feature = "mcp")),
     ("plugins", cfg!(feature = "plugins")),
+    ("sop", cfg!(feature = "sop")),
+    ("plan", cfg!(feature = "plan")),
+    ("code", cfg!(feature = "code")),
 ];
 
 /// The features built in, by name.
@@ -58,13 +63,19 @@ pub fn command_missing(path: &str) -> Option<&'static str> {
         "gateway" | "service" if !cfg!(feature = "gateway") => Some("gateway"),
         "mcp" if !cfg!(feature = "mcp") => Some("mcp"),
         "plugin" if !cfg!(feature = "plugins") => Some("plugins"),
+        "sop" if !cfg!(feature = "sop") => Some("sop"),
         _ => None,
     }
 }
 
 /// The feature a tool needs, when this build lacks it.
 pub fn tool_missing(tool: ToolName) -> Option<&'static str> {
-    (tool == ToolName::PdfExtract && !cfg!(feature = "pdf")).then_some("pdf")
+    match tool {
+        ToolName::PdfExtract if !cfg!(feature = "pdf") => Some("pdf"),
+        ToolName::Plan if !cfg!(feature = "plan") => Some("plan"),
+        ToolName::CodeRun | ToolName::CodeStatus if !cfg!(feature = "code") => Some("code"),
+        _ => None,
+    }
 }
 
 /// How to get a feature this build lacks.
@@ -130,8 +141,16 @@ mod tests {
         for path in ["agent", "tool run", "receipt verify", "memory search"] {
             assert_eq!(command_missing(path), None);
         }
+        for path in ["sop run", "sop list"] {
+            assert_eq!(command_missing(path).is_some(), !cfg!(feature = "sop"));
+        }
         for t in ToolName::ALL {
-            let gone = t == ToolName::PdfExtract && !cfg!(feature = "pdf");
+            let gone = match t {
+                ToolName::PdfExtract => !cfg!(feature = "pdf"),
+                ToolName::Plan => !cfg!(feature = "plan"),
+                ToolName::CodeRun | ToolName::CodeStatus => !cfg!(feature = "code"),
+                _ => false,
+            };
             assert_eq!(tool_missing(t).is_some(), gone, "{t}");
         }
         let e = command_not_built("gateway", "gateway");

@@ -25,6 +25,9 @@ pub mod security;
 #[cfg(feature = "gateway")]
 pub mod service;
 pub mod skills;
+// Compiled in every build (its table migrations and the approvals' hints
+// use it); without the feature nothing runs a SOP.
+#[cfg_attr(not(feature = "sop"), allow(dead_code, unused_imports))]
 pub(crate) mod sop;
 /// The one module that talks to the kernel (sandbox, signals, terminal,
 /// descriptor-relative files), and the only one allowed raw system calls.

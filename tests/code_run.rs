@@ -5,6 +5,8 @@
 //! host (a fake server on 127.0.0.1) receives the real value; a `tool()`
 //! call the gate refuses is refused with a receipt; runaway snippets end;
 //! a mock-scripted agent turn uses it, and `code stats|failures` show it.
+// The `code` feature (the minimal build refuses it: tests/features.rs).
+#![cfg(feature = "code")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,5 +1,7 @@
 //! `grep`, `file_read` line ranges and `file_list` depth/glob/sort on the
 //! real binary: what they find, their limits, and what they never show.
+// The `code` feature (the minimal build refuses it: tests/features.rs).
+#![cfg(feature = "code")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -23,6 +23,9 @@ fn built() -> Vec<&'static str> {
         ("tls", cfg!(feature = "tls")),
         ("mcp", cfg!(feature = "mcp")),
         ("plugins", cfg!(feature = "plugins")),
+        ("sop", cfg!(feature = "sop")),
+        ("plan", cfg!(feature = "plan")),
+        ("code", cfg!(feature = "code")),
     ]
     .into_iter()
     .filter(|(_, on)| *on)
@@ -62,12 +65,13 @@ fn help_marks_exactly_the_commands_not_built() {
         .lines()
         .filter(|l| l.ends_with("(not in this build)"))
         .collect();
-    // gateway, gateway token and the five service commands; the four mcp
-    // and the five plugin commands.
+    // gateway, gateway token and the five service commands; the four mcp,
+    // the five plugin and the eight sop commands.
     let groups = [
         (["gateway", "service"], 7, cfg!(feature = "gateway")),
         (["mcp", "mcp"], 4, cfg!(feature = "mcp")),
         (["plugin", "plugin"], 5, cfg!(feature = "plugins")),
+        (["sop", "sop"], 8, cfg!(feature = "sop")),
     ];
     let want: usize = groups.iter().filter(|g| !g.2).map(|g| g.1).sum();
     assert_eq!(marked.len(), want, "{}", top.stdout);
@@ -193,6 +197,76 @@ fn mcp_and_plugin_commands_are_refused_and_their_config_still_loads() {
     assert_eq!(offered[0], offered[1]);
 }
 
+/// The tools this build lacks (those of the features left out).
+#[cfg(not(feature = "pdf"))]
+fn not_built_tools() -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if !cfg!(feature = "pdf") {
+        out.push("pdf_extract");
+    }
+    if !cfg!(feature = "plan") {
+        out.push("plan");
+    }
+    if !cfg!(feature = "code") {
+        out.extend(["code_run", "code_status"]);
+    }
+    out
+}
+
+/// `plan`, `code_run` and `code_status` in a build without their features,
+/// enabled by the config: listed as not built, offered to no model, refused
+/// by `tool run` (exit 2, no receipt) and by the gate; the `sop` commands
+/// refused like any command not built, the config still loading.
+#[cfg(not(any(feature = "plan", feature = "code", feature = "sop")))]
+#[test]
+fn plan_code_and_sop_are_refused_and_their_config_still_loads() {
+    let env = Env::new();
+    env.config(
+        "[security]\nautonomy = \"full\"\n[tools.plan]\nenabled = true\n\
+         [tools.code_run]\nenabled = true\n",
+    );
+    let (r, v) = env.json(&["tool", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for (tool, args, feature) in [
+        ("plan", json!({"tasks": []}), "plan"),
+        (
+            "code_run",
+            json!({"language": "python", "code": "print(1)"}),
+            "code",
+        ),
+        ("code_status", json!({"id": "x"}), "code"),
+    ] {
+        let row = v.as_array().unwrap().iter().find(|t| t["name"] == tool);
+        assert_eq!(row.unwrap()["built"], json!(false), "{tool}: {v}");
+        let r = env.run(&["tool", "run", tool, "--json", &args.to_string()]);
+        assert_eq!(r.code, 2, "{tool}: {r:?}");
+        assert!(
+            r.stderr
+                .contains(&format!("tool \"{tool}\" is not in this build"))
+                && r.stderr.contains(&format!("--features {feature}")),
+            "{tool}: {r:?}"
+        );
+        let (r, d) = env.json(&["policy", "check", tool, "--json", &args.to_string()]);
+        assert_eq!((r.code, &d["decision"]), (0, &json!("deny")), "{tool}: {d}");
+    }
+    assert!(env.receipt_lines().is_empty());
+    let (_, p) = env.json(&["policy", "show", "--json"]);
+    let enabled = p["tools_enabled"].to_string();
+    assert!(
+        !enabled.contains("\"plan\"") && !enabled.contains("code_run"),
+        "{enabled}"
+    );
+    for words in [&["sop", "list"][..], &["sop", "run", "x"], &["sop", "runs"]] {
+        let r = env.run(words);
+        assert_eq!(r.code, 2, "{words:?}: {r:?}");
+        assert!(
+            r.stderr.contains("is not in this build") && r.stderr.contains("--features sop"),
+            "{words:?}: {r:?}"
+        );
+    }
+    assert_eq!(env.run(&["config", "validate"]).code, 0);
+}
+
 /// A config asking for `pdf_extract` still loads; the tool is listed as not
 /// built, offered to no model, refused by `tool run` (exit 2, no receipt),
 /// by the gate and when a model calls it anyway.
@@ -230,8 +304,8 @@ fn pdf_extract_is_listed_as_not_built_and_refused_everywhere() {
     );
     assert!(
         rows.iter()
-            .filter(|t| t["name"] != "pdf_extract")
-            .all(|t| t["built"] == true)
+            .filter(|t| t["built"] == false)
+            .all(|t| not_built_tools().contains(&t["name"].as_str().unwrap()))
     );
     let r = env.run(&["tool", "list"]);
     let line = r

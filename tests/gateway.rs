@@ -1483,6 +1483,7 @@ fn a_token_file_others_may_write_is_refused_at_once() {
 }
 
 #[test]
+#[cfg(feature = "sop")]
 fn sop_runs_start_and_show_behind_the_token() {
     let env = Env::new();
     setup(&env, "", "autonomy = \"full\"");

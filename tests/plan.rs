@@ -4,6 +4,8 @@
 //! subtask, `task list|show`; budgets stopping a model that keeps
 //! planning; a tree killed mid-way resumed without running a done leaf
 //! again (counted by the lines its leaves append to a canary file).
+// The `plan` feature (the minimal build refuses it: tests/features.rs).
+#![cfg(feature = "plan")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -617,6 +617,7 @@ fn replay_over_a_thousand_recorded_calls_counts_per_rule() {
 }
 
 #[test]
+#[cfg(feature = "sop")]
 fn a_rule_for_sop_calls_holds_a_sop_step_and_not_an_agent() {
     let env = Env::new();
     env.config(

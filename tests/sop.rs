@@ -2,6 +2,8 @@
 //! validation in one pass, approvals bound to the SOP's hash, and exactly
 //! once: kills at a step boundary and mid-step, then resume, proved by
 //! canary files and receipts; concurrent resumes; `--timeout`.
+// The `sop` feature (the minimal build refuses it: tests/features.rs).
+#![cfg(feature = "sop")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -171,13 +171,13 @@ fn main() {
         mcp::figures(&mut report, &root, &ws);
         mcp::turn_figures(&mut report, &root, &ws);
     }
-    if run("code") {
+    if run("code") && cfg!(feature = "code") {
         code::figures(&mut report, &root, &ws);
     }
-    if run("sop") {
+    if run("sop") && cfg!(feature = "sop") {
         sop_figures(&mut report, &root, &ws);
     }
-    if run("plan") {
+    if run("plan") && cfg!(feature = "plan") {
         plan_figures(&mut report, &root, &ws);
     }
     if run("replay") {

@@ -32,6 +32,7 @@ pub fn confirm(id: &str) -> Result<()> {
 /// command is where a dangerous part hides). Each argument is `key: value`
 /// with string values as they are (controls escaped); continuation lines
 /// are indented by `indent` plus four spaces.
+#[cfg_attr(not(feature = "sop"), allow(dead_code))]
 pub fn describe(tool: &str, risk: &str, reason: &str, args: &Value, indent: &str) -> String {
     describe_with(tool, risk, reason, args, None, indent)
 }

@@ -170,8 +170,11 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::McpTest { name, json } => cmd::mcp::test(&ctx, &name, json),
         #[cfg(feature = "mcp")]
         Command::McpApprove { name, json } => cmd::mcp::approve(&ctx, &name, json),
+        #[cfg(feature = "sop")]
         Command::SopList { json } => cmd::sop::list(&ctx, json),
+        #[cfg(feature = "sop")]
         Command::SopValidate { name, json } => cmd::sop::validate(&ctx, name.as_deref(), json),
+        #[cfg(feature = "sop")]
         Command::SopRun {
             name,
             json,
@@ -189,6 +192,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             },
             workspace.as_deref(),
         ),
+        #[cfg(feature = "sop")]
         Command::SopResume {
             run,
             json,
@@ -207,15 +211,18 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
                 skip_step,
             },
         ),
+        #[cfg(feature = "sop")]
         Command::SopDecide {
             run,
             approve,
             yes,
             json,
         } => cmd::sop::decide(&ctx, &run, approve, yes, json),
+        #[cfg(feature = "sop")]
         Command::SopRuns { limit, json } => cmd::sop::runs(&ctx, limit, json),
         Command::CodeStats { json } => cmd::code::stats(&ctx, json),
         Command::CodeFailures { limit, json } => cmd::code::failures(&ctx, limit, json),
+        #[cfg(feature = "sop")]
         Command::SopShow { run, json } => cmd::sop::show(&ctx, &run, json),
         Command::TaskList {
             conversation,
@@ -256,7 +263,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
             Err(crate::features::command_not_built(path, "gateway"))
         }
         // `parse` refused them: commands of a feature this build lacks.
-        #[cfg(not(all(feature = "mcp", feature = "plugins")))]
+        #[cfg(not(all(feature = "mcp", feature = "plugins", feature = "sop")))]
         _ => Err(crate::error::Error::new(
             crate::error::Kind::Internal,
             "a command of a feature not in this build got past the parser".to_string(),

@@ -204,6 +204,10 @@ impl Gateway {
                 self.metrics.render(&self.cfg),
             ),
             "/metrics" => method_not_allowed("GET"),
+            // Without the feature the routes are unknown (404, below).
+            p if !cfg!(feature = "sop") && p.starts_with("/sop/") => {
+                Response::error(404, "not_built", &crate::features::how("sop"))
+            }
             p if p.starts_with("/sop/runs/") => match m {
                 "GET" => self.sop_show(&p["/sop/runs/".len()..]),
                 _ => method_not_allowed("GET"),

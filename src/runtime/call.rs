@@ -381,6 +381,12 @@ impl crate::tools::Host for Runtime<'_> {
     }
 
     fn plan(&self, conversation_id: &str, args: &Value) -> ToolResult {
+        // Unreachable without the feature (never offered, refused by the
+        // gate); the constant branch lets the linker drop the runner.
+        if !cfg!(feature = "plan") {
+            let why = crate::features::tool_not_built(ToolName::Plan);
+            return ToolResult::err(why.unwrap_or_default());
+        }
         self.run_plan(conversation_id, args)
     }
 }

@@ -20,6 +20,7 @@ pub mod receipt;
 #[cfg(feature = "gateway")]
 pub mod service;
 pub mod skill;
+#[cfg(feature = "sop")]
 pub mod sop;
 pub mod task;
 pub mod tool;

@@ -43,6 +43,13 @@ impl Tool for CodeRun {
         })
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        // Without the feature (never offered, refused by the gate) the
+        // constant branch lets the linker drop the runner.
+        if !cfg!(feature = "code") {
+            return ToolResult::err(
+                crate::features::tool_not_built(self.name()).unwrap_or_default(),
+            );
+        }
         run::run(args, ctx)
     }
 }
@@ -67,6 +74,11 @@ impl Tool for CodeStatus {
         })
     }
     fn invoke(&self, args: &Value, ctx: &ToolCtx) -> ToolResult {
+        if !cfg!(feature = "code") {
+            return ToolResult::err(
+                crate::features::tool_not_built(self.name()).unwrap_or_default(),
+            );
+        }
         run::status(args, ctx)
     }
     fn takes_effect(&self) -> bool {
