@@ -592,3 +592,53 @@ fn no_memory_runs_no_plan_and_stores_nothing() {
     let (_, trees) = env.json(&["task", "list", "--json"]);
     assert_eq!(trees, json!([]));
 }
+
+#[test]
+fn a_task_that_plans_goes_on_within_what_its_subtasks_left_of_the_tree() {
+    // The child's one request spends the tree's tokens: its parent, whose
+    // turn goes on after the plan it called, makes no call after that.
+    let env = Env::new();
+    env.mock(
+        "plan_nested_budget.toml",
+        "",
+        &format!("{FULL}tree_tokens = 100\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "nested tokens", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "tree_tokens", "{v}");
+    assert!(canary(&env).is_empty(), "{:?}", canary(&env));
+    assert!(env.receipts().iter().all(|r| r["tool"] != "shell"));
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-1")["budget"], "tree_tokens", "{all:?}");
+    // The tree spent what its tasks spent, and stopped there: one request
+    // past the budget at most, never another task's worth.
+    let spent = all[0].1["tokens"].as_u64().unwrap();
+    let leaves: u64 = all[1..]
+        .iter()
+        .map(|(_, t)| t["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(spent, leaves, "{all:?}");
+}
+
+#[test]
+fn a_task_call_ends_at_the_trees_wall_clock() {
+    let env = Env::new();
+    env.mock(
+        "plan_nested_budget.toml",
+        "",
+        "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\", \"sleep\"]\n\
+         [tools.plan]\nenabled = true\nwall_clock_secs = 1\n",
+    );
+    let began = std::time::Instant::now();
+    let (r, v) = env.json(&["agent", "-m", "outlive the clock", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "wall_clock", "{v}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(3), "{r:?}");
+    // The command was killed with the clock: its line never comes.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(canary(&env).is_empty(), "{:?}", canary(&env));
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-1")["state"], "stopped", "{all:?}");
+}

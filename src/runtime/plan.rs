@@ -482,7 +482,7 @@ impl Runtime<'_> {
         self.memory.task_started(&task.path)?;
         log::info!(target: "event::task_started", "task={}", task.path);
         fault("task_started", &task.path);
-        let (provider, skills, limits, deadline, spent) = {
+        let (provider, skills, limits, deadline) = {
             let tree = self.tree.borrow();
             let t = tree
                 .as_ref()
@@ -492,7 +492,6 @@ impl Runtime<'_> {
                 Rc::clone(&t.skills),
                 t.limits,
                 t.deadline,
-                t.tokens,
             )
         };
         let skill = self.assistant(task, &skills, limits.skill_min_score);
@@ -508,7 +507,7 @@ impl Runtime<'_> {
             tools: tools.clone(),
             max_rounds: limits.task_rounds,
             task_tokens: limits.task_tokens,
-            tree_tokens_left: limits.tree_tokens.saturating_sub(spent),
+            tree_tokens: limits.tree_tokens,
             deadline,
         };
         let message = self.task_message(task, &tools)?;
@@ -537,17 +536,21 @@ impl Runtime<'_> {
                 return Err(e);
             }
         };
+        // Its tokens were added to the tree's as they were spent.
         let tokens = out.usage.prompt_tokens + out.usage.completion_tokens;
-        if let Some(t) = self.tree.borrow_mut().as_mut() {
-            t.tokens += tokens;
-            t.rounds += u64::from(out.rounds);
-        }
+        let tree_tokens = match self.tree.borrow_mut().as_mut() {
+            Some(t) => {
+                t.rounds += u64::from(out.rounds);
+                t.tokens
+            }
+            None => tokens,
+        };
         let (mut state, mut budget) = match out.exit_reason {
             Outcome::Completed | Outcome::NoAnswer => (TaskState::Done, None),
             Outcome::MaxToolRounds => (TaskState::Stopped, Some("rounds")),
             Outcome::PlanBudget => (
                 TaskState::Stopped,
-                Some(scope.spent(&out.usage).unwrap_or("tokens")),
+                Some(scope.spent(&out.usage, tree_tokens).unwrap_or("tokens")),
             ),
             Outcome::Timeout | Outcome::Cancelled => (TaskState::Stopped, None),
             _ => (TaskState::Failed, None),
