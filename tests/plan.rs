@@ -642,3 +642,32 @@ fn a_task_call_ends_at_the_trees_wall_clock() {
     let all = tasks(&env, &root);
     assert_eq!(task(&all, "task-1")["state"], "stopped", "{all:?}");
 }
+
+#[test]
+fn a_tasks_message_recalled_later_is_not_the_users() {
+    let env = Env::new();
+    env.mock(
+        "plan_recall.toml",
+        "",
+        &format!("{FULL}[memory]\nrecall = \"always\"\n"),
+    );
+    let r = env.run(&["agent", "-m", "plan for later"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = env.run(&["agent", "-m", "what was orioleqz about?"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let requests = env.requests();
+    let notes = requests.last().unwrap()["request"]["messages"][0]["notes"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no notes: {requests:?}"))
+        .to_string();
+    // The task's message (the model's plan, with an earlier task's result
+    // in it) is recalled as the plan's, never as what the user asked.
+    assert!(notes.contains("orioleqz"), "{notes}");
+    for line in notes.lines().filter(|l| l.contains("orioleqz")) {
+        assert!(!line.contains(", user)"), "{line}");
+        assert!(
+            line.contains("plan task (written by the assistant"),
+            "{line}"
+        );
+    }
+}
