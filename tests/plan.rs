@@ -671,3 +671,46 @@ fn a_tasks_message_recalled_later_is_not_the_users() {
         );
     }
 }
+
+#[test]
+fn a_corrective_subtask_the_operator_would_be_asked_about_is_not_added_unasked() {
+    let env = Env::new();
+    env.mock(
+        "plan_fix_supervised.toml",
+        "",
+        "[security]\nautonomy = \"supervised\"\n[tools.plan]\nenabled = true\n",
+    );
+    std::fs::write(env.ws.join("private.txt"), "zqprivate line").unwrap();
+    // The plan call waits; the operator approves the tree it shows.
+    let (r, v) = env.json(&["agent", "-m", "check the child", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    assert_eq!(env.run(&["approve", "last", "--yes"]).code, 0);
+    let (r, v) = env.json(&[
+        "agent",
+        "--resume",
+        &conv,
+        "-m",
+        "check the child",
+        "--json",
+    ]);
+    assert_eq!(v["tool_calls"][0]["tool"], "plan", "{r:?}");
+    // The evaluator's new task, with a tool no approved task named, never
+    // ran: no read, no receipt, nothing of the file anywhere.
+    assert!(env.receipts().iter().all(|r| r["tool"] != "file_read"));
+    for req in env.requests() {
+        assert!(!req.to_string().contains("zqprivate"), "{req}");
+    }
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(all.len(), 3, "{all:?}");
+    let parent = task(&all, "task-1");
+    assert_eq!(parent["state"], "failed", "{parent}");
+    assert!(
+        parent["result"]
+            .as_str()
+            .unwrap()
+            .contains("corrective subtask was not added"),
+        "{parent}"
+    );
+}

@@ -615,7 +615,7 @@ impl Runtime<'_> {
                             note.push_str(&format!("\n{child} failed the evaluation: {why}"));
                             continue;
                         };
-                        if let Some(e) = self.correct(task, &child, &why, &fix)?
+                        if let Some(e) = self.correct(task, &child, &why, &fix, &mut note)?
                             && e.state == TaskState::Stopped
                             && stopped.is_none()
                         {
@@ -675,13 +675,31 @@ impl Runtime<'_> {
     }
 
     /// One corrective subtask of `parent` for its failed child `child`,
-    /// stored and run; `None` when the fix cannot be a task here.
-    fn correct(&self, parent: &Task, child: &str, why: &str, fix: &Value) -> Result<Option<Ended>> {
+    /// stored and run; `None` when the fix cannot be a task here (why, in
+    /// `note`).
+    fn correct(
+        &self,
+        parent: &Task,
+        child: &str,
+        why: &str,
+        fix: &Value,
+        note: &mut String,
+    ) -> Result<Option<Ended>> {
         let args = json!({"tasks": [fix]});
-        // Judged as a plan call is: a fix names no tool the run lacks.
-        let d = self.gate.decide(crate::types::ToolName::Plan, &args);
-        if matches!(d.verdict, crate::security::Verdict::Deny(_)) {
+        // Judged as a task's plan call is: a fix names no tool the run
+        // lacks, and a new task the operator would be asked about (a plan
+        // call under `supervised`, a policy rule that asks) is not added
+        // unasked: the operator approved the tree as it was.
+        let d = self
+            .gate
+            .decide_from(crate::types::ToolName::Plan, &args, "task");
+        if !matches!(d.verdict, crate::security::Verdict::Allow) {
             log::info!(target: "event::plan_fix_refused", "task={child} {}", d.reason);
+            note.push_str(&format!(
+                "
+{child} failed the evaluation: {why}; its corrective subtask was not added: {}",
+                crate::util::one_line(&d.reason, RESULT_CHARS)
+            ));
             return Ok(None);
         }
         let Ok(mut tasks) = plan_tasks(&args) else {
