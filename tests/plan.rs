@@ -714,3 +714,33 @@ fn a_corrective_subtask_the_operator_would_be_asked_about_is_not_added_unasked()
         "{parent}"
     );
 }
+
+#[test]
+fn no_evaluation_runs_once_the_tree_spent_its_tokens() {
+    let env = Env::new();
+    env.mock(
+        "plan_eval_budget.toml",
+        "",
+        &format!("{FULL}tree_tokens = 100\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "evaluate past the budget", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "tree_tokens", "{v}");
+    let evaluations = env
+        .requests()
+        .iter()
+        .filter(|r| r.to_string().contains("Evaluate the subtasks"))
+        .count();
+    assert_eq!(evaluations, 0);
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    let parent = task(&all, "task-1");
+    assert_eq!(parent["budget"], "tree_tokens", "{parent}");
+    assert!(
+        parent["result"]
+            .as_str()
+            .unwrap()
+            .contains("its evaluation did not run"),
+        "{parent}"
+    );
+}

@@ -606,6 +606,16 @@ impl Runtime<'_> {
         }
         let mut note = String::new();
         let already = children.iter().any(|c| c.corrects.is_some());
+        // The evaluation is a model call of the tree's: not once a budget
+        // is spent or the run must stop.
+        if stopped.is_none() && !task.evaluation.is_empty() && !already {
+            stopped = self.tree_stop(task).map(|s| Ended {
+                result: s
+                    .result
+                    .replacen("stopped before it ran", "its evaluation did not run", 1),
+                ..s
+            });
+        }
         if stopped.is_none() && !task.evaluation.is_empty() && !already {
             let now = self.memory.task_children(&task.path)?;
             match self.evaluate(task, &now)? {
