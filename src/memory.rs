@@ -350,6 +350,18 @@ impl TurnRole {
         }
     }
 
+    /// Who said a turn of `conversation`, for a reader who is not its
+    /// model: a plan's task's message (`CONV/msg-HASH/task-1`) is the
+    /// model's own plan relayed by latchclaw, never the user's words.
+    pub fn speaker(self, conversation: &str) -> &'static str {
+        match self {
+            TurnRole::User if crate::security::policy::origin_of(conversation) == "task" => {
+                "plan task (written by the assistant, not the user)"
+            }
+            r => r.as_str(),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<TurnRole> {
         [
             TurnRole::System,

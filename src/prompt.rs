@@ -113,7 +113,11 @@ pub fn memory_notes(
     }
     for h in memory.search_context(message, cfg.memory.context_hits, conversation)? {
         let day = h.timestamp.get(..10).unwrap_or(&h.timestamp);
-        let line = format!("> ({day}, {}) {}\n", h.role, one_line(&h.snippet));
+        let line = format!(
+            "> ({day}, {}) {}\n",
+            h.role.speaker(&h.conversation_id),
+            one_line(&h.snippet)
+        );
         if out.len() + line.len() > cfg.memory.context_bytes {
             break;
         }

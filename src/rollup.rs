@@ -315,7 +315,9 @@ fn transcript_parts(ts: &[Transcript]) -> Vec<(String, String)> {
             let text: Vec<String> = t
                 .turns
                 .iter()
-                .map(|(role, text)| format!("{role}: {}", text.trim()))
+                .map(|(role, text)| {
+                    format!("{}: {}", role.speaker(&t.conversation_id), text.trim())
+                })
                 .collect();
             (
                 format!("conversation {}", t.conversation_id),

@@ -594,3 +594,155 @@ fn no_memory_runs_no_plan_and_stores_nothing() {
     let (_, trees) = env.json(&["task", "list", "--json"]);
     assert_eq!(trees, json!([]));
 }
+
+#[test]
+fn a_task_that_plans_goes_on_within_what_its_subtasks_left_of_the_tree() {
+    // The child's one request spends the tree's tokens: its parent, whose
+    // turn goes on after the plan it called, makes no call after that.
+    let env = Env::new();
+    env.mock(
+        "plan_nested_budget.toml",
+        "",
+        &format!("{FULL}tree_tokens = 100\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "nested tokens", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "tree_tokens", "{v}");
+    assert!(canary(&env).is_empty(), "{:?}", canary(&env));
+    assert!(env.receipts().iter().all(|r| r["tool"] != "shell"));
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-1")["budget"], "tree_tokens", "{all:?}");
+    // The tree spent what its tasks spent, and stopped there: one request
+    // past the budget at most, never another task's worth.
+    let spent = all[0].1["tokens"].as_u64().unwrap();
+    let leaves: u64 = all[1..]
+        .iter()
+        .map(|(_, t)| t["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(spent, leaves, "{all:?}");
+}
+
+#[test]
+fn a_task_call_ends_at_the_trees_wall_clock() {
+    let env = Env::new();
+    env.mock(
+        "plan_nested_budget.toml",
+        "",
+        "[security]\nautonomy = \"full\"\nshell_allowlist = [\"echo\", \"sleep\"]\n\
+         [tools.plan]\nenabled = true\nwall_clock_secs = 1\n",
+    );
+    let began = std::time::Instant::now();
+    let (r, v) = env.json(&["agent", "-m", "outlive the clock", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "wall_clock", "{v}");
+    assert!(began.elapsed() < std::time::Duration::from_secs(3), "{r:?}");
+    // The command was killed with the clock: its line never comes.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(canary(&env).is_empty(), "{:?}", canary(&env));
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(task(&all, "task-1")["state"], "stopped", "{all:?}");
+}
+
+#[test]
+fn a_tasks_message_recalled_later_is_not_the_users() {
+    let env = Env::new();
+    env.mock(
+        "plan_recall.toml",
+        "",
+        &format!("{FULL}[memory]\nrecall = \"always\"\n"),
+    );
+    let r = env.run(&["agent", "-m", "plan for later"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = env.run(&["agent", "-m", "what was orioleqz about?"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let requests = env.requests();
+    let notes = requests.last().unwrap()["request"]["messages"][0]["notes"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no notes: {requests:?}"))
+        .to_string();
+    // The task's message (the model's plan, with an earlier task's result
+    // in it) is recalled as the plan's, never as what the user asked.
+    assert!(notes.contains("orioleqz"), "{notes}");
+    for line in notes.lines().filter(|l| l.contains("orioleqz")) {
+        assert!(!line.contains(", user)"), "{line}");
+        assert!(
+            line.contains("plan task (written by the assistant"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_corrective_subtask_the_operator_would_be_asked_about_is_not_added_unasked() {
+    let env = Env::new();
+    env.mock(
+        "plan_fix_supervised.toml",
+        "",
+        "[security]\nautonomy = \"supervised\"\n[tools.plan]\nenabled = true\n",
+    );
+    std::fs::write(env.ws.join("private.txt"), "zqprivate line").unwrap();
+    // The plan call waits; the operator approves the tree it shows.
+    let (r, v) = env.json(&["agent", "-m", "check the child", "--json"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    let conv = v["conversation_id"].as_str().unwrap().to_string();
+    assert_eq!(env.run(&["approve", "last", "--yes"]).code, 0);
+    let (r, v) = env.json(&[
+        "agent",
+        "--resume",
+        &conv,
+        "-m",
+        "check the child",
+        "--json",
+    ]);
+    assert_eq!(v["tool_calls"][0]["tool"], "plan", "{r:?}");
+    // The evaluator's new task, with a tool no approved task named, never
+    // ran: no read, no receipt, nothing of the file anywhere.
+    assert!(env.receipts().iter().all(|r| r["tool"] != "file_read"));
+    for req in env.requests() {
+        assert!(!req.to_string().contains("zqprivate"), "{req}");
+    }
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    assert_eq!(all.len(), 3, "{all:?}");
+    let parent = task(&all, "task-1");
+    assert_eq!(parent["state"], "failed", "{parent}");
+    assert!(
+        parent["result"]
+            .as_str()
+            .unwrap()
+            .contains("corrective subtask was not added"),
+        "{parent}"
+    );
+}
+
+#[test]
+fn no_evaluation_runs_once_the_tree_spent_its_tokens() {
+    let env = Env::new();
+    env.mock(
+        "plan_eval_budget.toml",
+        "",
+        &format!("{FULL}tree_tokens = 100\n"),
+    );
+    let (r, v) = env.json(&["agent", "-m", "evaluate past the budget", "--json"]);
+    assert_eq!(r.code, 6, "{r:?}");
+    assert_eq!(v["tool_calls"][0]["budget"], "tree_tokens", "{v}");
+    let evaluations = env
+        .requests()
+        .iter()
+        .filter(|r| r.to_string().contains("Evaluate the subtasks"))
+        .count();
+    assert_eq!(evaluations, 0);
+    let (root, _) = newest_tree(&env);
+    let all = tasks(&env, &root);
+    let parent = task(&all, "task-1");
+    assert_eq!(parent["budget"], "tree_tokens", "{parent}");
+    assert!(
+        parent["result"]
+            .as_str()
+            .unwrap()
+            .contains("its evaluation did not run"),
+        "{parent}"
+    );
+}

@@ -792,6 +792,17 @@ impl Runtime<'_> {
                 .unwrap_or(self.cfg.tool_timeout_secs),
         );
         let spare = self.spared.borrow().clone();
+        // A call of a plan's task ends at the tree's wall clock
+        // (`tools.plan.wall_clock_secs`) too: no effect of the tree after it.
+        let mut deadline = self.control.until(limit);
+        let in_task = self
+            .task_tools
+            .borrow()
+            .iter()
+            .any(|(task, _)| task == call.call.conversation_id);
+        if in_task && let Some(t) = self.tree.borrow().as_ref() {
+            deadline = deadline.min(t.deadline);
+        }
         let ctx = ToolCtx {
             cfg: self.cfg,
             gate: &self.gate,
@@ -799,7 +810,7 @@ impl Runtime<'_> {
             conversation_id: call.call.conversation_id,
             decision: fresh.as_ref().unwrap_or(&decision),
             control: &self.control,
-            deadline: self.control.until(limit),
+            deadline,
             user: self.approver,
             host: self,
             spare: &spare,

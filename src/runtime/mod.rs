@@ -439,7 +439,8 @@ impl<'a> Runtime<'a> {
                     Ending::new(answer.clone(), who, None, reason).stopped(String::new(), answer);
                 return self.finish(turn, end);
             }
-            if let Some(budget) = scope.and_then(|s| s.spent(&turn.usage)) {
+            let tree = self.tree.borrow().as_ref().map_or(0, |t| t.tokens);
+            if let Some(budget) = scope.and_then(|s| s.spent(&turn.usage, tree)) {
                 let answer = stopped_text(
                     &format!("stopped: the task's {budget} budget is spent"),
                     &turn.findings(),
@@ -753,6 +754,14 @@ impl<'a> Runtime<'a> {
         if let Some(u) = &resp.usage {
             turn.usage.add(u);
             self.run_usage.borrow_mut().add(u);
+            // A task's tokens count against its tree as they are spent, so
+            // the tasks of a plan it calls meanwhile see them, and it sees
+            // theirs.
+            if turn.in_task
+                && let Some(t) = self.tree.borrow_mut().as_mut()
+            {
+                t.tokens += u.prompt_tokens + u.completion_tokens;
+            }
         }
         if resp.tool_mode.is_some() {
             turn.tool_mode = resp.tool_mode;

@@ -482,7 +482,7 @@ impl Runtime<'_> {
         self.memory.task_started(&task.path)?;
         log::info!(target: "event::task_started", "task={}", task.path);
         fault("task_started", &task.path);
-        let (provider, skills, limits, deadline, spent) = {
+        let (provider, skills, limits, deadline) = {
             let tree = self.tree.borrow();
             let t = tree
                 .as_ref()
@@ -492,7 +492,6 @@ impl Runtime<'_> {
                 Rc::clone(&t.skills),
                 t.limits,
                 t.deadline,
-                t.tokens,
             )
         };
         let skill = self.assistant(task, &skills, limits.skill_min_score);
@@ -508,7 +507,7 @@ impl Runtime<'_> {
             tools: tools.clone(),
             max_rounds: limits.task_rounds,
             task_tokens: limits.task_tokens,
-            tree_tokens_left: limits.tree_tokens.saturating_sub(spent),
+            tree_tokens: limits.tree_tokens,
             deadline,
         };
         let message = self.task_message(task, &tools)?;
@@ -537,17 +536,21 @@ impl Runtime<'_> {
                 return Err(e);
             }
         };
+        // Its tokens were added to the tree's as they were spent.
         let tokens = out.usage.prompt_tokens + out.usage.completion_tokens;
-        if let Some(t) = self.tree.borrow_mut().as_mut() {
-            t.tokens += tokens;
-            t.rounds += u64::from(out.rounds);
-        }
+        let tree_tokens = match self.tree.borrow_mut().as_mut() {
+            Some(t) => {
+                t.rounds += u64::from(out.rounds);
+                t.tokens
+            }
+            None => tokens,
+        };
         let (mut state, mut budget) = match out.exit_reason {
             Outcome::Completed | Outcome::NoAnswer => (TaskState::Done, None),
             Outcome::MaxToolRounds => (TaskState::Stopped, Some("rounds")),
             Outcome::PlanBudget => (
                 TaskState::Stopped,
-                Some(scope.spent(&out.usage).unwrap_or("tokens")),
+                Some(scope.spent(&out.usage, tree_tokens).unwrap_or("tokens")),
             ),
             Outcome::Timeout | Outcome::Cancelled => (TaskState::Stopped, None),
             _ => (TaskState::Failed, None),
@@ -603,6 +606,16 @@ impl Runtime<'_> {
         }
         let mut note = String::new();
         let already = children.iter().any(|c| c.corrects.is_some());
+        // The evaluation is a model call of the tree's: not once a budget
+        // is spent or the run must stop.
+        if stopped.is_none() && !task.evaluation.is_empty() && !already {
+            stopped = self.tree_stop(task).map(|s| Ended {
+                result: s
+                    .result
+                    .replacen("stopped before it ran", "its evaluation did not run", 1),
+                ..s
+            });
+        }
         if stopped.is_none() && !task.evaluation.is_empty() && !already {
             let now = self.memory.task_children(&task.path)?;
             match self.evaluate(task, &now)? {
@@ -612,7 +625,7 @@ impl Runtime<'_> {
                             note.push_str(&format!("\n{child} failed the evaluation: {why}"));
                             continue;
                         };
-                        if let Some(e) = self.correct(task, &child, &why, &fix)?
+                        if let Some(e) = self.correct(task, &child, &why, &fix, &mut note)?
                             && e.state == TaskState::Stopped
                             && stopped.is_none()
                         {
@@ -672,13 +685,31 @@ impl Runtime<'_> {
     }
 
     /// One corrective subtask of `parent` for its failed child `child`,
-    /// stored and run; `None` when the fix cannot be a task here.
-    fn correct(&self, parent: &Task, child: &str, why: &str, fix: &Value) -> Result<Option<Ended>> {
+    /// stored and run; `None` when the fix cannot be a task here (why, in
+    /// `note`).
+    fn correct(
+        &self,
+        parent: &Task,
+        child: &str,
+        why: &str,
+        fix: &Value,
+        note: &mut String,
+    ) -> Result<Option<Ended>> {
         let args = json!({"tasks": [fix]});
-        // Judged as a plan call is: a fix names no tool the run lacks.
-        let d = self.gate.decide(crate::types::ToolName::Plan, &args);
-        if matches!(d.verdict, crate::security::Verdict::Deny(_)) {
+        // Judged as a task's plan call is: a fix names no tool the run
+        // lacks, and a new task the operator would be asked about (a plan
+        // call under `supervised`, a policy rule that asks) is not added
+        // unasked: the operator approved the tree as it was.
+        let d = self
+            .gate
+            .decide_from(crate::types::ToolName::Plan, &args, "task");
+        if !matches!(d.verdict, crate::security::Verdict::Allow) {
             log::info!(target: "event::plan_fix_refused", "task={child} {}", d.reason);
+            note.push_str(&format!(
+                "
+{child} failed the evaluation: {why}; its corrective subtask was not added: {}",
+                crate::util::one_line(&d.reason, RESULT_CHARS)
+            ));
             return Ok(None);
         }
         let Ok(mut tasks) = plan_tasks(&args) else {

@@ -165,20 +165,24 @@ pub(super) struct Scope {
     /// The tools offered, by name.
     pub tools: Vec<String>,
     pub max_rounds: u32,
-    /// Tokens the task may spend, and what the tree has left.
+    /// Tokens the task may spend, and the whole tree may
+    /// (`tools.plan.tree_tokens`).
     pub task_tokens: u64,
-    pub tree_tokens_left: u64,
+    pub tree_tokens: u64,
     /// The tree's wall clock.
     pub deadline: Instant,
 }
 
 impl Scope {
-    /// The budget a turn that has used `usage` has spent, if any.
-    pub fn spent(&self, usage: &crate::providers::Usage) -> Option<&'static str> {
+    /// The budget a turn that has used `usage` has spent, if any, when
+    /// the whole tree has spent `tree` tokens by now (this turn's, the
+    /// tasks of a plan it called and their evaluations included: read
+    /// anew each round, never what was left when the task started).
+    pub fn spent(&self, usage: &crate::providers::Usage, tree: u64) -> Option<&'static str> {
         let used = usage.prompt_tokens + usage.completion_tokens;
         if Instant::now() >= self.deadline {
             Some("wall_clock")
-        } else if used >= self.tree_tokens_left {
+        } else if tree >= self.tree_tokens {
             Some("tree_tokens")
         } else if used >= self.task_tokens {
             Some("tokens")
