@@ -242,28 +242,14 @@ pub fn run(argv: impl IntoIterator<Item = OsString>, redactor: &Arc<Redactor>) -
         Command::ServiceStatus => cmd::service::status(&ctx),
         #[cfg(feature = "gateway")]
         Command::ServiceUninstall => cmd::service::uninstall(&ctx),
-        // Known, parsed and checked like any command, then refused.
-        #[cfg(not(feature = "gateway"))]
-        c @ (Command::Gateway { .. }
-        | Command::GatewayToken { .. }
-        | Command::ServiceInstall { .. }
-        | Command::ServiceStart
-        | Command::ServiceStop
-        | Command::ServiceStatus
-        | Command::ServiceUninstall) => {
-            let path = match c {
-                Command::GatewayToken { .. } => "gateway token",
-                Command::ServiceInstall { .. } => "service install",
-                Command::ServiceStart => "service start",
-                Command::ServiceStop => "service stop",
-                Command::ServiceStatus => "service status",
-                Command::ServiceUninstall => "service uninstall",
-                _ => "gateway",
-            };
-            Err(crate::features::command_not_built(path, "gateway"))
-        }
-        // `parse` refused them: commands of a feature this build lacks.
-        #[cfg(not(all(feature = "mcp", feature = "plugins", feature = "sop")))]
+        // Commands of a feature this build lacks: `parse` refused them
+        // (known, their options checked, then refused with how to get them).
+        #[cfg(not(all(
+            feature = "gateway",
+            feature = "mcp",
+            feature = "plugins",
+            feature = "sop"
+        )))]
         _ => Err(crate::error::Error::new(
             crate::error::Kind::Internal,
             "a command of a feature not in this build got past the parser".to_string(),

@@ -909,23 +909,16 @@ impl Runtime<'_> {
                 tools.join(", ")
             }
         );
-        if !ancestors.is_empty() {
-            m.push('\n');
-            m.push_str(&crate::util::frame(
-                "task_context",
-                &[("kind", "parent tasks")],
-                &ancestors.join("\n"),
-            ));
-            m.push('\n');
-        }
-        if !siblings.is_empty() {
-            m.push('\n');
-            m.push_str(&crate::util::frame(
-                "task_context",
-                &[("kind", "earlier results")],
-                &siblings.join("\n"),
-            ));
-            m.push('\n');
+        for (kind, lines) in [("parent tasks", &ancestors), ("earlier results", &siblings)] {
+            if !lines.is_empty() {
+                m.push('\n');
+                m.push_str(&crate::util::frame(
+                    "task_context",
+                    &[("kind", kind)],
+                    &lines.join("\n"),
+                ));
+                m.push('\n');
+            }
         }
         m.push_str("\nDo this task only, then answer with its result.");
         Ok(m)
