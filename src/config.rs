@@ -868,7 +868,7 @@ pub struct McpServerConfig {
     pub env: Vec<String>,
     /// The server's working directory (the workspace when unset).
     pub cwd: Option<PathBuf>,
-    /// Hosts the server says it needs (no server gets a network yet).
+    /// Hosts the server may reach, through the egress proxy (none: no network).
     pub network: Vec<String>,
     pub timeout_secs: u64,
     /// Only these tools (all when `None`).
@@ -1015,6 +1015,9 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[mcp.servers.NAME]`.
     pub mcp: McpConfig,
+    /// `[plugins.NAME] network`: the hosts the operator lets plugin NAME
+    /// reach (of those its manifest declares), by plugin name.
+    pub plugin_network: BTreeMap<String, Vec<String>>,
     /// `[[policy.rules]]`, or the file `policy = "FILE"` names.
     pub policy: PolicyConfig,
     /// Said once on stderr when the config is loaded (`latchclaw: note:`):
@@ -1515,6 +1518,7 @@ impl Config {
             skills: SkillsConfig::default(),
             gateway: GatewayConfig::default(),
             mcp: McpConfig::default(),
+            plugin_network: BTreeMap::new(),
             policy: PolicyConfig::default(),
             state_dir,
             notes: Vec::new(),
@@ -1751,6 +1755,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
     let skills = read_skills(r, &mut top, d.skills);
     let gateway = read_gateway(r, &mut top, d.gateway);
     let mcp = read_mcp(r, &mut top, &providers, d.mcp);
+    let plugin_network = read_plugins(r, &mut top, d.plugin_network);
     let policy = read_policy(r, &mut top, d.policy);
     r.finish(top);
     let mut channels = channels;
@@ -1782,6 +1787,7 @@ fn read_config(r: &mut Reader, mut top: Section, d: Config) -> Config {
         skills,
         gateway,
         mcp,
+        plugin_network,
         policy,
         notes: Vec::new(),
     }
@@ -1816,6 +1822,47 @@ fn read_mcp(
         r.finish(servers);
     }
     r.finish(mcp);
+    out
+}
+
+/// `network = [...]` of `sec`: hosts, `host:port` or `*.domain`.
+fn hosts(r: &mut Reader, sec: &mut Section) -> Vec<String> {
+    let network = r.list(sec, "network").unwrap_or_default();
+    for (i, h) in network.iter().enumerate() {
+        let bad = h.is_empty()
+            || !h.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '*')
+            });
+        if bad {
+            r.err(format!(
+                "{}[{i}]: \"{}\" is not a host name (a host, with no scheme or path)",
+                sec.key("network"),
+                crate::util::printable(h)
+            ));
+        }
+    }
+    network
+}
+
+/// `[plugins.NAME]`: `network`, the hosts plugin NAME may reach (its
+/// manifest declares what it wants; it gets what both name).
+fn read_plugins(
+    r: &mut Reader,
+    top: &mut Section,
+    d: BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, Vec<String>> {
+    let Some(mut plugins) = r.table(top, "plugins") else {
+        return d;
+    };
+    let mut out = BTreeMap::new();
+    let names: Vec<String> = plugins.t.keys().cloned().collect();
+    for name in names {
+        let mut sec = r.section(&mut plugins, &name);
+        let network = hosts(r, &mut sec);
+        r.finish(sec);
+        out.insert(name, network);
+    }
+    r.finish(plugins);
     out
 }
 
@@ -2167,20 +2214,7 @@ fn read_mcp_server(
         }
     }
     let cwd = r.path(sec, "cwd");
-    let network = r.list(sec, "network").unwrap_or_default();
-    for (i, h) in network.iter().enumerate() {
-        let bad = h.is_empty()
-            || !h.chars().all(|c| {
-                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '*')
-            });
-        if bad {
-            r.err(format!(
-                "{}[{i}]: \"{}\" is not a host name (a host, with no scheme or path)",
-                sec.key("network"),
-                crate::util::printable(h)
-            ));
-        }
-    }
+    let network = hosts(r, sec);
     let timeout_secs = r.int(sec, "timeout_secs", 30, 1, 3600);
     let tools_allow = r.list(sec, "tools_allow");
     let tools_deny = r.list(sec, "tools_deny").unwrap_or_default();

@@ -56,6 +56,8 @@ pub struct ExternalTool {
     pub risk: Risk,
     pub read_only: bool,
     pub network: Vec<String>,
+    /// Of `network`, what the config grants (`security::net::granted`).
+    pub granted: Vec<String>,
     pub env: Vec<String>,
     /// The manifest's own limit (`[tools."NAME"] timeout_secs` wins).
     pub timeout_secs: Option<u64>,
@@ -83,6 +85,7 @@ impl ExternalTool {
             risk: self.risk,
             read_only: self.read_only,
             network: &self.network,
+            granted: &self.granted,
             env: &self.env,
             unapproved: self.unapproved.as_deref(),
         }
@@ -187,6 +190,7 @@ pub fn mcp_tools(cfg: &crate::config::Config) -> Vec<ExternalTool> {
                 risk,
                 read_only: server.read_only_tools.iter().any(|r| r == tool),
                 network: server.network.clone(),
+                granted: server.network.clone(),
                 env: server.env.clone(),
                 timeout_secs: Some(server.timeout_secs),
                 kind: Kind::Mcp {
@@ -280,6 +284,7 @@ mod tests {
             risk: Risk::Low,
             read_only: true,
             network: Vec::new(),
+            granted: Vec::new(),
             env: Vec::new(),
             timeout_secs: None,
             kind: Kind::Plugin {

@@ -65,7 +65,7 @@ impl Fx {
             state_dir: Some(self.state.clone()),
             secret_allow: Default::default(),
             forbidden: Vec::new(),
-            network: false,
+            egress: None,
             cwd: None,
             read_only_dirs: Vec::new(),
         }

@@ -10,6 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/fake_server.rs"]
+mod fake_server;
 
 use common::{Env, fixture, lit, skip};
 use latchclaw::config::{Autonomy, Config};
@@ -501,16 +503,12 @@ fn config_refusals_are_typed() {
         return;
     }
     let env = Env::new();
-    let e = start_with(
-        &env,
-        "ok",
-        "network = [\"example.org\"]",
-        Autonomy::Supervised,
-    )
-    .err()
-    .unwrap();
-    assert_eq!(e.kind, ErrorKind::Config);
-    assert!(e.message.contains("no network"), "{e}");
+    // A grant the proxy cannot hold it to: the server does not start.
+    let e = start_with(&env, "ok", "network = [\"*\"]", Autonomy::Supervised)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::Spawn);
+    assert!(e.message.contains("not a host"), "{e}");
     let cfg = Config::from_text(
         &format!(
             "workspace_dir = {}\n[mcp.servers.h]\ncommand = \"surely-no-such-mcp-server\"\n",
@@ -1019,4 +1017,48 @@ fn no_key_of_latchclaws_reaches_a_server_called_by_the_runtime() {
     assert!(!out.contains("config.toml"), "{out}");
     let logs = std::fs::read_to_string(env.state.join("tool_receipts.log")).unwrap();
     assert!(!logs.contains(canary));
+}
+
+#[test]
+fn a_server_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
+    if !usable() {
+        return;
+    }
+    if latchclaw::security::confine::namespace_status().is_err() {
+        skip("no namespace sandbox on this machine");
+        return;
+    }
+    let env = Env::new();
+    let up = |name: &str| {
+        fake_server::FakeServer::start(vec![
+            fake_server::Reply::json(200, format!("UPSTREAM-{name}")).close(),
+        ])
+    };
+    let (a, b) = (up("A"), up("B"));
+    let grant = format!("network = [\"127.0.0.1:{}\"]", a.port);
+    let mut s = start_with(&env, "net", &grant, Autonomy::ReadOnly).unwrap();
+    let (r, _) = call(
+        &mut s,
+        "net",
+        json!({"allowed": a.port, "other": b.port}),
+        30,
+    );
+    let text = r.unwrap().text;
+    let found: Value = serde_json::from_str(&text).unwrap();
+    let said = |k: &str| found[k].as_str().unwrap().to_string();
+    assert!(said("proxied").starts_with("OK UPSTREAM-A"), "{found}");
+    assert!(said("tunnel").contains("UPSTREAM-A"), "{found}");
+    assert!(said("proxied_other").contains("403"), "{found}");
+    assert_eq!(
+        said("tunnel_other"),
+        "REFUSED HTTP/1.1 403 Forbidden",
+        "{found}"
+    );
+    for k in ["direct", "direct_other", "udp"] {
+        assert!(said(k).starts_with("ERR "), "{k}: {found}");
+    }
+    s.stop();
+    let paths: Vec<String> = a.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/proxied", "/tunnel"], "{found}");
+    assert!(b.requests().is_empty(), "{:?}", b.requests());
 }

@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/fake_server.rs"]
+mod fake_server;
 
 use common::{Env, fixture, processes_with, skip};
 use serde_json::{Value, json};
@@ -245,15 +247,17 @@ fn install_refuses_every_problem_in_one_pass() {
         "{r:?}"
     );
     assert!(!env.state.join("plugins/bad2").exists());
-    // A network plugin: not implemented, refused with why.
+    // A network entry that is not a host.
     let dir = plugin(
         &env,
         "net",
-        &[("fetch", "network = [\"example.com\"]", "true")],
+        &[("fetch", "network = [\"https://example.com/\"]", "true")],
     );
     let r = install(&env, &dir);
     assert!(
-        r.code == 2 && r.stderr.contains("tools[0].network: not implemented"),
+        r.code == 2
+            && r.stderr
+                .contains("tools[0].network[0]: \"https://example.com/\" is not a host name"),
         "{r:?}"
     );
     // Installing twice is refused.
@@ -661,4 +665,114 @@ fn the_emergency_stop_and_ctrl_c_end_a_hanging_plugin_at_once() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["error"].as_str().unwrap().contains("cancelled"), "{v}");
     assert!(processes_with("7.3890").is_empty());
+}
+
+/// A plugin with the egress probe as its command: it declares both hosts,
+/// the config grants `granted` of them.
+fn net_plugin(env: &Env, a: u16, b: u16) -> PathBuf {
+    let dir = env.root.join("src-net");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(fixture("mcp/egress_probe.py"), dir.join("egress_probe.py")).unwrap();
+    let script = dir.join("net.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh
+exec /usr/bin/python3 \"$(dirname \"$0\")/egress_probe.py\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        dir.join("manifest.toml"),
+        format!(
+            "name = \"net\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n[[tools]]\n\
+             name = \"net\"\ndescription = \"Tries every way out.\"\ncommand = \"net.sh\"\n\
+             schema = {{ type = \"object\", properties = {{ allowed = {{ type = \"integer\" }}, \
+             other = {{ type = \"integer\" }} }} }}\nrisk = \"low\"\nread_only = true\n\
+             network = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// Two upstream servers on the host's loopback: each answers its name.
+fn upstreams() -> (fake_server::FakeServer, fake_server::FakeServer) {
+    let up = |name: &str| {
+        fake_server::FakeServer::start(vec![
+            fake_server::Reply::json(200, format!("UPSTREAM-{name}")).close(),
+        ])
+    };
+    (up("A"), up("B"))
+}
+
+#[test]
+fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
+    let env = Env::new();
+    if !Path::new("/usr/bin/python3").is_file() {
+        skip("no /usr/bin/python3");
+        return;
+    }
+    autonomy(&env, "readonly");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    let (a, b) = upstreams();
+    env.config(&format!(
+        "[security]\nautonomy = \"readonly\"\n[plugins.net]\nnetwork = [\"127.0.0.1:{}\"]\n",
+        a.port
+    ));
+    assert_eq!(install(&env, &net_plugin(&env, a.port, b.port)).code, 0);
+    let args = json!({"allowed": a.port, "other": b.port}).to_string();
+    let r = env.run(&["tool", "run", "net", "--json", &args]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let found: Value = serde_json::from_str(v["output"].as_str().unwrap()).unwrap();
+    let said = |k: &str| found[k].as_str().unwrap().to_string();
+    // Through the proxy, to the host granted: a plain request and a tunnel.
+    assert!(said("proxied").starts_with("OK UPSTREAM-A"), "{found}");
+    assert!(
+        said("tunnel").starts_with("OK ") && said("tunnel").contains("UPSTREAM-A"),
+        "{found}"
+    );
+    // The host declared but not granted: refused by the proxy.
+    assert!(said("proxied_other").contains("403"), "{found}");
+    assert_eq!(
+        said("tunnel_other"),
+        "REFUSED HTTP/1.1 403 Forbidden",
+        "{found}"
+    );
+    // Around the proxy: nothing (its own network namespace, Landlock, the
+    // socket filter).
+    assert!(said("direct").starts_with("ERR "), "{found}");
+    assert!(said("direct_other").starts_with("ERR "), "{found}");
+    assert!(said("udp").starts_with("ERR "), "{found}");
+    assert!(said("proxy").starts_with("http://127.0.0.1:"), "{found}");
+    // By effect, on the servers' side.
+    let paths: Vec<String> = a.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/proxied", "/tunnel"], "{found}");
+    assert!(b.requests().is_empty(), "{:?}", b.requests());
+    // A declared host the config does not grant is refused by the gate
+    // before anything runs.
+    env.config("[security]\nautonomy = \"readonly\"\n");
+    let r = env.run(&["tool", "run", "net", "--json", &args]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("grants none of them"), "{r:?}");
+    assert_eq!(a.requests().len(), 2);
+    // Where children get no network namespace, a granted plugin does not
+    // run (it would have the host's network or none).
+    env.config(&format!(
+        "[security]\nautonomy = \"readonly\"\n[plugins.net]\nnetwork = [\"127.0.0.1:{}\"]\n",
+        a.port
+    ));
+    let r = env.run_env(
+        &["tool", "run", "net", "--json", &args],
+        &[("LATCHCLAW_SIMULATE_NO_NAMESPACES", "1")],
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("network namespace") || r.stderr.contains("network namespace"),
+        "{r:?}"
+    );
+    assert_eq!(a.requests().len(), 2);
+    assert!(b.requests().is_empty());
 }

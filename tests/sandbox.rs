@@ -251,7 +251,7 @@ fn the_git_views_hold_by_themselves() {
         state_dir: Some(env.state.clone()),
         secret_allow: Default::default(),
         forbidden: Vec::new(),
-        network: false,
+        egress: None,
         cwd: None,
         read_only_dirs: Vec::new(),
     };

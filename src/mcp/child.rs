@@ -66,6 +66,8 @@ pub struct Child {
     tmp: Option<PathBuf>,
     /// Kept for the life of the server (the view's holder, if any).
     _confine: confine::Prepared,
+    /// The proxy to the hosts it is granted, for the life of the server.
+    _egress: Option<confine::egress::Egress>,
 }
 
 fn config_err(msg: String) -> McpError {
@@ -132,14 +134,6 @@ impl Child {
     /// its own, the system's program directories and `s.read_paths`
     /// read-only; not home, not the state directory.
     pub fn spawn(s: &McpServerConfig, launch: &Launch) -> Result<Child, McpError> {
-        if !s.network.is_empty() {
-            return Err(config_err(format!(
-                "mcp.servers.{}.network: the sandbox gives a server no network yet (an empty \
-                 network namespace, no sockets), so a server that declares hosts is not \
-                 started; remove `network` to run it without one",
-                s.name
-            )));
-        }
         let ws = canonical(launch.workspace, "the workspace")?;
         let mut read = Vec::new();
         for (i, p) in s.read_paths.iter().enumerate() {
@@ -179,6 +173,20 @@ impl Child {
         let mut spec = confine::Spec::new(launch.cfg, &ws, launch.autonomy, Some(&tmp));
         spec.cwd = Some(cwd.clone());
         spec.read_only_dirs = read.clone();
+        // Its `network`, through the proxy; none otherwise.
+        let egress = if s.network.is_empty() {
+            None
+        } else {
+            match confine::egress::Egress::start(&s.network, &format!("MCP server \"{}\"", s.name))
+            {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    return Err(McpError::new(ErrorKind::Spawn, e));
+                }
+            }
+        };
+        spec.egress = egress.as_ref().map(confine::egress::Egress::net);
         let prepared = match confine::prepare(&spec) {
             Ok(p) => p,
             Err(e) => {
@@ -214,6 +222,9 @@ impl Child {
             if let Some(v) = std::env::var_os(name) {
                 cmd.env(name, v);
             }
+        }
+        if let Some(e) = &egress {
+            cmd.envs(e.env());
         }
         crate::sys::process::set_pre_exec(&mut cmd, crate::sys::process::die_with_parent);
         prepared.install_as(&mut cmd, confine::view::Kind::Other);
@@ -294,6 +305,7 @@ impl Child {
             stderr: log,
             tmp: Some(tmp),
             _confine: prepared,
+            _egress: egress,
         };
         if threads.contains(&false) {
             child.stop();

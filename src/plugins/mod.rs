@@ -190,6 +190,12 @@ pub fn registry(cfg: &Config) -> Registry {
                 risk: t.risk,
                 read_only: t.read_only,
                 network: t.network.clone(),
+                granted: crate::security::net::granted(
+                    &t.network,
+                    cfg.plugin_network
+                        .get(&p.name)
+                        .map_or(&[][..], Vec::as_slice),
+                ),
                 env: t.env.clone(),
                 timeout_secs: t.timeout_secs,
                 kind: Kind::Plugin {

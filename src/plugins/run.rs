@@ -56,6 +56,16 @@ pub fn call(
     };
     let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), None);
     spec.read_only_dirs = vec![dir.to_path_buf()];
+    // The hosts granted, through the proxy (kept until the call returns).
+    let egress = if tool.granted.is_empty() {
+        None
+    } else {
+        match confine::egress::Egress::start(&tool.granted, &tool.source) {
+            Ok(e) => Some(e),
+            Err(e) => return ToolResult::err(format!("not run: {e}")),
+        }
+    };
+    spec.egress = egress.as_ref().map(confine::egress::Egress::net);
     let walls = match confine::prepare(&spec) {
         Ok(p) => p,
         Err(e) => return ToolResult::err(format!("not run: {e}")),
@@ -64,6 +74,7 @@ pub fn call(
     let mut cmd = Command::new(command);
     cmd.env_clear()
         .envs(ctx.gate.external_env(&tool.env))
+        .envs(egress.iter().flat_map(confine::egress::Egress::env))
         .current_dir(&ws)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

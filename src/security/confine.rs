@@ -27,18 +27,19 @@
 //! (the shell tool fails the call; `git/ask.rs` makes it a `Confinement`
 //! refusal), so they stay `String`.
 
+pub mod egress;
 pub mod seccomp;
 mod spec;
 pub mod view;
 
 pub use crate::config::Confinement as Mode;
-pub use spec::Spec;
 use spec::{DEV_READ, ETC_FILES, SYSTEM_DIRS};
+pub use spec::{EgressNet, Spec};
 
 use crate::config::{Autonomy, Config};
 use crate::sys;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 use std::io;
@@ -195,6 +196,10 @@ fn prepare_both(
         ));
     }
     let filter = match filter {
+        // A child granted hosts may make TCP sockets (its network
+        // namespace holds it to the proxy); the filter that cannot be
+        // assembled leaves it with none.
+        Ok(f) if spec.egress.is_some() => Ok(seccomp::tcp_program().unwrap_or(f)),
         Ok(f) => Ok(f),
         Err(why) if spec.mode == Mode::Required => {
             return Err(format!(
@@ -335,10 +340,13 @@ fn view_lines(spec: &Spec, v: &view::View) -> String {
         "\n  namespaces: {} (a call ends by killing its PID namespace: no process it \
          started outlives it; {})",
         view::namespaces_shown(v.user_namespace()),
-        if spec.network {
-            "the host's network"
-        } else {
-            "no network: an empty network namespace"
+        match &spec.egress {
+            Some(e) => format!(
+                "a network namespace of its own: only 127.0.0.1:{} (latchclaw's proxy, which \
+                 holds it to the hosts granted)",
+                e.port
+            ),
+            None => "no network: an empty network namespace".to_string(),
         }
     );
     out.push_str(&format!(
@@ -453,6 +461,13 @@ fn build(spec: &Spec) -> Result<(OwnedFd, Rules), String> {
     for dir in &spec.read_only_dirs {
         add(dir, read_exec, false)?;
     }
+    // The proxy's port is the one TCP connect allowed (the child's own
+    // network namespace has nothing else to reach).
+    if let Some(egress) = &spec.egress {
+        ruleset = ruleset
+            .add_rule(NetPort::new(egress.port, AccessNet::ConnectTcp))
+            .map_err(e)?;
+    }
     let fd: Option<OwnedFd> = ruleset.into();
     let fd = fd.ok_or("the kernel created no ruleset")?;
     Ok((fd, rules))
@@ -499,13 +514,23 @@ fn describe(
         line(format!("tmp dir {}: read+write", tmp.display()));
     }
     line("anything else: refused (home, latchclaw's state, the rest of /etc, /tmp, /var)".into());
-    if st.net_tcp {
-        line(format!(
+    match (&spec.egress, st.net_tcp) {
+        (Some(e), true) => line(format!(
+            "network: TCP connect to port {} only (the proxy), bind refused{}",
+            e.port,
+            if st.net_udp { ", UDP too" } else { "" }
+        )),
+        (None, true) => line(format!(
             "network: TCP bind and connect refused{}",
             if st.net_udp { ", UDP too" } else { "" }
-        ));
+        )),
+        _ => {}
     }
     match no_filter {
+        None if spec.egress.is_some() => {
+            line(seccomp::TCP_SOCKET_RULE.into());
+            line(PRIVILEGED_RULE.into());
+        }
         None => {
             line(SOCKET_RULE.into());
             line(PRIVILEGED_RULE.into());
@@ -772,7 +797,7 @@ mod tests {
             state_dir: None,
             secret_allow: Default::default(),
             forbidden: Vec::new(),
-            network: false,
+            egress: None,
             cwd: None,
             read_only_dirs: Vec::new(),
         }
@@ -1246,6 +1271,37 @@ mod tests {
             Err(e) if e.raw_os_error() == Some(MADE) => 120,
             Err(e) => e.raw_os_error().unwrap_or(119).clamp(1, 119),
         }
+    }
+
+    #[test]
+    fn the_filter_of_a_child_granted_hosts_lets_tcp_through_and_nothing_else() {
+        if seccomp::available().is_err() {
+            eprintln!("SKIPPED: no seccomp filter on this machine");
+            return;
+        }
+        let prog = seccomp::tcp_program().expect("assembles where the other does");
+        const WRONG: i32 = libc::ENOTRECOVERABLE;
+        let mut cmd = std::process::Command::new("/bin/true");
+        crate::sys::process::set_pre_exec(&mut cmd, move || {
+            let _ = crate::sys::sandbox::set_no_new_privs();
+            seccomp::install(prog)?;
+            let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            let refused =
+                |r: io::Result<()>| r.err().and_then(|e| e.raw_os_error()) == Some(libc::EACCES);
+            // TCP: the socket is made (the bind may fail or not: Landlock
+            // and the namespace hold it, not this filter).
+            let tcp = std::net::TcpListener::bind(lo).map(|_| ());
+            let tcp_made = !refused(tcp);
+            let udp = refused(std::net::UdpSocket::bind(lo).map(|_| ()));
+            let unix = refused(std::os::unix::net::UnixDatagram::unbound().map(|_| ()));
+            if tcp_made && udp && unix {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(WRONG))
+            }
+        });
+        let status = cmd.status();
+        assert!(status.as_ref().is_ok_and(|s| s.success()), "{status:?}");
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub struct External<'a> {
     pub read_only: bool,
     /// Hosts it declares it needs.
     pub network: &'a [String],
+    /// Of those, the ones the operator's config grants (all of an MCP
+    /// server's: its config declares them).
+    pub granted: &'a [String],
     /// Names of latchclaw's environment variables it is given.
     pub env: &'a [String],
     /// `Some(why)`: its definitions are not the approved ones.

@@ -461,17 +461,23 @@ impl Gate {
         if let Some(why) = ext.unapproved {
             return Decision::deny(risk, Refusal::Unapproved, why.to_string());
         }
-        // The sandbox gives a child no network or all of it: a tool that
-        // names hosts cannot be held to them, so it does not run.
-        if !ext.network.is_empty() {
+        // A tool that names hosts runs with the ones granted, through the
+        // egress proxy (`confine::egress`); with none granted it would
+        // fail for want of them, so it does not run.
+        if !ext.network.is_empty() && ext.granted.is_empty() {
             return Decision::deny(
                 risk,
                 Refusal::Network,
                 format!(
-                    "{} declares network hosts ({}); not implemented: the sandbox has no \
-                     host-scoped network, so external tools run without any",
+                    "{} declares network hosts ({}) and the config grants none of them \
+                     (`[plugins.{}] network = [...]` grants those it names)",
                     ext.source,
-                    ext.network.join(", ")
+                    crate::util::printable(&ext.network.join(", ")),
+                    if ext.plugin.is_empty() {
+                        "NAME"
+                    } else {
+                        ext.plugin
+                    }
                 ),
             );
         }
@@ -768,6 +774,7 @@ mod tests {
             risk,
             read_only,
             network: &[],
+            granted: &[],
             env: &[],
             unapproved: None,
         }
@@ -814,6 +821,15 @@ mod tests {
                 full,
                 External {
                     network: &hosts,
+                    ..ext(Risk::Low, true)
+                },
+                Refusal::Network,
+            ),
+            (
+                full,
+                External {
+                    network: &hosts,
+                    granted: &hosts[..0],
                     ..ext(Risk::Low, true)
                 },
                 Refusal::Network,

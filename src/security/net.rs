@@ -4,7 +4,7 @@
 //! differently at connect time (DNS rebinding) is still checked.
 
 use super::refusal::Refused;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// A URL taken apart, after the policy's syntactic checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,6 +295,130 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), Refused> {
     }
 }
 
+/// A host an external tool is granted (`network = [...]` of an MCP server
+/// or of a plugin that the config allows): `host`, `host:port`,
+/// `[v6]:port`, or `*.domain` for any name under `domain`. Without a port,
+/// 80 and 443.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Lowercase, no brackets, no trailing dot; `*.x` kept as written.
+    host: String,
+    port: Option<u16>,
+}
+
+impl Grant {
+    pub fn parse(entry: &str) -> Result<Grant, String> {
+        let e = entry.trim();
+        // An IPv6 literal without brackets has no port.
+        let (host, port) = if !e.starts_with('[') && e.matches(':').count() > 1 {
+            (e, None)
+        } else {
+            split_host_port(e).map_err(|r| format!("\"{e}\": {}", r.reason))?
+        };
+        let host = host
+            .trim_matches(['[', ']'])
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let wild = host.strip_prefix("*.").unwrap_or(&host);
+        let ok = !wild.is_empty()
+            && (wild.parse::<IpAddr>().is_ok()
+                || wild
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'));
+        if !ok || wild.contains('*') {
+            return Err(format!("\"{e}\" is not a host, host:port or *.domain"));
+        }
+        Ok(Grant { host, port })
+    }
+
+    fn ip(&self) -> Option<IpAddr> {
+        self.host.parse().ok()
+    }
+
+    fn covers_port(&self, port: u16) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => port == 80 || port == 443,
+        }
+    }
+}
+
+/// The entries of `declared` that `allowed` also names (spelled alike but
+/// for case): what a plugin's tool is granted when its manifest declares
+/// `declared` and the operator's `[plugins.NAME] network` is `allowed`.
+pub fn granted(declared: &[String], allowed: &[String]) -> Vec<String> {
+    declared
+        .iter()
+        .filter(|d| allowed.iter().any(|a| a.eq_ignore_ascii_case(d)))
+        .cloned()
+        .collect()
+}
+
+/// Where the egress proxy may connect for a child that asked for
+/// `host:port`, given what it was granted: the addresses to connect to
+/// (resolved once, here: the proxy connects to these, not to a second
+/// answer). A name must match a grant and resolve to public addresses
+/// only (a granted name that resolves to loopback or a private network is
+/// refused: DNS rebinding); an address literal must match a grant naming
+/// that address, and then any address may be reached (the operator wrote
+/// it down).
+pub fn egress_addrs(grants: &[Grant], host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    let host = host
+        .trim_matches(['[', ']'])
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let literal = host
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| parse_ipv4_loose(&host).map(IpAddr::V4));
+    let shown: String = host.chars().take(255).collect::<String>();
+    let shown = crate::util::printable(&shown);
+    if let Some(ip) = literal {
+        return if grants
+            .iter()
+            .any(|g| g.ip() == Some(ip) && g.covers_port(port))
+        {
+            Ok(vec![SocketAddr::new(ip, port)])
+        } else {
+            Err(format!("{shown}:{port} is not among the hosts granted"))
+        };
+    }
+    let named = grants.iter().any(|g| {
+        g.covers_port(port)
+            && match g.host.strip_prefix("*.") {
+                Some(domain) => host
+                    .strip_suffix(domain)
+                    .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+                None => g.host == host,
+            }
+    });
+    if !named
+        || host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Err(format!("{shown}:{port} is not among the hosts granted"));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+        .map_err(|e| format!("{shown}: cannot resolve: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{shown}: no address"));
+    }
+    if let Some((a, why)) = addrs
+        .iter()
+        .find_map(|a| refused_ip(a.ip()).map(|why| (a, why)))
+    {
+        return Err(format!(
+            "{shown} resolves to {} ({why}); a granted name may reach public addresses only \
+             (grant the address itself to reach it)",
+            a.ip()
+        ));
+    }
+    Ok(addrs)
+}
+
 /// The GET a `web_search` call makes (the key travels in a header, never
 /// here): the gate judges this URL and the tool fetches it.
 pub fn web_search_url(s: &crate::config::WebSearch, query: &str, limit: u64) -> String {
@@ -397,6 +521,86 @@ mod tests {
                 .reason
                 .contains("empty")
         );
+    }
+
+    #[test]
+    fn grants_parse_and_refuse_what_is_not_a_host() {
+        let g = Grant::parse("API.Example.com.").unwrap();
+        assert_eq!((g.host.as_str(), g.port), ("api.example.com", None));
+        let g = Grant::parse("[::1]:8080").unwrap();
+        assert_eq!((g.host.as_str(), g.port), ("::1", Some(8080)));
+        let g = Grant::parse("fd00::1").unwrap();
+        assert_eq!((g.host.as_str(), g.port), ("fd00::1", None));
+        assert_eq!(Grant::parse("*.example.com").unwrap().host, "*.example.com");
+        for bad in [
+            "*",
+            "*.",
+            "a.*.com",
+            "https://x.org/",
+            "x.org:0",
+            "x.org:99999",
+            "",
+            "a b",
+        ] {
+            assert!(Grant::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_proxy_reaches_only_what_is_granted() {
+        let grants: Vec<Grant> = ["127.0.0.1:8080", "*.example.com", "localhost", "[::1]:9"]
+            .iter()
+            .map(|g| Grant::parse(g).unwrap())
+            .collect();
+        // An address granted as written, in any spelling of it.
+        for host in ["127.0.0.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1"] {
+            assert_eq!(
+                egress_addrs(&grants, host, 8080).unwrap(),
+                vec!["127.0.0.1:8080".parse().unwrap()],
+                "{host}"
+            );
+        }
+        assert_eq!(
+            egress_addrs(&grants, "[::1]", 9).unwrap(),
+            vec!["[::1]:9".parse().unwrap()]
+        );
+        // Another port of it, another address, an address no grant names.
+        assert!(egress_addrs(&grants, "127.0.0.1", 8081).is_err());
+        assert!(egress_addrs(&grants, "127.0.0.2", 8080).is_err());
+        assert!(egress_addrs(&grants, "169.254.169.254", 80).is_err());
+        // Names: only those granted, only on their ports; a wildcard covers
+        // names under the domain, not the domain or look-alikes.
+        for (host, port) in [
+            ("example.com", 443),
+            ("evilexample.com", 443),
+            ("a.example.com.evil.org", 443),
+            ("a.example.com", 22),
+            ("other.org", 443),
+            ("a.example.com@evil.org", 443),
+        ] {
+            let e = egress_addrs(&grants, host, port).unwrap_err();
+            assert!(
+                e.contains("not among the hosts granted"),
+                "{host}:{port} {e}"
+            );
+        }
+        // A granted name that resolves to loopback is refused (rebinding):
+        // the operator grants the address to reach a local service.
+        let e = egress_addrs(&grants, "localhost", 80).unwrap_err();
+        assert!(e.contains("loopback"), "{e}");
+    }
+
+    #[test]
+    fn a_plugin_gets_the_hosts_both_its_manifest_and_the_config_name() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            granted(
+                &s(&["a.org", "B.org", "c.org"]),
+                &s(&["b.ORG", "a.org", "d.org"])
+            ),
+            s(&["a.org", "B.org"])
+        );
+        assert!(granted(&s(&["a.org"]), &[]).is_empty());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `plugin approve`.
 
 use crate::cli::ctx::{Ctx, print_json};
+use crate::config::Config;
 use crate::error::{Result, exit};
 use crate::plugins::{self, Installed};
 use crate::util::printable;
@@ -9,7 +10,11 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 /// One plugin as data: what `list` and `show` print.
-fn row(p: &Installed) -> Value {
+fn row(cfg: &Config, p: &Installed) -> Value {
+    let allowed = cfg
+        .plugin_network
+        .get(&p.name)
+        .map_or(&[][..], Vec::as_slice);
     let tools: Vec<Value> = match &p.manifest {
         Ok(m) => m
             .tools
@@ -17,6 +22,8 @@ fn row(p: &Installed) -> Value {
             .map(|t| {
                 let mut v = t.value();
                 v["description"] = json!(crate::external::sanitize(&t.description));
+                // What `[plugins.NAME] network` lets it reach of `network`.
+                v["granted"] = json!(crate::security::net::granted(&t.network, allowed));
                 v
             })
             .collect(),
@@ -45,7 +52,10 @@ fn row(p: &Installed) -> Value {
 
 pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
-    let rows: Vec<Value> = plugins::installed(&cfg)?.iter().map(row).collect();
+    let rows: Vec<Value> = plugins::installed(&cfg)?
+        .iter()
+        .map(|p| row(&cfg, p))
+        .collect();
     if json {
         print_json(&rows);
         return Ok(exit::OK);
@@ -95,7 +105,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
 pub fn show(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let p = plugins::find(&cfg, name)?;
-    let r = row(&p);
+    let r = row(&cfg, &p);
     if json {
         print_json(&r);
         return Ok(exit::OK);
@@ -137,7 +147,12 @@ pub fn show(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
                 v.join(", ")
             }
         };
-        println!("  network: {}; env: {}", list("network"), list("env"));
+        println!(
+            "  network: {} (granted: {}); env: {}",
+            list("network"),
+            list("granted"),
+            list("env")
+        );
         println!("  description: {}", text(&t["description"]));
         println!("  schema: {}", printable(&t["schema"].to_string()));
     }

@@ -107,6 +107,10 @@ enum Block {
     Mknodat,
     /// Both: device or not.
     NodeType,
+    /// socket, for a child granted hosts: which family.
+    Socket,
+    /// Then which type.
+    SocketType,
 }
 
 /// A tiny forward-only assembler: jumps name their targets and the offsets
@@ -232,7 +236,7 @@ const NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 ))]
-fn build(arch: u32) -> Option<Vec<Insn>> {
+fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
     let nr = |n: libc::c_long| n as u32;
     let mut a = Asm::default();
     a.load(ARCH_OFF);
@@ -241,7 +245,11 @@ fn build(arch: u32) -> Option<Vec<Insn>> {
     if let Some(bit) = X32_SYSCALL_BIT {
         a.jge(bit, To::Ret(errno(libc::ENOSYS)), To::Next);
     }
-    a.jeq(nr(libc::SYS_socket), To::Ret(errno(libc::EACCES)), To::Next);
+    if tcp {
+        a.jeq(nr(libc::SYS_socket), To::Label(Block::Socket), To::Next);
+    } else {
+        a.jeq(nr(libc::SYS_socket), To::Ret(errno(libc::EACCES)), To::Next);
+    }
     a.jeq(nr(libc::SYS_socketpair), To::Label(Block::Pair), To::Next);
     for n in [
         libc::SYS_io_uring_setup,
@@ -275,6 +283,25 @@ fn build(arch: u32) -> Option<Vec<Insn>> {
     a.and(libc::S_IFMT);
     a.jeq(libc::S_IFCHR, To::Ret(errno(libc::EPERM)), To::Next);
     a.jeq(libc::S_IFBLK, To::Ret(errno(libc::EPERM)), To::Ret(ALLOW));
+    if tcp {
+        // TCP over IPv4 or IPv6 only: no UDP, raw, netlink or packet socket.
+        a.label(Block::Socket);
+        a.load(arg_low(0));
+        a.jeq(libc::AF_INET as u32, To::Label(Block::SocketType), To::Next);
+        a.jeq(
+            libc::AF_INET6 as u32,
+            To::Label(Block::SocketType),
+            To::Ret(errno(libc::EACCES)),
+        );
+        a.label(Block::SocketType);
+        a.load(arg_low(1));
+        a.and(0xf);
+        a.jeq(
+            libc::SOCK_STREAM as u32,
+            To::Ret(ALLOW),
+            To::Ret(errno(libc::EACCES)),
+        );
+    }
     a.label(Block::Pair);
     a.load(arg_low(0));
     a.jeq(libc::AF_UNIX as u32, To::Next, To::Ret(errno(libc::EACCES)));
@@ -294,7 +321,7 @@ fn build(arch: u32) -> Option<Vec<Insn>> {
     all(target_arch = "x86_64", target_pointer_width = "64"),
     target_arch = "aarch64"
 )))]
-fn build(_arch: u32) -> Option<Vec<Insn>> {
+fn build(_arch: u32, _tcp: bool) -> Option<Vec<Insn>> {
     None
 }
 
@@ -304,7 +331,23 @@ fn build(_arch: u32) -> Option<Vec<Insn>> {
 pub fn program() -> Option<&'static [Insn]> {
     static PROGRAM: OnceLock<Option<Vec<Insn>>> = OnceLock::new();
     PROGRAM
-        .get_or_init(|| ARCH.and_then(build))
+        .get_or_init(|| ARCH.and_then(|a| build(a, false)))
+        .as_deref()
+        .filter(|p| !p.is_empty())
+}
+
+/// What `policy show` says of the filter of a child granted hosts.
+pub const TCP_SOCKET_RULE: &str = "sockets (seccomp): TCP over IPv4/IPv6 only → every other \
+     socket() (UDP, raw, AF_UNIX, AF_NETLINK, AF_PACKET, ...) EACCES; socketpair only AF_UNIX \
+     stream/seqpacket; io_uring refused (ENOSYS); pidfd_getfd refused (EPERM)";
+
+/// [`program`] for a child granted hosts (`super::egress`): TCP sockets
+/// allowed too, which its own network namespace and Landlock hold to the
+/// proxy.
+pub fn tcp_program() -> Option<&'static [Insn]> {
+    static PROGRAM: OnceLock<Option<Vec<Insn>>> = OnceLock::new();
+    PROGRAM
+        .get_or_init(|| ARCH.and_then(|a| build(a, true)))
         .as_deref()
         .filter(|p| !p.is_empty())
 }

@@ -21,8 +21,10 @@ pub struct Spec {
     pub secret_allow: crate::security::secret_files::Allow,
     /// `[security] forbidden_paths`: masked where the workspace holds them.
     pub forbidden: Vec<PathBuf>,
-    /// Whether children keep the host's network (none is granted it yet).
-    pub network: bool,
+    /// The children's network: `None`, the shared empty namespace; `Some`,
+    /// a namespace of their own whose only way out is latchclaw's proxy
+    /// (`super::egress`), which holds them to the hosts they were granted.
+    pub egress: Option<EgressNet>,
     /// The children's working directory (the workspace when `None`).
     pub cwd: Option<PathBuf>,
     /// Directories given read and execute only (a plugin's own directory),
@@ -51,11 +53,20 @@ impl Spec {
                 .cloned()
                 .chain(cfg.protected_paths())
                 .collect(),
-            network: false,
+            egress: None,
             cwd: None,
             read_only_dirs: Vec::new(),
         }
     }
+}
+
+/// What a child granted hosts is given: its own network namespace, where
+/// the proxy listens on 127.0.0.1:`port` (Landlock lets it connect there
+/// and nowhere else; the socket filter lets it make TCP sockets).
+#[derive(Debug, Clone)]
+pub struct EgressNet {
+    pub port: u16,
+    pub netns: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 /// Program directories: read and execute (only those that exist).

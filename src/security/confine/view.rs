@@ -122,8 +122,10 @@ pub enum Kind {
 #[derive(Debug)]
 pub struct View {
     shared: &'static Shared,
-    /// Whether children keep the host's network (not the shared empty one).
-    network: bool,
+    /// A network namespace of the call's own (its loopback up, latchclaw's
+    /// egress proxy listening there: `egress`) instead of the shared empty
+    /// one.
+    net: Option<std::sync::Arc<OwnedFd>>,
     /// The bases, one per [`Kind`]: the new root, the binds, every mask,
     /// every protected directory read-only (a git child's own without
     /// `.git/config` masked; a git writer's with `.git` writable but for
@@ -492,6 +494,41 @@ fn make_shared() -> Result<Shared, String> {
     })
 }
 
+/// A network namespace of its own for a child granted hosts (`egress`),
+/// owned by the shared user namespace when there is one: its loopback is
+/// up and a TCP socket listens on 127.0.0.1 there, at a port the kernel
+/// chose. Returns the namespace and the listening socket; nothing else
+/// in the namespace reaches anything, so whatever connects to that socket
+/// is a child of the call it was made for.
+pub fn egress_namespace() -> Result<(OwnedFd, OwnedFd), String> {
+    let shared = shared()?;
+    let user = match &shared.user {
+        Some(u) => Some(u.try_clone().map_err(|e| format!("a descriptor: {e}"))?),
+        None => None,
+    };
+    let (fds, _) = hand_over(
+        move || {
+            if let Some(u) = &user {
+                sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
+            }
+            sys::ns::unshare(sys::ns::NEWNET)?;
+            sys::net::loopback_up()?;
+            let listener = sys::net::listen_loopback()?;
+            Ok([
+                Some(sys::ns::open_ns(c"/proc/self/ns/net")?),
+                Some(listener),
+            ])
+        },
+        None,
+    )
+    .map_err(|e| format!("cannot make a network namespace for the proxy: {e}"))?;
+    let mut fds = fds.into_iter();
+    match (fds.next(), fds.next()) {
+        (Some(ns), Some(listener)) => Ok((ns, listener)),
+        _ => Err("the namespace maker sent too few descriptors".into()),
+    }
+}
+
 /// What a namespace maker hands over: one or two descriptors, in order.
 type Opened = [Option<OwnedFd>; 2];
 
@@ -750,7 +787,10 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     let cwd = cstr(spec.cwd.as_deref().unwrap_or(&ws))?;
     Ok(View {
         shared,
-        network: spec.network,
+        net: spec
+            .egress
+            .as_ref()
+            .map(|e| std::sync::Arc::clone(&e.netns)),
         bases: [other, git_read, git_write],
         made: Default::default(),
         direct: Default::default(),
@@ -840,9 +880,8 @@ impl View {
         if let Some(user) = &self.shared.user {
             sys::ns::setns(user.as_fd(), sys::ns::NEWUSER)?;
         }
-        if !self.network {
-            sys::ns::setns(self.shared.net.as_fd(), sys::ns::NEWNET)?;
-        }
+        let net = self.net.as_deref().unwrap_or(&self.shared.net);
+        sys::ns::setns(net.as_fd(), sys::ns::NEWNET)?;
         sys::ns::unshare(OWN)?;
         // Init reports the program's end through this pipe and dies after
         // it: this process answers for the call at once, while the kernel

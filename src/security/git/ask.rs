@@ -83,7 +83,7 @@ pub(super) fn ask_git(
         state_dir: None,
         secret_allow: gate.secret_allow.clone(),
         forbidden: gate.forbidden().to_vec(),
-        network: false,
+        egress: None,
         // The view enters it by path (std's `current_dir` is the host's).
         cwd: Some(cwd.to_path_buf()),
         read_only_dirs: Vec::new(),
