@@ -861,8 +861,15 @@ pub const MCP_SERVER_NAME_MAX: usize = 24;
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServerConfig {
     pub name: String,
-    /// A program name (looked up on `/usr/local/bin:/usr/bin:/bin`) or a path.
+    /// A program name (looked up on `/usr/local/bin:/usr/bin:/bin`) or a path;
+    /// empty for a server reached at `url`.
     pub command: String,
+    /// A Streamable HTTP server's endpoint (`http://127.0.0.1:8000/mcp`):
+    /// spoken to over HTTP instead of started.
+    pub url: Option<String>,
+    /// The variable whose value is sent as `Authorization: Bearer …` to a
+    /// `url` server (a secret: redacted like a provider key).
+    pub bearer_token_env: Option<String>,
     pub args: Vec<String>,
     /// Names of variables passed from latchclaw's environment (never values).
     pub env: Vec<String>,
@@ -883,6 +890,8 @@ pub struct McpServerConfig {
 
 pub const MCP_SERVER_KEYS: &[&str] = &[
     "command",
+    "url",
+    "bearer_token_env",
     "args",
     "env",
     "cwd",
@@ -1825,6 +1834,29 @@ fn read_mcp(
     out
 }
 
+/// `url` of an MCP server: http or https, a host, no user part. Which
+/// hosts it may name is the client's to check (loopback, or `network`).
+fn read_mcp_url(r: &mut Reader, sec: &mut Section) -> Option<String> {
+    let url = r.string(sec, "url")?;
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+    match authority {
+        Some(a) if !a.is_empty() && !a.contains('@') && !url.chars().any(char::is_whitespace) => {
+            Some(url)
+        }
+        _ => {
+            r.err(format!(
+                "{}: \"{}\" is not an http:// or https:// URL with a host (and no user part)",
+                sec.key("url"),
+                crate::util::printable(&url)
+            ));
+            None
+        }
+    }
+}
+
 /// `network = [...]` of `sec`: hosts, `host:port` or `*.domain`.
 fn hosts(r: &mut Reader, sec: &mut Section) -> Vec<String> {
     let network = r.list(sec, "network").unwrap_or_default();
@@ -2175,7 +2207,17 @@ fn read_mcp_server(
     providers: &BTreeMap<String, ProviderConfig>,
 ) -> Option<McpServerConfig> {
     let has_command = sec.t.contains_key("command");
+    let url = read_mcp_url(r, sec);
     let command = match r.string(sec, "command") {
+        _ if url.is_some() && has_command => {
+            r.err(format!(
+                "{}: a server has a command (started over stdio) or a url (Streamable HTTP), \
+                 not both",
+                sec.key("url")
+            ));
+            None
+        }
+        None if url.is_some() => Some(String::new()),
         Some(c) if c.trim().is_empty() => {
             r.err(format!("{}: empty", sec.key("command")));
             None
@@ -2188,13 +2230,39 @@ fn read_mcp_server(
             if !has_command {
                 r.err(format!(
                     "{}: missing; give the program that starts the server (e.g. \"uvx\", \
-                     \"/opt/venv/bin/mcp-server-time\")",
+                     \"/opt/venv/bin/mcp-server-time\") or the url of a Streamable HTTP server",
                     sec.key("command")
                 ));
             }
             None
         }
     };
+    if url.is_some() {
+        for k in ["args", "env", "cwd", "read_paths"] {
+            if sec.t.contains_key(k) {
+                r.err(format!(
+                    "{}: only for a server started by command (this one is reached at its url)",
+                    sec.key(k)
+                ));
+            }
+        }
+    }
+    let bearer_token_env = r.string(sec, "bearer_token_env");
+    if let Some(v) = &bearer_token_env {
+        if !is_env_name(v) {
+            r.err(format!(
+                "{}: \"{}\" is not a variable name (the config names variables, never holds \
+                 their values)",
+                sec.key("bearer_token_env"),
+                crate::util::printable(v)
+            ));
+        } else if url.is_none() {
+            r.err(format!(
+                "{}: only for a server reached at a url",
+                sec.key("bearer_token_env")
+            ));
+        }
+    }
     let args = r.list(sec, "args").unwrap_or_default();
     let env = r.list(sec, "env").unwrap_or_default();
     for (i, v) in env.iter().enumerate() {
@@ -2257,6 +2325,8 @@ fn read_mcp_server(
     Some(McpServerConfig {
         name: name.to_string(),
         command: command?,
+        url,
+        bearer_token_env,
         args,
         env,
         cwd,

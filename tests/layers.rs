@@ -28,26 +28,26 @@ const LAYERS: &[&str] = &[
     "control",   // a run's deadline and cancellation
     "types",     // the tool table, each tool's arguments read and checked, token counts
     "features",  // what this build holds (Cargo features) and the refusal of what it lacks
+    "transport", // the TCP/TLS connections under the HTTP agents
     "config",    // TOML → Config, with the validation of every value it reads
     "security", // the gate: decisions, shell grammar, plans, option tables, paths, network, sandbox policy, redactor
-    "mcp",      // the MCP client over stdio: servers in the sandbox, JSON-RPC, their tools
-    "logging",  // log lines (through the redactor)
+    "mcp", // the MCP client: servers in the sandbox over stdio, or at a url; JSON-RPC, their tools
+    "logging", // log lines (through the redactor)
     "receipts", // the hash-chained receipt log
-    "memory",   // SQLite: turns, notes, approvals, runs
-    "transport", // the TCP/TLS connections under the HTTP agents
+    "memory", // SQLite: turns, notes, approvals, runs
     "providers", // model providers
-    "tools",    // the tools, acting on what the gate resolved
+    "tools", // the tools, acting on what the gate resolved
     "external", // external tools (plugins', later MCP servers'): the registry, names, descriptions
-    "plugins",  // plugins: manifests, install, pins, the sandboxed call
-    "skills",   // SKILL.md files
-    "prompt",   // the system prompt and the notes a message carries
-    "rollup",   // summaries across time horizons: a day from its conversations, up to a year
-    "runtime",  // the agent loop and one tool call's pipeline
-    "sop",      // SOPs: the file format checked in one pass, runs parked and resumed exactly once
+    "plugins", // plugins: manifests, install, pins, the sandboxed call
+    "skills", // SKILL.md files
+    "prompt", // the system prompt and the notes a message carries
+    "rollup", // summaries across time horizons: a day from its conversations, up to a year
+    "runtime", // the agent loop and one tool call's pipeline
+    "sop", // SOPs: the file format checked in one pass, runs parked and resumed exactly once
     "channels", // the CLI channel and the REPL's line editor
-    "service",  // the gateway as a systemd user service
-    "gateway",  // the HTTP gateway
-    "cli",      // the command line: parse and dispatch
+    "service", // the gateway as a systemd user service
+    "gateway", // the HTTP gateway
+    "cli", // the command line: parse and dispatch
 ];
 
 fn rank(module: &str) -> Option<usize> {

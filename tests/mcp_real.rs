@@ -91,6 +91,18 @@ fn serve_one_call(name: &str, tool: &str, args: impl Fn(&str) -> Value, want: &s
         Ok(t) => t,
         Err(why) => return skip(why),
     };
+    serve_one_call_in(env, name, &table, tool, args, want);
+}
+
+/// [`serve_one_call`] with the server's table given.
+fn serve_one_call_in(
+    env: Env,
+    name: &str,
+    table: &str,
+    tool: &str,
+    args: impl Fn(&str) -> Value,
+    want: &str,
+) {
     std::fs::write(env.ws.join("hello.txt"), "hello from the workspace\n").unwrap();
     common::git(&env.ws, &["init", "-q"]);
     let toml = format!("[mcp.servers.{name}]\ntimeout_secs = 60\n{table}");
@@ -136,7 +148,7 @@ fn serve_one_call(name: &str, tool: &str, args: impl Fn(&str) -> Value, want: &s
     eprintln!("{name}: started and listed in {listed:?}, {tool} in {took:?}");
     let pid = s.pid();
     s.stop();
-    assert!(!std::path::Path::new(&format!("/proc/{pid}/status")).exists());
+    assert!(pid == 0 || !std::path::Path::new(&format!("/proc/{pid}/status")).exists());
 
     // Approved, then called by the runtime: `tool run`, and a mock turn.
     let model = latchclaw::mcp::model_name(name, tool);
@@ -216,5 +228,56 @@ fn server_everything_serves_a_call() {
         "echo",
         |_| json!({"message": "hi there"}),
         "hi there",
+    );
+}
+
+/// server-everything again, in its Streamable HTTP mode: started by the
+/// test on a free port, reached at its url (no process of latchclaw's).
+#[test]
+fn server_everything_serves_a_call_over_streamable_http() {
+    let env = Env::new();
+    let js = cache().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !js.exists() || !std::path::Path::new("/usr/bin/node").exists() {
+        return skip(format!(
+            "{} is not installed (run scripts/mcp-servers.sh; no registry?)",
+            js.display()
+        ));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _node = Kill(
+        std::process::Command::new("/usr/bin/node")
+            .arg(&js)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let up = common::eventually(Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "server-everything did not listen on {port}");
+    let table = format!(
+        "url = \"http://127.0.0.1:{port}/mcp\"\nrisk = \"low\"\nread_only_tools = [\"echo\"]\n"
+    );
+    serve_one_call_in(
+        env,
+        "evhttp",
+        &table,
+        "echo",
+        |_| json!({"message": "hi over http"}),
+        "hi over http",
     );
 }

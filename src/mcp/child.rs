@@ -64,8 +64,9 @@ pub struct Child {
     pub stats: Arc<Stats>,
     pub stderr: Arc<Mutex<StderrLog>>,
     tmp: Option<PathBuf>,
-    /// Kept for the life of the server (the view's holder, if any).
-    _confine: confine::Prepared,
+    /// Kept for the life of the server (the view's holder, if any); none
+    /// for a server reached at a url.
+    _confine: Option<confine::Prepared>,
     /// The proxy to the hosts it is granted, for the life of the server.
     _egress: Option<confine::egress::Egress>,
 }
@@ -134,6 +135,9 @@ impl Child {
     /// its own, the system's program directories and `s.read_paths`
     /// read-only; not home, not the state directory.
     pub fn spawn(s: &McpServerConfig, launch: &Launch) -> Result<Child, McpError> {
+        if let Some(url) = &s.url {
+            return Child::connect(s, url);
+        }
         let ws = canonical(launch.workspace, "the workspace")?;
         let mut read = Vec::new();
         for (i, p) in s.read_paths.iter().enumerate() {
@@ -304,7 +308,7 @@ impl Child {
             stats,
             stderr: log,
             tmp: Some(tmp),
-            _confine: prepared,
+            _confine: Some(prepared),
             _egress: egress,
         };
         if threads.contains(&false) {
@@ -316,6 +320,38 @@ impl Child {
         }
         log::info!(target: "event::mcp_start", "server={} pid={pid} program={}", s.name, prog.display());
         Ok(child)
+    }
+
+    /// A Streamable HTTP server (`super::http`): no process; its messages
+    /// go by POST, through the same channels a started server's lines do.
+    fn connect(s: &McpServerConfig, url: &str) -> Result<Child, McpError> {
+        let (to_server, from_client) = sync_channel::<Vec<u8>>(wire::WRITE_QUEUE);
+        let (client_tx, from_server) = sync_channel(wire::READ_QUEUE);
+        let stats = Arc::new(Stats::default());
+        let connected = super::http::connect(
+            s,
+            url,
+            from_client,
+            client_tx,
+            to_server.clone(),
+            Arc::clone(&stats),
+        )?;
+        log::info!(target: "event::mcp_start", "server={} url={}", s.name, crate::util::printable(url));
+        Ok(Child {
+            pid: 0,
+            to_server: Some(to_server),
+            from_server,
+            exit: connected.exit,
+            exited: None,
+            stats,
+            stderr: Arc::new(Mutex::new(StderrLog {
+                closed: true,
+                ..StderrLog::default()
+            })),
+            tmp: None,
+            _confine: None,
+            _egress: None,
+        })
     }
 
     /// Queues `msg` for the server's stdin; `Err` when the server has not
@@ -372,6 +408,11 @@ impl Child {
         };
         let _ = tx.try_send(wire::CLOSE);
         drop(tx);
+        if self.pid <= 0 {
+            // Reached at a url: no process (the session's DELETE is sent).
+            self.exit_status(STOP_GRACE);
+            return;
+        }
         if self.exit_status(STOP_GRACE).is_none() {
             let _ = crate::sys::process::kill_group(self.pid);
             let _ = crate::sys::process::kill(self.pid);

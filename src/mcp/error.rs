@@ -29,6 +29,9 @@ pub enum ErrorKind {
     UnknownTool,
     /// The server does not read what latchclaw writes to it.
     Stalled,
+    /// A server reached at a url: unreachable, an HTTP error status, its
+    /// session ended, or an answer without the response.
+    Http,
 }
 
 impl ErrorKind {
@@ -44,6 +47,7 @@ impl ErrorKind {
             ErrorKind::Rpc => "rpc_error",
             ErrorKind::UnknownTool => "unknown_tool",
             ErrorKind::Stalled => "stalled",
+            ErrorKind::Http => "http",
         }
     }
 }

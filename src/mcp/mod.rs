@@ -1,6 +1,6 @@
-//! The MCP client over stdio: a server from `[mcp.servers.NAME]` started
-//! in the sandbox (`child.rs`), spoken to in JSON-RPC 2.0 a line at a time
-//! (`wire.rs`), its tools listed with the names and descriptions a model
+//! The MCP client over stdio (and Streamable HTTP: `http.rs`): a server
+//! from `[mcp.servers.NAME]` started in the sandbox (`child.rs`), spoken
+//! to in JSON-RPC 2.0 a line at a time (`wire.rs`), its tools listed with the names and descriptions a model
 //! may see (`content.rs`), and called within a deadline. Synchronous:
 //! threads and channels, no async runtime.
 //!
@@ -11,11 +11,13 @@
 //!
 //! Files: `error.rs` (the kinds), `wire.rs` (reader and writer threads),
 //! `content.rs` (names, descriptions, results as text), `child.rs` (the
-//! process in the sandbox), this file the protocol.
+//! process in the sandbox), `http.rs` (a server reached at its url), this
+//! file the protocol.
 
 mod child;
 mod content;
 mod error;
+mod http;
 pub mod pins;
 mod wire;
 
@@ -445,7 +447,16 @@ impl Server {
                         )
                     });
                 }
-                Ok(Incoming::Response { .. }) => {
+                Ok(Incoming::Failed { id: got, why }) if got == id => {
+                    return Err(McpError::new(
+                        ErrorKind::Http,
+                        format!(
+                            "server {name}: {method}: {}",
+                            self.redactor.scrub_cut(&why, 300)
+                        ),
+                    ));
+                }
+                Ok(Incoming::Response { .. } | Incoming::Failed { .. }) => {
                     self.child.stats.unmatched.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(Incoming::Malformed(what)) => {

@@ -113,6 +113,8 @@ mod tests {
 
     fn config(deny: &[&str]) -> McpServerConfig {
         McpServerConfig {
+            url: None,
+            bearer_token_env: None,
             name: "s".into(),
             command: "x".into(),
             args: Vec::new(),

@@ -46,6 +46,9 @@ pub enum Incoming {
     TooLong,
     /// The server closed its output (or reading it failed).
     Closed,
+    /// The request with this id got no response over HTTP, and why
+    /// (`super::http`).
+    Failed { id: u64, why: String },
 }
 
 /// A JSON-RPC error object.
@@ -120,7 +123,11 @@ pub fn read_loop(
 }
 
 /// What one line means for the client; `None` when it is handled here.
-fn classify(raw: &[u8], to_server: &SyncSender<Vec<u8>>, stats: &Stats) -> Option<Incoming> {
+pub(super) fn classify(
+    raw: &[u8],
+    to_server: &SyncSender<Vec<u8>>,
+    stats: &Stats,
+) -> Option<Incoming> {
     let text = raw.trim_ascii();
     if text.is_empty() {
         return None;

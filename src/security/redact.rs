@@ -190,7 +190,8 @@ impl Redactor {
     }
 
     /// Every secret the config names: each provider's `api_key_env`,
-    /// web_search's, and each `security.secret_env` variable, read from the
+    /// web_search's, each `security.secret_env` variable, `code_run`'s
+    /// secrets and each MCP server's `bearer_token_env`, read from the
     /// environment now.
     pub fn from_config(cfg: &Config) -> Redactor {
         Redactor::from_config_with(cfg, |name| std::env::var(name).ok())
@@ -210,7 +211,13 @@ impl Redactor {
                     .and_then(|w| w.api_key_env.as_deref()),
             )
             .chain(cfg.security.secret_env.iter().map(String::as_str))
-            .chain(cfg.tools.code_run.secrets.values().map(|s| s.env.as_str()));
+            .chain(cfg.tools.code_run.secrets.values().map(|s| s.env.as_str()))
+            .chain(
+                cfg.mcp
+                    .servers
+                    .values()
+                    .filter_map(|s| s.bearer_token_env.as_deref()),
+            );
         for name in names {
             let Some(value) = lookup(name) else {
                 continue;

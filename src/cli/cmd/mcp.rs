@@ -68,6 +68,7 @@ fn server_value(cfg: &Config, s: &McpServerConfig) -> Value {
     json!({
         "name": s.name,
         "command": s.command,
+        "url": s.url,
         "args": s.args,
         "env": s.env,
         "cwd": s.cwd.as_ref().map(|p| p.display().to_string()),
@@ -104,7 +105,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
         .servers
         .values()
         .map(|s| {
-            let mut command = vec![s.command.clone()];
+            let mut command = vec![s.url.clone().unwrap_or_else(|| s.command.clone())];
             command.extend(s.args.iter().map(|a| crate::util::shell_quote(a)));
             vec![
                 printable(&s.name),
