@@ -1054,7 +1054,7 @@ fn a_server_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
         "REFUSED HTTP/1.1 403 Forbidden",
         "{found}"
     );
-    for k in ["direct", "direct_other", "udp"] {
+    for k in ["direct", "direct_other", "udp", "mptcp_other"] {
         assert!(said(k).starts_with("ERR "), "{k}: {found}");
     }
     s.stop();

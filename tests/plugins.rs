@@ -746,6 +746,7 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
     assert!(said("direct").starts_with("ERR "), "{found}");
     assert!(said("direct_other").starts_with("ERR "), "{found}");
     assert!(said("udp").starts_with("ERR "), "{found}");
+    assert!(said("mptcp_other").starts_with("ERR "), "{found}");
     assert!(said("proxy").starts_with("http://127.0.0.1:"), "{found}");
     // By effect, on the servers' side.
     let paths: Vec<String> = a.requests().iter().map(|r| r.path.clone()).collect();
@@ -774,5 +775,144 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
         "{r:?}"
     );
     assert_eq!(a.requests().len(), 2);
+    // Nor with the walls off: the child would have the host's network.
+    env.config(&format!(
+        "[security]\nautonomy = \"readonly\"\nconfinement = \"off\"\n[plugins.net]\n\
+         network = [\"127.0.0.1:{}\"]\n",
+        a.port
+    ));
+    let r = env.run(&["tool", "run", "net", "--json", &args]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("would give it the host's whole network"),
+        "{r:?}"
+    );
+    assert_eq!(a.requests().len(), 2);
     assert!(b.requests().is_empty());
+}
+
+/// The threads of process `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn no_connection_through_the_proxy_outlives_its_call() {
+    let env = Env::new();
+    if !Path::new("/usr/bin/python3").is_file() {
+        skip("no /usr/bin/python3");
+        return;
+    }
+    autonomy(&env, "full");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    // An upstream that takes connections and never reads them: what the
+    // proxy writes to it blocks once its buffers are full.
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = upstream.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let holder = std::sync::Arc::clone(&held);
+    std::thread::spawn(move || {
+        for s in upstream.incoming().flatten() {
+            holder.lock().unwrap().push(s);
+        }
+    });
+    let dir = env.root.join("src-hold");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hold = "import json, os, socket, sys\n\
+        args = json.loads(sys.stdin.read() or '{}')\n\
+        host, p = os.environ['HTTPS_PROXY'].rsplit('/', 1)[-1].rsplit(':', 1)\n\
+        opened = 0\n\
+        socks = []\n\
+        for i in range(8):\n\
+        \x20   s = socket.create_connection((host, int(p)), timeout=5)\n\
+        \x20   s.sendall(b'CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n' % args['port'])\n\
+        \x20   head = b''\n\
+        \x20   while b'\\r\\n\\r\\n' not in head:\n\
+        \x20       c = s.recv(1)\n\
+        \x20       if not c:\n\
+        \x20           break\n\
+        \x20       head += c\n\
+        \x20   opened += b' 200 ' in head\n\
+        \x20   s.setblocking(False)\n\
+        \x20   try:\n\
+        \x20       for _ in range(64):\n\
+        \x20           s.send(b'x' * 65536)\n\
+        \x20   except BlockingIOError:\n\
+        \x20       pass\n\
+        \x20   socks.append(s)\n\
+        print(json.dumps({'output': 'opened %d' % opened}))\n";
+    std::fs::write(dir.join("hold.py"), hold).unwrap();
+    for (name, body) in [
+        (
+            "hold",
+            "exec /usr/bin/python3 \"$(dirname \"$0\")/hold.py\"",
+        ),
+        (
+            "pause",
+            "cat >/dev/null\n: > paused.txt\nsleep 4\necho '{\"output\": \"paused\"}'",
+        ),
+    ] {
+        let script = dir.join(format!("{name}.sh"));
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        dir.join("manifest.toml"),
+        format!(
+            "name = \"hold\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n\
+             [[tools]]\nname = \"hold\"\ndescription = \"Holds tunnels.\"\ncommand = \"hold.sh\"\n\
+             schema = {{ type = \"object\", properties = {{ port = {{ type = \"integer\" }} }} }}\n\
+             risk = \"low\"\nread_only = true\nnetwork = [\"127.0.0.1:{port}\"]\n\
+             [[tools]]\nname = \"pause\"\ndescription = \"Waits.\"\ncommand = \"pause.sh\"\n\
+             schema = {{ type = \"object\", properties = {{}} }}\nrisk = \"low\"\n"
+        ),
+    )
+    .unwrap();
+    let script = env.root.join("hold-turn.toml");
+    std::fs::write(
+        &script,
+        format!(
+            "[[script]]\n[[script.responses]]\ntool_calls = [{{ name = \"hold\", arguments = {{ port = {port} }} }}]\n\
+             [[script.responses]]\ntool_calls = [{{ name = \"pause\", arguments = {{}} }}]\n\
+             [[script.responses]]\ntext = \"done: {{{{tool_results}}}}\"\n"
+        ),
+    )
+    .unwrap();
+    env.config(&format!(
+        "default_provider = \"m\"\n[security]\nautonomy = \"full\"\n[providers.models.m]\n\
+         kind = \"mock\"\nfixture = {}\n[plugins.hold]\nnetwork = [\"127.0.0.1:{port}\"]\n",
+        common::lit(&script)
+    ));
+    assert_eq!(install(&env, &dir).code, 0);
+    let mut run = env
+        .command(&["agent", "-m", "hold and pause"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    // The second call has started: the first one's tunnels are over.
+    common::wait_until(Duration::from_secs(20), "the pause call", || {
+        env.ws.join("paused.txt").exists()
+    });
+    assert!(held.lock().unwrap().len() >= 8, "the tunnels were made");
+    let gone = common::eventually(Duration::from_secs(2), || {
+        threads_named(pid, "egress-conn") == 0
+    });
+    let left = threads_named(pid, "egress-conn");
+    let still_running = run.try_wait().unwrap().is_none();
+    let out = run.wait_with_output().unwrap();
+    assert!(still_running, "the run ended before it could be looked at");
+    assert!(gone, "{left} proxy connections outlived their call");
+    assert!(out.status.success(), "{out:?}");
 }

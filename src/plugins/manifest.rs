@@ -239,8 +239,9 @@ fn read_tool(mut t: toml::Table, at: &str, errors: &mut Vec<String>) -> Option<P
     let network = strings(&mut t, at, "network", errors, |h| {
         (!h.is_empty()
             && h.len() <= 253
-            && h.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':')))
+            && h.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'*')
+            }))
         .then_some(())
         .ok_or("not a host name")
     });

@@ -179,6 +179,15 @@ fn prepare_both(
     st: &Status,
     filter: Result<&'static [seccomp::Insn], &'static str>,
 ) -> Result<Prepared, String> {
+    // Hosts are held only by a network namespace of the child's own: a
+    // child without one would have the host's network.
+    if spec.egress.is_some() && spec.mode == Mode::Off {
+        return Err(
+            "a child granted network hosts runs only in the namespace sandbox, and \
+             security.confinement = \"off\" would give it the host's whole network; not run"
+                .into(),
+        );
+    }
     if spec.mode == Mode::Off {
         return Ok(Prepared {
             ruleset: None,
@@ -214,6 +223,13 @@ fn prepare_both(
         }
     };
     let (view, ns_lines) = namespaces_for(spec)?;
+    if spec.egress.is_some() && view.is_none() {
+        return Err(
+            "a child granted network hosts runs only in the namespace sandbox, which this \
+             machine does not give; not run"
+                .into(),
+        );
+    }
     let unconfined = |why: String| {
         warn_once(
             1,
@@ -1293,8 +1309,10 @@ mod tests {
             let tcp = std::net::TcpListener::bind(lo).map(|_| ());
             let tcp_made = !refused(tcp);
             let udp = refused(std::net::UdpSocket::bind(lo).map(|_| ()));
+            // MPTCP: a stream, but not TCP to Landlock's port rule.
+            let mptcp = crate::sys::net::socket_refused(libc::AF_INET, libc::SOCK_STREAM, 262);
             let unix = refused(std::os::unix::net::UnixDatagram::unbound().map(|_| ()));
-            if tcp_made && udp && unix {
+            if tcp_made && udp && unix && mptcp {
                 Ok(())
             } else {
                 Err(io::Error::from_raw_os_error(WRONG))

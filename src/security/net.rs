@@ -83,6 +83,10 @@ pub fn refused_ip(ip: IpAddr) -> Option<&'static str> {
                 Some("private (unique local)")
             } else if s[0] & 0xffc0 == 0xfe80 {
                 Some("link-local")
+            } else if s[0] & 0xffc0 == 0xfec0 {
+                Some("site-local (deprecated)")
+            } else if s[0..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
+                Some("IPv4-translated (embeds an IPv4 address)")
             } else if s[0] & 0xff00 == 0xff00 {
                 Some("multicast")
             } else if s[0..6] == [0, 0, 0, 0, 0, 0] {
@@ -406,9 +410,13 @@ pub fn egress_addrs(grants: &[Grant], host: &str, port: u16) -> Result<Vec<Socke
     if addrs.is_empty() {
         return Err(format!("{shown}: no address"));
     }
+    let own = crate::sys::net::local_addresses();
+    let why_not = |ip: IpAddr| {
+        refused_ip(ip).or_else(|| own.contains(&ip).then_some("this machine's own address"))
+    };
     if let Some((a, why)) = addrs
         .iter()
-        .find_map(|a| refused_ip(a.ip()).map(|why| (a, why)))
+        .find_map(|a| why_not(a.ip()).map(|why| (a, why)))
     {
         return Err(format!(
             "{shown} resolves to {} ({why}); a granted name may reach public addresses only \
@@ -588,6 +596,17 @@ mod tests {
         // the operator grants the address to reach a local service.
         let e = egress_addrs(&grants, "localhost", 80).unwrap_err();
         assert!(e.contains("loopback"), "{e}");
+    }
+
+    #[test]
+    fn this_machines_own_addresses_are_known() {
+        let own = crate::sys::net::local_addresses();
+        assert!(own.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)), "{own:?}");
+        assert_eq!(
+            refused_ip("fec0::1".parse().unwrap()),
+            Some("site-local (deprecated)")
+        );
+        assert!(refused_ip("::ffff:0:a00:1".parse().unwrap()).is_some());
     }
 
     #[test]

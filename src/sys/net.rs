@@ -56,3 +56,61 @@ pub fn listen_loopback() -> std::io::Result<std::os::fd::OwnedFd> {
     rustix::net::listen(&fd, 64)?;
     Ok(fd)
 }
+
+/// Whether socket(`family`, `kind`, `protocol`) is refused with EACCES
+/// here (for tests of the socket filter, in a forked child). Closes what
+/// it made.
+pub fn socket_refused(family: i32, kind: i32, protocol: i32) -> bool {
+    // SAFETY: socket(2) with plain integer arguments; a descriptor it
+    // returns is closed at once.
+    let fd = unsafe { libc::socket(family, kind | libc::SOCK_CLOEXEC, protocol) };
+    if fd >= 0 {
+        // SAFETY: `fd` was just opened and is closed once.
+        unsafe { libc::close(fd) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EACCES)
+}
+
+/// The addresses of this machine's own interfaces (getifaddrs(3)): a name
+/// that resolves to one of them leads back to this machine, whatever
+/// range it is in. Empty when they cannot be read.
+pub fn local_addresses() -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below with
+    // freeifaddrs; on failure it leaves `head` untouched (null).
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut at = head;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs made, alive until
+        // freeifaddrs; `ifa_addr` is null or points to a sockaddr whose
+        // family says which struct it is.
+        unsafe {
+            let addr = (*at).ifa_addr;
+            if !addr.is_null() {
+                match i32::from((*addr).sa_family) {
+                    libc::AF_INET => {
+                        let a = &*(addr as *const libc::sockaddr_in);
+                        out.push(std::net::IpAddr::V4(std::net::Ipv4Addr::from(
+                            u32::from_be(a.sin_addr.s_addr),
+                        )));
+                    }
+                    libc::AF_INET6 => {
+                        let a = &*(addr as *const libc::sockaddr_in6);
+                        out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(
+                            a.sin6_addr.s6_addr,
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+    }
+    // SAFETY: `head` came from a successful getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}

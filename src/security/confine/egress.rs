@@ -45,6 +45,49 @@ const TICK_MS: i32 = 100;
 pub struct Egress {
     net: EgressNet,
     stop: Arc<AtomicBool>,
+    live: Arc<Live>,
+}
+
+/// Every socket of the connections being served (the child's end and the
+/// host's), so that the end of the call shuts them down: a thread blocked
+/// writing to an upstream that does not read, or connecting, ends then
+/// instead of holding the socket and its buffers past the call.
+#[derive(Debug, Default)]
+struct Live {
+    sockets: std::sync::Mutex<Vec<(u64, TcpStream)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Live {
+    /// Registers a duplicate of `s` under `id`; false once the call is over
+    /// (`stop` is looked at under the lock, so none is missed).
+    fn add(&self, id: u64, s: &TcpStream, stop: &AtomicBool) -> bool {
+        let Ok(mut list) = self.sockets.lock() else {
+            return false;
+        };
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        if let Ok(dup) = s.try_clone() {
+            list.push((id, dup));
+        }
+        true
+    }
+
+    fn remove(&self, id: u64) {
+        if let Ok(mut list) = self.sockets.lock() {
+            list.retain(|(i, _)| *i != id);
+        }
+    }
+
+    fn shut_all(&self, stop: &AtomicBool) {
+        if let Ok(mut list) = self.sockets.lock() {
+            stop.store(true, Ordering::SeqCst);
+            for (_, s) in list.drain(..) {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
 }
 
 impl Egress {
@@ -66,11 +109,12 @@ impl Egress {
             .map_err(|e| format!("the proxy's socket: {e}"))?
             .port();
         let stop = Arc::new(AtomicBool::new(false));
-        let serving = Arc::clone(&stop);
+        let live = Arc::new(Live::default());
+        let (serving, tracked) = (Arc::clone(&stop), Arc::clone(&live));
         let who = who.to_string();
         std::thread::Builder::new()
             .name("egress".into())
-            .spawn(move || accept_loop(&listener, &Arc::new(grants), &serving, &who))
+            .spawn(move || accept_loop(&listener, &Arc::new(grants), &serving, &tracked, &who))
             .map_err(|e| format!("cannot start the proxy's thread: {e}"))?;
         Ok(Egress {
             net: EgressNet {
@@ -78,6 +122,7 @@ impl Egress {
                 netns: Arc::new(netns),
             },
             stop,
+            live,
         })
     }
 
@@ -108,7 +153,7 @@ impl Egress {
 
 impl Drop for Egress {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.live.shut_all(&self.stop);
     }
 }
 
@@ -116,6 +161,7 @@ fn accept_loop(
     listener: &TcpListener,
     grants: &Arc<Vec<Grant>>,
     stop: &Arc<AtomicBool>,
+    live: &Arc<Live>,
     who: &str,
 ) {
     let active = Arc::new(AtomicUsize::new(0));
@@ -138,21 +184,27 @@ fn accept_loop(
             );
             continue;
         }
-        let (grants, stop, active, who) = (
-            Arc::clone(grants),
-            Arc::clone(stop),
-            Arc::clone(&active),
-            who.to_string(),
-        );
+        let id = live.next.fetch_add(1, Ordering::SeqCst);
+        if !live.add(id, &client, stop) {
+            active.fetch_sub(1, Ordering::SeqCst);
+            break;
+        }
+        let conn = Conn {
+            id,
+            live: Arc::clone(live),
+            stop: Arc::clone(stop),
+        };
+        let (grants, counted, who) = (Arc::clone(grants), Arc::clone(&active), who.to_string());
         let spawned = std::thread::Builder::new()
             .name("egress-conn".into())
             .spawn(move || {
-                serve(client, &grants, &stop, &who);
-                active.fetch_sub(1, Ordering::SeqCst);
+                serve(client, &grants, &conn, &who);
+                counted.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            // The closure (and its count) never ran.
-            continue;
+            // The closure never ran: its count and its socket go here.
+            active.fetch_sub(1, Ordering::SeqCst);
+            live.remove(id);
         }
     }
 }
@@ -177,7 +229,21 @@ struct Request {
     head: Vec<u8>,
 }
 
-fn serve(mut client: TcpStream, grants: &[Grant], stop: &AtomicBool, who: &str) {
+/// One connection's place in [`Live`]; leaving it on drop.
+struct Conn {
+    id: u64,
+    live: Arc<Live>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.live.remove(self.id);
+    }
+}
+
+fn serve(mut client: TcpStream, grants: &[Grant], conn: &Conn, who: &str) {
+    let stop = &*conn.stop;
     let _ = client.set_read_timeout(Some(WAIT));
     let _ = client.set_write_timeout(Some(WAIT));
     let (head, rest) = match read_head(&mut client) {
@@ -211,6 +277,11 @@ fn serve(mut client: TcpStream, grants: &[Grant], stop: &AtomicBool, who: &str) 
         let _ = answer(&mut client, "502 Bad Gateway", &why);
         return;
     };
+    // The call may have ended while this connected: nothing is sent then.
+    if !conn.live.add(conn.id, &upstream, stop) {
+        return;
+    }
+    let _ = upstream.set_write_timeout(Some(WAIT));
     log::info!(
         target: "event::egress",
         "{who}: {} {}:{}",
@@ -297,10 +368,13 @@ fn parse(head: &[u8]) -> Result<Request, String> {
             ));
         }
     };
-    let mut out = format!("{method} {path} {version}\r\n");
+    // The Host the URL names (a different one would reach another site
+    // on the granted address: virtual hosting).
+    let mut out = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
     for line in lines.filter(|l| !l.is_empty()) {
         let name = line.split(':').next().unwrap_or_default().trim();
         let hop = [
+            "host",
             "connection",
             "proxy-connection",
             "proxy-authorization",
@@ -322,7 +396,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
 
 /// `host[:port]` of a request: no user part, a port from 1 to 65535.
 fn authority(a: &str) -> Result<(String, Option<u16>), String> {
-    if a.is_empty() || a.contains(['@', ' ', '/', '\\']) {
+    if a.is_empty() || a.contains(['@', ' ', '/', '\\']) || a.chars().any(char::is_control) {
         return Err(format!("{}: not host[:port]", crate::util::printable(a)));
     }
     let (host, port) = if a.starts_with('[') {
@@ -419,6 +493,12 @@ mod tests {
             String::from_utf8(r.head).unwrap(),
             "GET /a?b HTTP/1.1\r\nHost: h.example:8080\r\nConnection: close\r\n\r\n"
         );
+        // Another Host than the URL's is replaced by the URL's.
+        let r = parse(b"GET http://h.example/ HTTP/1.1\r\nHost: other.example\r\n\r\n").unwrap();
+        assert_eq!(
+            String::from_utf8(r.head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: h.example\r\nConnection: close\r\n\r\n"
+        );
         let r = parse(b"GET http://[::1]:81 HTTP/1.0\r\n\r\n").unwrap();
         assert_eq!((r.host.as_str(), r.port), ("::1", 81));
         for bad in [
@@ -430,6 +510,7 @@ mod tests {
             b"CONNECT h:443 HTTP/2\r\n\r\n",
             b"GET http://h/ HTTP/1.1 extra\r\n\r\n",
             b"GET http://h\\@evil/ HTTP/1.1\r\n\r\n",
+            b"GET http://h\nX-Injected:1/ HTTP/1.1\r\n\r\n",
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

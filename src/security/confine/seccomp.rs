@@ -298,6 +298,15 @@ fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
         a.and(0xf);
         a.jeq(
             libc::SOCK_STREAM as u32,
+            To::Next,
+            To::Ret(errno(libc::EACCES)),
+        );
+        // Plain TCP only: MPTCP (IPPROTO_MPTCP, also a stream) is not TCP
+        // to Landlock, whose port rule would not hold it.
+        a.load(arg_low(2));
+        a.jeq(0, To::Ret(ALLOW), To::Next);
+        a.jeq(
+            libc::IPPROTO_TCP as u32,
             To::Ret(ALLOW),
             To::Ret(errno(libc::EACCES)),
         );
@@ -338,7 +347,7 @@ pub fn program() -> Option<&'static [Insn]> {
 
 /// What `policy show` says of the filter of a child granted hosts.
 pub const TCP_SOCKET_RULE: &str = "sockets (seccomp): TCP over IPv4/IPv6 only → every other \
-     socket() (UDP, raw, AF_UNIX, AF_NETLINK, AF_PACKET, ...) EACCES; socketpair only AF_UNIX \
+     socket() (UDP, MPTCP, raw, AF_UNIX, AF_NETLINK, AF_PACKET, ...) EACCES; socketpair only AF_UNIX \
      stream/seqpacket; io_uring refused (ENOSYS); pidfd_getfd refused (EPERM)";
 
 /// [`program`] for a child granted hosts (`super::egress`): TCP sockets
