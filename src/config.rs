@@ -2261,6 +2261,13 @@ fn read_mcp_server(
                 "{}: only for a server reached at a url",
                 sec.key("bearer_token_env")
             ));
+        } else if let Some(p) = providers.values().find(|p| p.api_key_env() == Some(v)) {
+            r.err(format!(
+                "{}: {v} is provider {}'s api_key_env; a provider key is never sent to an MCP \
+                 server",
+                sec.key("bearer_token_env"),
+                p.name
+            ));
         }
     }
     let args = r.list(sec, "args").unwrap_or_default();

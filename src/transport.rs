@@ -146,20 +146,25 @@ fn load_roots(
 }
 
 /// ureq's default chain (CONNECT proxy, TCP, rustls) with our TCP.
-#[cfg(feature = "tls")]
 pub fn connector() -> impl Connector<()> {
+    connector_tracked(None)
+}
+
+/// [`connector`], each socket it opens recorded in `track`.
+#[cfg(feature = "tls")]
+fn connector_tracked(track: Option<Arc<Sockets>>) -> impl Connector<()> {
     ().chain(ConnectProxyConnector::default())
-        .chain(QuickAckConnector)
+        .chain(QuickAckConnector { track })
         .chain(RustlsConnector::default())
 }
 
 /// Without TLS: https refused before anything connects, then ureq's chain
 /// (CONNECT proxy, TCP) with our TCP.
 #[cfg(not(feature = "tls"))]
-pub fn connector() -> impl Connector<()> {
+fn connector_tracked(track: Option<Arc<Sockets>>) -> impl Connector<()> {
     ().chain(RefuseHttps)
         .chain(ConnectProxyConnector::default())
-        .chain(QuickAckConnector)
+        .chain(QuickAckConnector { track })
 }
 
 /// An https request in a build without TLS: `features::NO_TLS`, before a
@@ -190,6 +195,60 @@ impl<In: Transport> Connector<In> for RefuseHttps {
 /// An agent on [`connector`] that takes an IP address in the URL as is.
 pub fn agent(config: ureq::config::Config) -> ureq::Agent {
     ureq::Agent::with_parts(config, connector(), LiteralFirst)
+}
+
+/// The sockets an agent opened, so that they can be shut down from
+/// outside while a request on them is still being read (a stopped MCP
+/// server's streams).
+#[derive(Debug, Default)]
+pub struct Sockets(std::sync::Mutex<Vec<Weak<TcpStream>>>);
+
+impl Sockets {
+    fn add(&self, s: &Arc<TcpStream>) {
+        if let Ok(mut list) = self.0.lock() {
+            list.retain(|w| w.strong_count() > 0);
+            list.push(Arc::downgrade(s));
+        }
+    }
+
+    /// Shuts every socket still open: what reads or writes on it fails.
+    pub fn shutdown_all(&self) {
+        if let Ok(mut list) = self.0.lock() {
+            for s in list.drain(..).filter_map(|w| w.upgrade()) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// An agent that connects to `addrs` only, whatever the URL's host
+/// resolves to now (they were judged already: a second DNS answer could
+/// point elsewhere), recording its sockets in `track`.
+pub fn agent_pinned(
+    config: ureq::config::Config,
+    addrs: Vec<SocketAddr>,
+    track: Arc<Sockets>,
+) -> ureq::Agent {
+    ureq::Agent::with_parts(config, connector_tracked(Some(track)), Pinned(addrs))
+}
+
+#[derive(Debug)]
+struct Pinned(Vec<SocketAddr>);
+
+impl Resolver for Pinned {
+    fn resolve(
+        &self,
+        _: &ureq::http::Uri,
+        _: &ureq::config::Config,
+        _: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let mut out = self.empty();
+        // ureq keeps at most 16 addresses a name.
+        for a in self.0.iter().take(16) {
+            out.push(*a);
+        }
+        Ok(out)
+    }
 }
 
 /// ureq resolves the host before every request, kept-alive connection or
@@ -227,7 +286,9 @@ impl Resolver for LiteralFirst {
 }
 
 #[derive(Debug)]
-struct QuickAckConnector;
+struct QuickAckConnector {
+    track: Option<Arc<Sockets>>,
+}
 
 impl<In: Transport> Connector<In> for QuickAckConnector {
     type Out = Either<In, QuickAckTransport>;
@@ -241,6 +302,9 @@ impl<In: Transport> Connector<In> for QuickAckConnector {
             return Ok(Some(Either::A(t)));
         }
         let stream = Arc::new(connect(details)?);
+        if let Some(t) = &self.track {
+            t.add(&stream);
+        }
         stream.set_nodelay(true)?;
         (details.register_shutdown)(Arc::downgrade(&stream) as Weak<dyn ShutdownHandle>)?;
         let buffers = LazyBuffers::new(

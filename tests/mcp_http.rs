@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Env, fixture, skip};
+use common::{Env, fixture, lit, skip};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -95,6 +95,20 @@ fn a_streamable_http_server_is_listed_approved_called_and_its_session_ended() {
     let r = run(&env, &["mcp", "test", "h"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("1 tool"), "{r:?}");
+    // At trace the HTTP crate dumps what it sends as hex beside text: a
+    // token there is out of the redactor's reach, so none is logged.
+    let r = env.run_env(
+        &["mcp", "test", "h"],
+        &[("LC_MCP_TOKEN", TOKEN), ("RUST_LOG", "trace")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let hex: String = TOKEN.bytes().take(6).map(|b| format!("{b:02x}")).collect();
+    let spaced = format!("{} {} {}", &hex[0..4], &hex[4..8], &hex[8..12]);
+    assert!(
+        !r.stderr.contains(&hex) && !r.stderr.contains(&spaced) && !r.stderr.contains(TOKEN),
+        "{}",
+        r.stderr
+    );
     let r = run(&env, &["mcp", "approve", "h"]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(
@@ -144,9 +158,9 @@ fn a_streamable_http_server_is_listed_approved_called_and_its_session_ended() {
         .expect("the sampling request answered");
     assert_eq!(refusal["id"], "srv-1");
     assert_eq!(refusal["error"]["code"], -32601);
-    // Each of the three runs ended its session.
+    // Each of the four runs ended its session.
     let deletes = seen.iter().filter(|e| e["http"] == "DELETE").count();
-    assert_eq!(deletes, 3, "{seen:?}");
+    assert_eq!(deletes, 4, "{seen:?}");
 }
 
 #[test]
@@ -206,7 +220,10 @@ fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
     env.config(
         "[mcp.servers.h]\nurl = \"http://me@127.0.0.1:9/mcp\"\n\
          [mcp.servers.k]\nurl = \"http://127.0.0.1:9/mcp\"\ncommand = \"true\"\nargs = [\"x\"]\n\
-         [mcp.servers.t]\ncommand = \"true\"\nbearer_token_env = \"LC_MCP_TOKEN\"\n",
+         [mcp.servers.t]\ncommand = \"true\"\nbearer_token_env = \"LC_MCP_TOKEN\"\n\
+         [mcp.servers.p]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_env = \"LC_PROVIDER_KEY\"\n\
+         [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         model = \"m\"\napi_key_env = \"LC_PROVIDER_KEY\"\n",
     );
     let r = env.run(&["config", "validate"]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -215,7 +232,70 @@ fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
         "mcp.servers.k.url: a server has a command",
         "mcp.servers.k.args: only for a server started by command",
         "mcp.servers.t.bearer_token_env: only for a server reached at a url",
+        "mcp.servers.p.bearer_token_env: LC_PROVIDER_KEY is provider o's api_key_env",
     ] {
         assert!(r.stderr.contains(want), "{want}\n{r:?}");
     }
+}
+
+/// A server stopped while a call's stream is still open: the stream is
+/// closed at once (not when the HTTP timeout runs out), and nothing sent
+/// after but the session's end.
+#[test]
+fn stopping_a_server_ends_its_requests_in_flight() {
+    use latchclaw::config::{Autonomy, Config};
+    use latchclaw::mcp::{ErrorKind, Launch, Server};
+    use latchclaw::security::redact::Redactor;
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    let fake = Fake::start(&env, "hang");
+    let text = format!(
+        "workspace_dir = {}\n[mcp.servers.h]\nurl = \"http://localhost:{}/mcp\"\ntimeout_secs = 30\n",
+        lit(&env.ws),
+        fake.port
+    );
+    let cfg = Config::from_text(&text, &env.state.join("config.toml"), env.state.clone()).unwrap();
+    let launch = Launch {
+        cfg: &cfg,
+        workspace: &env.ws,
+        autonomy: Autonomy::Supervised,
+        redactor: std::sync::Arc::new(Redactor::new()),
+    };
+    // `localhost` is the loopback address (the fake listens on 127.0.0.1).
+    let mut s = Server::start(
+        &cfg.mcp.servers["h"],
+        &launch,
+        Instant::now() + Duration::from_secs(10),
+    )
+    .unwrap();
+    let never = || false;
+    let t = Instant::now();
+    let e = s
+        .call(
+            "echo",
+            &serde_json::json!({"text": "x"}),
+            t + Duration::from_secs(1),
+            &never,
+        )
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    let stopped = Instant::now();
+    s.stop();
+    let closed = common::eventually(Duration::from_secs(3), || {
+        fake.seen()
+            .iter()
+            .any(|e| e["http"] == "stream closed by the client")
+    });
+    assert!(closed, "the stream outlived the stop: {:?}", fake.seen());
+    assert!(stopped.elapsed() < Duration::from_secs(3));
+    let seen = fake.seen();
+    assert!(seen.iter().any(|e| e["http"] == "DELETE"), "{seen:?}");
+    // The cancel of the timed-out call went before the stop, none after.
+    let cancels = seen
+        .iter()
+        .filter(|e| e["method"] == "notifications/cancelled")
+        .count();
+    assert!(cancels <= 1, "{seen:?}");
 }

@@ -69,6 +69,8 @@ pub struct Child {
     _confine: Option<confine::Prepared>,
     /// The proxy to the hosts it is granted, for the life of the server.
     _egress: Option<confine::egress::Egress>,
+    /// A server reached at a url: what ends its requests in flight.
+    http_stop: Option<super::http::Stop>,
 }
 
 fn config_err(msg: String) -> McpError {
@@ -310,6 +312,7 @@ impl Child {
             tmp: Some(tmp),
             _confine: Some(prepared),
             _egress: egress,
+            http_stop: None,
         };
         if threads.contains(&false) {
             child.stop();
@@ -351,6 +354,7 @@ impl Child {
             tmp: None,
             _confine: None,
             _egress: None,
+            http_stop: Some(connected.stop),
         })
     }
 
@@ -406,6 +410,9 @@ impl Child {
         let Some(tx) = self.to_server.take() else {
             return;
         };
+        if let Some(h) = &self.http_stop {
+            h.stop();
+        }
         let _ = tx.try_send(wire::CLOSE);
         drop(tx);
         if self.pid <= 0 {

@@ -21,7 +21,7 @@ use crate::config::McpServerConfig;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +36,14 @@ struct Endpoint {
     token: Option<String>,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
+    /// Every connection the agent opened: shut when the server is stopped,
+    /// so no request in flight outlives it.
+    sockets: Arc<crate::transport::Sockets>,
+    stopping: AtomicBool,
 }
+
+/// How long the session's `DELETE` may take at the end.
+const DELETE_WAIT: Duration = Duration::from_secs(1);
 
 /// Checks where `s.url` points (see the module's text) and makes the
 /// agent that talks to it.
@@ -48,11 +55,24 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
     let https = parsed.scheme_str() == Some("https");
     let host = parsed.host().unwrap_or_default().trim_matches(['[', ']']);
     let port = parsed.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if !loopback {
+    // The addresses judged are the ones connected to: `localhost` is the
+    // loopback addresses, not whatever a resolver says; a name is resolved
+    // once, here (a second answer could point elsewhere).
+    let literal = host.parse::<std::net::IpAddr>().ok();
+    let addrs: Vec<std::net::SocketAddr> = if host.eq_ignore_ascii_case("localhost") {
+        vec![
+            ([127, 0, 0, 1], port).into(),
+            (std::net::Ipv6Addr::LOCALHOST, port).into(),
+        ]
+    } else {
+        literal
+            .filter(|ip| ip.is_loopback())
+            .map(|ip| vec![(ip, port).into()])
+            .unwrap_or_default()
+    };
+    let addrs = if !addrs.is_empty() {
+        addrs
+    } else {
         if !https {
             return Err(config_err(format!(
                 "mcp.servers.{}.url: plain http only to a loopback address (127.0.0.1, ::1, \
@@ -73,8 +93,8 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
                  network)",
                 s.name
             ))
-        })?;
-    }
+        })?
+    };
     let token = match &s.bearer_token_env {
         None => None,
         Some(name) => match std::env::var(name) {
@@ -95,19 +115,35 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
         .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
         .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")));
     let config = crate::transport::with_tls(config, Some(url)).build();
+    let sockets = Arc::new(crate::transport::Sockets::default());
     Ok(Endpoint {
-        agent: crate::transport::agent(config),
+        agent: crate::transport::agent_pinned(config, addrs, Arc::clone(&sockets)),
         url: url.to_string(),
         token,
         session: Mutex::new(None),
         protocol: Mutex::new(None),
+        sockets,
+        stopping: AtomicBool::new(false),
     })
 }
 
 /// The channels a connected server is talked to through, as a started
-/// one's (`child.rs`).
+/// one's (`child.rs`), and what stops it.
 pub struct Connected {
     pub exit: Receiver<ExitStatus>,
+    pub stop: Stop,
+}
+
+/// Ends everything in flight to a server: its requests' connections are
+/// shut (a stream still being read ends), and nothing queued is sent but
+/// the session's `DELETE`.
+pub struct Stop(Arc<Endpoint>);
+
+impl Stop {
+    pub fn stop(&self) {
+        self.0.stopping.store(true, Ordering::SeqCst);
+        self.0.sockets.shutdown_all();
+    }
 }
 
 /// Connects `s` (its `url`): the thread that sends what the client queues
@@ -122,6 +158,7 @@ pub fn connect(
     stats: Arc<Stats>,
 ) -> Result<Connected, McpError> {
     let ep = Arc::new(endpoint(s, url)?);
+    let stop = Stop(Arc::clone(&ep));
     let (exit_tx, exit) = std::sync::mpsc::sync_channel(1);
     let name = s.name.clone();
     std::thread::Builder::new()
@@ -137,7 +174,7 @@ pub fn connect(
                 format!("cannot start a thread for the server: {e}"),
             )
         })?;
-    Ok(Connected { exit })
+    Ok(Connected { exit, stop })
 }
 
 fn send_loop(
@@ -149,16 +186,29 @@ fn send_loop(
     name: &str,
 ) {
     let flying = Arc::new(AtomicUsize::new(0));
-    for msg in from_client {
-        if msg == wire::CLOSE {
-            end_session(ep);
-            return;
-        }
+    loop {
+        let stopping = ep.stopping.load(Ordering::SeqCst);
+        let msg = match from_client.recv_timeout(Duration::from_millis(100)) {
+            Ok(m) if m == wire::CLOSE => {
+                end_session(ep);
+                return;
+            }
+            // A cancel or a reply queued before the stop: not sent.
+            Ok(_) if stopping => continue,
+            Ok(m) => m,
+            // Stopped, and the close did not fit in the queue.
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stopping => {
+                end_session(ep);
+                return;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+        };
         while flying.load(Ordering::SeqCst) >= IN_FLIGHT_MAX {
             std::thread::sleep(Duration::from_millis(5));
         }
         flying.fetch_add(1, Ordering::SeqCst);
-        let (ep, to_client, replies, stats, flying) = (
+        let (shared, to_client, replies, stats, flying) = (
             Arc::clone(ep),
             to_client.clone(),
             replies.clone(),
@@ -169,7 +219,7 @@ fn send_loop(
         let spawned = std::thread::Builder::new()
             .name("mcp-http-post".into())
             .spawn(move || {
-                post(&ep, &msg, &headed, &to_client, &replies, &stats);
+                post(&shared, &msg, &headed, &to_client, &replies, &stats);
                 flying.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -180,7 +230,13 @@ fn send_loop(
         // has answered this one's head (`notifications/initialized` before
         // `tools/list`: servers add tools when initialized), while a
         // streamed answer is still read beside it.
-        let _ = head.recv();
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            head.recv_timeout(Duration::from_millis(50))
+        {
+            if ep.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+        }
     }
 }
 
@@ -190,7 +246,13 @@ fn end_session(ep: &Endpoint) {
     let Some(session) = ep.session.lock().ok().and_then(|s| s.clone()) else {
         return;
     };
-    let mut req = ep.agent.delete(&ep.url).header("Mcp-Session-Id", &session);
+    let mut req = ep
+        .agent
+        .delete(&ep.url)
+        .config()
+        .timeout_global(Some(DELETE_WAIT))
+        .build()
+        .header("Mcp-Session-Id", &session);
     if let Some(t) = &ep.token {
         req = req.header("Authorization", &format!("Bearer {t}"));
     }

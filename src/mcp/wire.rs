@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender};
 
 /// Longest line read from a server (a result with a large file in it fits;
 /// a stream with no line end does not).
@@ -132,6 +132,27 @@ pub(super) fn classify(
     if text.is_empty() {
         return None;
     }
+    // A notification or a request of the server's is looked at without
+    // building the rest of it (a tree of values takes tens of times the
+    // line's size): only a response is read whole.
+    // (An object only: serde would read a struct from an array too.)
+    if text.starts_with(b"{")
+        && let Ok(Peek {
+            method: Some(method),
+            id,
+        }) = serde_json::from_slice::<Peek>(text)
+    {
+        let method = match &method {
+            Method::Name(m) => m.as_str(),
+            Method::Other(_) => "?",
+        };
+        return server_message(
+            id.as_ref().filter(|i| !i.is_null()),
+            method,
+            to_server,
+            stats,
+        );
+    }
     let v: Value = match serde_json::from_slice(text) {
         Ok(v) => v,
         Err(e) => {
@@ -148,29 +169,7 @@ pub(super) fn classify(
     };
     let id = obj.get("id").filter(|i| !i.is_null());
     if let Some(method) = obj.get("method") {
-        match id {
-            // A request of the server's own: nothing is supported.
-            Some(id) => {
-                stats.server_requests.fetch_add(1, Ordering::Relaxed);
-                let method = method.as_str().unwrap_or("?");
-                let reply = json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": {
-                        "code": -32601,
-                        "message": format!("not supported: latchclaw does not offer {}", cut(method, 80)),
-                    },
-                });
-                // A server that does not read its input loses the reply.
-                if let Err(TrySendError::Disconnected(_)) = to_server.try_send(line(&reply)) {
-                    return None;
-                }
-            }
-            None => {
-                stats.notifications.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        return None;
+        return server_message(id, method.as_str().unwrap_or("?"), to_server, stats);
     }
     let Some(id) = id else {
         stats.malformed.fetch_add(1, Ordering::Relaxed);
@@ -200,6 +199,53 @@ pub(super) fn classify(
         }
     };
     Some(Incoming::Response { id, result })
+}
+
+/// The fields a message is first read for.
+#[derive(serde::Deserialize)]
+struct Peek {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<Method>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Method {
+    Name(String),
+    Other(serde::de::IgnoredAny),
+}
+
+/// A message of the server's own (it has a method): a request, refused;
+/// a notification, counted. Nothing for the client either way.
+fn server_message(
+    id: Option<&Value>,
+    method: &str,
+    to_server: &SyncSender<Vec<u8>>,
+    stats: &Stats,
+) -> Option<Incoming> {
+    match id {
+        // A request of the server's own: nothing is supported.
+        Some(id) => {
+            stats.server_requests.fetch_add(1, Ordering::Relaxed);
+            let reply = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": -32601,
+                    "message": format!("not supported: latchclaw does not offer {}", cut(method, 80)),
+                },
+            });
+            // A server that does not read its input loses the reply (one
+            // that closed it ends the reader: the send fails the same).
+            let _ = to_server.try_send(line(&reply));
+        }
+        None => {
+            stats.notifications.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    None
 }
 
 fn kind_of(v: &Value) -> &'static str {

@@ -1304,15 +1304,16 @@ mod tests {
             let lo = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let refused =
                 |r: io::Result<()>| r.err().and_then(|e| e.raw_os_error()) == Some(libc::EACCES);
-            // TCP: the socket is made (the bind may fail or not: Landlock
-            // and the namespace hold it, not this filter).
-            let tcp = std::net::TcpListener::bind(lo).map(|_| ());
-            let tcp_made = !refused(tcp);
+            // TCP: the socket is made (where it may connect is Landlock's
+            // and the namespace's to hold, not this filter's).
+            let tcp_made = !crate::sys::net::socket_refused(libc::AF_INET, libc::SOCK_STREAM, 0)
+                && !crate::sys::net::socket_refused(libc::AF_INET6, libc::SOCK_STREAM, 6);
             let udp = refused(std::net::UdpSocket::bind(lo).map(|_| ()));
             // MPTCP: a stream, but not TCP to Landlock's port rule.
             let mptcp = crate::sys::net::socket_refused(libc::AF_INET, libc::SOCK_STREAM, 262);
             let unix = refused(std::os::unix::net::UnixDatagram::unbound().map(|_| ()));
-            if tcp_made && udp && unix && mptcp {
+            let fast = crate::sys::net::fast_paths_refused();
+            if tcp_made && udp && unix && mptcp && fast == [true; 3] {
                 Ok(())
             } else {
                 Err(io::Error::from_raw_os_error(WRONG))

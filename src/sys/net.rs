@@ -114,3 +114,43 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
     unsafe { libc::freeifaddrs(head) };
     out
 }
+
+/// What the socket filter of a child granted hosts must refuse, tried on
+/// a TCP socket (for its test, in a forked child): listen(), a TCP Fast
+/// Open send, and the Fast Open options. True when each was refused.
+pub fn fast_paths_refused() -> [bool; 3] {
+    // SAFETY: plain system calls on a socket made and closed here; the
+    // buffers passed live on this frame.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return [false; 3];
+        }
+        let err = || std::io::Error::last_os_error().raw_os_error();
+        let listen = libc::listen(fd, 1) != 0 && err() == Some(libc::EACCES);
+        let mut to: libc::sockaddr_in = std::mem::zeroed();
+        to.sin_family = libc::AF_INET as libc::sa_family_t;
+        to.sin_port = 9u16.to_be();
+        to.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let sent = libc::sendto(
+            fd,
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_FASTOPEN,
+            (&to as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let fastopen = sent < 0 && err() == Some(libc::EACCES);
+        let one: libc::c_int = 1;
+        let set = libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN_CONNECT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let option = set != 0 && err() == Some(libc::EPERM);
+        libc::close(fd);
+        [listen, fastopen, option]
+    }
+}

@@ -323,6 +323,12 @@ fn read_head(client: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
 
 fn parse(head: &[u8]) -> Result<Request, String> {
     let text = std::str::from_utf8(head).map_err(|_| "a request head that is not UTF-8")?;
+    // Lines end in CRLF and nowhere else: a bare CR or LF would make one
+    // line here and two at the server (a Host of its own among them).
+    let body = text.strip_suffix("\r\n\r\n").unwrap_or(text);
+    if body.split("\r\n").any(|l| l.contains(['\r', '\n'])) {
+        return Err("a request head with a bare CR or LF".into());
+    }
     let mut lines = text.split("\r\n");
     let first = lines.next().unwrap_or_default();
     let mut parts = first.split(' ');
@@ -511,6 +517,8 @@ mod tests {
             b"GET http://h/ HTTP/1.1 extra\r\n\r\n",
             b"GET http://h\\@evil/ HTTP/1.1\r\n\r\n",
             b"GET http://h\nX-Injected:1/ HTTP/1.1\r\n\r\n",
+            b"GET http://h/ HTTP/1.1\r\nX-A: a\nHost: other\r\n\r\n",
+            b"GET http://h/ HTTP/1.1\r\nX-A: a\rHost: other\r\n\r\n",
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

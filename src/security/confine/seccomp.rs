@@ -111,6 +111,14 @@ enum Block {
     Socket,
     /// Then which type.
     SocketType,
+    /// sendto, sendmmsg: their flags (argument 3).
+    SendFlags3,
+    /// sendmsg: its flags (argument 2).
+    SendFlags2,
+    /// Either: MSG_FASTOPEN or not.
+    FastOpen,
+    /// setsockopt: TCP Fast Open options.
+    SockOpt,
 }
 
 /// A tiny forward-only assembler: jumps name their targets and the offsets
@@ -247,6 +255,26 @@ fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
     }
     if tcp {
         a.jeq(nr(libc::SYS_socket), To::Label(Block::Socket), To::Next);
+        // Ways to a port that skip Landlock's connect and bind hooks: a
+        // TCP Fast Open send connects inside sendto/sendmsg, and listen()
+        // on an unbound socket binds a port of the kernel's choice.
+        a.jeq(nr(libc::SYS_listen), To::Ret(errno(libc::EACCES)), To::Next);
+        a.jeq(nr(libc::SYS_sendto), To::Label(Block::SendFlags3), To::Next);
+        a.jeq(
+            nr(libc::SYS_sendmmsg),
+            To::Label(Block::SendFlags3),
+            To::Next,
+        );
+        a.jeq(
+            nr(libc::SYS_sendmsg),
+            To::Label(Block::SendFlags2),
+            To::Next,
+        );
+        a.jeq(
+            nr(libc::SYS_setsockopt),
+            To::Label(Block::SockOpt),
+            To::Next,
+        );
     } else {
         a.jeq(nr(libc::SYS_socket), To::Ret(errno(libc::EACCES)), To::Next);
     }
@@ -310,6 +338,30 @@ fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
             To::Ret(ALLOW),
             To::Ret(errno(libc::EACCES)),
         );
+        // sendto and sendmmsg: flags are argument 3; sendmsg: argument 2.
+        a.label(Block::SendFlags3);
+        a.load(arg_low(3));
+        a.jeq(0, To::Ret(ALLOW), To::Label(Block::FastOpen));
+        a.label(Block::SendFlags2);
+        a.load(arg_low(2));
+        a.label(Block::FastOpen);
+        a.and(libc::MSG_FASTOPEN as u32);
+        a.jeq(0, To::Ret(ALLOW), To::Ret(errno(libc::EACCES)));
+        // setsockopt(IPPROTO_TCP, TCP_FASTOPEN or TCP_FASTOPEN_CONNECT).
+        a.label(Block::SockOpt);
+        a.load(arg_low(1));
+        a.jeq(libc::IPPROTO_TCP as u32, To::Next, To::Ret(ALLOW));
+        a.load(arg_low(2));
+        a.jeq(
+            libc::TCP_FASTOPEN as u32,
+            To::Ret(errno(libc::EPERM)),
+            To::Next,
+        );
+        a.jeq(
+            libc::TCP_FASTOPEN_CONNECT as u32,
+            To::Ret(errno(libc::EPERM)),
+            To::Ret(ALLOW),
+        );
     }
     a.label(Block::Pair);
     a.load(arg_low(0));
@@ -347,7 +399,8 @@ pub fn program() -> Option<&'static [Insn]> {
 
 /// What `policy show` says of the filter of a child granted hosts.
 pub const TCP_SOCKET_RULE: &str = "sockets (seccomp): TCP over IPv4/IPv6 only → every other \
-     socket() (UDP, MPTCP, raw, AF_UNIX, AF_NETLINK, AF_PACKET, ...) EACCES; socketpair only AF_UNIX \
+     socket() (UDP, MPTCP, raw, AF_UNIX, AF_NETLINK, AF_PACKET, ...) EACCES; no listen() and no \
+     TCP Fast Open (MSG_FASTOPEN, TCP_FASTOPEN*); socketpair only AF_UNIX \
      stream/seqpacket; io_uring refused (ENOSYS); pidfd_getfd refused (EPERM)";
 
 /// [`program`] for a child granted hosts (`super::egress`): TCP sockets
