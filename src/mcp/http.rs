@@ -108,7 +108,10 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
         },
     };
     let timeout = Duration::from_secs(s.timeout_secs);
+    // Not through latchclaw's own HTTP(S)_PROXY: the addresses judged are
+    // the ones connected to.
     let config = ureq::Agent::config_builder()
+        .proxy(None)
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_global(Some(timeout + Duration::from_secs(5)))
