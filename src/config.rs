@@ -1857,17 +1857,78 @@ fn read_mcp_url(r: &mut Reader, sec: &mut Section) -> Option<String> {
     }
 }
 
+/// Why an MCP server's `url` cannot be reached as written (the client
+/// checks it again, with DNS): plain http beyond loopback, or a host its
+/// `network` does not name.
+fn unreachable_url(url: &str, network: &[String]) -> Option<String> {
+    let https = url.starts_with("https://");
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = split_port(authority).0.to_ascii_lowercase();
+    let host = host.trim_matches(['[', ']']);
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return None;
+    }
+    if !https {
+        return Some(format!(
+            "plain http only to a loopback address (127.0.0.1, ::1, localhost); use https for \
+             {}",
+            crate::util::printable(host)
+        ));
+    }
+    let named = network.iter().any(|n| {
+        let n = split_port(n).0.to_ascii_lowercase();
+        let n = n.trim_matches(['[', ']']);
+        match n.strip_prefix("*.") {
+            Some(domain) => host
+                .strip_suffix(domain)
+                .is_some_and(|r| r.ends_with('.') && r.len() > 1),
+            None => n == host,
+        }
+    });
+    (!named).then(|| {
+        format!(
+            "{} is not in this server's network; a url's host other than loopback must be",
+            crate::util::printable(host)
+        )
+    })
+}
+
+/// `host[:port]`, `[v6][:port]` or a bare IPv6 address: the host and the
+/// port as written.
+fn split_port(a: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = a.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((h, p)) => (h, p.strip_prefix(':')),
+            None => (a, None),
+        };
+    }
+    match a.split_once(':') {
+        Some((h, p)) if !p.contains(':') => (h, Some(p)),
+        _ => (a, None),
+    }
+}
+
 /// `network = [...]` of `sec`: hosts, `host:port` or `*.domain`.
 fn hosts(r: &mut Reader, sec: &mut Section) -> Vec<String> {
     let network = r.list(sec, "network").unwrap_or_default();
     for (i, h) in network.iter().enumerate() {
+        let port_ok = split_port(h)
+            .1
+            .is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
         let bad = h.is_empty()
+            || !port_ok
             || !h.chars().all(|c| {
                 c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '*')
             });
         if bad {
             r.err(format!(
-                "{}[{i}]: \"{}\" is not a host name (a host, with no scheme or path)",
+                "{}[{i}]: \"{}\" is not a host name (a host or host:port with a port from 1 to \
+                 65535, no scheme or path)",
                 sec.key("network"),
                 crate::util::printable(h)
             ));
@@ -2207,6 +2268,7 @@ fn read_mcp_server(
     providers: &BTreeMap<String, ProviderConfig>,
 ) -> Option<McpServerConfig> {
     let has_command = sec.t.contains_key("command");
+    let has_url = sec.t.contains_key("url");
     let url = read_mcp_url(r, sec);
     let command = match r.string(sec, "command") {
         _ if url.is_some() && has_command => {
@@ -2227,9 +2289,9 @@ fn read_mcp_server(
             .map(|p| p.display().to_string()),
         Some(c) => Some(c),
         None => {
-            if !has_command {
+            if !has_command && !has_url {
                 r.err(format!(
-                    "{}: missing; give the program that starts the server (e.g. \"uvx\", \
+                    "{}: missing; give the program that starts the server (e.g. \
                      \"/opt/venv/bin/mcp-server-time\") or the url of a Streamable HTTP server",
                     sec.key("command")
                 ));
@@ -2290,6 +2352,9 @@ fn read_mcp_server(
     }
     let cwd = r.path(sec, "cwd");
     let network = hosts(r, sec);
+    if let Some(why) = url.as_deref().and_then(|u| unreachable_url(u, &network)) {
+        r.err(format!("{}: {why}", sec.key("url")));
+    }
     let timeout_secs = r.int(sec, "timeout_secs", 30, 1, 3600);
     let tools_allow = r.list(sec, "tools_allow");
     let tools_deny = r.list(sec, "tools_deny").unwrap_or_default();

@@ -198,19 +198,37 @@ fn http_failures_an_ended_session_and_a_hang_are_typed_failures() {
 fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
     let env = Env::new();
     // Plain http beyond loopback, and https to a host its network does not
-    // name: refused before anything is sent.
+    // name: refused when the config loads, before anything is sent.
     for (url, want) in [
         (
             "http://example.com/mcp",
-            "plain http only to a loopback address",
+            "mcp.servers.h.url: plain http only to a loopback address",
         ),
-        ("https://example.com/mcp", "is not among the hosts granted"),
+        (
+            "https://example.com/mcp",
+            "mcp.servers.h.url: example.com is not in this server's network",
+        ),
     ] {
         configure(&env, url, "");
-        let r = run(&env, &["mcp", "test", "h"]);
-        assert_eq!(r.code, 3, "{url}: {r:?}");
-        assert!(r.stdout.contains(want), "{url}: {r:?}");
+        let r = run(&env, &["config", "validate"]);
+        assert_eq!(r.code, 2, "{url}: {r:?}");
+        assert!(r.stderr.contains(want), "{url}: {r:?}");
     }
+    configure(
+        &env,
+        "https://mcp.example.com/mcp",
+        "network = [\"*.example.com\"]",
+    );
+    assert_eq!(run(&env, &["config", "validate"]).code, 0);
+    // A granted name that resolves to no public address is refused at
+    // start (here: no DNS, or loopback).
+    configure(
+        &env,
+        "https://localhost.localdomain/mcp",
+        "network = [\"localhost.localdomain\"]",
+    );
+    let r = run(&env, &["mcp", "test", "h"]);
+    assert_eq!(r.code, 3, "{r:?}");
     // The token's variable unset.
     configure(&env, "http://127.0.0.1:9/mcp", "");
     let r = env.run(&["mcp", "test", "h"]);
@@ -222,6 +240,7 @@ fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
          [mcp.servers.k]\nurl = \"http://127.0.0.1:9/mcp\"\ncommand = \"true\"\nargs = [\"x\"]\n\
          [mcp.servers.t]\ncommand = \"true\"\nbearer_token_env = \"LC_MCP_TOKEN\"\n\
          [mcp.servers.p]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_env = \"LC_PROVIDER_KEY\"\n\
+         [mcp.servers.q]\nurl = \"http://127.0.0.1:9/mcp\"\nnetwork = [\"127.0.0.1:99999\"]\n\
          [providers.models.o]\nkind = \"openai-compatible\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
          model = \"m\"\napi_key_env = \"LC_PROVIDER_KEY\"\n",
     );
@@ -233,9 +252,12 @@ fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
         "mcp.servers.k.args: only for a server started by command",
         "mcp.servers.t.bearer_token_env: only for a server reached at a url",
         "mcp.servers.p.bearer_token_env: LC_PROVIDER_KEY is provider o's api_key_env",
+        "mcp.servers.q.network[0]: \"127.0.0.1:99999\" is not a host name",
     ] {
         assert!(r.stderr.contains(want), "{want}\n{r:?}");
     }
+    // A bad url is that error alone, not also a missing command.
+    assert!(!r.stderr.contains("mcp.servers.h.command"), "{r:?}");
 }
 
 /// A server stopped while a call's stream is still open: the stream is

@@ -787,6 +787,10 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
         r.stdout.contains("would give it the host's whole network"),
         "{r:?}"
     );
+    // `policy check` says so too, before anything runs.
+    let (r, v) = env.json(&["policy", "check", "net", "--json", &args]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["refusal"], "confinement", "{v}");
     assert_eq!(a.requests().len(), 2);
     assert!(b.requests().is_empty());
 }

@@ -464,6 +464,19 @@ impl Gate {
         // A tool that names hosts runs with the ones granted, through the
         // egress proxy (`confine::egress`); with none granted it would
         // fail for want of them, so it does not run.
+        // Hosts are held only by a network namespace of the child's own.
+        if !ext.granted.is_empty() && self.confinement == crate::config::Confinement::Off {
+            return Decision::deny(
+                risk,
+                Refusal::Confinement,
+                format!(
+                    "{} is granted network hosts, which only the namespace sandbox holds it to; \
+                     security.confinement = \"off\" would give it the host's whole network \
+                     (confinement = \"best_effort\" runs it)",
+                    ext.source
+                ),
+            );
+        }
         if !ext.network.is_empty() && ext.granted.is_empty() {
             return Decision::deny(
                 risk,

@@ -358,6 +358,29 @@ pub fn granted(declared: &[String], allowed: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The grants as a reader would write them: `granted: a (80, 443), b:8080`.
+fn granted_list(grants: &[Grant]) -> String {
+    let each: Vec<String> = grants
+        .iter()
+        .map(|g| {
+            let host = if g.host.contains(':') {
+                format!("[{}]", g.host)
+            } else {
+                g.host.clone()
+            };
+            match g.port {
+                Some(p) => format!("{host}:{p}"),
+                None => format!("{host} (80, 443)"),
+            }
+        })
+        .collect();
+    if each.is_empty() {
+        "none granted".into()
+    } else {
+        format!("granted: {}", each.join(", "))
+    }
+}
+
 /// Where the egress proxy may connect for a child that asked for
 /// `host:port`, given what it was granted: the addresses to connect to
 /// (resolved once, here: the proxy connects to these, not to a second
@@ -384,7 +407,10 @@ pub fn egress_addrs(grants: &[Grant], host: &str, port: u16) -> Result<Vec<Socke
         {
             Ok(vec![SocketAddr::new(ip, port)])
         } else {
-            Err(format!("{shown}:{port} is not among the hosts granted"))
+            Err(format!(
+                "{shown}:{port} is not among the hosts granted ({})",
+                granted_list(grants)
+            ))
         };
     }
     let named = grants.iter().any(|g| {
@@ -402,7 +428,10 @@ pub fn egress_addrs(grants: &[Grant], host: &str, port: u16) -> Result<Vec<Socke
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
     {
-        return Err(format!("{shown}:{port} is not among the hosts granted"));
+        return Err(format!(
+            "{shown}:{port} is not among the hosts granted ({})",
+            granted_list(grants)
+        ));
     }
     let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
         .map_err(|e| format!("{shown}: cannot resolve: {e}"))?

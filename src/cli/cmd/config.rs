@@ -278,23 +278,42 @@ fn config_value_with(cfg: &Config, path: PathText) -> Value {
                 } else {
                     s.command.clone()
                 };
-                let server = json!({
-                    "command": command,
-                    "args": s.args,
-                    "env": s.env,
-                    "cwd": s.cwd.as_deref().map(path),
+                let mut server = json!({
                     "network": s.network,
                     "timeout_secs": s.timeout_secs,
                     "tools_allow": s.tools_allow,
                     "tools_deny": s.tools_deny,
                     "risk": s.risk.as_str(),
                     "read_only_tools": s.read_only_tools,
-                    "read_paths": paths(&s.read_paths),
                 });
+                match &s.url {
+                    // Reached at its url: none of a started server's keys.
+                    Some(url) => {
+                        server["url"] = json!(url);
+                        if let Some(b) = &s.bearer_token_env {
+                            server["bearer_token_env"] = json!(b);
+                        }
+                    }
+                    None => {
+                        server["command"] = json!(command);
+                        server["args"] = json!(s.args);
+                        server["env"] = json!(s.env);
+                        server["cwd"] = json!(s.cwd.as_deref().map(path));
+                        server["read_paths"] = json!(paths(&s.read_paths));
+                    }
+                }
                 (s.name.clone(), server)
             })
             .collect();
         v["mcp"] = json!({ "servers": servers });
+    }
+    if !cfg.plugin_network.is_empty() {
+        let plugins: serde_json::Map<String, Value> = cfg
+            .plugin_network
+            .iter()
+            .map(|(name, hosts)| (name.clone(), json!({ "network": hosts })))
+            .collect();
+        v["plugins"] = Value::Object(plugins);
     }
     // A policy file's rules are shown here as the config's own.
     if !cfg.policy.rules.is_empty() {
@@ -507,6 +526,9 @@ mod tests {
              [mcp.servers.git-2]\ncommand = \"uvx\"\ncwd = \"/w\"\nnetwork = [\"pypi.org\"]\n\
              timeout_secs = 9\ntools_allow = [\"git_log\"]\nrisk = \"high\"\n\
              read_only_tools = [\"git_log\"]\n\
+             [mcp.servers.remote]\nurl = \"https://mcp.example.org/mcp\"\n\
+             bearer_token_env = \"LC_MCP_T\"\nnetwork = [\"mcp.example.org\"]\n\
+             [plugins.echo]\nnetwork = [\"api.example.org:8443\"]\n\
              [[policy.rules]]\nname = \"no-rm-r\"\nprogram = \"rm\"\nflags = [\"recursive\"]\n\
              origin = \"sop\"\neffect = \"deny\"\nreason = \"people only\"\n\
              examples = [{ command = \"rm -fr x\", expect = \"deny\" }, \

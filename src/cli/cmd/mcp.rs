@@ -69,6 +69,7 @@ fn server_value(cfg: &Config, s: &McpServerConfig) -> Value {
         "name": s.name,
         "command": s.command,
         "url": s.url,
+        "bearer_token_env": s.bearer_token_env,
         "args": s.args,
         "env": s.env,
         "cwd": s.cwd.as_ref().map(|p| p.display().to_string()),
