@@ -14,8 +14,10 @@ fn main() {
     // socket, a pipe): none of them reaches a child, confined or not.
     sys::sandbox::close_inherited();
     // Die quietly on a closed stdout (`latchclaw memory list | head -1`)
-    // instead of panicking on EPIPE. Sockets use MSG_NOSIGNAL, so only pipes
-    // are affected.
+    // instead of panicking on EPIPE. Sockets use MSG_NOSIGNAL; the threads
+    // that write to a child's pipe block SIGPIPE while they do
+    // (`sys::signal::QuietPipes`), so a child that stops reading fails its
+    // call instead of killing latchclaw.
     sys::signal::set_default(libc::SIGPIPE);
     // A panic is a bug: say so and exit 1 (the documented code), rather than
     // abort with a backtrace a script cannot tell from other failures.

@@ -201,19 +201,30 @@ pub fn agent(config: ureq::config::Config) -> ureq::Agent {
 /// outside while a request on them is still being read (a stopped MCP
 /// server's streams).
 #[derive(Debug, Default)]
-pub struct Sockets(std::sync::Mutex<Vec<Weak<TcpStream>>>);
+pub struct Sockets(std::sync::Mutex<(Vec<Weak<TcpStream>>, bool)>);
 
 impl Sockets {
+    /// Records `s`; one opened after [`Sockets::shutdown_all`] is shut at
+    /// once (a request that was still connecting then).
     fn add(&self, s: &Arc<TcpStream>) {
-        if let Ok(mut list) = self.0.lock() {
-            list.retain(|w| w.strong_count() > 0);
-            list.push(Arc::downgrade(s));
+        let Ok(mut guard) = self.0.lock() else {
+            return;
+        };
+        let (list, closed) = &mut *guard;
+        if *closed {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            return;
         }
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(s));
     }
 
-    /// Shuts every socket still open: what reads or writes on it fails.
+    /// Shuts every socket still open, and every one opened later: what
+    /// reads or writes on them fails.
     pub fn shutdown_all(&self) {
-        if let Ok(mut list) = self.0.lock() {
+        if let Ok(mut guard) = self.0.lock() {
+            let (list, closed) = &mut *guard;
+            *closed = true;
             for s in list.drain(..).filter_map(|w| w.upgrade()) {
                 let _ = s.shutdown(std::net::Shutdown::Both);
             }
@@ -544,6 +555,22 @@ mod tests {
         let theirs = median_reused(&config().new_agent(), &url, 4);
         assert!(theirs >= delayed_ack, "control: {theirs:?}");
         assert!(ours < delayed_ack, "ours: {ours:?}");
+    }
+
+    #[test]
+    fn a_socket_opened_after_the_shutdown_is_shut_at_once() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let track = Sockets::default();
+        let before = Arc::new(TcpStream::connect(at).unwrap());
+        track.add(&before);
+        track.shutdown_all();
+        let after = Arc::new(TcpStream::connect(at).unwrap());
+        track.add(&after);
+        for s in [&before, &after] {
+            let mut buf = [0u8; 1];
+            assert_eq!((&**s).read(&mut buf).unwrap(), 0, "shut: reads end");
+        }
     }
 
     #[test]

@@ -1062,3 +1062,22 @@ fn a_server_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
     assert_eq!(paths, ["/proxied", "/tunnel"], "{found}");
     assert!(b.requests().is_empty(), "{:?}", b.requests());
 }
+
+/// A server that stops reading its stdin: latchclaw's next write meets a
+/// closed pipe. The call fails; latchclaw does not die of SIGPIPE.
+#[test]
+fn a_server_that_closes_its_stdin_fails_the_call_not_latchclaw() {
+    if !usable() {
+        return;
+    }
+    let env = Env::new();
+    write_config(&env, "deaf", "risk = \"low\"\nread_only_tools = [\"echo\"]");
+    let r = env.run(&["mcp", "approve", "h"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let big = "x".repeat(100_000);
+    let args = json!({"text": big}).to_string();
+    let r = env.run(&["tool", "run", "mcp_h_echo", "--json", &args]);
+    assert_eq!(r.code, 3, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["status"], "failed", "{v}");
+}

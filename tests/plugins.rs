@@ -920,3 +920,39 @@ fn no_connection_through_the_proxy_outlives_its_call() {
     assert!(gone, "{left} proxy connections outlived their call");
     assert!(out.status.success(), "{out:?}");
 }
+
+/// A plugin that exits without reading its arguments: latchclaw's write to
+/// its stdin meets a closed pipe. The call fails; latchclaw does not die of
+/// SIGPIPE.
+#[test]
+fn a_plugin_that_never_reads_its_stdin_fails_the_call_not_latchclaw() {
+    let env = Env::new();
+    autonomy(&env, "full");
+    let dir = env.root.join("src-deaf");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("deaf.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh
+exec 0<&-
+echo '{\"output\": \"ignored\"}'
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        dir.join("manifest.toml"),
+        "name = \"deaf\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n[[tools]]\n\
+         name = \"deaf\"\ndescription = \"Reads nothing.\"\ncommand = \"deaf.sh\"\n\
+         schema = { type = \"object\", properties = { text = { type = \"string\" } } }\n\
+         risk = \"low\"\nread_only = true\n",
+    )
+    .unwrap();
+    assert_eq!(install(&env, &dir).code, 0);
+    let args = json!({"text": "x".repeat(100_000)}).to_string();
+    for _ in 0..3 {
+        let r = env.run(&["tool", "run", "deaf", "--json", &args]);
+        assert!(r.code == 0 || r.code == 3, "{r:?}");
+        assert!(r.stdout.starts_with('{'), "{r:?}");
+    }
+}

@@ -32,6 +32,9 @@ const IN_FLIGHT_MAX: usize = 8;
 /// The endpoint and what every message to it carries.
 struct Endpoint {
     agent: ureq::Agent,
+    /// For the session's `DELETE` only: its own connections, untouched by
+    /// the stop that shut the others.
+    end_agent: ureq::Agent,
     url: String,
     token: Option<String>,
     session: Mutex<Option<String>>,
@@ -119,8 +122,14 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
         .user_agent(format!("latchclaw/{}", env!("CARGO_PKG_VERSION")));
     let config = crate::transport::with_tls(config, Some(url)).build();
     let sockets = Arc::new(crate::transport::Sockets::default());
+    let end_agent = crate::transport::agent_pinned(
+        config.clone(),
+        addrs.clone(),
+        Arc::new(crate::transport::Sockets::default()),
+    );
     Ok(Endpoint {
         agent: crate::transport::agent_pinned(config, addrs, Arc::clone(&sockets)),
+        end_agent,
         url: url.to_string(),
         token,
         session: Mutex::new(None),
@@ -190,8 +199,11 @@ fn send_loop(
 ) {
     let flying = Arc::new(AtomicUsize::new(0));
     loop {
+        let received = from_client.recv_timeout(Duration::from_millis(100));
+        // Looked at after the wait: a message taken just after a stop is
+        // not sent.
         let stopping = ep.stopping.load(Ordering::SeqCst);
-        let msg = match from_client.recv_timeout(Duration::from_millis(100)) {
+        let msg = match received {
             Ok(m) if m == wire::CLOSE => {
                 end_session(ep);
                 return;
@@ -250,7 +262,7 @@ fn end_session(ep: &Endpoint) {
         return;
     };
     let mut req = ep
-        .agent
+        .end_agent
         .delete(&ep.url)
         .config()
         .timeout_global(Some(DELETE_WAIT))
@@ -274,6 +286,10 @@ fn post(
     replies: &SyncSender<Vec<u8>>,
     stats: &Stats,
 ) {
+    if ep.stopping.load(Ordering::SeqCst) {
+        let _ = headed.send(());
+        return;
+    }
     let v: Value = serde_json::from_slice(msg).unwrap_or(Value::Null);
     let method = v.get("method").and_then(Value::as_str).map(str::to_string);
     let id = v

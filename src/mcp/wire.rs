@@ -132,26 +132,49 @@ pub(super) fn classify(
     if text.is_empty() {
         return None;
     }
-    // A notification or a request of the server's is looked at without
-    // building the rest of it (a tree of values takes tens of times the
-    // line's size): only a response is read whole.
-    // (An object only: serde would read a struct from an array too.)
-    if text.starts_with(b"{")
-        && let Ok(Peek {
-            method: Some(method),
-            id,
-        }) = serde_json::from_slice::<Peek>(text)
-    {
-        let method = match &method {
+    // Only a response to latchclaw is read whole: anything else is looked
+    // at without building it (a tree of values takes tens of times the
+    // line's size, and a server may send many).
+    if !text.starts_with(b"{") {
+        stats.malformed.fetch_add(1, Ordering::Relaxed);
+        return Some(Incoming::Malformed(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+                Err(e) => format!("not JSON ({e})"),
+                Ok(_) => format!(
+                    "a JSON {} where a JSON-RPC message belongs",
+                    kind_of_start(text[0])
+                ),
+            },
+        ));
+    }
+    let peek = match serde_json::from_slice::<Peek>(text) {
+        Ok(p) => p,
+        Err(e) => {
+            stats.malformed.fetch_add(1, Ordering::Relaxed);
+            return Some(Incoming::Malformed(if e.is_syntax() || e.is_eof() {
+                format!("not JSON ({e})")
+            } else {
+                format!("not a JSON-RPC message ({e})")
+            }));
+        }
+    };
+    if let Some(method) = &peek.method {
+        let method = match method {
             Method::Name(m) => m.as_str(),
-            Method::Other(_) => "?",
+            Method::Other => "?",
         };
-        return server_message(
-            id.as_ref().filter(|i| !i.is_null()),
-            method,
-            to_server,
-            stats,
-        );
+        let id = match peek.id {
+            None | Some(Id::Null) => None,
+            Some(Id::Num(n)) => Some(Value::Number(n)),
+            Some(Id::Str(s)) => Some(Value::String(s)),
+            // An id too long or not a number or string: no answer can
+            // carry it back.
+            Some(Id::Other) => {
+                stats.server_requests.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        };
+        return server_message(id.as_ref(), method, to_server, stats);
     }
     let v: Value = match serde_json::from_slice(text) {
         Ok(v) => v,
@@ -201,20 +224,116 @@ pub(super) fn classify(
     Some(Incoming::Response { id, result })
 }
 
-/// The fields a message is first read for.
+/// What a message is first read for: its id and whether it has a method
+/// (present even as `null`), neither built beyond a short string.
 #[derive(serde::Deserialize)]
 struct Peek {
     #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
+    id: Option<Id>,
+    #[serde(default, deserialize_with = "present")]
     method: Option<Method>,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
+/// The longest string id answered (a longer one gets no answer).
+const ID_MAX: usize = 256;
+
+enum Id {
+    Null,
+    Num(serde_json::Number),
+    Str(String),
+    /// Too long, or neither a number nor a string.
+    Other,
+}
+
 enum Method {
     Name(String),
-    Other(serde::de::IgnoredAny),
+    Other,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Method>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
+/// A visitor that keeps a number or a short string, and skips anything
+/// else without building it.
+struct Small;
+
+enum Scalar {
+    Null,
+    Num(serde_json::Number),
+    Str(String),
+    Other,
+}
+
+impl<'de> serde::de::Visitor<'de> for Small {
+    type Value = Scalar;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar::Num(v.into()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::Num(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Scalar::Other, Scalar::Num))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+        Ok(if v.len() <= ID_MAX {
+            Scalar::Str(v.to_string())
+        } else {
+            Scalar::Other
+        })
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+        while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+        while a
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Scalar::Other)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
+        Ok(match d.deserialize_any(Small)? {
+            Scalar::Null => Id::Null,
+            Scalar::Num(n) => Id::Num(n),
+            Scalar::Str(s) => Id::Str(s),
+            Scalar::Other => Id::Other,
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Method {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Method, D::Error> {
+        Ok(match d.deserialize_any(Small)? {
+            Scalar::Str(s) => Method::Name(s),
+            _ => Method::Other,
+        })
+    }
+}
+
+/// What a JSON text starting with `b` is, for an error.
+fn kind_of_start(b: u8) -> &'static str {
+    match b {
+        b'[' => "array (a batch)",
+        b'"' => "string",
+        b't' | b'f' => "boolean",
+        b'n' => "null",
+        _ => "number",
+    }
 }
 
 /// A message of the server's own (it has a method): a request, refused;
@@ -271,6 +390,8 @@ pub fn cut(s: &str, max: usize) -> String {
 /// sends [`CLOSE`] or the server closed it; dropping `input` then closes
 /// the server's stdin.
 pub fn write_loop(mut input: impl Write, from_client: Receiver<Vec<u8>>) {
+    // A server that closed its stdin ends this loop, not latchclaw.
+    crate::sys::signal::QuietPipes::for_this_thread();
     for msg in from_client {
         if msg == CLOSE {
             return;
@@ -318,6 +439,33 @@ mod tests {
         assert_eq!(reply["error"]["code"], -32601);
         assert_eq!(stats.notifications.load(Ordering::Relaxed), 1);
         assert_eq!(stats.unmatched.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_servers_own_message_is_not_built_and_only_a_short_id_is_answered() {
+        let long = "i".repeat(ID_MAX + 1);
+        let input = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{long}\",\"method\":\"sampling/createMessage\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":[1,[2,[3]]],\"method\":\"roots/list\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":null,\"params\":[[[[]]]]}}\n\
+             {{\"jsonrpc\":\"2.0\",\"method\":\"a\",\"method\":\"b\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{{}}}}\n"
+        );
+        let (got, replies, stats) = run(input.as_bytes());
+        // The long and the structured ids get no answer; the null method is
+        // a request all the same (answered); the duplicate key is malformed.
+        assert_eq!(replies.len(), 1, "{replies:?}");
+        let reply: Value = serde_json::from_slice(&replies[0]).unwrap();
+        assert_eq!(reply["id"], 5);
+        assert_eq!(stats.server_requests.load(Ordering::Relaxed), 3);
+        assert!(
+            matches!(&got[0], Incoming::Malformed(m) if m.contains("duplicate field")),
+            "{got:?}"
+        );
+        assert!(
+            matches!(&got[1], Incoming::Response { id: 9, .. }),
+            "{got:?}"
+        );
     }
 
     #[test]

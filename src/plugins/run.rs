@@ -97,6 +97,8 @@ pub fn call(
     if let Some(mut stdin) = child.stdin.take() {
         // A plugin that never reads its stdin must not block the call.
         std::thread::spawn(move || {
+            // A plugin that exits without reading fails its call, not latchclaw.
+            crate::sys::signal::QuietPipes::for_this_thread();
             let _ = stdin.write_all(input.as_bytes());
         });
     }

@@ -54,6 +54,72 @@ pub fn die_of(sig: i32) {
     raise(sig);
 }
 
+/// SIGPIPE blocked in the calling thread while this lives: a write to a
+/// pipe a child closed fails with EPIPE here instead of killing latchclaw
+/// (SIGPIPE keeps its default action for stdout, `main.rs`, and a broken
+/// pipe's signal goes to the thread that wrote). On drop a SIGPIPE the
+/// writes left pending is taken and the thread's mask put back.
+pub struct QuietPipes {
+    /// SIGPIPE was blocked already (nothing to put back).
+    was_blocked: bool,
+}
+
+fn sigpipe_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set it is given; sigaddset adds a
+    // valid signal number to it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        set
+    }
+}
+
+impl QuietPipes {
+    pub fn new() -> QuietPipes {
+        let set = sigpipe_set();
+        // SAFETY: pthread_sigmask reads `set` and writes the old mask into
+        // `old`, both live on this frame.
+        let was_blocked = unsafe {
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            libc::sigismember(&old, libc::SIGPIPE) == 1
+        };
+        QuietPipes { was_blocked }
+    }
+
+    /// For a thread that only writes to a child: blocked for its life (a
+    /// pending SIGPIPE goes with the thread).
+    pub fn for_this_thread() {
+        std::mem::forget(QuietPipes::new());
+    }
+}
+
+impl Default for QuietPipes {
+    fn default() -> QuietPipes {
+        QuietPipes::new()
+    }
+}
+
+impl Drop for QuietPipes {
+    fn drop(&mut self) {
+        if self.was_blocked {
+            return;
+        }
+        let set = sigpipe_set();
+        // SAFETY: takes a pending SIGPIPE of this thread without waiting
+        // (zero timeout), then unblocks it; both read `set` on this frame.
+        unsafe {
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            while libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) == libc::SIGPIPE {}
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        }
+    }
+}
+
 /// A value signal handlers reach while its owner has it [`set`](Self::set):
 /// an atomic pointer to a shared `T`, and a count of the handlers reading
 /// it, so that [`clear`](Self::clear) lets go of the value only once no

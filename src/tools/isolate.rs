@@ -221,8 +221,10 @@ impl Child {
         }
         // The child reads a whole request before it works on it, so this
         // write cannot wait on its work.
+        let quiet = crate::sys::signal::QuietPipes::new();
         let sent = write_frame(&mut self.to, &[head.to_string().as_bytes()])
             .and_then(|()| write_frame(&mut self.to, parts));
+        drop(quiet);
         if let Err(e) = sent {
             return Err(self.failed(watch, grace, &e.to_string()));
         }

@@ -172,6 +172,8 @@ impl Running<'_> {
 /// Feeds stdin and reads stdout and stderr of every query until each has
 /// closed them, in one thread (poll), within [`DEADLINE`].
 fn pump(running: &mut [Running<'_>]) -> Result<(), Refused> {
+    // git exiting before it read its stdin fails the query, not latchclaw.
+    let _quiet = crate::sys::signal::QuietPipes::new();
     let end = Instant::now() + DEADLINE;
     let mut set = PollSet::default();
     let mut buf = vec![0u8; 64 << 10];

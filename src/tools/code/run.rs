@@ -916,6 +916,7 @@ fn start(
         let input = input.to_string();
         // A snippet that never reads its stdin must not block the call.
         std::thread::spawn(move || {
+            crate::sys::signal::QuietPipes::for_this_thread();
             let _ = stdin.write_all(input.as_bytes());
         });
     }
@@ -1070,6 +1071,7 @@ fn reader(pipe: OwnedFd, tx: mpsc::Sender<Event>) {
 fn writer(pipe: OwnedFd) -> mpsc::Sender<String> {
     let (tx, rx) = mpsc::channel::<String>();
     std::thread::spawn(move || {
+        crate::sys::signal::QuietPipes::for_this_thread();
         let mut w = std::fs::File::from(pipe);
         for mut line in rx {
             line.push('\n');
