@@ -268,3 +268,26 @@ fn a_pending_write_shows_its_diff() {
         "{r:?}"
     );
 }
+
+/// A call `tool run` left pending: approving it says to run the same
+/// `tool run` again (there is no conversation to resume), and that runs it.
+#[test]
+fn a_tool_run_call_approved_is_run_by_the_same_tool_run() {
+    let env = env();
+    let args = r#"{"path": "note.txt", "content": "hi"}"#;
+    let (r, v) = env.json(&["tool", "run", "file_write", "--json", args]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert_eq!(v["status"], "denied", "{v}");
+    let list = pending(&env, false);
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    let r = env.run(&["approve", &id, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("latchclaw tool run file_write"), "{r:?}");
+    assert!(!r.stdout.contains("--resume"), "{r:?}");
+    let (r, _) = env.json(&["tool", "run", "file_write", "--json", args]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("note.txt")).unwrap(),
+        "hi"
+    );
+}

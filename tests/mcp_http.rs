@@ -109,6 +109,10 @@ fn a_streamable_http_server_is_listed_approved_called_and_its_session_ended() {
         "{}",
         r.stderr
     );
+    // Not approved yet: unknown, and the error says how to approve it.
+    let r = run(&env, &["tool", "run", "mcp_h_echo", "--json", "{}"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("latchclaw mcp approve h"), "{r:?}");
     let r = run(&env, &["mcp", "approve", "h"]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(

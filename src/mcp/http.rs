@@ -90,13 +90,8 @@ fn endpoint(s: &McpServerConfig, url: &str) -> Result<Endpoint, McpError> {
             .map(|h| crate::security::net::Grant::parse(h))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| config_err(format!("mcp.servers.{}.network: {e}", s.name)))?;
-        crate::security::net::egress_addrs(&grants, host, port).map_err(|e| {
-            config_err(format!(
-                "mcp.servers.{}.url: {e} (a url's host other than loopback must be in its \
-                 network)",
-                s.name
-            ))
-        })?
+        crate::security::net::egress_addrs(&grants, host, port)
+            .map_err(|e| config_err(format!("mcp.servers.{}.url: {e}", s.name)))?
     };
     let token = match &s.bearer_token_env {
         None => None,

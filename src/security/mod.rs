@@ -517,7 +517,12 @@ impl Gate {
             );
         }
         let (verdict, reason) = verdict_for(self.autonomy, risk, ext.read_only);
-        let declared = if ext.read_only { ", read-only" } else { "" };
+        let declared = match (ext.read_only, risk == ext.risk) {
+            (true, _) => ", read-only",
+            (false, true) => "",
+            // Raised: what is not read-only is medium risk at least.
+            (false, false) => ", not read-only (so medium)",
+        };
         Decision {
             risk,
             verdict,

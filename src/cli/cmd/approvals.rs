@@ -168,6 +168,11 @@ pub fn decide(ctx: &Ctx, id: &str, approve: bool, yes: bool) -> Result<i32> {
     // A SOP's step goes on with its run, not a conversation.
     let next = match crate::sop::run_of_conversation(&p.conversation_id) {
         Some(run) => format!("; run `latchclaw sop resume {run}`"),
+        // `tool run` asked: the same command runs the approved call.
+        None if p.conversation_id == "cli-tool-run" => format!(
+            "; run the same `latchclaw tool run {}{ws} --json …` again",
+            p.tool
+        ),
         None => format!("; run `latchclaw agent --resume {}{ws}`", p.conversation_id),
     };
     println!(

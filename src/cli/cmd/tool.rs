@@ -156,7 +156,7 @@ pub fn run(
 ) -> Result<i32> {
     let (cfg, from) = config_here(ctx, workspace)?;
     let external = crate::plugins::registry(&cfg);
-    let (tool, args) = parse_tool_args(name, raw, &external)?;
+    let (tool, args) = parse_tool_args(name, raw, &external, &cfg)?;
     // `policy check` leaves this out: it shows what the gate alone decides.
     match tool {
         Some(t) => crate::tools::check_args(crate::tools::tool(t), &args),
@@ -225,9 +225,21 @@ fn parse_tool_args(
     name: &str,
     raw: Option<&str>,
     external: &crate::external::Registry,
+    cfg: &crate::config::Config,
 ) -> Result<(Option<ToolName>, Value)> {
     let tool = ToolName::parse(name);
     if tool.is_none() && external.find(name).is_none() {
+        // A tool of a configured MCP server whose tools were never approved.
+        if let Some(server) = cfg.mcp.servers.keys().find(|s| {
+            name.strip_prefix("mcp_")
+                .and_then(|r| r.strip_prefix(s.as_str()))
+                .is_some_and(|r| r.starts_with('_'))
+        }) {
+            return Err(Error::usage(format!(
+                "unknown tool \"{name}\": MCP server \"{server}\"'s tools were never approved, \
+                 so none is known yet; `latchclaw mcp approve {server}` lists and approves them"
+            )));
+        }
         let names = ToolName::ALL
             .iter()
             .map(|t| t.as_str())
@@ -268,7 +280,7 @@ pub fn policy_check(
     use crate::security::plan::{OpenMode, Redir};
     let (cfg, _) = config_here(ctx, workspace)?;
     let external = crate::plugins::registry(&cfg);
-    let (tool, args) = parse_tool_args(name, raw, &external)?;
+    let (tool, args) = parse_tool_args(name, raw, &external, &cfg)?;
     let mut gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
     if let Some(autonomy) = autonomy {
         gate = gate.with_autonomy(autonomy);
