@@ -175,6 +175,10 @@ fn http_failures_an_ended_session_and_a_hang_are_typed_failures() {
     for (mode, want) in [
         ("fail", "HTTP 500"),
         ("expire", "the server ended the session (HTTP 404)"),
+        (
+            "auth",
+            "HTTP 401: the server refused the credentials (check the token",
+        ),
         ("hang", "did not answer tools/call in time (timeout)"),
     ] {
         let env = Env::new();

@@ -721,7 +721,16 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
         "[security]\nautonomy = \"readonly\"\n[plugins.net]\nnetwork = [\"127.0.0.1:{}\"]\n",
         a.port
     ));
-    assert_eq!(install(&env, &net_plugin(&env, a.port, b.port)).code, 0);
+    let r = install(&env, &net_plugin(&env, a.port, b.port));
+    assert_eq!(r.code, 0, "{r:?}");
+    // The host declared but not granted: install says how to grant it.
+    assert!(
+        r.stdout.contains(&format!(
+            "[plugins.net]\nnetwork = [\"127.0.0.1:{}\"]",
+            b.port
+        )),
+        "{r:?}"
+    );
     let args = json!({"allowed": a.port, "other": b.port}).to_string();
     let r = env.run(&["tool", "run", "net", "--json", &args]);
     assert_eq!(r.code, 0, "{r:?}");

@@ -333,6 +333,15 @@ fn post(
         let had_session = ep.session.lock().map(|s| s.is_some()).unwrap_or(false);
         let why = if status == 404 && had_session {
             "the server ended the session (HTTP 404)".to_string()
+        } else if status == 401 || status == 403 {
+            format!(
+                "HTTP {status}: the server refused the credentials ({})",
+                if ep.token.is_some() {
+                    "check the token bearer_token_env names"
+                } else {
+                    "it may want a token: bearer_token_env"
+                }
+            )
         } else {
             format!(
                 "HTTP {status}{}{}",

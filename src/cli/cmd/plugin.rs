@@ -162,12 +162,29 @@ pub fn show(ctx: &Ctx, name: &str, json: bool) -> Result<i32> {
 pub fn install(ctx: &Ctx, path: &Path, json: bool) -> Result<i32> {
     let cfg = ctx.load_config()?;
     let done = plugins::install(&cfg, path)?;
+    // Hosts its tools declare that the config does not grant yet: their
+    // calls are refused until it does.
+    let granted = cfg
+        .plugin_network
+        .get(&done.name)
+        .map_or(&[][..], Vec::as_slice);
+    let mut ungranted: Vec<String> = Vec::new();
+    if let Ok(Ok(m)) = plugins::find(&cfg, &done.name).map(|p| p.manifest) {
+        for h in m.tools.iter().flat_map(|t| &t.network) {
+            if crate::security::net::granted(std::slice::from_ref(h), granted).is_empty()
+                && !ungranted.contains(h)
+            {
+                ungranted.push(h.clone());
+            }
+        }
+    }
     if json {
         print_json(&json!({
             "name": done.name,
             "dir": done.dir.display().to_string(),
             "tools": done.tools,
             "approved": true,
+            "network_not_granted": ungranted,
         }));
     } else {
         println!(
@@ -176,6 +193,18 @@ pub fn install(ctx: &Ctx, path: &Path, json: bool) -> Result<i32> {
             done.dir.display(),
             done.tools.join(", ")
         );
+        if !ungranted.is_empty() {
+            let list: Vec<String> = ungranted
+                .iter()
+                .map(|h| format!("\"{}\"", printable(h)))
+                .collect();
+            println!(
+                "its tools declare network hosts the config does not grant, so calls that need \
+                 them are refused; to grant them, add to the config:\n[plugins.{}]\nnetwork = [{}]",
+                done.name,
+                list.join(", ")
+            );
+        }
     }
     Ok(exit::OK)
 }
