@@ -237,8 +237,16 @@ fn where_a_url_may_point_and_what_it_may_not_be_given_with() {
     );
     let r = run(&env, &["mcp", "test", "h"]);
     assert_eq!(r.code, 3, "{r:?}");
-    // The token's variable unset.
+    // The token's variable unset: validate warns, the server is not started.
     configure(&env, "http://127.0.0.1:9/mcp", "");
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "mcp.servers.h.bearer_token_env: LC_MCP_TOKEN is not set in this environment"
+        ),
+        "{r:?}"
+    );
     let r = env.run(&["mcp", "test", "h"]);
     assert!(r.stdout.contains("$LC_MCP_TOKEN is not set"), "{r:?}");
     // A url beside a command, a url with a user part, keys of a started

@@ -107,6 +107,15 @@ fn unset_keys(cfg: &Config) -> Vec<String> {
             "web_search calls fail".into(),
         ));
     }
+    for s in cfg.mcp.servers.values() {
+        if let Some(var) = &s.bearer_token_env {
+            named.push((
+                format!("mcp.servers.{}.bearer_token_env", s.name),
+                var,
+                format!("MCP server \"{}\" is not started", s.name),
+            ));
+        }
+    }
     named
         .into_iter()
         .filter(|(_, var, _)| env_is_set(Some(var)) == Some(false))
