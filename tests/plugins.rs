@@ -800,6 +800,29 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
     let (r, v) = env.json(&["policy", "check", "net", "--json", &args]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(v["refusal"], "confinement", "{v}");
+    // Grants that grant nothing: validate says which and why.
+    env.config(&format!(
+        "[plugins.net]\nnetwork = [\"127.0.0.1:{}\", \"127.0.0.1:9\"]\n\
+         [plugins.nope]\nnetwork = [\"x.org\"]\n",
+        a.port
+    ));
+    let r = env.run(&["config", "validate"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("plugins.net.network: \"127.0.0.1:9\" is not a host its manifest declares"),
+        "{r:?}"
+    );
+    assert!(
+        r.stderr
+            .contains("plugins.nope: no plugin \"nope\" is installed"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stderr
+            .contains(&format!("\"127.0.0.1:{}\" is not", a.port)),
+        "{r:?}"
+    );
     assert_eq!(a.requests().len(), 2);
     assert!(b.requests().is_empty());
 }

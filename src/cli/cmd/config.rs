@@ -76,10 +76,58 @@ pub fn validate(ctx: &Ctx) -> Result<i32> {
             cfg.config_path.display()
         ),
     }
-    for w in unset_keys(&cfg) {
+    for w in unset_keys(&cfg).into_iter().chain(idle_grants(&cfg)) {
         eprintln!("latchclaw: warning: {w}");
     }
     Ok(exit::OK)
+}
+
+/// `[plugins.NAME] network` entries that grant nothing: no such plugin is
+/// installed, or its manifest does not declare the host (a plugin gets the
+/// hosts both name).
+fn idle_grants(cfg: &Config) -> Vec<String> {
+    if cfg.plugin_network.is_empty() || !cfg!(feature = "plugins") {
+        return Vec::new();
+    }
+    let installed = crate::plugins::installed(cfg).unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, hosts) in &cfg.plugin_network {
+        let Some(p) = installed.iter().find(|p| &p.name == name) else {
+            out.push(format!(
+                "plugins.{name}: no plugin \"{name}\" is installed (installed: {}), so its \
+                 network grants nothing",
+                if installed.is_empty() {
+                    "none".to_string()
+                } else {
+                    installed
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+            continue;
+        };
+        let declared: Vec<String> = match &p.manifest {
+            Ok(m) => m.tools.iter().flat_map(|t| t.network.clone()).collect(),
+            Err(_) => continue,
+        };
+        for h in hosts {
+            if crate::security::net::granted(&declared, std::slice::from_ref(h)).is_empty() {
+                out.push(format!(
+                    "plugins.{name}.network: \"{}\" is not a host its manifest declares \
+                     (declared: {}), so it grants nothing; entries must be spelled alike",
+                    crate::util::printable(h),
+                    if declared.is_empty() {
+                        "none".to_string()
+                    } else {
+                        declared.join(", ")
+                    }
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// A key variable the config names but this environment lacks: valid, but
