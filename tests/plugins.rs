@@ -762,8 +762,15 @@ fn a_plugin_granted_one_host_reaches_it_through_the_proxy_and_nothing_else() {
     assert_eq!(paths, ["/proxied", "/tunnel"], "{found}");
     assert!(b.requests().is_empty(), "{:?}", b.requests());
     // A declared host the config does not grant is refused by the gate
-    // before anything runs.
+    // before anything runs, and `tool list` says so.
     env.config("[security]\nautonomy = \"readonly\"\n");
+    let r = env.run(&["tool", "list"]);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("net ") && l.contains("no grant")),
+        "{r:?}"
+    );
     let r = env.run(&["tool", "run", "net", "--json", &args]);
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("grants none of them"), "{r:?}");

@@ -90,6 +90,8 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
             "parameters": t.schema,
             "source": t.origin(),
             "approved": t.unapproved.is_none(),
+            // Declares hosts the config grants none of: every call refused.
+            "network_granted": t.network.is_empty() || !t.granted.is_empty(),
         }));
     }
     if json {
@@ -109,6 +111,7 @@ pub fn list(ctx: &Ctx, json: bool) -> Result<i32> {
     let enabled = |r: &Value| match (&r["built"], &r["enabled"]) {
         (Value::Bool(false), _) => "not built",
         _ if r["approved"] == false => "unapproved",
+        _ if r["network_granted"] == false => "no grant",
         (_, Value::Bool(true)) => "yes",
         _ => "no",
     };
