@@ -205,18 +205,24 @@ pub struct Sockets(std::sync::Mutex<(Vec<Weak<TcpStream>>, bool)>);
 
 impl Sockets {
     /// Records `s`; one opened after [`Sockets::shutdown_all`] is shut at
-    /// once (a request that was still connecting then).
-    fn add(&self, s: &Arc<TcpStream>) {
+    /// once (a request that was still connecting then), and false.
+    pub fn add(&self, s: &Arc<TcpStream>) -> bool {
         let Ok(mut guard) = self.0.lock() else {
-            return;
+            return false;
         };
         let (list, closed) = &mut *guard;
         if *closed {
             let _ = s.shutdown(std::net::Shutdown::Both);
-            return;
+            return false;
         }
         list.retain(|w| w.strong_count() > 0);
         list.push(Arc::downgrade(s));
+        true
+    }
+
+    /// Whether [`Sockets::shutdown_all`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.0.lock().map_or(true, |g| g.1)
     }
 
     /// Shuts every socket still open, and every one opened later: what
@@ -575,21 +581,6 @@ mod tests {
 
     #[test]
     fn addresses_are_tried_in_turn() {
-        #[derive(Debug)]
-        struct Two(SocketAddr, SocketAddr);
-        impl Resolver for Two {
-            fn resolve(
-                &self,
-                _: &ureq::http::Uri,
-                _: &ureq::config::Config,
-                _: NextTimeout,
-            ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-                let mut v = self.empty();
-                v.push(self.0);
-                v.push(self.1);
-                Ok(v)
-            }
-        }
         // A port bound but not listening refuses connections, and stays
         // ours while the socket is open (a port freed by dropping a listener
         // could be taken by a test running alongside).
@@ -603,10 +594,10 @@ mod tests {
         };
         let (port, _peers) = two_write_server();
         let open: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let agent = ureq::Agent::with_parts(config(), connector(), Two(closed, open));
+        let agent = ureq::Agent::with_parts(config(), connector(), Pinned(vec![closed, open]));
         let mut resp = agent.get("http://example.test/").call().unwrap();
         assert_eq!(resp.body_mut().read_to_string().unwrap(), "{\"ok\":true}");
-        let agent = ureq::Agent::with_parts(config(), connector(), Two(closed, closed));
+        let agent = ureq::Agent::with_parts(config(), connector(), Pinned(vec![closed, closed]));
         let err = agent.get("http://example.test/").call().unwrap_err();
         assert!(
             matches!(&err, ureq::Error::Io(e) if e.kind() == io::ErrorKind::ConnectionRefused),

@@ -236,14 +236,11 @@ fn read_tool(mut t: toml::Table, at: &str, errors: &mut Vec<String>) -> Option<P
             false
         }
     };
+    // Read as the proxy will hold them (a port out of range refused here).
     let network = strings(&mut t, at, "network", errors, |h| {
-        (!h.is_empty()
-            && h.len() <= 253
-            && h.bytes().all(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'*')
-            }))
-        .then_some(())
-        .ok_or("not a host name")
+        (h.len() <= 253 && crate::security::net::Grant::parse(h).is_ok())
+            .then_some(())
+            .ok_or("not a host name")
     });
     let env = strings(&mut t, at, "env", errors, |n| {
         let ok = !n.is_empty()

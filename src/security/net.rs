@@ -268,7 +268,9 @@ impl NetPolicy {
     }
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), Refused> {
+/// `host[:port]` or `[v6][:port]`: the host as written (brackets kept)
+/// and the port, 1 to 65535.
+pub(crate) fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), Refused> {
     let bad_port = |p: &str| format!("port \"{p}\" is not a number from 1 to 65535");
     if authority.starts_with('[') {
         let end = authority

@@ -57,6 +57,7 @@ pub fn listen_loopback() -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(fd)
 }
 
+#[cfg(test)]
 /// Whether socket(`family`, `kind`, `protocol`) is refused with EACCES
 /// here (for tests of the socket filter, in a forked child). Closes what
 /// it made.
@@ -115,6 +116,7 @@ pub fn local_addresses() -> Vec<std::net::IpAddr> {
     out
 }
 
+#[cfg(test)]
 /// What the socket filter of a child granted hosts must refuse, tried on
 /// a TCP socket (for its test, in a forked child): listen(), a TCP Fast
 /// Open send, and the Fast Open options. True when each was refused.

@@ -23,10 +23,11 @@ use super::spec::EgressNet;
 use super::view;
 use crate::security::net::{self, Grant};
 use crate::sys;
+use crate::transport::Sockets;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The longest request head read before it is refused.
@@ -44,50 +45,12 @@ const TICK_MS: i32 = 100;
 #[derive(Debug)]
 pub struct Egress {
     net: EgressNet,
-    stop: Arc<AtomicBool>,
-    live: Arc<Live>,
-}
-
-/// Every socket of the connections being served (the child's end and the
-/// host's), so that the end of the call shuts them down: a thread blocked
-/// writing to an upstream that does not read, or connecting, ends then
-/// instead of holding the socket and its buffers past the call.
-#[derive(Debug, Default)]
-struct Live {
-    sockets: std::sync::Mutex<Vec<(u64, TcpStream)>>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl Live {
-    /// Registers a duplicate of `s` under `id`; false once the call is over
-    /// (`stop` is looked at under the lock, so none is missed).
-    fn add(&self, id: u64, s: &TcpStream, stop: &AtomicBool) -> bool {
-        let Ok(mut list) = self.sockets.lock() else {
-            return false;
-        };
-        if stop.load(Ordering::SeqCst) {
-            return false;
-        }
-        if let Ok(dup) = s.try_clone() {
-            list.push((id, dup));
-        }
-        true
-    }
-
-    fn remove(&self, id: u64) {
-        if let Ok(mut list) = self.sockets.lock() {
-            list.retain(|(i, _)| *i != id);
-        }
-    }
-
-    fn shut_all(&self, stop: &AtomicBool) {
-        if let Ok(mut list) = self.sockets.lock() {
-            stop.store(true, Ordering::SeqCst);
-            for (_, s) in list.drain(..) {
-                let _ = s.shutdown(Shutdown::Both);
-            }
-        }
-    }
+    /// Every socket of the connections being served (the child's end and
+    /// the host's): shut when the call is over, so a thread blocked writing
+    /// to an upstream that does not read, or connecting, ends then instead
+    /// of holding the socket and its buffers past the call. Closed is also
+    /// what tells the threads to end.
+    sockets: Arc<Sockets>,
 }
 
 impl Egress {
@@ -108,21 +71,19 @@ impl Egress {
             .local_addr()
             .map_err(|e| format!("the proxy's socket: {e}"))?
             .port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let live = Arc::new(Live::default());
-        let (serving, tracked) = (Arc::clone(&stop), Arc::clone(&live));
+        let sockets = Arc::new(Sockets::default());
+        let tracked = Arc::clone(&sockets);
         let who = who.to_string();
         std::thread::Builder::new()
             .name("egress".into())
-            .spawn(move || accept_loop(&listener, &Arc::new(grants), &serving, &tracked, &who))
+            .spawn(move || accept_loop(&listener, &Arc::new(grants), &tracked, &who))
             .map_err(|e| format!("cannot start the proxy's thread: {e}"))?;
         Ok(Egress {
             net: EgressNet {
                 port,
                 netns: Arc::new(netns),
             },
-            stop,
-            live,
+            sockets,
         })
     }
 
@@ -153,64 +114,58 @@ impl Egress {
 
 impl Drop for Egress {
     fn drop(&mut self) {
-        self.live.shut_all(&self.stop);
+        self.sockets.shutdown_all();
     }
 }
 
 fn accept_loop(
     listener: &TcpListener,
     grants: &Arc<Vec<Grant>>,
-    stop: &Arc<AtomicBool>,
-    live: &Arc<Live>,
+    sockets: &Arc<Sockets>,
     who: &str,
 ) {
     let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::SeqCst) {
+    while !sockets.is_closed() {
         match sys::poll::readable(listener, TICK_MS) {
             Ok(false) => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
             Ok(true) => {}
         }
-        let Ok((mut client, _)) = listener.accept() else {
+        let Ok((client, _)) = listener.accept() else {
             continue;
         };
         if active.fetch_add(1, Ordering::SeqCst) >= CONNECTIONS_MAX {
             active.fetch_sub(1, Ordering::SeqCst);
-            let _ = answer(
-                &mut client,
-                "503 Service Unavailable",
-                "too many connections",
-            );
+            let _ = answer(&client, "503 Service Unavailable", "too many connections");
             continue;
         }
-        let id = live.next.fetch_add(1, Ordering::SeqCst);
-        if !live.add(id, &client, stop) {
+        let client = Arc::new(client);
+        if !sockets.add(&client) {
             active.fetch_sub(1, Ordering::SeqCst);
             break;
         }
-        let conn = Conn {
-            id,
-            live: Arc::clone(live),
-            stop: Arc::clone(stop),
-        };
-        let (grants, counted, who) = (Arc::clone(grants), Arc::clone(&active), who.to_string());
+        let (grants, sockets, counted, who) = (
+            Arc::clone(grants),
+            Arc::clone(sockets),
+            Arc::clone(&active),
+            who.to_string(),
+        );
         let spawned = std::thread::Builder::new()
             .name("egress-conn".into())
             .spawn(move || {
-                serve(client, &grants, &conn, &who);
+                serve(&client, &grants, &sockets, &who);
                 counted.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
-            // The closure never ran: its count and its socket go here.
+            // The closure never ran: its count goes here (its socket with it).
             active.fetch_sub(1, Ordering::SeqCst);
-            live.remove(id);
         }
     }
 }
 
 /// A refusal or failure, said to the child's client and closed.
-fn answer(client: &mut TcpStream, status: &str, why: &str) -> io::Result<()> {
+fn answer(mut client: &TcpStream, status: &str, why: &str) -> io::Result<()> {
     let body = format!("latchclaw egress proxy: {why}\n");
     write!(
         client,
@@ -229,34 +184,20 @@ struct Request {
     head: Vec<u8>,
 }
 
-/// One connection's place in [`Live`]; leaving it on drop.
-struct Conn {
-    id: u64,
-    live: Arc<Live>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.live.remove(self.id);
-    }
-}
-
-fn serve(mut client: TcpStream, grants: &[Grant], conn: &Conn, who: &str) {
-    let stop = &*conn.stop;
+fn serve(client: &TcpStream, grants: &[Grant], sockets: &Sockets, who: &str) {
     let _ = client.set_read_timeout(Some(WAIT));
     let _ = client.set_write_timeout(Some(WAIT));
-    let (head, rest) = match read_head(&mut client) {
+    let (head, rest) = match read_head(client) {
         Ok(h) => h,
         Err(why) => {
-            let _ = answer(&mut client, "400 Bad Request", &why);
+            let _ = answer(client, "400 Bad Request", &why);
             return;
         }
     };
     let req = match parse(&head) {
         Ok(r) => r,
         Err(why) => {
-            let _ = answer(&mut client, "400 Bad Request", &why);
+            let _ = answer(client, "400 Bad Request", &why);
             return;
         }
     };
@@ -264,23 +205,25 @@ fn serve(mut client: TcpStream, grants: &[Grant], conn: &Conn, who: &str) {
         Ok(a) => a,
         Err(why) => {
             log::warn!(target: "event::egress_refused", "{who}: {why}");
-            let _ = answer(&mut client, "403 Forbidden", &why);
+            let _ = answer(client, "403 Forbidden", &why);
             return;
         }
     };
-    let Some(mut upstream) = connect(&addrs) else {
+    let Some(upstream) = connect(&addrs) else {
         let why = format!(
             "cannot connect to {}:{}",
             crate::util::printable(&req.host),
             req.port
         );
-        let _ = answer(&mut client, "502 Bad Gateway", &why);
+        let _ = answer(client, "502 Bad Gateway", &why);
         return;
     };
     // The call may have ended while this connected: nothing is sent then.
-    if !conn.live.add(conn.id, &upstream, stop) {
+    let upstream = Arc::new(upstream);
+    if !sockets.add(&upstream) {
         return;
     }
+    let (mut to_client, mut to_upstream) = (client, &*upstream);
     let _ = upstream.set_write_timeout(Some(WAIT));
     log::info!(
         target: "event::egress",
@@ -290,18 +233,18 @@ fn serve(mut client: TcpStream, grants: &[Grant], conn: &Conn, who: &str) {
         req.port
     );
     let sent = if req.tunnel {
-        client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        to_client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
     } else {
-        upstream.write_all(&req.head)
+        to_upstream.write_all(&req.head)
     };
-    if sent.is_err() || upstream.write_all(&rest).is_err() {
+    if sent.is_err() || to_upstream.write_all(&rest).is_err() {
         return;
     }
-    splice(&client, &upstream, stop);
+    splice(client, &upstream, sockets);
 }
 
 /// The request head (through its blank line) and what came after it.
-fn read_head(client: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
+fn read_head(mut client: &TcpStream) -> Result<(Vec<u8>, Vec<u8>), String> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -405,28 +348,8 @@ fn authority(a: &str) -> Result<(String, Option<u16>), String> {
     if a.is_empty() || a.contains(['@', ' ', '/', '\\']) || a.chars().any(char::is_control) {
         return Err(format!("{}: not host[:port]", crate::util::printable(a)));
     }
-    let (host, port) = if a.starts_with('[') {
-        match a.split_once(']') {
-            Some((h, "")) => (&h[1..], None),
-            Some((h, p)) => (&h[1..], Some(p.strip_prefix(':').unwrap_or("x"))),
-            None => return Err("an unclosed [".into()),
-        }
-    } else {
-        match a.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (a, None),
-        }
-    };
-    let port = match port {
-        None => None,
-        Some(p) => Some(
-            p.parse::<u16>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("port {}: 1 to 65535", crate::util::printable(p)))?,
-        ),
-    };
-    Ok((host.to_string(), port))
+    let (host, port) = net::split_host_port(a).map_err(|r| r.reason)?;
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
 }
 
 fn connect(addrs: &[SocketAddr]) -> Option<TcpStream> {
@@ -437,14 +360,14 @@ fn connect(addrs: &[SocketAddr]) -> Option<TcpStream> {
 
 /// Copies both ways until both are closed, a side fails, or the call is
 /// over.
-fn splice(client: &TcpStream, upstream: &TcpStream, stop: &AtomicBool) {
+fn splice(client: &TcpStream, upstream: &TcpStream, sockets: &Sockets) {
     let _ = client.set_read_timeout(None);
     let _ = upstream.set_read_timeout(None);
     let ends = [client, upstream];
     let mut open = [true, true];
     let mut set = sys::poll::PollSet::default();
     let mut buf = vec![0u8; 16 * 1024];
-    while open.iter().any(|o| *o) && !stop.load(Ordering::SeqCst) {
+    while open.iter().any(|o| *o) && !sockets.is_closed() {
         set.clear();
         let live: Vec<usize> = (0..2).filter(|&i| open[i]).collect();
         for &i in &live {
