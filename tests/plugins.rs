@@ -32,6 +32,13 @@ fn install(env: &Env, dir: &Path) -> common::Run {
     env.run(&["plugin", "install", dir.to_str().unwrap()])
 }
 
+/// `DIR/NAME.sh`, a shell script running `body`, executable.
+fn script(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(format!("{name}.sh"));
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// A plugin directory `<root>/src-NAME` with one `[[tools]]` per entry:
 /// (tool name, extra manifest lines, the script's body).
 fn plugin(env: &Env, name: &str, tools: &[(&str, &str, &str)]) -> PathBuf {
@@ -40,9 +47,7 @@ fn plugin(env: &Env, name: &str, tools: &[(&str, &str, &str)]) -> PathBuf {
     let mut manifest =
         format!("name = \"{name}\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n");
     for (tool, extra, body) in tools {
-        let script = dir.join(format!("{tool}.sh"));
-        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script(&dir, tool, body);
         manifest.push_str(&format!(
             "[[tools]]\nname = \"{tool}\"\ndescription = \"The {tool} tool.\"\ncommand = \"{tool}.sh\"\n\
              schema = {{ type = \"object\", properties = {{}} }}\n{extra}\n"
@@ -673,14 +678,11 @@ fn net_plugin(env: &Env, a: u16, b: u16) -> PathBuf {
     let dir = env.root.join("src-net");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(fixture("mcp/egress_probe.py"), dir.join("egress_probe.py")).unwrap();
-    let script = dir.join("net.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh
-exec /usr/bin/python3 \"$(dirname \"$0\")/egress_probe.py\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script(
+        &dir,
+        "net",
+        "exec /usr/bin/python3 \"$(dirname \"$0\")/egress_probe.py\"",
+    );
     std::fs::write(
         dir.join("manifest.toml"),
         format!(
@@ -905,9 +907,7 @@ fn no_connection_through_the_proxy_outlives_its_call() {
             "cat >/dev/null\n: > paused.txt\nsleep 4\necho '{\"output\": \"paused\"}'",
         ),
     ] {
-        let script = dir.join(format!("{name}.sh"));
-        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script(&dir, name, body);
     }
     std::fs::write(
         dir.join("manifest.toml"),
@@ -969,16 +969,7 @@ fn a_plugin_that_never_reads_its_stdin_fails_the_call_not_latchclaw() {
     autonomy(&env, "full");
     let dir = env.root.join("src-deaf");
     std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("deaf.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh
-exec 0<&-
-echo '{\"output\": \"ignored\"}'
-",
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script(&dir, "deaf", "exec 0<&-\necho '{\"output\": \"ignored\"}'");
     std::fs::write(
         dir.join("manifest.toml"),
         "name = \"deaf\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n[[tools]]\n\
