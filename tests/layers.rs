@@ -405,8 +405,9 @@ const ALLOWED: &[&str] = &[
     "NO_OPENAT2", // tools/beneath: the kernel has no openat2 (ENOSYS)
     "ROOTS",      // transport: the system's CA bundle, read once
     // Once-only guards of facts about the process itself.
-    "DONE",   // tools/shell: PR_SET_CHILD_SUBREAPER set once
-    "WARNED", // security/confine: a missing kernel feature warned of once
+    "DONE",    // tools/shell: PR_SET_CHILD_SUBREAPER set once
+    "WARNED",  // security/confine: a missing kernel feature warned of once
+    "STARTED", // security/confine: the shared namespaces' thread started once
     // Tests only.
     "FORCE_WALK", // tools/beneath (cfg(test)): a thread's opens take the walk
     "BOGUS",      // security/confine (test): a filter the kernel refuses

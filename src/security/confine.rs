@@ -295,7 +295,12 @@ fn warn_once(slot: usize, what: &str) {
 /// runs beside the call's started receipt and the workspace walk instead
 /// of before the first child. Nothing if they are made or `mode` is off.
 pub fn start_early(mode: crate::config::Confinement) {
-    if mode == crate::config::Confinement::Off || view::shared_made() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if mode == crate::config::Confinement::Off
+        || view::shared_made()
+        || STARTED.swap(true, Ordering::Relaxed)
+    {
         return;
     }
     // Without the thread the first child makes them, as before.
@@ -315,11 +320,14 @@ pub fn namespace_status() -> Result<(), String> {
 #[allow(clippy::type_complexity)]
 fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, String), String> {
     let required = spec.mode == Mode::Required;
+    // Built before asking whether namespaces hold here, so the walk runs
+    // while they are still being made (unless they are known not to).
+    let built = (!view::shared_refused()).then(|| view::build(spec));
     let why = match namespace_status() {
         // This workspace's view, not the machine: refused whatever the mode
         // (falling back would drop the masks a child may have set out to
         // defeat).
-        Ok(()) => match view::build(spec) {
+        Ok(()) => match built.unwrap_or_else(|| view::build(spec)) {
             Ok(v) => {
                 let lines = view_lines(spec, &v);
                 return Ok((Some(std::sync::Arc::new(v)), lines));

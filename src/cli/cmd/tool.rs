@@ -160,6 +160,14 @@ pub fn run(
     let (cfg, from) = config_here(ctx, workspace)?;
     let external = crate::plugins::registry(&cfg);
     let (tool, args) = parse_tool_args(name, raw, &external, &cfg)?;
+    // A tool that starts children: the namespaces they share are made on a
+    // thread of their own while the call is judged and receipted.
+    if matches!(
+        tool,
+        Some(ToolName::Shell | ToolName::Git | ToolName::CodeRun) | None
+    ) {
+        crate::security::confine::start_early(cfg.security.confinement);
+    }
     // `policy check` leaves this out: it shows what the gate alone decides.
     match tool {
         Some(t) => crate::tools::check_args(crate::tools::tool(t), &args),

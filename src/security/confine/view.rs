@@ -421,7 +421,7 @@ pub struct Shared {
     net: OwnedFd,
 }
 
-/// The shared namespaces, made once per process by a short-lived child:
+/// The shared namespaces, made once per process (see [`apart`]):
 /// `Err` says why this machine gives children no namespaces (then the
 /// walls below them hold alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set
 /// makes it say no (for tests of the fallback).
@@ -435,6 +435,11 @@ pub fn shared() -> Result<&'static Shared, String> {
 /// Whether [`shared`] has its answer already.
 pub fn shared_made() -> bool {
     SHARED.get().is_some()
+}
+
+/// Whether [`shared`] has answered that this machine gives no namespaces.
+pub fn shared_refused() -> bool {
+    matches!(SHARED.get(), Some(Err(_)))
 }
 
 static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
@@ -459,30 +464,26 @@ fn make_shared() -> Result<Shared, String> {
             format!("{gid} {gid} 1").into_bytes(),
         ));
     }
-    let fds = hand_over(
-        move || {
-            sys::ns::unshare(flags)?;
-            if !maps.is_empty() {
-                // latchclaw is not dumpable, which makes /proc/self root's;
-                // the maps are written by this process's own user.
-                sys::process::set_dumpable()?;
-                let written = maps
-                    .iter()
-                    .try_for_each(|(path, data)| sys::ns::write_file(path, data));
-                sys::process::set_undumpable()?;
-                written?;
-            }
-            let net = sys::ns::open_ns(c"/proc/self/ns/net")?;
-            Ok(if user {
-                [Some(sys::ns::open_ns(c"/proc/self/ns/user")?), Some(net)]
-            } else {
-                [Some(net), None]
-            })
-        },
-        None,
-    )
-    .map_err(|e| why_not(&e))?
-    .0;
+    let fds = apart(user, move || {
+        sys::ns::unshare(flags)?;
+        if !maps.is_empty() {
+            // latchclaw is not dumpable, which makes /proc/self root's;
+            // the maps are written by this process's own user.
+            sys::process::set_dumpable()?;
+            let written = maps
+                .iter()
+                .try_for_each(|(path, data)| sys::ns::write_file(path, data));
+            sys::process::set_undumpable()?;
+            written?;
+        }
+        let net = sys::ns::open_ns(c"/proc/thread-self/ns/net")?;
+        Ok(if user {
+            [Some(sys::ns::open_ns(c"/proc/self/ns/user")?), Some(net)]
+        } else {
+            [Some(net), None]
+        })
+    })
+    .map_err(|e| why_not(&e))?;
     let mut fds = fds.into_iter();
     let mut next = || {
         fds.next()
@@ -506,21 +507,18 @@ pub fn egress_namespace() -> Result<(OwnedFd, OwnedFd), String> {
         Some(u) => Some(u.try_clone().map_err(|e| format!("a descriptor: {e}"))?),
         None => None,
     };
-    let (fds, _) = hand_over(
-        move || {
-            if let Some(u) = &user {
-                sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
-            }
-            sys::ns::unshare(sys::ns::NEWNET)?;
-            sys::net::loopback_up()?;
-            let listener = sys::net::listen_loopback()?;
-            Ok([
-                Some(sys::ns::open_ns(c"/proc/self/ns/net")?),
-                Some(listener),
-            ])
-        },
-        None,
-    )
+    let fds = apart(user.is_some(), move || {
+        if let Some(u) = &user {
+            sys::ns::setns(u.as_fd(), sys::ns::NEWUSER)?;
+        }
+        sys::ns::unshare(sys::ns::NEWNET)?;
+        sys::net::loopback_up()?;
+        let listener = sys::net::listen_loopback()?;
+        Ok([
+            Some(sys::ns::open_ns(c"/proc/thread-self/ns/net")?),
+            Some(listener),
+        ])
+    })
     .map_err(|e| format!("cannot make a network namespace for the proxy: {e}"))?;
     let mut fds = fds.into_iter();
     match (fds.next(), fds.next()) {
@@ -577,6 +575,28 @@ fn hand_over(
         }
     };
     Ok((sys::ns::recv_fds(ours.as_fd())?, child))
+}
+
+/// Runs `setup`, which makes namespaces, where they touch nothing of
+/// latchclaw's: with `user` (a user namespace to make or enter, which
+/// only a single-threaded process may) in a child as [`hand_over`] does;
+/// as root on a thread of its own that ends after it, which saves copying
+/// latchclaw's process and tearing the copy down (a network namespace
+/// unshared by a thread is that thread's alone, and lives on in the
+/// descriptors it opened).
+fn apart(
+    user: bool,
+    setup: impl FnMut() -> io::Result<Opened> + Send + Sync + 'static,
+) -> io::Result<Vec<OwnedFd>> {
+    if user {
+        return Ok(hand_over(setup, None)?.0);
+    }
+    let opened = std::thread::Builder::new()
+        .name("namespaces".into())
+        .spawn(setup)?
+        .join()
+        .map_err(|_| io::Error::other("the namespace thread panicked"))??;
+    Ok(opened.into_iter().flatten().collect())
 }
 
 fn why_not(e: &io::Error) -> String {
@@ -642,9 +662,10 @@ fn stage() -> Result<Builder, String> {
     Ok(b)
 }
 
-/// Builds the view of one call's children (see the module comment).
+/// Builds the view of one call's children (see the module comment). The
+/// walk runs first: the shared namespaces may still be in the making on
+/// their own thread ([`super::start_early`]), and are waited for last.
 pub fn build(spec: &Spec) -> Result<View, String> {
-    let shared = shared()?;
     let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
     let ws = canon(&spec.workspace)?;
     let mut b = stage()?;
@@ -786,7 +807,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     }
     let cwd = cstr(spec.cwd.as_deref().unwrap_or(&ws))?;
     Ok(View {
-        shared,
+        shared: shared()?,
         net: spec
             .egress
             .as_ref()
