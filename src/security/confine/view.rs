@@ -1043,3 +1043,41 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
 
 /// Landlock's READ_FILE and READ_DIR rights.
 const LANDLOCK_READ: u64 = (1 << 2) | (1 << 3);
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A namespace made apart is made on a thread that ends (as root) or
+    /// in a child: never on the calling thread, whose connections
+    /// (providers, `http`) would then reach nothing.
+    #[test]
+    fn a_namespace_made_apart_moves_no_thread_of_latchclaw() {
+        if needs_user_namespace() {
+            eprintln!("SKIPPED: not root: the child's way is tested as another user");
+            return;
+        }
+        let ino = |p: &str| std::fs::metadata(p).unwrap().ino();
+        let (process, thread) = (ino("/proc/self/ns/net"), ino("/proc/thread-self/ns/net"));
+        let made = apart(false, || {
+            sys::ns::unshare(sys::ns::NEWNET)?;
+            Ok([Some(sys::ns::open_ns(c"/proc/thread-self/ns/net")?), None])
+        });
+        let fds = match made {
+            Ok(fds) => fds,
+            Err(e) => {
+                eprintln!("SKIPPED: no network namespaces here: {e}");
+                return;
+            }
+        };
+        let new = std::fs::File::from(fds.into_iter().next().unwrap())
+            .metadata()
+            .unwrap()
+            .ino();
+        assert_ne!(new, thread, "the namespace handed back is a new one");
+        assert_eq!(ino("/proc/thread-self/ns/net"), thread);
+        assert_eq!(ino("/proc/self/ns/net"), process);
+    }
+}
