@@ -171,10 +171,11 @@ mod started {
         /// tool whose receipt cannot be written does not run.
         pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
             let c = admitted.call.call;
-            // A plan's children, or a plugin's: the shared namespaces get
-            // made beside the receipt.
+            // A plan's children, a plugin's or a snippet's: the shared
+            // namespaces get made beside the receipt.
             if admitted.acting().plan.is_some()
                 || matches!(admitted.call.target, Target::External(_))
+                || c.name == crate::types::ToolName::CodeRun.as_str()
             {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }
