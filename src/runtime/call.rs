@@ -171,11 +171,11 @@ mod started {
         /// tool whose receipt cannot be written does not run.
         pub(super) fn start<'c>(&self, admitted: Admitted<'c>) -> Result<Started<'c>> {
             let c = admitted.call.call;
-            // A plan's children, a plugin's or a snippet's: the shared
+            // A tool that starts children, or a plugin's: the shared
             // namespaces get made beside the receipt.
-            if admitted.acting().plan.is_some()
-                || matches!(admitted.call.target, Target::External(_))
-                || c.name == crate::types::ToolName::CodeRun.as_str()
+            if matches!(admitted.call.target, Target::External(_))
+                || crate::types::ToolName::parse(c.name)
+                    .is_some_and(crate::types::ToolName::starts_children)
             {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }

@@ -77,6 +77,12 @@ impl ToolName {
         ToolName::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
+    /// Whether a call of it starts child processes (each in the sandbox),
+    /// so the namespaces they share are worth making before it runs.
+    pub const fn starts_children(self) -> bool {
+        matches!(self, ToolName::Shell | ToolName::Git | ToolName::CodeRun)
+    }
+
     /// "time, file_list, …" for errors that say what is allowed.
     pub fn list() -> String {
         let names: Vec<&str> = ToolName::ALL.iter().map(|t| t.as_str()).collect();

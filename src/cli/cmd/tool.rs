@@ -162,10 +162,7 @@ pub fn run(
     let (tool, args) = parse_tool_args(name, raw, &external, &cfg)?;
     // A tool that starts children: the namespaces they share are made on a
     // thread of their own while the call is judged and receipted.
-    if matches!(
-        tool,
-        Some(ToolName::Shell | ToolName::Git | ToolName::CodeRun) | None
-    ) {
+    if tool.is_none_or(ToolName::starts_children) {
         crate::security::confine::start_early(cfg.security.confinement);
     }
     // `policy check` leaves this out: it shows what the gate alone decides.
