@@ -267,7 +267,7 @@ fn the_git_views_hold_by_themselves() {
             .current_dir(&env.ws)
             .env("HOME", &env.home)
             .env("GIT_CONFIG_NOSYSTEM", "1");
-        p.install_as(&mut c, kind);
+        p.install_as(&mut c, kind, None);
         c.output().unwrap()
     };
     let before = std::fs::read(env.ws.join(".git/config")).unwrap();
@@ -301,7 +301,7 @@ fn the_git_views_hold_by_themselves() {
     let mut c = Command::new("sh");
     c.args(["-c", "echo x > .git/hooks/pre-commit"])
         .current_dir(&env.ws);
-    p.install_as(&mut c, Kind::GitWrite);
+    p.install_as(&mut c, Kind::GitWrite, None);
     let o = c.output().unwrap();
     assert!(!o.status.success(), "{o:?}");
     assert!(!env.ws.join(".git/hooks/pre-commit").exists());

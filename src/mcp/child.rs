@@ -233,7 +233,7 @@ impl Child {
             cmd.envs(e.env());
         }
         crate::sys::process::set_pre_exec(&mut cmd, crate::sys::process::die_with_parent);
-        prepared.install_as(&mut cmd, confine::view::Kind::Other);
+        prepared.install_as(&mut cmd, confine::view::Kind::Other, None);
 
         // The thread that forks the server outlives it (the kernel's
         // parent-death signal follows the forking thread): it waits for

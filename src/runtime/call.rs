@@ -179,6 +179,17 @@ mod started {
             {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }
+            if matches!(
+                admitted.call.target,
+                Target::Builtin(
+                    crate::types::ToolName::Shell | crate::types::ToolName::Git,
+                    _
+                )
+            ) {
+                let ahead =
+                    crate::tools::shell::prepare_ahead(self.cfg, &self.gate, admitted.acting());
+                self.set_ahead(ahead);
+            }
             let id = if admitted.call.takes_effect() {
                 self.append_receipt(&NewReceipt {
                     conversation_id: c.conversation_id,
@@ -190,7 +201,8 @@ mod started {
                     reason: &admitted.reason,
                     started_id: None,
                     measured: None,
-                })?
+                })
+                .inspect_err(|_| self.set_ahead(None))?
             } else {
                 if let Some(log) = &self.receipts {
                     log.check_appendable()?;
@@ -351,8 +363,22 @@ impl Runtime<'_> {
     }
 }
 
+impl Runtime<'_> {
+    /// Keeps `ahead` for the call about to run, throwing away one that was
+    /// not taken.
+    fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
+        if let Some(old) = self.ahead.replace(ahead) {
+            crate::tools::shell::discard_ahead(old);
+        }
+    }
+}
+
 /// A snippet's `tool()`: the whole call path, as a model's call takes it.
 impl crate::tools::Host for Runtime<'_> {
+    fn take_ahead(&self) -> Option<crate::security::confine::Ahead> {
+        self.ahead.take()
+    }
+
     fn call_tool(
         &self,
         conversation_id: &str,
@@ -865,6 +891,9 @@ impl Runtime<'_> {
         if nests {
             *self.held_lock.borrow_mut() = None;
         }
+        // A sandbox prepared ahead that the tool did not take (it ended
+        // before starting anything) goes with its tmp.
+        self.set_ahead(None);
         let redacted = if cached {
             Default::default()
         } else {

@@ -126,6 +126,9 @@ pub struct Runtime<'a> {
     pub standing: bool,
     /// The tool lock a running `code_run` holds, for the calls it makes.
     pub(super) held_lock: RefCell<Option<std::fs::File>>,
+    /// The sandbox of the shell or git call about to run, prepared while
+    /// its started receipt was written (`tools::shell::prepare_ahead`).
+    pub(super) ahead: RefCell<Option<crate::security::confine::Ahead>>,
     /// The running snippets whose `tool()` calls are under way: no call
     /// they make kills them with its own leftovers.
     pub(super) spared: RefCell<Vec<i32>>,
@@ -270,6 +273,7 @@ impl<'a> Runtime<'a> {
             workspace_flag: String::new(),
             standing: false,
             held_lock: RefCell::new(None),
+            ahead: RefCell::new(None),
             spared: RefCell::new(Vec::new()),
             jobs: Default::default(),
             provider_name: Default::default(),

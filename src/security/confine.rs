@@ -42,9 +42,10 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -307,6 +308,68 @@ pub fn start_early(mode: crate::config::Confinement) {
     let _ = std::thread::Builder::new()
         .name("namespaces".into())
         .spawn(|| view::shared().map(|_| ()));
+}
+
+/// A call's sandbox being prepared on a thread of its own ([`Ahead::start`])
+/// while the call's started receipt is written and synced: its tmp, then
+/// the walls for the spec (the workspace walk, the view's plan and, as
+/// root, the view itself; the Landlock ruleset). Nothing runs in it.
+#[derive(Debug)]
+pub struct Ahead {
+    spec: Spec,
+    made: std::thread::JoinHandle<(Option<PathBuf>, Result<Prepared, String>)>,
+}
+
+impl Ahead {
+    /// Starts preparing `spec`'s walls for children of `kinds`, its tmp
+    /// made by `tmp` first.
+    pub fn start(
+        spec: Spec,
+        kinds: Vec<view::Kind>,
+        tmp: fn() -> Option<PathBuf>,
+    ) -> Option<Ahead> {
+        let mut theirs = spec.clone();
+        let made = std::thread::Builder::new()
+            .name("sandbox-ahead".into())
+            .spawn(move || {
+                let dir = tmp();
+                theirs.tmp_dir.clone_from(&dir);
+                let prepared = prepare(&theirs);
+                if let Ok(p) = &prepared {
+                    p.ready(&kinds);
+                }
+                (dir, prepared)
+            })
+            .ok()?;
+        Some(Ahead { spec, made })
+    }
+
+    /// Its tmp and walls, when it was made for `spec` (a spec without its
+    /// tmp); `Err` gives it back otherwise.
+    #[allow(clippy::result_large_err)]
+    pub fn take(self, spec: &Spec) -> Result<(Option<PathBuf>, Result<Prepared, String>), Ahead> {
+        let a = &self.spec;
+        let same = a.workspace == spec.workspace
+            && a.workspace_writable == spec.workspace_writable
+            && a.cwd == spec.cwd
+            && a.mode == spec.mode
+            && a.state_dir == spec.state_dir
+            && a.forbidden == spec.forbidden
+            && a.read_only_dirs == spec.read_only_dirs
+            && spec.egress.is_none();
+        if !same {
+            return Err(self);
+        }
+        self.made
+            .join()
+            .map_err(|_| ())
+            .or(Ok((None, Err("the sandbox's preparation failed".into()))))
+    }
+
+    /// Waits for it; returns its tmp, for the caller to remove.
+    pub fn discard(self) -> Option<PathBuf> {
+        self.made.join().ok().and_then(|(tmp, _)| tmp)
+    }
 }
 
 /// Whether this machine lets latchclaw give a child namespaces of its own
@@ -647,7 +710,7 @@ impl Prepared {
 
     /// [`Prepared::install_as`] for a program that is not git.
     pub fn install(&self, cmd: &mut Command) {
-        self.install_as(cmd, view::Kind::Other);
+        self.install_as(cmd, view::Kind::Other, None);
     }
 
     /// [`Prepared::install`], and `keep` (the ends of the pipes a snippet
@@ -655,9 +718,12 @@ impl Prepared {
     /// exec, at the numbers they have here: the one hole in "no descriptor
     /// but stdin, stdout and stderr", and a pipe's, never a socket's.
     pub fn install_keeping(&self, cmd: &mut Command, keep: Vec<std::sync::Arc<OwnedFd>>) {
-        self.install(cmd);
-        // Runs after the walls (hooks run in order; with namespaces, in the
-        // program's own process): clears the flag they set.
+        use std::os::fd::AsRawFd;
+        let numbers = keep.iter().map(|fd| fd.as_raw_fd()).collect();
+        self.install_with(cmd, view::Kind::Other, None, numbers);
+        // Without namespaces, runs after the walls (hooks run in order) in
+        // the process std executes: clears the flag they set. With them,
+        // the program is executed by init, which clears it there.
         sys::process::set_pre_exec(cmd, move || {
             for fd in &keep {
                 sys::process::keep_across_exec(fd.as_fd())?;
@@ -677,10 +743,36 @@ impl Prepared {
     /// were probed); of the rest, under `required` a failure fails the
     /// spawn, under `best_effort` the child runs without the part that
     /// failed. With `off` nothing is added.
-    pub fn install_as(&self, cmd: &mut Command, kind: view::Kind) {
+    ///
+    /// With namespaces the program is executed from the namespace's init,
+    /// not by `std::process`: from `cmd`'s program (searched for on the
+    /// `PATH` it sets when it has no `/`), its arguments after `arg0` (or
+    /// the program), and the environment set on it (latchclaw's own is
+    /// cleared here, for either path), so hooks set after this one do not
+    /// run in the program's process.
+    pub fn install_as(&self, cmd: &mut Command, kind: view::Kind, arg0: Option<&OsStr>) {
+        self.install_with(cmd, kind, arg0, Vec::new());
+    }
+
+    fn install_with(
+        &self,
+        cmd: &mut Command,
+        kind: view::Kind,
+        arg0: Option<&OsStr>,
+        keep: Vec<i32>,
+    ) {
         if self.mode == Mode::Off {
             return;
         }
+        // Only what was set on it: latchclaw's own environment (which may
+        // hold provider keys) never reaches a sandboxed child, whichever
+        // path starts it.
+        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        cmd.env_clear().envs(env);
+        let exec = self.view.as_ref().map(|_| exec_of(cmd, arg0, keep));
         let required = self.mode == Mode::Required;
         let parent = std::process::id();
         // The hook owns a duplicate, so `self` may be dropped before the spawn.
@@ -690,6 +782,10 @@ impl Prepared {
         // The call's base, made now (before this child, the first of the
         // call, or after the others): a duplicate for the hook.
         let direct = view.as_ref().is_some_and(|v| v.takes_direct(kind));
+        let made = view
+            .as_ref()
+            .filter(|_| direct)
+            .and_then(|v| v.made_ahead(kind));
         let base = view.as_ref().filter(|_| !direct).map(|v| {
             v.base(kind)
                 .map_err(|e| {
@@ -712,23 +808,66 @@ impl Prepared {
                 // The rest runs in the namespace's init, before it forks
                 // the program: both are confined.
                 Some(v) => {
-                    let base = match &base {
-                        Some(Ok(fd)) => Ok(fd.as_fd()),
+                    let start = match &base {
+                        Some(Ok(fd)) => view::Start::Join(fd.as_fd()),
                         Some(Err(e)) => {
                             return Err(io::Error::from_raw_os_error(
                                 e.raw_os_error().unwrap_or(libc::EPERM),
                             ));
                         }
-                        None if direct => Err(kind),
+                        None if direct => match &made {
+                            Some(fd) => view::Start::Made(fd.as_fd()),
+                            None => view::Start::Build(kind),
+                        },
                         None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
                     };
                     let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());
-                    v.enter(base, rs, || walls(ruleset, filter, required))
+                    let Some(Ok(exec)) = &exec else {
+                        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+                    };
+                    Err(v.enter(start, rs, || walls(ruleset, filter, required), exec))
                 }
                 None => walls(ruleset, filter, required),
             }
         });
     }
+}
+
+/// What init executes for `cmd` (see [`Prepared::install_as`]); an error
+/// for a NUL byte inside a string.
+fn exec_of(cmd: &Command, arg0: Option<&OsStr>, keep: Vec<i32>) -> Result<sys::ns::Exec, ()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| ());
+    let env: Vec<(&OsStr, &OsStr)> = cmd.get_envs().filter_map(|(k, v)| Some((k, v?))).collect();
+    let program = cmd.get_program();
+    let path = if program.as_bytes().contains(&b'/') {
+        PathBuf::from(program)
+    } else {
+        let search = env
+            .iter()
+            .find(|(k, _)| *k == "PATH")
+            .map_or(OsStr::new("/usr/bin:/bin"), |(_, v)| v);
+        std::env::split_paths(search)
+            .map(|d| d.join(program))
+            .find(|p| {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .unwrap_or_else(|| PathBuf::from(program))
+    };
+    let mut argv = vec![c(arg0.unwrap_or(program))?];
+    for a in cmd.get_args() {
+        argv.push(c(a)?);
+    }
+    let mut envp = Vec::with_capacity(env.len());
+    for (k, v) in env {
+        let mut kv = k.to_os_string();
+        kv.push("=");
+        kv.push(v);
+        envp.push(c(&kv)?);
+    }
+    Ok(sys::ns::Exec::new(c(path.as_os_str())?, argv, envp, keep))
 }
 
 /// Runs in the forked child: hook-safe calls only. Under `required` a

@@ -8,7 +8,7 @@
 //! `libc` for mount, fork and waitpid: rustix has mount only with typed
 //! flags that cannot say MS_REMOUNT|MS_BIND, and no safe fork.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 
 /// The namespaces a sandboxed child gets (`CLONE_NEW*` bits).
@@ -413,4 +413,155 @@ pub fn hold_until_stdin_closes() -> ! {
     }
     // SAFETY: _exit ends the process at once; nothing to unwind.
     unsafe { libc::_exit(0) }
+}
+
+/// A program ready to be executed from a hook: its path, argv and
+/// environment as the NUL-terminated arrays execve(2) takes, and the
+/// descriptors to let through the exec. Built in the parent (it
+/// allocates); read-only afterwards.
+#[derive(Debug)]
+pub struct Exec {
+    program: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    keep: Vec<i32>,
+}
+
+// SAFETY: the pointers point into `_strings`' heap buffers, which the same
+// value owns and never changes (moving a `CString` does not move its
+// bytes); nothing writes through them.
+unsafe impl Send for Exec {}
+// SAFETY: as above: shared, it is only read.
+unsafe impl Sync for Exec {}
+
+impl Exec {
+    /// `program` run with `argv` (its first item is argv[0]) and exactly
+    /// the environment `env`; `keep`: descriptor numbers to leave open
+    /// across the exec.
+    pub fn new(program: CString, argv: Vec<CString>, env: Vec<CString>, keep: Vec<i32>) -> Exec {
+        let n = argv.len();
+        let mut strings = argv;
+        strings.extend(env);
+        let ptrs = |s: &[CString]| {
+            let mut v: Vec<*const libc::c_char> = s.iter().map(|c| c.as_ptr()).collect();
+            v.push(std::ptr::null());
+            v
+        };
+        Exec {
+            program,
+            argv: ptrs(&strings[..n]),
+            envp: ptrs(&strings[n..]),
+            _strings: strings,
+            keep,
+        }
+    }
+}
+
+/// What the child of [`spawn_exec`] reads: the program, and the signal
+/// mask to restore just before the exec.
+struct ExecArg<'a> {
+    exec: &'a Exec,
+    mask: libc::sigset_t,
+}
+
+/// The stack the child of [`spawn_exec`] runs on until its exec: part of
+/// the caller's frame, which stays put because the caller is suspended
+/// until then.
+#[repr(C, align(16))]
+struct Stack([u8; 32 * 1024]);
+
+/// Hook-safe: starts `exec` as a child that shares this process's memory
+/// until its exec (`CLONE_VM | CLONE_VFORK`, as posix_spawn does), so
+/// nothing of this process is copied: returns its pid once it has
+/// executed the program, or exited because it could not (status 127, or
+/// 126 when the file is not executable, the reason on its stderr).
+pub fn spawn_exec(exec: &Exec) -> io::Result<i32> {
+    let mut stack = Stack([0; 32 * 1024]);
+    // SAFETY: plain value types; sigfillset/sigprocmask write only the
+    // sets they are given. Every signal stays blocked in this process
+    // until the child has executed (or ended), so no handler runs on the
+    // memory the two share; the child restores the mask it had.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut arg = ExecArg {
+        exec,
+        // SAFETY: as above.
+        mask: unsafe { std::mem::zeroed() },
+    };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut arg.mask);
+    }
+    // SAFETY: the child runs `exec_child` on `stack`, which lives in this
+    // frame, and reads `arg`, which does too; CLONE_VFORK suspends this
+    // thread (the only one: a hook runs in a forked child) until the child
+    // has executed or exited, so both outlive its use of them, and it
+    // writes nothing this process reads but its own stack.
+    let pid = unsafe {
+        let top = stack.0.as_mut_ptr().add(stack.0.len());
+        libc::clone(
+            exec_child,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw mut arg).cast(),
+        )
+    };
+    let e = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe {
+        libc::sigprocmask(libc::SIG_SETMASK, &arg.mask, std::ptr::null_mut());
+    }
+    std::hint::black_box(&mut stack);
+    if pid == -1 { Err(e) } else { Ok(pid) }
+}
+
+extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `ExecArg` of `spawn_exec`, alive while this
+    // child runs (its parent is suspended until the exec).
+    let arg = unsafe { &*(arg as *const ExecArg) };
+    let e = arg.exec;
+    for &fd in &e.keep {
+        // SAFETY: a descriptor number the caller keeps open for the spawn.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).is_err() {
+            // SAFETY: _exit ends this child at once.
+            unsafe { libc::_exit(127) }
+        }
+    }
+    // SAFETY: the pointers are NUL-terminated arrays of NUL-terminated
+    // strings owned by `e`; the mask is a plain value.
+    let err = unsafe {
+        libc::sigprocmask(libc::SIG_SETMASK, &arg.mask, std::ptr::null_mut());
+        libc::execve(e.program.as_ptr(), e.argv.as_ptr(), e.envp.as_ptr());
+        *libc::__errno_location()
+    };
+    let mut digits = [0u8; 12];
+    let mut n = digits.len();
+    let mut v = err.unsigned_abs();
+    loop {
+        n -= 1;
+        digits[n] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let stderr = rustix::stdio::stderr();
+    for part in [
+        &b"latchclaw: cannot execute "[..],
+        e.program.to_bytes(),
+        b" (errno ",
+        &digits[n..],
+        b")\n",
+    ] {
+        let _ = rustix::io::write(stderr, part);
+    }
+    let code = if err == libc::EACCES || err == libc::ENOEXEC {
+        126
+    } else {
+        127
+    };
+    // SAFETY: _exit ends this child at once (its parent then resumes).
+    unsafe { libc::_exit(code) }
 }

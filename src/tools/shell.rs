@@ -230,6 +230,53 @@ pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     None
 }
 
+/// The spec of a call that runs `plan` (without its tmp).
+fn spec_for(
+    cfg: &crate::config::Config,
+    ws: &std::path::Path,
+    autonomy: crate::config::Autonomy,
+    plan: &Plan,
+) -> confine::Spec {
+    let mut spec = confine::Spec::new(cfg, ws, autonomy, None);
+    spec.cwd = Some(plan.cwd.clone());
+    spec
+}
+
+/// The views `plan`'s commands run in.
+fn kinds_of(plan: &Plan) -> Vec<confine::view::Kind> {
+    plan.steps
+        .iter()
+        .flat_map(|s| &s.commands)
+        .map(|c| view_kind(c.git))
+        .collect()
+}
+
+/// Starts preparing the sandbox of a call that will run `decision`'s plan
+/// ([`confine::Ahead`]), for the runtime to hand to the call's runner
+/// ([`run_judged_plan`], through [`ToolCtx::host`]): made beside the
+/// call's started receipt instead of after it.
+pub(crate) fn prepare_ahead(
+    cfg: &crate::config::Config,
+    gate: &crate::security::Gate,
+    decision: &crate::security::Decision,
+) -> Option<confine::Ahead> {
+    let plan = decision.plan.as_ref()?;
+    if cfg.security.confinement == crate::config::Confinement::Off {
+        return None;
+    }
+    let ws = gate.workspace().ok()?;
+    confine::Ahead::start(
+        spec_for(cfg, ws, gate.autonomy(), plan),
+        kinds_of(plan),
+        private_tmp,
+    )
+}
+
+/// Throws away a sandbox prepared ahead that its call did not take.
+pub(crate) fn discard_ahead(a: confine::Ahead) {
+    remove_tmp(a.discard().as_deref());
+}
+
 pub(super) fn remove_tmp(p: Option<&std::path::Path>) {
     let Some(p) = p else { return };
     if std::fs::remove_dir_all(p).is_ok() {
@@ -379,7 +426,8 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
     if let Some(t) = &call.tmp {
         c.env("TMPDIR", t);
     }
-    call.confine.install_as(&mut c, view_kind(cmd.git));
+    call.confine
+        .install_as(&mut c, view_kind(cmd.git), Some(cmd.argv[0].as_ref()));
     c.spawn()
 }
 
@@ -527,10 +575,21 @@ fn run_judged_plan_with(
         Ok(w) => w.to_path_buf(),
         Err(e) => return ToolResult::err(e.reason),
     };
-    let tmp = private_tmp();
-    let mut spec = confine::Spec::new(ctx.cfg, &ws, ctx.gate.autonomy(), tmp.as_deref());
-    spec.cwd = Some(plan.cwd.clone());
-    let confine = match confine::prepare(&spec) {
+    let mut spec = spec_for(ctx.cfg, &ws, ctx.gate.autonomy(), &plan);
+    let ahead = ctx.host.take_ahead().and_then(|a| match a.take(&spec) {
+        Ok(made) => Some(made),
+        Err(other) => {
+            discard_ahead(other);
+            None
+        }
+    });
+    let (tmp, prepared) = ahead.unwrap_or_else(|| {
+        let tmp = private_tmp();
+        spec.tmp_dir.clone_from(&tmp);
+        let prepared = confine::prepare(&spec);
+        (tmp, prepared)
+    });
+    let confine = match prepared {
         Ok(p) => p,
         Err(e) => {
             remove_tmp(tmp.as_deref());
@@ -566,14 +625,9 @@ fn run_judged_plan_with(
             ));
         }
     };
-    // Every view the plan's commands need, before the first one runs.
-    let kinds: Vec<confine::view::Kind> = plan
-        .steps
-        .iter()
-        .flat_map(|s| &s.commands)
-        .map(|c| view_kind(c.git))
-        .collect();
-    confine.ready(&kinds);
+    // Every view the plan's commands need, before the first one runs (done
+    // already when prepared ahead; again is nothing).
+    confine.ready(&kinds_of(&plan));
     let call = CallEnv {
         ws,
         ws_fd,

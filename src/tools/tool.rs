@@ -252,6 +252,12 @@ pub trait Host {
     fn jobs(&self) -> Option<&crate::tools::code::jobs::Jobs> {
         None
     }
+
+    /// The sandbox prepared for this call while its started receipt was
+    /// written, if any (taken once).
+    fn take_ahead(&self) -> Option<crate::security::confine::Ahead> {
+        None
+    }
 }
 
 /// No one to run a tool: every call is refused.

@@ -17,17 +17,21 @@
 //! the gate decided: a child the gate misjudged sees the same.
 //!
 //! The plan of system calls is built in the parent from one walk of the
-//! workspace ([`build`]). For a call of one command its init runs the plan
-//! itself ([`View::direct`]). For more, a maker child that never executes
-//! anything sets it up once per call and kind of child, before the call's
-//! first child runs, and holds the resulting mount namespace
-//! ([`View::base`]); each child joins it and takes a copy of its own
-//! ([`View::enter`], which allocates nothing). The PID namespace takes one more fork: the child
-//! that unshares stays outside and exits as the program did; its child is
-//! the namespace's init (PID 1), which forks the program, reports its end,
-//! kills what it left and dies with its parent — and when init dies the
-//! kernel kills everything left in the namespace, so no process a call
-//! started outlives it.
+//! workspace ([`build`]). For a call of one command the view is its
+//! child's alone ([`View::direct`]): as root it is made at once on a
+//! thread of latchclaw's (a shell call's, beside its started receipt) and
+//! the child only enters it; without root its init runs the plan. For
+//! more, a maker child that never executes anything sets it up once per
+//! call and kind of child, before the call's first child runs, and holds
+//! the resulting mount namespace ([`View::base`]); each child joins it and
+//! takes a copy of its own ([`View::enter`], which allocates nothing). The
+//! PID namespace takes one more fork: the child that unshares stays
+//! outside and exits as the program did; its child is the namespace's
+//! init (PID 1), which starts the program (sharing its memory until the
+//! exec, as posix_spawn does: nothing of latchclaw is copied for it),
+//! reports its end, kills what it left and dies with its parent — and
+//! when init dies the kernel kills everything left in the namespace, so
+//! no process a call started outlives it.
 
 use super::spec::{DEV_READ, ETC_FILES, SYSTEM_DIRS, Spec};
 use crate::sys;
@@ -140,8 +144,22 @@ pub struct View {
     /// view in its own init instead of joining a base.
     direct: [AtomicBool; 3],
     cwd: CString,
+    /// As root, the view a call's one child of each kind takes, made
+    /// ahead on a thread by [`View::direct`] (the child then only mounts
+    /// its /proc).
+    made_ahead: [std::sync::Mutex<Option<OwnedFd>>; 3],
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
+}
+
+/// How a child gets its mount namespace ([`View::enter`]).
+pub enum Start<'a> {
+    /// Joins the call's base, then takes a copy of its own.
+    Join(BorrowedFd<'a>),
+    /// Enters the view made ahead for it ([`View::direct`]), its own.
+    Made(BorrowedFd<'a>),
+    /// Builds the view of this kind itself.
+    Build(Kind),
 }
 
 /// A call's base mount namespace, and the process that holds it until the
@@ -662,12 +680,9 @@ fn stage() -> Result<Builder, String> {
     Ok(b)
 }
 
-/// Builds the view of one call's children (see the module comment). The
-/// walk runs first: the shared namespaces may still be in the making on
-/// their own thread ([`super::start_early`]), and are waited for last.
-pub fn build(spec: &Spec) -> Result<View, String> {
-    let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
-    let ws = canon(&spec.workspace)?;
+/// The steps every view starts with, whatever the call: the new root, the
+/// system's directories and files, /dev.
+fn generic() -> Result<Builder, String> {
     let mut b = stage()?;
     b.steps.push(Step::File(cstr(EMPTY_FILE)?));
     b.steps.push(Step::Dir(cstr(EMPTY_DIR)?));
@@ -692,6 +707,17 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             path: cstr(Path::new("/dev").join(name))?,
         });
     }
+    Ok(b)
+}
+
+/// Builds the view of one call's children (see the module comment). The
+/// walk runs first: the shared namespaces may still be in the making on
+/// their own thread ([`super::start_early`]), and are waited for last.
+pub fn build(spec: &Spec) -> Result<View, String> {
+    let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    let ws = canon(&spec.workspace)?;
+    let mut b = generic()?;
+    b.steps.push(Step::Dir(cstr(EMPTY_DIR)?));
     if !b.bind(&ws, spec.workspace_writable)? {
         return Err(format!("the workspace {} does not exist", ws.display()));
     }
@@ -816,6 +842,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         made: Default::default(),
         direct: Default::default(),
         cwd,
+        made_ahead: Default::default(),
         masked,
     })
 }
@@ -831,18 +858,45 @@ impl View {
         }
     }
 
-    /// The call has one child, of `kind`: it builds the view itself, in
-    /// its init, from the same steps. Nothing else of the call runs
-    /// between the walk and its mounts, which is all a base gives, so the
-    /// maker's fork and the join are saved (most calls are one command).
+    /// The call has one child, of `kind`: it gets the view alone, not a
+    /// copy of a base (nothing else of the call runs between the walk and
+    /// its mounts, which is all a base gives; most calls are one command).
+    /// As root the view is made now, on a thread of its own (a thread may
+    /// make a mount namespace and leave it in a descriptor; when this runs
+    /// beside the call's started receipt, so does the view), and the child
+    /// only enters it. Otherwise the child's init builds it from the same
+    /// steps (only a single-threaded process may enter a user namespace).
     pub fn direct(&self, kind: Kind) {
-        self.direct[kind as usize].store(true, Ordering::SeqCst);
+        let i = kind as usize;
+        if self.direct[i].swap(true, Ordering::SeqCst) || self.shared.user.is_some() {
+            return;
+        }
+        let steps = self.bases[i].clone();
+        let made = apart(false, move || {
+            sys::ns::unshare(sys::ns::NEWNS)?;
+            // Opened while the host's /proc is still in view.
+            let ns = sys::ns::open_ns(c"/proc/thread-self/ns/mnt")?;
+            for step in &steps {
+                run(step, None)?;
+            }
+            Ok([Some(ns), None])
+        });
+        // Unmade, the child builds it (and meets the same error, if any).
+        if let (Ok(mut fds), Ok(mut slot)) = (made, self.made_ahead[i].lock()) {
+            *slot = fds.pop();
+        }
     }
 
     /// Whether the next child of `kind` builds its own view (once: a
     /// second child of the kind joins a base).
     pub fn takes_direct(&self, kind: Kind) -> bool {
         self.direct[kind as usize].swap(false, Ordering::SeqCst)
+    }
+
+    /// For the child that gets the view alone: the view made ahead for
+    /// it, if any (see [`View::direct`]).
+    pub fn made_ahead(&self, kind: Kind) -> Option<OwnedFd> {
+        self.made_ahead[kind as usize].lock().ok()?.take()
     }
 
     fn make_base(&self, base: &[Step]) -> Result<Base, String> {
@@ -886,18 +940,32 @@ impl View {
 
     /// Hook-safe: runs in the forked child. Enters the namespaces; the
     /// process that called it stays outside the PID namespace, waits for
-    /// the namespace's init and exits as it does (never returning). Init
-    /// sets up the view, forks the program's process and, in turn, waits
-    /// for it: `Ok` returns only in that last process, which goes on to
-    /// exec. `ruleset`: the Landlock ruleset to give the new /proc.
-    /// `walls` runs in init once the view is up, before the fork, so the
+    /// the namespace's init and exits as it does. Init sets up the view,
+    /// starts the program (`exec`) in a child that shares its memory until
+    /// the exec (nothing of latchclaw is copied for it) and, in turn, waits
+    /// for it. Returns only an error, in the process that called it.
+    /// `ruleset`: the Landlock ruleset to give the new /proc. `walls` runs
+    /// in init once the view is up, before the program starts, so the
     /// program inherits them and init is held by them too.
     pub fn enter(
         &self,
-        base: Result<BorrowedFd, Kind>,
+        start: Start,
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<()> {
+        exec: &sys::ns::Exec,
+    ) -> io::Error {
+        match self.enter_and_exec(start, ruleset, walls, exec) {
+            Err(e) => e,
+        }
+    }
+
+    fn enter_and_exec(
+        &self,
+        start: Start,
+        ruleset: Option<BorrowedFd>,
+        walls: impl FnOnce() -> io::Result<()>,
+        exec: &sys::ns::Exec,
+    ) -> io::Result<std::convert::Infallible> {
         if let Some(user) = &self.shared.user {
             sys::ns::setns(user.as_fd(), sys::ns::NEWUSER)?;
         }
@@ -927,12 +995,14 @@ impl View {
         // The call's base for this kind, then a copy of its own (its own
         // /proc): the base stays as it is for the others. Or, for the one
         // child of a call, the base's steps here.
-        match base {
-            Ok(fd) => {
+        match start {
+            Start::Join(fd) => {
                 sys::ns::setns(fd, sys::ns::NEWNS)?;
                 sys::ns::unshare(sys::ns::NEWNS)?;
             }
-            Err(kind) => {
+            // Made for this child alone: no copy.
+            Start::Made(fd) => sys::ns::setns(fd, sys::ns::NEWNS)?,
+            Start::Build(kind) => {
                 sys::ns::unshare(sys::ns::NEWNS)?;
                 for step in &self.bases[kind as usize] {
                     run(step, None)?;
@@ -956,17 +1026,14 @@ impl View {
         }
         sys::ns::chdir(&self.cwd)?;
         walls()?;
-        if let Some(program) = sys::ns::fork()? {
-            let _ = sys::ns::onto_stdin(&reporter);
-            sys::ns::close_from_3();
-            let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
-            // Nothing the program left behind outlives the report.
-            sys::ns::kill_all_others();
-            sys::ns::send_status(status);
-            sys::ns::exit_with(0);
-        }
-        drop(reporter);
-        Ok(())
+        let program = sys::ns::spawn_exec(exec)?;
+        let _ = sys::ns::onto_stdin(&reporter);
+        sys::ns::close_from_3();
+        let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
+        // Nothing the program left behind outlives the report.
+        sys::ns::kill_all_others();
+        sys::ns::send_status(status);
+        sys::ns::exit_with(0);
     }
 }
 

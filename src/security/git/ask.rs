@@ -108,7 +108,7 @@ pub(super) fn ask_git(
             .stderr(Stdio::piped());
         // As the real call will run: git reads its own config (masked for
         // every other program), and changes nothing.
-        prepared.install_as(&mut cmd, confine::view::Kind::GitRead);
+        prepared.install_as(&mut cmd, confine::view::Kind::GitRead, Some("git".as_ref()));
         let spawned = cmd.spawn();
         let mut child = match spawned {
             Ok(c) => c,
