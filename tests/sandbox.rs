@@ -956,3 +956,72 @@ fn state_inside_the_workspace_is_covered_and_cannot_be_swapped() {
             .contains("./y.sh")
     );
 }
+
+/// A shell call's sandbox is prepared ahead, while the call is judged and
+/// receipted: for a single command in the workspace before the call is
+/// even judged. Used or thrown away (another directory, a pipeline, a
+/// denied call), it leaves no tmp behind, and what runs is the call as
+/// judged, in the directory it named.
+#[test]
+fn a_sandbox_prepared_ahead_is_the_calls_own_and_leaves_nothing() {
+    let env = env_with("", "");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    std::fs::create_dir_all(env.ws.join("sub")).unwrap();
+    std::fs::write(env.ws.join("sub/f.txt"), "x").unwrap();
+    let tmp = env.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_s = tmp.display().to_string();
+    let shell = |args: Value| {
+        let r = env.run_env(
+            &["tool", "run", "shell", "--json", &args.to_string()],
+            &[("TMPDIR", &tmp_s)],
+        );
+        let v: Value = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+        (r, v)
+    };
+    for (args, want) in [
+        (
+            serde_json::json!({"command": "pwd"}),
+            std::fs::canonicalize(&env.ws)
+                .unwrap()
+                .display()
+                .to_string(),
+        ),
+        (
+            serde_json::json!({"command": "ls", "cwd": "sub"}),
+            "f.txt".into(),
+        ),
+        (serde_json::json!({"command": "ls sub | wc -l"}), "1".into()),
+    ] {
+        let (r, v) = shell(args.clone());
+        assert_eq!(r.code, 0, "{args}: {r:?}");
+        assert_eq!(output(&v).trim(), want, "{args}: {v}");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "{args}: left in TMPDIR: {left:?}");
+    }
+    let (r, _) = shell(serde_json::json!({"command": "cat /etc/shadow"}));
+    assert_ne!(r.code, 0, "{r:?}");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "a denied call: left in TMPDIR: {left:?}");
+}
+
+/// latchclaw's own environment (where provider keys live) never reaches a
+/// sandboxed program: it gets the variables set for it, nothing inherited.
+#[test]
+fn a_sandboxed_program_gets_none_of_latchclaws_environment() {
+    let env = env_with("", "shell_allowlist = [\"./e.sh\"]");
+    if !namespaces_or_skip(&env) {
+        return;
+    }
+    script(&env, "e.sh", "#!/bin/sh\nenv\n");
+    let r = env.run_env(
+        &["tool", "run", "shell", "--json", r#"{"command": "./e.sh"}"#],
+        &[("LATCHCLAW_TEST_PLANTED", "planted-value-0451")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("PATH="), "{r:?}");
+    assert!(!r.stdout.contains("planted-value-0451"), "{r:?}");
+    assert!(!r.stdout.contains("LATCHCLAW_HOME"), "{r:?}");
+}

@@ -186,8 +186,12 @@ mod started {
                     _
                 )
             ) {
-                let ahead =
-                    crate::tools::shell::prepare_ahead(self.cfg, &self.gate, admitted.acting());
+                let ahead = crate::tools::shell::prepare_ahead(
+                    self.cfg,
+                    &self.gate,
+                    admitted.acting(),
+                    self.ahead.take(),
+                );
                 self.set_ahead(ahead);
             }
             let id = if admitted.call.takes_effect() {
@@ -364,12 +368,10 @@ impl Runtime<'_> {
 }
 
 impl Runtime<'_> {
-    /// Keeps `ahead` for the call about to run, throwing away one that was
-    /// not taken.
-    fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
-        if let Some(old) = self.ahead.replace(ahead) {
-            crate::tools::shell::discard_ahead(old);
-        }
+    /// Keeps `ahead` for the call about to run (dropping one that was not
+    /// taken removes its tmp).
+    pub(crate) fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
+        self.ahead.replace(ahead);
     }
 }
 

@@ -311,24 +311,33 @@ pub fn start_early(mode: crate::config::Confinement) {
 }
 
 /// A call's sandbox being prepared on a thread of its own ([`Ahead::start`])
-/// while the call's started receipt is written and synced: its tmp, then
-/// the walls for the spec (the workspace walk, the view's plan and, as
-/// root, the view itself; the Landlock ruleset). Nothing runs in it.
+/// while latchclaw does the rest of the call's work before its first child
+/// (loading its state, judging the call, writing and syncing its started
+/// receipt): its tmp, then the walls for the spec (the workspace walk, the
+/// view's plan and, as root, the view itself; the Landlock ruleset).
+/// Nothing runs in it. One that is not taken removes its tmp when dropped.
 #[derive(Debug)]
 pub struct Ahead {
     spec: Spec,
-    made: std::thread::JoinHandle<(Option<PathBuf>, Result<Prepared, String>)>,
+    kinds: Vec<view::Kind>,
+    made: Option<std::thread::JoinHandle<Made>>,
+    remove: fn(Option<&Path>),
 }
+
+/// What [`Ahead`] makes: the call's tmp, and its walls.
+type Made = (Option<PathBuf>, Result<Prepared, String>);
 
 impl Ahead {
     /// Starts preparing `spec`'s walls for children of `kinds`, its tmp
-    /// made by `tmp` first.
+    /// made by `tmp` first (and removed by `remove` if it is not taken).
     pub fn start(
         spec: Spec,
         kinds: Vec<view::Kind>,
         tmp: fn() -> Option<PathBuf>,
+        remove: fn(Option<&Path>),
     ) -> Option<Ahead> {
         let mut theirs = spec.clone();
+        let ready = kinds.clone();
         let made = std::thread::Builder::new()
             .name("sandbox-ahead".into())
             .spawn(move || {
@@ -336,39 +345,59 @@ impl Ahead {
                 theirs.tmp_dir.clone_from(&dir);
                 let prepared = prepare(&theirs);
                 if let Ok(p) = &prepared {
-                    p.ready(&kinds);
+                    p.ready(&ready);
                 }
                 (dir, prepared)
             })
             .ok()?;
-        Some(Ahead { spec, made })
+        Some(Ahead {
+            spec,
+            kinds,
+            made: Some(made),
+            remove,
+        })
     }
 
-    /// Its tmp and walls, when it was made for `spec` (a spec without its
-    /// tmp); `Err` gives it back otherwise.
-    #[allow(clippy::result_large_err)]
-    pub fn take(self, spec: &Spec) -> Result<(Option<PathBuf>, Result<Prepared, String>), Ahead> {
+    /// Whether it is being made for `spec` (a spec without its tmp) and
+    /// children of `kinds`.
+    pub fn is_for(&self, spec: &Spec, kinds: &[view::Kind]) -> bool {
         let a = &self.spec;
-        let same = a.workspace == spec.workspace
+        a.workspace == spec.workspace
             && a.workspace_writable == spec.workspace_writable
             && a.cwd == spec.cwd
             && a.mode == spec.mode
             && a.state_dir == spec.state_dir
             && a.forbidden == spec.forbidden
             && a.read_only_dirs == spec.read_only_dirs
-            && spec.egress.is_none();
-        if !same {
-            return Err(self);
-        }
-        self.made
-            .join()
-            .map_err(|_| ())
-            .or(Ok((None, Err("the sandbox's preparation failed".into()))))
+            && a.egress.is_none()
+            && spec.egress.is_none()
+            && self.kinds == kinds
     }
 
-    /// Waits for it; returns its tmp, for the caller to remove.
-    pub fn discard(self) -> Option<PathBuf> {
-        self.made.join().ok().and_then(|(tmp, _)| tmp)
+    /// Its tmp and walls, when it was made for `spec` and `kinds` (else
+    /// `None`, and it is thrown away).
+    pub fn take(mut self, spec: &Spec, kinds: &[view::Kind]) -> Option<Made> {
+        if !self.is_for(spec, kinds) {
+            return None;
+        }
+        let (tmp, prepared) = self.made.take()?.join().ok()?;
+        // One of latchclaw's files it could not cover has appeared since
+        // (the started receipt made the receipts log): made again.
+        if let Ok(p) = &prepared
+            && p.view.as_ref().is_some_and(|v| v.stale())
+        {
+            (self.remove)(tmp.as_deref());
+            return None;
+        }
+        Some((tmp, prepared))
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        if let Some(Ok((tmp, _))) = self.made.take().map(|h| h.join()) {
+            (self.remove)(tmp.as_deref());
+        }
     }
 }
 
@@ -754,6 +783,68 @@ impl Prepared {
         self.install_with(cmd, kind, arg0, Vec::new());
     }
 
+    /// As root with namespaces: starts `cmd` as [`Prepared::install_as`]
+    /// and `spawn` would, with its stdin, stdout and stderr `stdio`, in
+    /// a process group of its own, but with the namespace's init as
+    /// latchclaw's own child ([`view::View::spawn`]): no copy of latchclaw
+    /// stands between them. `None` where that is not how it runs here
+    /// (then `install_as` and `std::process`).
+    pub fn spawn_direct(
+        &self,
+        cmd: &mut Command,
+        kind: view::Kind,
+        arg0: Option<&OsStr>,
+        stdio: [std::os::fd::BorrowedFd; 3],
+    ) -> Option<io::Result<Spawned>> {
+        let v = self.view.as_ref().filter(|v| !v.user_namespace())?;
+        if self.mode == Mode::Off {
+            return None;
+        }
+        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        cmd.env_clear().envs(env);
+        let Ok(exec) = exec_of(cmd, arg0, Vec::new()) else {
+            return Some(Err(io::Error::from_raw_os_error(libc::E2BIG)));
+        };
+        let required = self.mode == Mode::Required;
+        let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
+        let direct = v.takes_direct(kind);
+        let made = if direct { v.made_ahead(kind) } else { None };
+        let base = if direct {
+            None
+        } else {
+            match v.base(kind) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    log::warn!(target: "event::confinement_unavailable", "{e}");
+                    return Some(Err(io::Error::from_raw_os_error(libc::EPERM)));
+                }
+            }
+        };
+        let start = match (base, &made) {
+            (Some(fd), _) => view::Start::Join(fd),
+            (None, Some(fd)) => view::Start::Made(fd.as_fd()),
+            (None, None) => view::Start::Build(kind),
+        };
+        let rs = ruleset
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .map(|fd| fd.as_fd());
+        let filter = self.filter;
+        Some(
+            v.spawn(
+                start,
+                rs,
+                || walls(ruleset.as_ref(), filter, required),
+                &exec,
+                stdio,
+            )
+            .map(|pid| Spawned { pid }),
+        )
+    }
+
     fn install_with(
         &self,
         cmd: &mut Command,
@@ -830,6 +921,25 @@ impl Prepared {
                 None => walls(ruleset, filter, required),
             }
         });
+    }
+}
+
+/// A child started by [`Prepared::spawn_direct`]: the namespace's init,
+/// which ends as its program did.
+#[derive(Debug)]
+pub struct Spawned {
+    pid: i32,
+}
+
+impl Spawned {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Waits for it to end.
+    pub fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        sys::ns::wait_child(self.pid).map(std::process::ExitStatus::from_raw)
     }
 }
 

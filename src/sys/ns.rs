@@ -565,3 +565,108 @@ extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: _exit ends this child at once (its parent then resumes).
     unsafe { libc::_exit(code) }
 }
+
+/// Hook-safe in spirit, called in the parent: a fork(2) whose child is
+/// made in new namespaces (`CLONE_NEW*` bits of `flags`), as clone(2)
+/// does it: with a new PID namespace the child is its init. `Ok(None)`
+/// in the child, `Ok(Some(pid))` in the parent. The child may make only
+/// hook-safe calls (see `process::set_pre_exec`): it is a copy of a
+/// multithreaded process, made without libc's fork handlers.
+pub fn fork_into(flags: i32) -> io::Result<Option<i32>> {
+    let only_namespaces = NEWNS | NEWPID | NEWIPC | NEWUTS | NEWNET;
+    if flags & !only_namespaces != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: clone(2) without CLONE_VM and without a new stack is fork(2)
+    // with namespace flags: the child gets a copy of this process and
+    // returns here on its copy of this thread's stack. Its caller keeps it
+    // to hook-safe calls until it executes or exits.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::SIGCHLD | flags) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match r {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid as i32)),
+    }
+}
+
+/// Hook-safe: makes `fds` this process's stdin, stdout and stderr (each
+/// moved above 2 first, so that none is overwritten before it is read).
+pub fn onto_stdio(fds: [std::os::fd::BorrowedFd; 3]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut high = [-1; 3];
+    for (i, fd) in fds.iter().enumerate() {
+        // SAFETY: integer arguments; makes a new descriptor.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        high[i] = r;
+    }
+    for (i, fd) in high.into_iter().enumerate() {
+        // SAFETY: integer arguments; dup2 leaves the copy without
+        // close-on-exec, which is what stdio needs.
+        if unsafe { libc::dup2(fd, i as libc::c_int) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Hook-safe: whether nobody reads the pipe `fd` writes to any more (its
+/// reader died).
+pub fn reader_gone(fd: std::os::fd::BorrowedFd) -> bool {
+    let mut p = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::OUT,
+    )];
+    matches!(rustix::event::poll(&mut p, None), Ok(1))
+        && p[0]
+            .revents()
+            .intersects(rustix::event::PollFlags::ERR | rustix::event::PollFlags::HUP)
+}
+
+/// Hook-safe: puts this process in a process group of its own, and clears
+/// its signal mask (what `std::process` does before a hook).
+pub fn own_group_no_mask() -> io::Result<()> {
+    rustix::process::setpgid(None, None)?;
+    // SAFETY: an empty set on the stack; sigprocmask only reads it.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
+/// Hook-safe: writes an errno to `fd` (a spawn's error pipe), then exits.
+pub fn fail_with(fd: std::os::fd::BorrowedFd, e: &io::Error) -> ! {
+    let code = e.raw_os_error().unwrap_or(libc::EIO);
+    let _ = rustix::io::write(fd, &code.to_ne_bytes());
+    // SAFETY: _exit ends the process at once; nothing to unwind.
+    unsafe { libc::_exit(127) }
+}
+
+/// Waits for the child `pid` (EINTR retried): its wait status.
+pub fn wait_child(pid: i32) -> io::Result<i32> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: writes the one integer `status`, which outlives the call.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}

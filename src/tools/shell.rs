@@ -251,30 +251,46 @@ fn kinds_of(plan: &Plan) -> Vec<confine::view::Kind> {
         .collect()
 }
 
-/// Starts preparing the sandbox of a call that will run `decision`'s plan
-/// ([`confine::Ahead`]), for the runtime to hand to the call's runner
-/// ([`run_judged_plan`], through [`ToolCtx::host`]): made beside the
-/// call's started receipt instead of after it.
+/// The sandbox of a call that will run `decision`'s plan, prepared on a
+/// thread ([`confine::Ahead`]) for the runtime to hand to the call's
+/// runner ([`run_judged_plan`], through [`ToolCtx::host`]): `current`, a
+/// speculation ([`speculate`]) when it is for this call, or a new one.
 pub(crate) fn prepare_ahead(
     cfg: &crate::config::Config,
     gate: &crate::security::Gate,
     decision: &crate::security::Decision,
+    current: Option<confine::Ahead>,
 ) -> Option<confine::Ahead> {
     let plan = decision.plan.as_ref()?;
     if cfg.security.confinement == crate::config::Confinement::Off {
         return None;
     }
     let ws = gate.workspace().ok()?;
-    confine::Ahead::start(
-        spec_for(cfg, ws, gate.autonomy(), plan),
-        kinds_of(plan),
-        private_tmp,
-    )
+    let spec = spec_for(cfg, ws, gate.autonomy(), plan);
+    let kinds = kinds_of(plan);
+    if let Some(a) = current.filter(|a| a.is_for(&spec, &kinds)) {
+        return Some(a);
+    }
+    confine::Ahead::start(spec, kinds, private_tmp, remove_tmp)
 }
 
-/// Throws away a sandbox prepared ahead that its call did not take.
-pub(crate) fn discard_ahead(a: confine::Ahead) {
-    remove_tmp(a.discard().as_deref());
+/// For `tool run shell`, before the call is judged: the sandbox of a
+/// single command in the workspace, which most calls are, prepared while
+/// latchclaw opens its state and judges the call. A call it does not fit
+/// throws it away ([`prepare_ahead`]).
+pub(crate) fn speculate(cfg: &crate::config::Config) -> Option<confine::Ahead> {
+    if cfg.security.confinement == crate::config::Confinement::Off {
+        return None;
+    }
+    let ws = std::fs::canonicalize(&cfg.workspace_dir).ok()?;
+    let mut spec = confine::Spec::new(cfg, &ws, cfg.security.autonomy, None);
+    spec.cwd = Some(ws);
+    confine::Ahead::start(
+        spec,
+        vec![confine::view::Kind::Other],
+        private_tmp,
+        remove_tmp,
+    )
 }
 
 pub(super) fn remove_tmp(p: Option<&std::path::Path>) {
@@ -404,14 +420,43 @@ fn view_kind(git: GitAccess) -> confine::view::Kind {
     }
 }
 
-fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
+/// A command's process: started by `std::process`, or, as root with the
+/// namespace sandbox, its namespace's init started by the sandbox itself.
+enum Proc {
+    Std(Child),
+    Direct(confine::Spawned),
+}
+
+impl Proc {
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Proc::Std(c) => c.wait(),
+            Proc::Direct(c) => c.wait(),
+        }
+    }
+}
+
+fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Proc> {
     let [i, o, e] = fds.slots;
     let mut c = Command::new(&cmd.program);
     c.arg0(&cmd.argv[0])
         .args(&cmd.argv[1..])
         .env_clear()
-        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdio(i))
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)));
+    if let Some(t) = &call.tmp {
+        c.env("TMPDIR", t);
+    }
+    let null = null()?;
+    let direct = call.confine.spawn_direct(
+        &mut c,
+        view_kind(cmd.git),
+        Some(cmd.argv[0].as_ref()),
+        [&i, &o, &e].map(|f| f.as_ref().unwrap_or(&null).as_fd()),
+    );
+    if let Some(spawned) = direct {
+        return spawned.map(Proc::Direct);
+    }
+    c.stdin(stdio(i))
         .stdout(stdio(o))
         .stderr(stdio(e))
         .process_group(0);
@@ -423,17 +468,14 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Child> {
         // itself be killed.
         sys::process::die_with_parent()
     });
-    if let Some(t) = &call.tmp {
-        c.env("TMPDIR", t);
-    }
     call.confine
         .install_as(&mut c, view_kind(cmd.git), Some(cmd.argv[0].as_ref()));
-    c.spawn()
+    c.spawn().map(Proc::Std)
 }
 
 /// Exit status of one pipeline, as sh reports it (128+N for a signal).
 fn run_pipeline(step: &Step, call: &CallEnv, io: &Outputs, stop: &AtomicBool) -> i32 {
-    let mut children: Vec<Option<Child>> = Vec::new();
+    let mut children: Vec<Option<Proc>> = Vec::new();
     let mut next_stdin: Option<OwnedFd> = None;
     let n = step.commands.len();
     for (i, cmd) in step.commands.iter().enumerate() {
@@ -576,13 +618,8 @@ fn run_judged_plan_with(
         Err(e) => return ToolResult::err(e.reason),
     };
     let mut spec = spec_for(ctx.cfg, &ws, ctx.gate.autonomy(), &plan);
-    let ahead = ctx.host.take_ahead().and_then(|a| match a.take(&spec) {
-        Ok(made) => Some(made),
-        Err(other) => {
-            discard_ahead(other);
-            None
-        }
-    });
+    let kinds = kinds_of(&plan);
+    let ahead = ctx.host.take_ahead().and_then(|a| a.take(&spec, &kinds));
     let (tmp, prepared) = ahead.unwrap_or_else(|| {
         let tmp = private_tmp();
         spec.tmp_dir.clone_from(&tmp);
@@ -627,7 +664,7 @@ fn run_judged_plan_with(
     };
     // Every view the plan's commands need, before the first one runs (done
     // already when prepared ahead; again is nothing).
-    confine.ready(&kinds_of(&plan));
+    confine.ready(&kinds);
     let call = CallEnv {
         ws,
         ws_fd,

@@ -150,6 +150,9 @@ pub struct View {
     made_ahead: [std::sync::Mutex<Option<OwnedFd>>; 3],
     /// Workspace paths with an empty thing bound over them.
     pub masked: Vec<PathBuf>,
+    /// latchclaw's files inside the workspace that were not there to cover
+    /// when the view was planned.
+    missing: Vec<PathBuf>,
 }
 
 /// How a child gets its mount namespace ([`View::enter`]).
@@ -739,8 +742,18 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     // cannot be renamed) before anything is covered, lest a child move the
     // real one aside and put its own in its place.
     let mut state: Vec<(PathBuf, bool)> = Vec::new();
+    let mut missing = Vec::new();
     for p in spec.forbidden.iter().chain(&spec.state_dir) {
         let Ok(p) = std::fs::canonicalize(p) else {
+            // Not there to cover now (a receipts log before its first
+            // receipt): a view made before it is there is not used after
+            // (see `View::stale`).
+            if p.ancestors()
+                .find_map(|a| std::fs::canonicalize(a).ok())
+                .is_some_and(|a| a.starts_with(&ws))
+            {
+                missing.push(p.clone());
+            }
             continue;
         };
         if !p.starts_with(&ws) || p == ws {
@@ -844,10 +857,18 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         cwd,
         made_ahead: Default::default(),
         masked,
+        missing,
     })
 }
 
 impl View {
+    /// Whether a file of latchclaw's inside the workspace has appeared
+    /// since the view was planned (it would not be covered): a view made
+    /// ahead is then thrown away and made again.
+    pub fn stale(&self) -> bool {
+        self.missing.iter().any(|p| p.symlink_metadata().is_ok())
+    }
+
     /// The call's base mount namespace, made on first use: by the parent,
     /// before the first child of the call starts.
     pub fn base(&self, kind: Kind) -> Result<BorrowedFd<'_>, String> {
@@ -954,9 +975,8 @@ impl View {
         walls: impl FnOnce() -> io::Result<()>,
         exec: &sys::ns::Exec,
     ) -> io::Error {
-        match self.enter_and_exec(start, ruleset, walls, exec) {
-            Err(e) => e,
-        }
+        let Err(e) = self.enter_and_exec(start, ruleset, walls, exec);
+        e
     }
 
     fn enter_and_exec(
@@ -987,7 +1007,74 @@ impl View {
             }
         }
         drop(report);
-        // Init: dies with the process above, and the namespace with it. It
+        self.init(start, ruleset, walls, exec, Some(reporter))
+    }
+
+    /// As [`View::enter`], with no process between latchclaw and the
+    /// namespace's init: called in the parent (root only: a child of a
+    /// multithreaded process cannot enter a user namespace), it makes the
+    /// init with clone(2) straight into new PID, IPC and UTS namespaces.
+    /// Init takes `stdio` as its stdin, stdout and stderr, leads a process
+    /// group of its own and exits as the program did. Returns init's pid
+    /// once the program has been executed (or the error of the set-up).
+    pub fn spawn(
+        &self,
+        start: Start,
+        ruleset: Option<BorrowedFd>,
+        walls: impl FnOnce() -> io::Result<()>,
+        exec: &sys::ns::Exec,
+        stdio: [BorrowedFd; 3],
+    ) -> io::Result<i32> {
+        if self.shared.user.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        let net = self.net.as_deref().unwrap_or(&self.shared.net);
+        let (failed, fail) = sys::ns::pipe()?;
+        let Some(init) = sys::ns::fork_into(OWN)? else {
+            // The child: hook-safe calls only.
+            let Err(e) = (|| {
+                sys::ns::onto_stdio(stdio)?;
+                sys::ns::own_group_no_mask()?;
+                sys::process::die_with_parent()?;
+                // latchclaw died before the line above: nothing would
+                // bound this run.
+                if sys::ns::reader_gone(fail.as_fd()) {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                sys::ns::setns(net.as_fd(), sys::ns::NEWNET)?;
+                self.init(start, ruleset, walls, exec, None)
+            })();
+            sys::ns::fail_with(fail.as_fd(), &e)
+        };
+        drop(fail);
+        // End of file: init closed its end once the program was executed.
+        let mut errno = [0u8; 4];
+        let read = loop {
+            match rustix::io::read(&failed, &mut errno) {
+                Err(rustix::io::Errno::INTR) => {}
+                r => break r,
+            }
+        };
+        if let Ok(4) = read {
+            let _ = sys::ns::wait_child(init);
+            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+        }
+        Ok(init)
+    }
+
+    /// The namespace's init (PID 1): sets up the view and walls, starts
+    /// the program, waits for it, kills what it left and reports its end
+    /// (through `reporter` to the process outside, or as its own exit).
+    fn init(
+        &self,
+        start: Start,
+        ruleset: Option<BorrowedFd>,
+        walls: impl FnOnce() -> io::Result<()>,
+        exec: &sys::ns::Exec,
+        reporter: Option<OwnedFd>,
+    ) -> io::Result<std::convert::Infallible> {
+        // Init: dies with its parent (the process above, or latchclaw's
+        // thread that started it), and the namespace with it. It
         // is a copy of latchclaw's memory until it dies: not dumpable, so
         // no process in the namespace reads it through /proc/1.
         sys::process::die_with_parent()?;
@@ -1027,11 +1114,16 @@ impl View {
         sys::ns::chdir(&self.cwd)?;
         walls()?;
         let program = sys::ns::spawn_exec(exec)?;
-        let _ = sys::ns::onto_stdin(&reporter);
+        if let Some(r) = &reporter {
+            let _ = sys::ns::onto_stdin(r);
+        }
         sys::ns::close_from_3();
         let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
         // Nothing the program left behind outlives the report.
         sys::ns::kill_all_others();
+        if reporter.is_none() {
+            sys::ns::exit_with(status);
+        }
         sys::ns::send_status(status);
         sys::ns::exit_with(0);
     }
