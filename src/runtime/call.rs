@@ -186,12 +186,8 @@ mod started {
                     _
                 )
             ) {
-                let ahead = crate::tools::shell::prepare_ahead(
-                    self.cfg,
-                    &self.gate,
-                    admitted.acting(),
-                    self.ahead.take(),
-                );
+                let ahead =
+                    crate::tools::shell::prepare_ahead(self.cfg, &self.gate, admitted.acting());
                 self.set_ahead(ahead);
             }
             let id = if admitted.call.takes_effect() {
@@ -370,7 +366,7 @@ impl Runtime<'_> {
 impl Runtime<'_> {
     /// Keeps `ahead` for the call about to run (dropping one that was not
     /// taken removes its tmp).
-    pub(crate) fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
+    fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
         self.ahead.replace(ahead);
     }
 }

@@ -360,7 +360,7 @@ impl Ahead {
 
     /// Whether it is being made for `spec` (a spec without its tmp) and
     /// children of `kinds`.
-    pub fn is_for(&self, spec: &Spec, kinds: &[view::Kind]) -> bool {
+    fn is_for(&self, spec: &Spec, kinds: &[view::Kind]) -> bool {
         let a = &self.spec;
         a.workspace == spec.workspace
             && a.workspace_writable == spec.workspace_writable
@@ -800,11 +800,7 @@ impl Prepared {
         if self.mode == Mode::Off {
             return None;
         }
-        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
-            .get_envs()
-            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
-            .collect();
-        cmd.env_clear().envs(env);
+        only_its_own_environment(cmd);
         let Ok(exec) = exec_of(cmd, arg0, Vec::new()) else {
             return Some(Err(io::Error::from_raw_os_error(libc::E2BIG)));
         };
@@ -855,14 +851,7 @@ impl Prepared {
         if self.mode == Mode::Off {
             return;
         }
-        // Only what was set on it: latchclaw's own environment (which may
-        // hold provider keys) never reaches a sandboxed child, whichever
-        // path starts it.
-        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
-            .get_envs()
-            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
-            .collect();
-        cmd.env_clear().envs(env);
+        only_its_own_environment(cmd);
         let exec = self.view.as_ref().map(|_| exec_of(cmd, arg0, keep));
         let required = self.mode == Mode::Required;
         let parent = std::process::id();
@@ -941,6 +930,17 @@ impl Spawned {
         use std::os::unix::process::ExitStatusExt;
         sys::ns::wait_child(self.pid).map(std::process::ExitStatus::from_raw)
     }
+}
+
+/// Leaves `cmd` only the variables set on it: latchclaw's own environment
+/// (which may hold provider keys) never reaches a sandboxed child,
+/// whichever way it is started.
+fn only_its_own_environment(cmd: &mut Command) {
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect();
+    cmd.env_clear().envs(env);
 }
 
 /// What init executes for `cmd` (see [`Prepared::install_as`]); an error

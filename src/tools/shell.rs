@@ -253,41 +253,22 @@ fn kinds_of(plan: &Plan) -> Vec<confine::view::Kind> {
 
 /// The sandbox of a call that will run `decision`'s plan, prepared on a
 /// thread ([`confine::Ahead`]) for the runtime to hand to the call's
-/// runner ([`run_judged_plan`], through [`ToolCtx::host`]): `current`, a
-/// speculation ([`speculate`]) when it is for this call, or a new one.
+/// runner ([`run_judged_plan`], through [`ToolCtx::host`]). Called with
+/// the call's tool lock held: no other call's child runs between the walk
+/// and this call's first child.
 pub(crate) fn prepare_ahead(
     cfg: &crate::config::Config,
     gate: &crate::security::Gate,
     decision: &crate::security::Decision,
-    current: Option<confine::Ahead>,
 ) -> Option<confine::Ahead> {
     let plan = decision.plan.as_ref()?;
     if cfg.security.confinement == crate::config::Confinement::Off {
         return None;
     }
     let ws = gate.workspace().ok()?;
-    let spec = spec_for(cfg, ws, gate.autonomy(), plan);
-    let kinds = kinds_of(plan);
-    if let Some(a) = current.filter(|a| a.is_for(&spec, &kinds)) {
-        return Some(a);
-    }
-    confine::Ahead::start(spec, kinds, private_tmp, remove_tmp)
-}
-
-/// For `tool run shell`, before the call is judged: the sandbox of a
-/// single command in the workspace, which most calls are, prepared while
-/// latchclaw opens its state and judges the call. A call it does not fit
-/// throws it away ([`prepare_ahead`]).
-pub(crate) fn speculate(cfg: &crate::config::Config) -> Option<confine::Ahead> {
-    if cfg.security.confinement == crate::config::Confinement::Off {
-        return None;
-    }
-    let ws = std::fs::canonicalize(&cfg.workspace_dir).ok()?;
-    let mut spec = confine::Spec::new(cfg, &ws, cfg.security.autonomy, None);
-    spec.cwd = Some(ws);
     confine::Ahead::start(
-        spec,
-        vec![confine::view::Kind::Other],
+        spec_for(cfg, ws, gate.autonomy(), plan),
+        kinds_of(plan),
         private_tmp,
         remove_tmp,
     )
@@ -769,7 +750,9 @@ fn run_judged_plan_with(
             "timed out after {} s (tools.shell.timeout_secs or shell_timeout_secs, tool_timeout_secs \
                  or the run's --timeout); \
                  every process it started was killed",
-            timeout.as_secs()
+            // What was left of the deadline when the call began: 1.98 s
+            // of a 2 s limit reads as 2.
+            timeout.as_millis().div_ceil(1000)
         )),
         (Some("cancelled"), _) => {
             Some("cancelled (Ctrl-C or a signal); every process it started was killed".to_string())

@@ -165,9 +165,7 @@ pub fn run(
     if tool.is_none_or(ToolName::starts_children) {
         crate::security::confine::start_early(cfg.security.confinement);
     }
-    let speculated = (tool == Some(ToolName::Shell))
-        .then(|| crate::tools::shell::speculate(&cfg))
-        .flatten();
+
     // `policy check` leaves this out: it shows what the gate alone decides.
     match tool {
         Some(t) => crate::tools::check_args(crate::tools::tool(t), &args),
@@ -178,7 +176,6 @@ pub fn run(
     .map_err(|e| Error::usage(format!("--json: {e}")))?;
     let approver = TtyApprover;
     let mut rt = Runtime::new(&cfg, &approver, std::sync::Arc::clone(&ctx.redactor))?;
-    rt.set_ahead(speculated);
     rt.prepare_receipts();
     let _signals = rt.control.install();
     let config = match &ctx.config {

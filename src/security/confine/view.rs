@@ -317,6 +317,24 @@ struct Found {
 /// [`WALK_MAX`] entries refuse the call (a child could otherwise hide a
 /// secret or a repository where the walk does not look).
 fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
+    for _ in 0..WALK_TRIES {
+        if let Some(found) = walk_once(spec, ws)? {
+            return Ok(found);
+        }
+    }
+    Err(format!(
+        "the workspace {} kept changing while it was walked to find what to mask ({WALK_TRIES}          tries: a directory listed was gone when it was read); run the call again",
+        ws.display()
+    ))
+}
+
+/// Walks to do before a workspace that keeps changing refuses the call.
+const WALK_TRIES: usize = 4;
+
+/// One walk; `None` when a directory vanished between its parent's listing
+/// and its own (renamed or removed meanwhile: a walk that skipped it could
+/// miss what it holds, now elsewhere).
+fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
     use std::collections::HashSet;
     use std::os::unix::fs::MetadataExt;
     let allow = &spec.secret_allow;
@@ -325,11 +343,24 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
     let mut linked: Vec<(PathBuf, (u64, u64))> = Vec::new();
     let mut stack = vec![(ws.to_path_buf(), 0usize, false)];
     let mut seen = 0usize;
+    // A directory changed while it was listed may have had an entry moved
+    // past the listing (a rename inside it): walked again.
+    let stamp = |d: &Path| {
+        std::fs::symlink_metadata(d).ok().map(|m| {
+            (
+                m.ino(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.mtime(),
+                m.mtime_nsec(),
+            )
+        })
+    };
     while let Some((dir, depth, in_git)) = stack.pop() {
+        let before = stamp(&dir);
         let rd = match std::fs::read_dir(&dir) {
             Ok(rd) => rd,
-            // Gone since its parent was read: nothing to cover.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
                 return Err(format!(
                     "{} cannot be read to find what to mask in it ({e})",
@@ -418,6 +449,9 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
                 }
             }
         }
+        if before.is_none() || stamp(&dir) != before {
+            return Ok(None);
+        }
     }
     // A hard link is the same file under a name no rule matches.
     for (p, id) in linked {
@@ -425,7 +459,7 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
             found.masks.push((p, false));
         }
     }
-    Ok(found)
+    Ok(Some(found))
 }
 
 /// A file of /proc/self and what to write there.
@@ -1238,5 +1272,62 @@ mod tests {
         assert_ne!(new, thread, "the namespace handed back is a new one");
         assert_eq!(ino("/proc/thread-self/ns/net"), thread);
         assert_eq!(ino("/proc/self/ns/net"), process);
+    }
+
+    /// A directory renamed back and forth while the workspace is walked
+    /// (a concurrent child hiding a secret from the walk): every walk that
+    /// succeeds found the secret under one name or the other.
+    #[test]
+    fn a_walk_raced_by_renames_misses_nothing_it_returns() {
+        let root = std::env::temp_dir().join(format!("lc-walk-{}", std::process::id()));
+        let ws = root.join("ws");
+        for i in 0..200 {
+            std::fs::create_dir_all(ws.join(format!("pad{i:03}"))).unwrap();
+        }
+        std::fs::create_dir_all(ws.join("d1/deep")).unwrap();
+        std::fs::write(ws.join("d1/deep/id_rsa"), "k").unwrap();
+        let spec = Spec {
+            workspace: ws.clone(),
+            workspace_writable: true,
+            tmp_dir: None,
+            mode: crate::config::Confinement::BestEffort,
+            state_dir: None,
+            secret_allow: Default::default(),
+            forbidden: Vec::new(),
+            egress: None,
+            cwd: None,
+            read_only_dirs: Vec::new(),
+        };
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let renamer = {
+            let (stop, ws) = (std::sync::Arc::clone(&stop), ws.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(ws.join("d1"), ws.join("d2"));
+                    let _ = std::fs::rename(ws.join("d2"), ws.join("d1"));
+                }
+            })
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for _ in 0..300 {
+            match walk(&spec, &ws) {
+                Ok(found) => {
+                    ok += 1;
+                    assert!(
+                        found.masks.iter().any(|(p, _)| p.ends_with("deep/id_rsa")),
+                        "a walk missed the secret: {:?}",
+                        found.masks
+                    );
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(e.contains("kept changing"), "{e}");
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        renamer.join().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        assert!(ok + refused == 300);
     }
 }
