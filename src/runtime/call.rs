@@ -186,8 +186,12 @@ mod started {
                     _
                 )
             ) {
-                let ahead =
-                    crate::tools::shell::prepare_ahead(self.cfg, &self.gate, admitted.acting());
+                let ahead = crate::tools::shell::prepare_ahead(
+                    self.cfg,
+                    &self.gate,
+                    admitted.acting(),
+                    self.ahead.take(),
+                );
                 self.set_ahead(ahead);
             }
             let id = if admitted.call.takes_effect() {
@@ -566,8 +570,26 @@ impl Runtime<'_> {
     /// refused before the operator is asked about it; it is counted only
     /// when it runs (`admit`).
     fn judge<'c>(&self, call: Valid<'c>) -> Result<Judged<'c>> {
+        // A sandbox prepared ahead is only ever this call's, made under
+        // the lock it holds from here to its child (never one from before
+        // a wait for the operator, when other calls may have run).
+        self.set_ahead(None);
         let lock = self.tool_lock();
         let d = self.decide(&call);
+        // Allowed as it stands: the call keeps the lock through to its
+        // start, so its sandbox can be prepared from now on, beside the
+        // rest of its admission and its started receipt.
+        if lock.is_ok()
+            && matches!(d.verdict, Verdict::Allow)
+            && matches!(
+                call.target,
+                Target::Builtin(ToolName::Shell | ToolName::Git, _)
+            )
+        {
+            self.set_ahead(crate::tools::shell::prepare_ahead(
+                self.cfg, &self.gate, &d, None,
+            ));
+        }
         let decision = match d.verdict {
             Verdict::Ask => match self
                 .gate
@@ -756,7 +778,10 @@ impl Runtime<'_> {
         let c = call.call;
         let (lock, relocked) = match lock {
             Lock::Held(lock) => (lock, false),
-            Lock::LetGo => (self.tool_lock(), true),
+            Lock::LetGo => {
+                self.set_ahead(None);
+                (self.tool_lock(), true)
+            }
         };
         let lock = lock.map_err(|e| Error::new(Kind::Runtime, e.to_string()))?;
         let fresh = if relocked {

@@ -360,7 +360,7 @@ impl Ahead {
 
     /// Whether it is being made for `spec` (a spec without its tmp) and
     /// children of `kinds`.
-    fn is_for(&self, spec: &Spec, kinds: &[view::Kind]) -> bool {
+    pub fn is_for(&self, spec: &Spec, kinds: &[view::Kind]) -> bool {
         let a = &self.spec;
         a.workspace == spec.workspace
             && a.workspace_writable == spec.workspace_writable

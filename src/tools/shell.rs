@@ -253,25 +253,28 @@ fn kinds_of(plan: &Plan) -> Vec<confine::view::Kind> {
 
 /// The sandbox of a call that will run `decision`'s plan, prepared on a
 /// thread ([`confine::Ahead`]) for the runtime to hand to the call's
-/// runner ([`run_judged_plan`], through [`ToolCtx::host`]). Called with
-/// the call's tool lock held: no other call's child runs between the walk
-/// and this call's first child.
+/// runner ([`run_judged_plan`], through [`ToolCtx::host`]): `current`
+/// (one started when the call was judged) when it is for this plan, or a
+/// new one. Called with the call's tool lock held since `current` was
+/// started: no other call starts between the walk and this call's first
+/// child.
 pub(crate) fn prepare_ahead(
     cfg: &crate::config::Config,
     gate: &crate::security::Gate,
     decision: &crate::security::Decision,
+    current: Option<confine::Ahead>,
 ) -> Option<confine::Ahead> {
     let plan = decision.plan.as_ref()?;
     if cfg.security.confinement == crate::config::Confinement::Off {
         return None;
     }
     let ws = gate.workspace().ok()?;
-    confine::Ahead::start(
-        spec_for(cfg, ws, gate.autonomy(), plan),
-        kinds_of(plan),
-        private_tmp,
-        remove_tmp,
-    )
+    let spec = spec_for(cfg, ws, gate.autonomy(), plan);
+    let kinds = kinds_of(plan);
+    if let Some(a) = current.filter(|a| a.is_for(&spec, &kinds)) {
+        return Some(a);
+    }
+    confine::Ahead::start(spec, kinds, private_tmp, remove_tmp)
 }
 
 pub(super) fn remove_tmp(p: Option<&std::path::Path>) {
