@@ -785,7 +785,9 @@ impl Prepared {
 
     /// As root with namespaces: starts `cmd` as [`Prepared::install_as`]
     /// and `spawn` would, with its stdin, stdout and stderr `stdio`, in
-    /// a process group of its own, but with the namespace's init as
+    /// a process group of its own (and `keep`, descriptor numbers left
+    /// open across the exec, as [`Prepared::install_keeping`]), but with
+    /// the namespace's init as
     /// latchclaw's own child ([`view::View::spawn`]): no copy of latchclaw
     /// stands between them. `None` where that is not how it runs here
     /// (then `install_as` and `std::process`).
@@ -795,13 +797,14 @@ impl Prepared {
         kind: view::Kind,
         arg0: Option<&OsStr>,
         stdio: [std::os::fd::BorrowedFd; 3],
+        keep: Vec<i32>,
     ) -> Option<io::Result<Spawned>> {
         let v = self.view.as_ref().filter(|v| !v.user_namespace())?;
         if self.mode == Mode::Off {
             return None;
         }
         only_its_own_environment(cmd);
-        let Ok(exec) = exec_of(cmd, arg0, Vec::new()) else {
+        let Ok(exec) = exec_of(cmd, arg0, keep) else {
             return Some(Err(io::Error::from_raw_os_error(libc::E2BIG)));
         };
         let required = self.mode == Mode::Required;

@@ -436,6 +436,7 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Proc> {
         view_kind(cmd.git),
         Some(cmd.argv[0].as_ref()),
         [&i, &o, &e].map(|f| f.as_ref().unwrap_or(&null).as_fd()),
+        Vec::new(),
     );
     if let Some(spawned) = direct {
         return spawned.map(Proc::Direct);

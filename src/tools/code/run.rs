@@ -859,6 +859,60 @@ fn spawn(
     }
 }
 
+/// A snippet's process, however it was started: its pid, the ends of its
+/// stdio pipes that latchclaw keeps, and how to wait for it.
+struct Started {
+    pid: i32,
+    stdin: Option<Box<dyn Write + Send>>,
+    stdout: Option<Box<dyn Read + Send>>,
+    stderr: Option<Box<dyn Read + Send>>,
+    wait: Box<dyn FnOnce() -> Option<std::process::ExitStatus> + Send>,
+}
+
+/// As root with the namespace sandbox, the snippet started with its
+/// namespace's init as latchclaw's own child (`Prepared::spawn_direct`),
+/// its stdio on pipes made here and `keep` left open across the exec;
+/// `None` where it starts through `std::process` instead.
+fn direct(
+    cmd: &mut Command,
+    walls: &confine::Prepared,
+    stdin: bool,
+    keep: [&Arc<std::os::fd::OwnedFd>; 2],
+) -> Option<std::io::Result<Started>> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let pipes = (|| {
+        let input = if stdin {
+            let (r, w) = crate::sys::process::pipe()?;
+            (r, Some(w))
+        } else {
+            (std::fs::File::open("/dev/null")?.into(), None)
+        };
+        let out = crate::sys::process::pipe()?;
+        let err = crate::sys::process::pipe()?;
+        Ok::<_, std::io::Error>((input, out, err))
+    })();
+    let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = match pipes {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let spawned = walls.spawn_direct(
+        cmd,
+        confine::view::Kind::Other,
+        None,
+        [in_r.as_fd(), out_w.as_fd(), err_w.as_fd()],
+        keep.iter().map(|fd| fd.as_raw_fd()).collect(),
+    )?;
+    // The child's ends go with this frame: the readers see the end of file
+    // when the snippet's processes are gone.
+    Some(spawned.map(|mut s| Started {
+        pid: s.id() as i32,
+        stdin: in_w.map(|w| Box::new(std::fs::File::from(w)) as Box<dyn Write + Send>),
+        stdout: Some(Box::new(std::fs::File::from(out_r))),
+        stderr: Some(Box::new(std::fs::File::from(err_r))),
+        wait: Box::new(move || s.wait().ok()),
+    }))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn start(
     a: &crate::types::args::CodeArgs,
@@ -904,15 +958,38 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    walls.install_keeping(&mut cmd, vec![Arc::clone(&req_w), Arc::clone(&resp_r)]);
-    let spawned = cmd.spawn();
-    // The child's ends go now (the command's hook holds them too): the
-    // readers see the end of file when the snippet's processes are gone.
-    drop(cmd);
+    let cannot = |e: std::io::Error| format!("cannot start {}: {e}", exe.display());
+    let started = match direct(&mut cmd, walls, a.stdin.is_some(), [&req_w, &resp_r]) {
+        Some(d) => d.map_err(cannot)?,
+        None => {
+            walls.install_keeping(&mut cmd, vec![Arc::clone(&req_w), Arc::clone(&resp_r)]);
+            let spawned = cmd.spawn();
+            // The child's ends go now (the command's hook holds them too):
+            // the readers see the end of file when the snippet's processes
+            // are gone.
+            drop(cmd);
+            let mut child = spawned.map_err(cannot)?;
+            Started {
+                pid: child.id() as i32,
+                stdin: child
+                    .stdin
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Write + Send>),
+                stdout: child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                stderr: child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                wait: Box::new(move || child.wait().ok()),
+            }
+        }
+    };
     drop((req_w, resp_r));
-    let mut child = spawned.map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    let pid = child.id() as i32;
-    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), a.stdin) {
+    let pid = started.pid;
+    if let (Some(mut stdin), Some(input)) = (started.stdin, a.stdin) {
         let input = input.to_string();
         // A snippet that never reads its stdin must not block the call.
         std::thread::spawn(move || {
@@ -931,25 +1008,14 @@ fn start(
             rx
         }
     };
-    let out_done = done(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        &out,
-    );
-    let err_done = done(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        &err,
-    );
+    let out_done = done(started.stdout, &out);
+    let err_done = done(started.stderr, &err);
     let (tx, events) = mpsc::channel();
     reader(req_r, tx.clone());
     let answers = writer(resp_w);
+    let wait = started.wait;
     std::thread::spawn(move || {
-        let status = child.wait().ok();
+        let status = wait();
         let _ = tx.send(Event::Exited(status));
     });
     Ok(Spawned {
