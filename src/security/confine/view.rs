@@ -92,12 +92,16 @@ enum Step {
         recursive: bool,
     },
     /// `src` bound over `dst`, read-only (`src == dst`: `dst` made
-    /// read-only in place). Skipped when `dst` is gone: the workspace may
-    /// change between the walk and the call, and a read-only flag set on
-    /// a mount that did not happen would fall on the workspace instead.
+    /// read-only in place). When `dst` is gone (renamed or removed since
+    /// the walk) the child is refused (`ESTALE`), but for latchclaw's own
+    /// files: what it covered may now be elsewhere, uncovered, and the
+    /// call is run again, walked again.
     Cover {
         src: CString,
         dst: CString,
+        /// latchclaw's own file (a journal comes and goes): gone, it is
+        /// skipped (its directory is covered too).
+        own: bool,
     },
     /// A procfs of the child's PID namespace at /proc, or the host's bound
     /// when the kernel refuses a new one (it does in a user namespace when
@@ -287,15 +291,17 @@ fn read_only_over_itself(p: &Path, out: &mut Vec<Step>) -> Result<(), String> {
     out.push(Step::Cover {
         src: c.clone(),
         dst: c,
+        own: false,
     });
     Ok(())
 }
 
 /// An empty read-only file or directory bound over `p`.
-fn mask(p: &Path, dir: bool, out: &mut Vec<Step>) -> Result<(), String> {
+fn mask(p: &Path, dir: bool, own: bool, out: &mut Vec<Step>) -> Result<(), String> {
     out.push(Step::Cover {
         src: cstr(if dir { EMPTY_DIR } else { EMPTY_FILE })?,
         dst: cstr(p)?,
+        own,
     });
     Ok(())
 }
@@ -827,8 +833,12 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         });
     }
     let mut masked = Vec::new();
-    for (p, dir) in found.masks.iter().chain(&state) {
-        mask(p, *dir, &mut b.steps)?;
+    for (p, dir) in &found.masks {
+        mask(p, *dir, false, &mut b.steps)?;
+        masked.push(p.clone());
+    }
+    for (p, dir) in &state {
+        mask(p, *dir, true, &mut b.steps)?;
         masked.push(p.clone());
     }
     let common = b.steps;
@@ -853,7 +863,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         }
     }
     for p in &found.git_masks {
-        mask(p, false, &mut other)?;
+        mask(p, false, false, &mut other)?;
         masked.push(p.clone());
     }
     // The old root stays mounted, read-only, under an empty cover: an
@@ -869,6 +879,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         Step::Cover {
             src: cstr(EMPTY_DIR)?,
             dst: cstr(OLD)?,
+            own: false,
         },
         Step::ReadOnly {
             dst: cstr("/")?,
@@ -1140,6 +1151,7 @@ impl View {
             Step::Cover {
                 src: c"/.latchclaw-masked.d".into(),
                 dst: c"/.latchclaw-host-proc".into(),
+                own: false,
             },
         ];
         for step in &own {
@@ -1181,9 +1193,15 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             *flags,
             data.as_deref(),
         ),
-        Step::Cover { src, dst } => {
+        Step::Cover { src, dst, own } => {
             match sys::ns::mount(Some(src), dst, None, MS_BIND | MS_REC, None) {
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(()),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                    if *own {
+                        Ok(())
+                    } else {
+                        Err(io::Error::from_raw_os_error(libc::ESTALE))
+                    }
+                }
                 Err(e) => Err(e),
                 Ok(()) => run(
                     &Step::ReadOnly {
