@@ -174,26 +174,14 @@ mod started {
             // A tool that starts children, or a plugin's: the shared
             // namespaces get made beside the receipt.
             if matches!(admitted.call.target, Target::External(_))
-                || crate::types::ToolName::parse(c.name)
+                || admitted
+                    .call
+                    .builtin()
                     .is_some_and(crate::types::ToolName::starts_children)
             {
                 crate::security::confine::start_early(self.cfg.security.confinement);
             }
-            if matches!(
-                admitted.call.target,
-                Target::Builtin(
-                    crate::types::ToolName::Shell | crate::types::ToolName::Git,
-                    _
-                )
-            ) {
-                let ahead = crate::tools::shell::prepare_ahead(
-                    self.cfg,
-                    &self.gate,
-                    admitted.acting(),
-                    self.ahead.take(),
-                );
-                self.set_ahead(ahead);
-            }
+            self.prepare_ahead(&admitted.call, admitted.acting());
             let id = if admitted.call.takes_effect() {
                 self.append_receipt(&NewReceipt {
                     conversation_id: c.conversation_id,
@@ -372,6 +360,17 @@ impl Runtime<'_> {
     /// taken removes its tmp).
     fn set_ahead(&self, ahead: Option<crate::security::confine::Ahead>) {
         self.ahead.replace(ahead);
+    }
+
+    /// A shell or git call's sandbox, prepared from now on (the one kept
+    /// if it is for this decision's plan), under the lock the call holds.
+    fn prepare_ahead(&self, call: &Valid<'_>, d: &Decision) {
+        if matches!(call.builtin(), Some(ToolName::Shell | ToolName::Git)) {
+            let kept = self.ahead.take();
+            self.set_ahead(crate::tools::shell::prepare_ahead(
+                self.cfg, &self.gate, d, kept,
+            ));
+        }
     }
 }
 
@@ -579,16 +578,8 @@ impl Runtime<'_> {
         // Allowed as it stands: the call keeps the lock through to its
         // start, so its sandbox can be prepared from now on, beside the
         // rest of its admission and its started receipt.
-        if lock.is_ok()
-            && matches!(d.verdict, Verdict::Allow)
-            && matches!(
-                call.target,
-                Target::Builtin(ToolName::Shell | ToolName::Git, _)
-            )
-        {
-            self.set_ahead(crate::tools::shell::prepare_ahead(
-                self.cfg, &self.gate, &d, None,
-            ));
+        if lock.is_ok() && matches!(d.verdict, Verdict::Allow) {
+            self.prepare_ahead(&call, &d);
         }
         let decision = match d.verdict {
             Verdict::Ask => match self

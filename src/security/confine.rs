@@ -787,10 +787,9 @@ impl Prepared {
     /// and `spawn` would, with its stdin, stdout and stderr `stdio`, in
     /// a process group of its own (and `keep`, descriptor numbers left
     /// open across the exec, as [`Prepared::install_keeping`]), but with
-    /// the namespace's init as
-    /// latchclaw's own child ([`view::View::spawn`]): no copy of latchclaw
-    /// stands between them. `None` where that is not how it runs here
-    /// (then `install_as` and `std::process`).
+    /// the namespace's init as latchclaw's own child
+    /// ([`view::View::spawn`]): no copy of latchclaw stands between them.
+    /// Only where [`Prepared::spawns_direct`].
     pub fn spawn_direct(
         &self,
         cmd: &mut Command,
@@ -798,50 +797,35 @@ impl Prepared {
         arg0: Option<&OsStr>,
         stdio: [std::os::fd::BorrowedFd; 3],
         keep: Vec<i32>,
-    ) -> Option<io::Result<Spawned>> {
-        let v = self.view.as_ref().filter(|v| !v.user_namespace())?;
-        if self.mode == Mode::Off {
-            return None;
-        }
+    ) -> io::Result<Spawned> {
+        let Some(v) = self.view.as_ref().filter(|_| self.spawns_direct()) else {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        };
         only_its_own_environment(cmd);
-        let Ok(exec) = exec_of(cmd, arg0, keep) else {
-            return Some(Err(io::Error::from_raw_os_error(libc::E2BIG)));
-        };
-        let required = self.mode == Mode::Required;
+        let exec =
+            exec_of(cmd, arg0, keep).map_err(|()| io::Error::from_raw_os_error(libc::E2BIG))?;
+        let start = child_start(v, kind)?;
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
-        let direct = v.takes_direct(kind);
-        let made = if direct { v.made_ahead(kind) } else { None };
-        let base = if direct {
-            None
-        } else {
-            match v.base(kind) {
-                Ok(fd) => Some(fd),
-                Err(e) => {
-                    log::warn!(target: "event::confinement_unavailable", "{e}");
-                    return Some(Err(io::Error::from_raw_os_error(libc::EPERM)));
-                }
-            }
-        };
-        let start = match (base, &made) {
-            (Some(fd), _) => view::Start::Join(fd),
-            (None, Some(fd)) => view::Start::Made(fd.as_fd()),
-            (None, None) => view::Start::Build(kind),
-        };
         let rs = ruleset
             .as_ref()
             .and_then(|r| r.as_ref().ok())
             .map(|fd| fd.as_fd());
-        let filter = self.filter;
-        Some(
-            v.spawn(
-                start,
-                rs,
-                || walls(ruleset.as_ref(), filter, required),
-                &exec,
-                stdio,
-            )
-            .map(|pid| Spawned { pid }),
+        let (filter, required) = (self.filter, self.mode == Mode::Required);
+        v.spawn(
+            start.borrow(),
+            rs,
+            || walls(ruleset.as_ref(), filter, required),
+            &exec,
+            stdio,
         )
+        .map(|pid| Spawned { pid })
+    }
+
+    /// Whether children start through [`Prepared::spawn_direct`] here: as
+    /// root with the namespace sandbox (else `install_as` and
+    /// `std::process`).
+    pub fn spawns_direct(&self) -> bool {
+        self.mode != Mode::Off && self.view.as_ref().is_some_and(|v| !v.user_namespace())
     }
 
     fn install_with(
@@ -862,21 +846,10 @@ impl Prepared {
         let ruleset = self.ruleset.as_ref().map(|fd| fd.try_clone());
         let filter = self.filter;
         let view = self.view.clone();
-        // The call's base, made now (before this child, the first of the
-        // call, or after the others): a duplicate for the hook.
-        let direct = view.as_ref().is_some_and(|v| v.takes_direct(kind));
-        let made = view
-            .as_ref()
-            .filter(|_| direct)
-            .and_then(|v| v.made_ahead(kind));
-        let base = view.as_ref().filter(|_| !direct).map(|v| {
-            v.base(kind)
-                .map_err(|e| {
-                    log::warn!(target: "event::confinement_unavailable", "{e}");
-                    io::Error::from_raw_os_error(libc::EPERM)
-                })
-                .and_then(|fd| fd.try_clone_to_owned())
-        });
+        // How this child gets its view (the call's base is made now, before
+        // this child, the first of the call, or after the others), owned by
+        // the hook.
+        let start = view.as_ref().map(|v| child_start(v, kind));
         // The hook makes system calls only (`sys`'s hook-safe functions): no
         // allocation, no lock, which is all that is safe after fork in a
         // multithreaded parent.
@@ -891,17 +864,13 @@ impl Prepared {
                 // The rest runs in the namespace's init, before it forks
                 // the program: both are confined.
                 Some(v) => {
-                    let start = match &base {
-                        Some(Ok(fd)) => view::Start::Join(fd.as_fd()),
+                    let start = match &start {
+                        Some(Ok(s)) => s.borrow(),
                         Some(Err(e)) => {
                             return Err(io::Error::from_raw_os_error(
                                 e.raw_os_error().unwrap_or(libc::EPERM),
                             ));
                         }
-                        None if direct => match &made {
-                            Some(fd) => view::Start::Made(fd.as_fd()),
-                            None => view::Start::Build(kind),
-                        },
                         None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
                     };
                     let rs = ruleset.and_then(|r| r.as_ref().ok()).map(|fd| fd.as_fd());
@@ -914,6 +883,40 @@ impl Prepared {
             }
         });
     }
+}
+
+/// How a child gets its mount namespace, its descriptors owned (a hook
+/// keeps them until the fork): see [`view::Start`].
+enum ChildStart {
+    Join(OwnedFd),
+    Made(OwnedFd),
+    Build(view::Kind),
+}
+
+impl ChildStart {
+    fn borrow(&self) -> view::Start<'_> {
+        match self {
+            ChildStart::Join(fd) => view::Start::Join(fd.as_fd()),
+            ChildStart::Made(fd) => view::Start::Made(fd.as_fd()),
+            ChildStart::Build(kind) => view::Start::Build(*kind),
+        }
+    }
+}
+
+/// How the next child of `kind` gets its view: the one made ahead for the
+/// call's one child, or built by its init; else the call's base (made now
+/// if it is not yet).
+fn child_start(v: &view::View, kind: view::Kind) -> io::Result<ChildStart> {
+    if v.takes_direct(kind) {
+        return Ok(v
+            .made_ahead(kind)
+            .map_or(ChildStart::Build(kind), ChildStart::Made));
+    }
+    let base = v.base(kind).map_err(|e| {
+        log::warn!(target: "event::confinement_unavailable", "{e}");
+        io::Error::from_raw_os_error(libc::EPERM)
+    })?;
+    Ok(ChildStart::Join(base.try_clone_to_owned()?))
 }
 
 /// A child started by [`Prepared::spawn_direct`]: the namespace's init,
@@ -1065,18 +1068,7 @@ mod tests {
     }
 
     fn spec(ws: &Path, mode: Mode) -> Spec {
-        Spec {
-            workspace: ws.to_path_buf(),
-            workspace_writable: true,
-            tmp_dir: None,
-            mode,
-            state_dir: None,
-            secret_allow: Default::default(),
-            forbidden: Vec::new(),
-            egress: None,
-            cwd: None,
-            read_only_dirs: Vec::new(),
-        }
+        Spec::bare(ws, mode)
     }
 
     /// This process's NoNewPrivs flag as a child started with `p` sees it.

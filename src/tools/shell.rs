@@ -430,16 +430,25 @@ fn spawn(cmd: &Cmd, fds: Fds, call: &CallEnv) -> std::io::Result<Proc> {
     if let Some(t) = &call.tmp {
         c.env("TMPDIR", t);
     }
-    let null = null()?;
-    let direct = call.confine.spawn_direct(
-        &mut c,
-        view_kind(cmd.git),
-        Some(cmd.argv[0].as_ref()),
-        [&i, &o, &e].map(|f| f.as_ref().unwrap_or(&null).as_fd()),
-        Vec::new(),
-    );
-    if let Some(spawned) = direct {
-        return spawned.map(Proc::Direct);
+    if call.confine.spawns_direct() {
+        let null = match (&i, &o, &e) {
+            (Some(_), Some(_), Some(_)) => None,
+            _ => Some(null()?),
+        };
+        let [Some(si), Some(so), Some(se)] = [&i, &o, &e].map(|f| f.as_ref().or(null.as_ref()))
+        else {
+            return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+        };
+        return call
+            .confine
+            .spawn_direct(
+                &mut c,
+                view_kind(cmd.git),
+                Some(cmd.argv[0].as_ref()),
+                [si.as_fd(), so.as_fd(), se.as_fd()],
+                Vec::new(),
+            )
+            .map(Proc::Direct);
     }
     c.stdin(stdio(i))
         .stdout(stdio(o))

@@ -60,6 +60,25 @@ impl Spec {
     }
 }
 
+#[cfg(test)]
+impl Spec {
+    /// A spec of `ws` alone under `mode`: no state, nothing forbidden.
+    pub fn bare(ws: &Path, mode: Mode) -> Spec {
+        Spec {
+            workspace: ws.to_path_buf(),
+            workspace_writable: true,
+            tmp_dir: None,
+            mode,
+            state_dir: None,
+            secret_allow: Default::default(),
+            forbidden: Vec::new(),
+            egress: None,
+            cwd: None,
+            read_only_dirs: Vec::new(),
+        }
+    }
+}
+
 /// What a child granted hosts is given: its own network namespace, where
 /// the proxy listens on 127.0.0.1:`port` (Landlock lets it connect there
 /// and nowhere else; the socket filter lets it make TCP sockets).

@@ -329,7 +329,9 @@ fn walk(spec: &Spec, ws: &Path) -> Result<Found, String> {
         }
     }
     Err(format!(
-        "the workspace {} kept changing while it was walked to find what to mask ({WALK_TRIES}          tries: a directory listed was gone when it was read); run the call again",
+        "the workspace {} kept changing while it was walked to find what to mask \
+         ({WALK_TRIES} tries: a directory gone, or changed while it was listed); run the \
+         call again",
         ws.display()
     ))
 }
@@ -760,7 +762,6 @@ pub fn build(spec: &Spec) -> Result<View, String> {
     let canon = |p: &Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
     let ws = canon(&spec.workspace)?;
     let mut b = generic()?;
-    b.steps.push(Step::Dir(cstr(EMPTY_DIR)?));
     if !b.bind(&ws, spec.workspace_writable)? {
         return Err(format!("the workspace {} does not exist", ws.display()));
     }
@@ -1304,18 +1305,7 @@ mod tests {
         }
         std::fs::create_dir_all(ws.join("d1/deep")).unwrap();
         std::fs::write(ws.join("d1/deep/id_rsa"), "k").unwrap();
-        let spec = Spec {
-            workspace: ws.clone(),
-            workspace_writable: true,
-            tmp_dir: None,
-            mode: crate::config::Confinement::BestEffort,
-            state_dir: None,
-            secret_allow: Default::default(),
-            forbidden: Vec::new(),
-            egress: None,
-            cwd: None,
-            read_only_dirs: Vec::new(),
-        };
+        let spec = Spec::bare(&ws, crate::config::Confinement::BestEffort);
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let renamer = {
             let (stop, ws) = (std::sync::Arc::clone(&stop), ws.clone());

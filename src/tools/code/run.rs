@@ -869,16 +869,15 @@ struct Started {
     wait: Box<dyn FnOnce() -> Option<std::process::ExitStatus> + Send>,
 }
 
-/// As root with the namespace sandbox, the snippet started with its
+/// Where `walls.spawns_direct()`: the snippet started with its
 /// namespace's init as latchclaw's own child (`Prepared::spawn_direct`),
-/// its stdio on pipes made here and `keep` left open across the exec;
-/// `None` where it starts through `std::process` instead.
+/// its stdio on pipes made here and `keep` left open across the exec.
 fn direct(
     cmd: &mut Command,
     walls: &confine::Prepared,
     stdin: bool,
     keep: [&Arc<std::os::fd::OwnedFd>; 2],
-) -> Option<std::io::Result<Started>> {
+) -> std::io::Result<Started> {
     use std::os::fd::{AsFd, AsRawFd};
     let pipes = (|| {
         let input = if stdin {
@@ -891,11 +890,8 @@ fn direct(
         let err = crate::sys::process::pipe()?;
         Ok::<_, std::io::Error>((input, out, err))
     })();
-    let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = match pipes {
-        Ok(p) => p,
-        Err(e) => return Some(Err(e)),
-    };
-    let spawned = walls.spawn_direct(
+    let ((in_r, in_w), (out_r, out_w), (err_r, err_w)) = pipes?;
+    let mut s = walls.spawn_direct(
         cmd,
         confine::view::Kind::Other,
         None,
@@ -904,13 +900,13 @@ fn direct(
     )?;
     // The child's ends go with this frame: the readers see the end of file
     // when the snippet's processes are gone.
-    Some(spawned.map(|mut s| Started {
+    Ok(Started {
         pid: s.id() as i32,
         stdin: in_w.map(|w| Box::new(std::fs::File::from(w)) as Box<dyn Write + Send>),
         stdout: Some(Box::new(std::fs::File::from(out_r))),
         stderr: Some(Box::new(std::fs::File::from(err_r))),
         wait: Box::new(move || s.wait().ok()),
-    }))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -959,32 +955,31 @@ fn start(
         .stderr(Stdio::piped())
         .process_group(0);
     let cannot = |e: std::io::Error| format!("cannot start {}: {e}", exe.display());
-    let started = match direct(&mut cmd, walls, a.stdin.is_some(), [&req_w, &resp_r]) {
-        Some(d) => d.map_err(cannot)?,
-        None => {
-            walls.install_keeping(&mut cmd, vec![Arc::clone(&req_w), Arc::clone(&resp_r)]);
-            let spawned = cmd.spawn();
-            // The child's ends go now (the command's hook holds them too):
-            // the readers see the end of file when the snippet's processes
-            // are gone.
-            drop(cmd);
-            let mut child = spawned.map_err(cannot)?;
-            Started {
-                pid: child.id() as i32,
-                stdin: child
-                    .stdin
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Write + Send>),
-                stdout: child
-                    .stdout
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                stderr: child
-                    .stderr
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                wait: Box::new(move || child.wait().ok()),
-            }
+    let started = if walls.spawns_direct() {
+        direct(&mut cmd, walls, a.stdin.is_some(), [&req_w, &resp_r]).map_err(cannot)?
+    } else {
+        walls.install_keeping(&mut cmd, vec![Arc::clone(&req_w), Arc::clone(&resp_r)]);
+        let spawned = cmd.spawn();
+        // The child's ends go now (the command's hook holds them too):
+        // the readers see the end of file when the snippet's processes
+        // are gone.
+        drop(cmd);
+        let mut child = spawned.map_err(cannot)?;
+        Started {
+            pid: child.id() as i32,
+            stdin: child
+                .stdin
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Write + Send>),
+            stdout: child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            stderr: child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            wait: Box::new(move || child.wait().ok()),
         }
     };
     drop((req_w, resp_r));
