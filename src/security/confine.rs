@@ -818,7 +818,10 @@ impl Prepared {
             &exec,
             stdio,
         )
-        .map(|pid| Spawned { pid })
+        .map(|(pid, report)| Spawned {
+            pid,
+            report: Some(report),
+        })
     }
 
     /// Whether children start through [`Prepared::spawn_direct`] here: as
@@ -924,6 +927,8 @@ fn child_start(v: &view::View, kind: view::Kind) -> io::Result<ChildStart> {
 #[derive(Debug)]
 pub struct Spawned {
     pid: i32,
+    /// Where init reports the program's end (see [`view::View::spawn`]).
+    report: Option<std::os::fd::OwnedFd>,
 }
 
 impl Spawned {
@@ -931,10 +936,28 @@ impl Spawned {
         self.pid as u32
     }
 
-    /// Waits for it to end.
+    /// Waits for the program to end, and everything it started with it:
+    /// its wait status as init reports it. Init itself is then reaped on a
+    /// thread of its own while the kernel tears its namespaces down. An
+    /// init that ends without a report (killed: a timeout, estop) is
+    /// waited for here, and its own status returned.
     pub fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
-        sys::ns::wait_child(self.pid).map(std::process::ExitStatus::from_raw)
+        let pid = self.pid;
+        if let Some(status) = self
+            .report
+            .take()
+            .and_then(|r| sys::ns::read_status(r.as_fd()))
+        {
+            let reaper = std::thread::Builder::new()
+                .name("sandbox-reaper".into())
+                .stack_size(64 * 1024)
+                .spawn(move || sys::ns::wait_child(pid));
+            if reaper.is_ok() {
+                return Ok(std::process::ExitStatus::from_raw(status));
+            }
+        }
+        sys::ns::wait_child(pid).map(std::process::ExitStatus::from_raw)
     }
 }
 

@@ -127,6 +127,35 @@ pub fn kill_all_others() {
     }
 }
 
+/// Hook-safe: from a PID namespace's init, once every other process was
+/// sent SIGKILL: waits until none is left (each orphan is init's to reap),
+/// so nothing the call started can still act when init reports.
+pub fn reap_all() {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: writes the one integer `status`, which outlives the call.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// Hook-safe: closes stdout and stderr (init's copies of the program's:
+/// a reader of the program's output sees its end when the program's
+/// processes are gone, not when init is).
+pub fn close_stdout_stderr() {
+    // SAFETY: integer system call; closes descriptors, touches no memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            1 as libc::c_uint,
+            2 as libc::c_uint,
+            0,
+        );
+    }
+}
+
 /// Hook-safe: a close-on-exec pipe (read end, write end).
 pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
@@ -146,10 +175,16 @@ pub fn send_status(status: i32) {
 /// Hook-safe: reads a wait status from stdin (made a pipe's read end);
 /// `None` at end of file.
 pub fn receive_status() -> Option<i32> {
+    read_status(rustix::stdio::stdin())
+}
+
+/// Hook-safe: reads a wait status from `fd` (a pipe's read end); `None`
+/// at end of file.
+pub fn read_status(fd: std::os::fd::BorrowedFd) -> Option<i32> {
     let mut b = [0u8; 4];
     let mut got = 0;
     while got < 4 {
-        match rustix::io::read(rustix::stdio::stdin(), &mut b[got..]) {
+        match rustix::io::read(fd, &mut b[got..]) {
             Ok(0) => return None,
             Ok(n) => got += n,
             Err(rustix::io::Errno::INTR) => {}

@@ -630,7 +630,8 @@ fn run_judged_plan_with(
     // Without namespaces, orphans must stay latchclaw's to be killed; with
     // them, a call's processes die with its PID namespace, and a dying
     // namespace's init is left to the system to reap.
-    if !confine.has_namespaces() {
+    let namespaced = confine.has_namespaces();
+    if !namespaced {
         become_subreaper();
     }
     let opened = beneath::open_workspace(&ws).and_then(|ws_fd| {
@@ -720,8 +721,11 @@ fn run_judged_plan_with(
         }
     };
     let _ = worker.join();
-    // Whatever the command left behind (daemons, double forks) goes too.
-    kill_descendants(true, ctx.spare);
+    // Whatever the command left behind (daemons, double forks) goes too;
+    // in namespaces, each init saw to that before it reported.
+    if !namespaced {
+        kill_descendants(true, ctx.spare);
+    }
     drop(signals);
     let (stdout, out_cut) = out_reader
         .join()

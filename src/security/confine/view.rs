@@ -1053,7 +1053,7 @@ impl View {
             }
         }
         drop(report);
-        self.init(start, ruleset, walls, exec, Some(reporter))
+        self.init(start, ruleset, walls, exec, reporter)
     }
 
     /// As [`View::enter`], with no process between latchclaw and the
@@ -1061,8 +1061,10 @@ impl View {
     /// multithreaded process cannot enter a user namespace), it makes the
     /// init with clone(2) straight into new PID, IPC and UTS namespaces.
     /// Init takes `stdio` as its stdin, stdout and stderr, leads a process
-    /// group of its own and exits as the program did. Returns init's pid
-    /// once the program has been executed (or the error of the set-up).
+    /// group of its own and reports the program's end (its wait status)
+    /// on the pipe returned, once nothing else in the namespace is left.
+    /// Returns init's pid and that pipe once the program has been executed
+    /// (or the error of the set-up).
     pub fn spawn(
         &self,
         start: Start,
@@ -1070,12 +1072,13 @@ impl View {
         walls: impl FnOnce() -> io::Result<()>,
         exec: &sys::ns::Exec,
         stdio: [BorrowedFd; 3],
-    ) -> io::Result<i32> {
+    ) -> io::Result<(i32, OwnedFd)> {
         if self.shared.user.is_some() {
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
         let net = self.net.as_deref().unwrap_or(&self.shared.net);
         let (failed, fail) = sys::ns::pipe()?;
+        let (report, reporter) = sys::ns::pipe()?;
         let Some(init) = sys::ns::fork_into(OWN)? else {
             // The child: hook-safe calls only.
             let Err(e) = (|| {
@@ -1088,11 +1091,12 @@ impl View {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
                 sys::ns::setns(net.as_fd(), sys::ns::NEWNET)?;
-                self.init(start, ruleset, walls, exec, None)
+                self.init(start, ruleset, walls, exec, reporter)
             })();
             sys::ns::fail_with(fail.as_fd(), &e)
         };
         drop(fail);
+        drop(reporter);
         // End of file: init closed its end once the program was executed.
         let mut errno = [0u8; 4];
         let read = loop {
@@ -1105,19 +1109,22 @@ impl View {
             let _ = sys::ns::wait_child(init);
             return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
         }
-        Ok(init)
+        Ok((init, report))
     }
 
     /// The namespace's init (PID 1): sets up the view and walls, starts
-    /// the program, waits for it, kills what it left and reports its end
-    /// (through `reporter` to the process outside, or as its own exit).
+    /// the program, waits for it, kills and reaps what it left and reports
+    /// its end through `reporter`, then exits: whoever started it answers
+    /// for the call at once, while the kernel tears the namespaces down
+    /// behind it (unmounting the view waits for RCU: time no one needs to
+    /// wait for).
     fn init(
         &self,
         start: Start,
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
         exec: &sys::ns::Exec,
-        reporter: Option<OwnedFd>,
+        reporter: OwnedFd,
     ) -> io::Result<std::convert::Infallible> {
         // Init: dies with its parent (the process above, or latchclaw's
         // thread that started it), and the namespace with it. It
@@ -1161,16 +1168,14 @@ impl View {
         sys::ns::chdir(&self.cwd)?;
         walls()?;
         let program = sys::ns::spawn_exec(exec)?;
-        if let Some(r) = &reporter {
-            let _ = sys::ns::onto_stdin(r);
-        }
+        let _ = sys::ns::onto_stdin(&reporter);
+        // The program's output is read to its end: init holds none of it.
+        sys::ns::close_stdout_stderr();
         sys::ns::close_from_3();
         let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
         // Nothing the program left behind outlives the report.
         sys::ns::kill_all_others();
-        if reporter.is_none() {
-            sys::ns::exit_with(status);
-        }
+        sys::ns::reap_all();
         sys::ns::send_status(status);
         sys::ns::exit_with(0);
     }
