@@ -138,6 +138,25 @@ impl Meter {
     }
 }
 
+/// Wall times of `cmds` run in turn, `runs` rounds after a warm-up (one
+/// list per command, in round order): a figure made of several commands
+/// (a difference) is then taken round by round, each round under the
+/// same load.
+pub fn interleaved(cmds: &[&Cmd], runs: usize) -> Vec<Vec<f64>> {
+    for _ in 0..WARMUP {
+        for c in cmds {
+            run_waited(c);
+        }
+    }
+    let mut out = vec![Vec::with_capacity(runs); cmds.len()];
+    for _ in 0..runs {
+        for (c, times) in cmds.iter().zip(out.iter_mut()) {
+            times.push(run_waited(c).0);
+        }
+    }
+    out
+}
+
 /// Wall times of `a` and `b` run alternately, `runs` times each after a
 /// warm-up, so that the machine's load falls on both alike (always the
 /// built-in timer: hyperfine runs one command's runs back to back).

@@ -818,9 +818,10 @@ impl Prepared {
             &exec,
             stdio,
         )
-        .map(|(pid, report)| Spawned {
+        .map(|(pid, report, stack)| Spawned {
             pid,
             report: Some(report),
+            stack: Some(stack),
         })
     }
 
@@ -929,6 +930,9 @@ pub struct Spawned {
     pid: i32,
     /// Where init reports the program's end (see [`view::View::spawn`]).
     report: Option<std::os::fd::OwnedFd>,
+    /// The stack init runs on, in latchclaw's memory: freed only once init
+    /// is reaped.
+    stack: Option<sys::ns::ChildStack>,
 }
 
 impl Spawned {
@@ -943,21 +947,43 @@ impl Spawned {
     /// waited for here, and its own status returned.
     pub fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
-        let pid = self.pid;
         if let Some(status) = self
             .report
             .take()
             .and_then(|r| sys::ns::read_status(r.as_fd()))
         {
-            let reaper = std::thread::Builder::new()
-                .name("sandbox-reaper".into())
-                .stack_size(64 * 1024)
-                .spawn(move || sys::ns::wait_child(pid));
-            if reaper.is_ok() {
-                return Ok(std::process::ExitStatus::from_raw(status));
-            }
+            self.reap_apart();
+            return Ok(std::process::ExitStatus::from_raw(status));
         }
-        sys::ns::wait_child(pid).map(std::process::ExitStatus::from_raw)
+        let waited = sys::ns::wait_child(self.pid);
+        // Reaped, or not ours to wait for: gone either way.
+        drop(self.stack.take());
+        waited.map(std::process::ExitStatus::from_raw)
+    }
+
+    /// Hands init and its stack to a thread that reaps it, then frees the
+    /// stack. Without a thread, the stack is left mapped (a dropped closure
+    /// would unmap it under a running init) and init to the system.
+    fn reap_apart(&mut self) {
+        let pid = self.pid;
+        let stack = std::mem::ManuallyDrop::new(self.stack.take());
+        let _ = std::thread::Builder::new()
+            .name("sandbox-reaper".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = sys::ns::wait_child(pid);
+                drop(std::mem::ManuallyDrop::into_inner(stack));
+            });
+    }
+}
+
+impl Drop for Spawned {
+    /// Never waited for (an error between its start and its wait): init
+    /// may still run on its stack.
+    fn drop(&mut self) {
+        if self.stack.is_some() {
+            self.reap_apart();
+        }
     }
 }
 

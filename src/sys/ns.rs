@@ -73,19 +73,17 @@ pub fn fork() -> io::Result<Option<i32>> {
     }
 }
 
-/// Hook-safe: waits for the child `pid`, reaping any other child that
-/// ends meanwhile (a namespace's init inherits orphans); its wait status,
-/// or `None` when waiting failed.
+/// Hook-safe, and touches no thread-local state (errno): waits for the
+/// child `pid`, reaping any other child that ends meanwhile (a namespace's
+/// init inherits orphans); its wait status, or `None` when waiting failed.
 pub fn wait_for(pid: i32) -> Option<i32> {
-    let mut status: libc::c_int = 0;
     loop {
-        // SAFETY: writes the one integer `status`, which outlives the call.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r == pid {
-            return Some(status);
-        }
-        if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return None;
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((p, status))) if p.as_raw_nonzero().get() == pid => {
+                return Some(status.as_raw());
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
         }
     }
 }
@@ -118,42 +116,97 @@ pub fn exit_like(pid: i32) -> ! {
     }
 }
 
-/// Hook-safe: SIGKILL to every process this one may signal but itself;
-/// from a PID namespace's init, every other process in the namespace.
+/// Hook-safe, no errno: SIGKILL to every process this one may signal but
+/// itself; from a PID namespace's init, every other process in the
+/// namespace.
 pub fn kill_all_others() {
     // SAFETY: integer arguments; signals other processes, touches no memory.
     unsafe {
-        libc::kill(-1, libc::SIGKILL);
+        raw_syscall3(libc::SYS_kill, -1isize as usize, libc::SIGKILL as usize, 0);
     }
 }
 
-/// Hook-safe: from a PID namespace's init, once every other process was
-/// sent SIGKILL: waits until none is left (each orphan is init's to reap),
-/// so nothing the call started can still act when init reports.
+/// Hook-safe, no errno: from a PID namespace's init, once every other
+/// process was sent SIGKILL: waits until none is left (each orphan is
+/// init's to reap), so nothing the call started can still act when init
+/// reports.
 pub fn reap_all() {
-    let mut status: libc::c_int = 0;
+    let all = rustix::process::WaitOptions::from_bits_retain(libc::__WALL as u32);
     loop {
-        // SAFETY: writes the one integer `status`, which outlives the call.
-        let r = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
-        if r == -1 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
+        match rustix::process::wait(all) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return,
         }
     }
 }
 
-/// Hook-safe: closes stdout and stderr (init's copies of the program's:
-/// a reader of the program's output sees its end when the program's
-/// processes are gone, not when init is).
+/// Hook-safe, no errno: closes stdout and stderr (init's copies of the
+/// program's: a reader of the program's output sees its end when the
+/// program's processes are gone, not when init is).
 pub fn close_stdout_stderr() {
     // SAFETY: integer system call; closes descriptors, touches no memory.
     unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            1 as libc::c_uint,
-            2 as libc::c_uint,
-            0,
+        raw_syscall3(libc::SYS_close_range, 1, 2, 0);
+    }
+}
+
+/// A system call made without libc, so no thread-local errno is written:
+/// for a child that shares this process's memory and the thread-local
+/// storage of the thread that made it ([`clone_vm_into`]). The result, or
+/// `-errno`.
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(target_arch = "x86_64")]
+unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 Linux system-call convention: number and result
+    // in rax, arguments in rdi, rsi, rdx; rcx and r11 clobbered.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
         );
     }
+    ret
+}
+
+/// See the x86_64 version.
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(target_arch = "aarch64")]
+unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    let ret: isize;
+    // SAFETY: the aarch64 Linux system-call convention: number in x8,
+    // arguments in x0-x2, result in x0.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") nr,
+            inlateout("x0") a as isize => ret,
+            in("x1") b,
+            in("x2") c,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Elsewhere through libc, which may write errno on failure.
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    // SAFETY: as the caller's.
+    unsafe { libc::syscall(nr, a, b, c) as isize }
 }
 
 /// Hook-safe: a close-on-exec pipe (read end, write end).
@@ -163,7 +216,7 @@ pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 
 /// Hook-safe: makes `fd` this process's stdin (which survives
 /// [`close_from_3`]).
-pub fn onto_stdin(fd: &std::os::fd::OwnedFd) -> io::Result<()> {
+pub fn onto_stdin(fd: impl std::os::fd::AsFd) -> io::Result<()> {
     Ok(rustix::stdio::dup2_stdin(fd)?)
 }
 
@@ -194,17 +247,13 @@ pub fn read_status(fd: std::os::fd::BorrowedFd) -> Option<i32> {
     Some(i32::from_ne_bytes(b))
 }
 
-/// Hook-safe: closes (not just marks) every descriptor from 3 up, so this
-/// process holds no pipe end that a reader waits to see closed.
+/// Hook-safe, no errno: closes (not just marks) every descriptor from 3
+/// up, so this process holds no pipe end that a reader waits to see
+/// closed.
 pub fn close_from_3() {
     // SAFETY: integer system call; closes descriptors, touches no memory.
     unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        );
+        raw_syscall3(libc::SYS_close_range, 3, libc::c_uint::MAX as usize, 0);
     }
 }
 
@@ -601,36 +650,179 @@ extern "C" fn exec_child(arg: *mut libc::c_void) -> libc::c_int {
     unsafe { libc::_exit(code) }
 }
 
-/// Hook-safe in spirit, called in the parent: a fork(2) whose child is
-/// made in new namespaces (`CLONE_NEW*` bits of `flags`), as clone(2)
-/// does it: with a new PID namespace the child is its init. `Ok(None)`
-/// in the child, `Ok(Some(pid))` in the parent. The child may make only
-/// hook-safe calls (see `process::set_pre_exec`): it is a copy of a
-/// multithreaded process, made without libc's fork handlers.
-pub fn fork_into(flags: i32) -> io::Result<Option<i32>> {
+/// The stack of a child that shares this process's memory
+/// ([`clone_vm_into`]): an anonymous mapping, a guard page below it. It
+/// must outlive the child: drop it only once the child is reaped.
+#[derive(Debug)]
+pub struct ChildStack {
+    base: usize,
+    len: usize,
+}
+
+impl ChildStack {
+    /// `len` bytes (reserved, not committed: only the pages the child
+    /// touches are ever allocated).
+    pub fn new(len: usize) -> io::Result<ChildStack> {
+        // SAFETY: a new anonymous mapping; no existing memory is touched.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = ChildStack {
+            base: base as usize,
+            len,
+        };
+        // SAFETY: the lowest page of the mapping just made: an overflow
+        // faults there instead of writing below it.
+        check(unsafe { libc::mprotect(base, 4096, libc::PROT_NONE) })?;
+        Ok(stack)
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping this value made and owns; no child runs on
+        // it any more (see the type's doc).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// What a child of [`clone_vm_into`] starts with, written at the top of
+/// its own stack (nothing else uses that memory).
+struct VmStart<F> {
+    child: F,
+    fail: i32,
+}
+
+/// Starts `child` in a new process made in new namespaces (`CLONE_NEW*`
+/// bits of `flags`: with a new PID namespace it is its init) that shares
+/// this process's memory (CLONE_VM, without CLONE_VFORK: this thread goes
+/// on) and runs on `stack`: nothing of latchclaw is copied for it, and
+/// none of latchclaw's pages become copy-on-write. It is a process of its
+/// own otherwise: its own descriptors, signal handlers (reset to the
+/// default before `child` runs), credentials and namespaces.
+///
+/// `child` gets the write end of a close-on-exec pipe. It returns an
+/// error to have it written there (the child then exits 127), or closes
+/// it once it uses nothing of the caller's any more but its own stack
+/// (every descriptor from 3: [`close_from_3`]); this call returns then,
+/// with the child's pid, or with the error. Until then this thread waits,
+/// so what `child` borrows stays put. The child may not allocate, and
+/// after closing the pipe it may make only calls that write no errno: it
+/// shares this thread's thread-local storage. `stack` must outlive it.
+pub fn clone_vm_into<F>(flags: i32, stack: &ChildStack, child: F) -> io::Result<i32>
+where
+    F: FnOnce(std::os::fd::BorrowedFd<'_>) -> io::Error,
+{
+    use std::os::fd::AsRawFd;
     let only_namespaces = NEWNS | NEWPID | NEWIPC | NEWUTS | NEWNET;
     if flags & !only_namespaces != 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // SAFETY: clone(2) without CLONE_VM and without a new stack is fork(2)
-    // with namespace flags: the child gets a copy of this process and
-    // returns here on its copy of this thread's stack. Its caller keeps it
-    // to hook-safe calls until it executes or exits.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (libc::SIGCHLD | flags) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
+    let (failed, fail) = pipe()?;
+    let start = VmStart {
+        child,
+        fail: fail.as_raw_fd(),
+    };
+    let top = stack.base + stack.len;
+    let at = (top - std::mem::size_of::<VmStart<F>>()) & !(std::mem::align_of::<VmStart<F>>() - 1);
+    // The child's frames start below what it reads, 16-byte aligned.
+    let sp = at & !15;
+    if sp < stack.base + 4096 * 2 {
+        return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+    }
+    // SAFETY: `at` is inside the mapping, aligned for `VmStart<F>`, and
+    // nothing else uses it; the child takes the value from there.
+    unsafe { std::ptr::write(at as *mut VmStart<F>, start) };
+    // SAFETY: plain value types; every signal stays blocked in this
+    // thread across the clone, so the child starts with all blocked and
+    // no handler of latchclaw's runs in it before it resets them.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: the child runs `vm_child::<F>` on `stack` (mapped, owned by
+    // the caller until the child is reaped) and reads the `VmStart` at
+    // `at`, above its stack pointer; what `child` borrows stays alive
+    // because this thread waits below until the child has released it.
+    let pid = unsafe {
+        libc::clone(
+            vm_child::<F>,
+            sp as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD | flags,
+            at as *mut libc::c_void,
         )
     };
-    match r {
-        -1 => Err(io::Error::last_os_error()),
-        0 => Ok(None),
-        pid => Ok(Some(pid as i32)),
+    let e = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
+    if pid == -1 {
+        // SAFETY: no child took the value: it is dropped here, once.
+        unsafe { std::ptr::drop_in_place(at as *mut VmStart<F>) };
+        return Err(e);
+    }
+    drop(fail);
+    // End of file: the child released what it borrowed.
+    let mut errno = [0u8; 4];
+    let read = loop {
+        match rustix::io::read(&failed, &mut errno) {
+            Err(rustix::io::Errno::INTR) => {}
+            r => break r,
+        }
+    };
+    if let Ok(4) = read {
+        let _ = wait_child(pid);
+        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
+    }
+    Ok(pid)
+}
+
+extern "C" fn vm_child<F>(arg: *mut libc::c_void) -> libc::c_int
+where
+    F: FnOnce(std::os::fd::BorrowedFd<'_>) -> io::Error,
+{
+    // SAFETY: `arg` is the `VmStart<F>` written for this child alone;
+    // taken once, here.
+    let start = unsafe { std::ptr::read(arg as *const VmStart<F>) };
+    // Handlers are latchclaw's code, on latchclaw's memory: none runs
+    // here. Then the signals the parent had blocked are let through
+    // again by the caller (`own_group_no_mask`).
+    for sig in 1..=libc::SIGRTMAX() {
+        // SAFETY: sigaction with a zeroed (SIG_DFL) action, or none: it
+        // reads and writes only the two values on this stack.
+        unsafe {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
+                && cur.sa_sigaction != libc::SIG_DFL
+                && cur.sa_sigaction != libc::SIG_IGN
+            {
+                let dfl: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+    // SAFETY: the pipe's write end, open in this child's descriptor table
+    // (copied at the clone) until the child closes it.
+    let fail = unsafe { std::os::fd::BorrowedFd::borrow_raw(start.fail) };
+    let e = (start.child)(fail);
+    fail_with(fail, &e)
 }
 
 /// Hook-safe: makes `fds` this process's stdin, stdout and stderr (each
@@ -703,5 +895,76 @@ pub fn wait_child(pid: i32) -> io::Result<i32> {
         if e.raw_os_error() != Some(libc::EINTR) {
             return Err(e);
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// The child writes the parent's memory, not a copy of it; the parent
+    /// goes on once it has closed its descriptors, before it exits.
+    #[test]
+    fn a_vm_child_shares_memory_and_releases_its_caller_before_it_ends() {
+        let seen = AtomicU32::new(0);
+        let (go_r, go_w) = pipe().unwrap();
+        let stack = ChildStack::new(256 * 1024).unwrap();
+        let pid = clone_vm_into(0, &stack, |_fail| {
+            seen.store(7, Ordering::SeqCst);
+            // Stays in this child's copy of the table past the release.
+            let _ = onto_stdin(&go_r);
+            close_from_3();
+            // Ends only when the parent says so: it got here first.
+            let mut b = [0u8; 1];
+            let _ = rustix::io::read(rustix::stdio::stdin(), &mut b);
+            let ended = if seen.load(Ordering::SeqCst) == 8 {
+                0
+            } else {
+                3
+            };
+            // SAFETY: _exit ends the child at once.
+            unsafe { libc::_exit(ended) }
+        })
+        .unwrap();
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            7,
+            "the child's write is seen here"
+        );
+        seen.store(8, Ordering::SeqCst);
+        drop(go_w);
+        drop(go_r);
+        let status = wait_child(pid).unwrap();
+        assert!(libc::WIFEXITED(status), "{status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the parent's write was seen there"
+        );
+        drop(stack);
+    }
+
+    /// An error the child returns is the caller's (the child reaped).
+    #[test]
+    fn a_vm_child_that_fails_hands_its_error_back() {
+        let stack = ChildStack::new(256 * 1024).unwrap();
+        let e = clone_vm_into(0, &stack, |_fail| {
+            io::Error::from_raw_os_error(libc::EACCES)
+        })
+        .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+    }
+
+    /// Only namespace flags: a caller cannot make it share more.
+    #[test]
+    fn a_vm_child_takes_namespace_flags_only() {
+        let stack = ChildStack::new(64 * 1024).unwrap();
+        let e = clone_vm_into(libc::CLONE_FILES, &stack, |_fail| {
+            io::Error::from_raw_os_error(libc::EIO)
+        })
+        .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
     }
 }

@@ -681,6 +681,11 @@ fn why_not(e: &io::Error) -> String {
 /// init a mount namespace).
 const OWN: i32 = sys::ns::NEWPID | sys::ns::NEWIPC | sys::ns::NEWUTS;
 
+/// The stack init runs on when it shares latchclaw's memory: reserved,
+/// only what it touches is allocated (an unoptimised build's frames are
+/// large; the program's own start takes 32 KiB of it).
+const INIT_STACK: usize = 1024 * 1024;
+
 /// The first steps of every view: no mount propagation either way, and an
 /// empty tmpfs as the new root, the old one under [`OLD`] until the end.
 fn stage() -> Result<Builder, String> {
@@ -1053,18 +1058,20 @@ impl View {
             }
         }
         drop(report);
-        self.init(start, ruleset, walls, exec, reporter)
+        self.init(start, ruleset, walls, exec, reporter.as_fd())
     }
 
     /// As [`View::enter`], with no process between latchclaw and the
     /// namespace's init: called in the parent (root only: a child of a
     /// multithreaded process cannot enter a user namespace), it makes the
-    /// init with clone(2) straight into new PID, IPC and UTS namespaces.
-    /// Init takes `stdio` as its stdin, stdout and stderr, leads a process
-    /// group of its own and reports the program's end (its wait status)
-    /// on the pipe returned, once nothing else in the namespace is left.
-    /// Returns init's pid and that pipe once the program has been executed
-    /// (or the error of the set-up).
+    /// init with clone(2) straight into new PID, IPC and UTS namespaces,
+    /// sharing latchclaw's memory ([`sys::ns::clone_vm_into`]: nothing is
+    /// copied for it) on a stack of its own, returned: keep it until init
+    /// is reaped. Init takes `stdio` as its stdin, stdout and stderr, leads
+    /// a process group of its own and reports the program's end (its wait
+    /// status) on the pipe returned, once nothing else in the namespace is
+    /// left. Returns once the program has been executed (or with the error
+    /// of the set-up).
     pub fn spawn(
         &self,
         start: Start,
@@ -1072,44 +1079,32 @@ impl View {
         walls: impl FnOnce() -> io::Result<()>,
         exec: &sys::ns::Exec,
         stdio: [BorrowedFd; 3],
-    ) -> io::Result<(i32, OwnedFd)> {
+    ) -> io::Result<(i32, OwnedFd, sys::ns::ChildStack)> {
         if self.shared.user.is_some() {
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
         let net = self.net.as_deref().unwrap_or(&self.shared.net);
-        let (failed, fail) = sys::ns::pipe()?;
         let (report, reporter) = sys::ns::pipe()?;
-        let Some(init) = sys::ns::fork_into(OWN)? else {
-            // The child: hook-safe calls only.
+        let reporter_fd = reporter.as_fd();
+        let stack = sys::ns::ChildStack::new(INIT_STACK)?;
+        let init = sys::ns::clone_vm_into(OWN, &stack, |fail| {
+            // The child: no allocation, hook-safe calls only.
             let Err(e) = (|| {
                 sys::ns::onto_stdio(stdio)?;
                 sys::ns::own_group_no_mask()?;
                 sys::process::die_with_parent()?;
                 // latchclaw died before the line above: nothing would
                 // bound this run.
-                if sys::ns::reader_gone(fail.as_fd()) {
+                if sys::ns::reader_gone(fail) {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
                 sys::ns::setns(net.as_fd(), sys::ns::NEWNET)?;
-                self.init(start, ruleset, walls, exec, reporter)
+                self.init(start, ruleset, walls, exec, reporter_fd)
             })();
-            sys::ns::fail_with(fail.as_fd(), &e)
-        };
-        drop(fail);
+            e
+        })?;
         drop(reporter);
-        // End of file: init closed its end once the program was executed.
-        let mut errno = [0u8; 4];
-        let read = loop {
-            match rustix::io::read(&failed, &mut errno) {
-                Err(rustix::io::Errno::INTR) => {}
-                r => break r,
-            }
-        };
-        if let Ok(4) = read {
-            let _ = sys::ns::wait_child(init);
-            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)));
-        }
-        Ok((init, report))
+        Ok((init, report, stack))
     }
 
     /// The namespace's init (PID 1): sets up the view and walls, starts
@@ -1124,12 +1119,14 @@ impl View {
         ruleset: Option<BorrowedFd>,
         walls: impl FnOnce() -> io::Result<()>,
         exec: &sys::ns::Exec,
-        reporter: OwnedFd,
+        reporter: BorrowedFd,
     ) -> io::Result<std::convert::Infallible> {
         // Init: dies with its parent (the process above, or latchclaw's
-        // thread that started it), and the namespace with it. It
-        // is a copy of latchclaw's memory until it dies: not dumpable, so
-        // no process in the namespace reads it through /proc/1.
+        // thread that started it), and the namespace with it. It is a
+        // copy of latchclaw's memory, or (`View::spawn`) shares it: not
+        // dumpable, so no process in the namespace reads or writes it
+        // through /proc/1 (that takes CAP_SYS_PTRACE, dropped with the
+        // rest; ptrace itself is refused by seccomp).
         sys::process::die_with_parent()?;
         sys::process::set_undumpable()?;
         // The call's base for this kind, then a copy of its own (its own
@@ -1149,26 +1146,16 @@ impl View {
                 }
             }
         }
-        let own = [
-            Step::Proc,
-            Step::ReadOnly {
-                dst: c"/proc".into(),
-                recursive: true,
-            },
-            // Covered, not unmounted (see `build`).
-            Step::Cover {
-                src: c"/.latchclaw-masked.d".into(),
-                dst: c"/.latchclaw-host-proc".into(),
-                own: false,
-            },
-        ];
-        for step in &own {
-            run(step, ruleset)?;
-        }
+        // Its own /proc, read-only; the host's, held for the fallback of
+        // `Step::Proc`, covered, not unmounted (see `build`). Nothing here
+        // allocates: init may share latchclaw's memory.
+        run(&Step::Proc, ruleset)?;
+        read_only(c"/proc", true)?;
+        cover(c"/.latchclaw-masked.d", c"/.latchclaw-host-proc", false)?;
         sys::ns::chdir(&self.cwd)?;
         walls()?;
         let program = sys::ns::spawn_exec(exec)?;
-        let _ = sys::ns::onto_stdin(&reporter);
+        let _ = sys::ns::onto_stdin(reporter);
         // The program's output is read to its end: init holds none of it.
         sys::ns::close_stdout_stderr();
         sys::ns::close_from_3();
@@ -1199,38 +1186,8 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             *flags,
             data.as_deref(),
         ),
-        Step::Cover { src, dst, own } => {
-            match sys::ns::mount(Some(src), dst, None, MS_BIND | MS_REC, None) {
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-                    if *own {
-                        Ok(())
-                    } else {
-                        Err(io::Error::from_raw_os_error(libc::ESTALE))
-                    }
-                }
-                Err(e) => Err(e),
-                Ok(()) => run(
-                    &Step::ReadOnly {
-                        dst: dst.clone(),
-                        recursive: true,
-                    },
-                    ruleset,
-                ),
-            }
-        }
-        Step::ReadOnly { dst, recursive } => match sys::ns::set_read_only(dst, *recursive) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                // Before Linux 5.12: a remount, which covers the one mount.
-                sys::ns::mount(
-                    None,
-                    dst,
-                    None,
-                    libc::MS_REMOUNT | MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
-                    None,
-                )
-            }
-            r => r,
-        },
+        Step::Cover { src, dst, own } => cover(src, dst, *own),
+        Step::ReadOnly { dst, recursive } => read_only(dst, *recursive),
         Step::Proc => {
             let proc_ = c"/proc";
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
@@ -1255,6 +1212,38 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             sys::ns::pivot_root(c"/tmp", c"/tmp/oldroot")?;
             sys::ns::chdir(c"/")
         }
+    }
+}
+
+/// `src` bound over `dst`, read-only (see [`Step::Cover`]).
+fn cover(src: &std::ffi::CStr, dst: &std::ffi::CStr, own: bool) -> io::Result<()> {
+    match sys::ns::mount(Some(src), dst, None, MS_BIND | MS_REC, None) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            if own {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::ESTALE))
+            }
+        }
+        Err(e) => Err(e),
+        Ok(()) => read_only(dst, true),
+    }
+}
+
+/// The mount at `dst` made read-only (and the ones below it: `recursive`).
+fn read_only(dst: &std::ffi::CStr, recursive: bool) -> io::Result<()> {
+    match sys::ns::set_read_only(dst, recursive) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            // Before Linux 5.12: a remount, which covers the one mount.
+            sys::ns::mount(
+                None,
+                dst,
+                None,
+                libc::MS_REMOUNT | MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+                None,
+            )
+        }
+        r => r,
     }
 }
 
