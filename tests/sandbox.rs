@@ -99,6 +99,15 @@ try_("mknod", lambda: os.mknod("sda", 0o600 | 0o060000, os.makedev(8, 0)))
 try_("mkfifo", lambda: (os.mkfifo("fifo"), os.unlink("fifo")))
 try_("socket", lambda: socket.socket())
 print("pids=" + ",".join(sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int)))
+# Its init: not listed, no limit of its may be set, and a signal to it is
+# dropped (a pid namespace's init ignores what it has no handler for).
+import resource
+try_("init_status", lambda: open("/proc/1/status").read())
+try_("prlimit_init", lambda: resource.prlimit(1, resource.RLIMIT_CPU, (1, 1)))
+try_("prlimit_self", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+try_("setrlimit_self", lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+for sig in (1, 2, 10, 15, 33):
+    try_(f"kill_init_{sig}", lambda: os.kill(1, sig))
 print("caps=" + [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0])
 try_("home", lambda: os.listdir(os.environ.get("PROBE_HOME", "/root")))
 print("done")
@@ -168,6 +177,15 @@ fn probe_holds(env: &Env, line: &str, config_before: &[u8]) {
         ("socket", "EACCES"),
         ("caps", "0000000000000000"),
         ("home", "ENOENT"),
+        ("init_status", "ENOENT"),
+        ("prlimit_init", "EPERM"),
+        ("prlimit_self", "ok"),
+        ("setrlimit_self", "ok"),
+        ("kill_init_1", "ok"),
+        ("kill_init_2", "ok"),
+        ("kill_init_10", "ok"),
+        ("kill_init_15", "ok"),
+        ("kill_init_33", "ok"),
     ];
     for (k, v) in want {
         assert_eq!(got.get(k).map(String::as_str), Some(v), "{k}: {out}");
@@ -188,9 +206,13 @@ fn probe_holds(env: &Env, line: &str, config_before: &[u8]) {
         matches!(got.get("skill").map(String::as_str), Some("EROFS")),
         "{out}"
     );
-    // Its own PID namespace: its init, itself, nothing of the host's.
+    // Its own PID namespace: itself, nothing of the host's, and its init
+    // (latchclaw's, not dumpable) not even listed.
     let pids = got["pids"].split(',').collect::<Vec<_>>();
-    assert!(pids.len() <= 3 && pids.contains(&"1"), "{pids:?}");
+    assert!(
+        !pids.is_empty() && pids.len() <= 2 && !pids.contains(&"1"),
+        "{pids:?}"
+    );
     // Nothing changed on the host.
     assert!(!env.ws.join(".git/hooks/post-checkout").exists());
     assert!(!env.ws.join(".git/objects/planted").exists());

@@ -158,8 +158,8 @@ pub const SOCKET_RULE: &str = "no sockets (seccomp): socket() of every family \
 /// What `policy show` says of the system-call filter's other half.
 pub const PRIVILEGED_RULE: &str = "refused (seccomp, EPERM): reboot, kexec, module loading, \
      mount/umount/pivot_root, swap, clock setting, device mknod, ptrace, process_vm_*, keyctl, \
-     bpf, perf_event_open, userfaultfd, open_by_handle_at, iopl/ioperm, unshare/setns and \
-     clone with namespace flags";
+     bpf, perf_event_open, userfaultfd, open_by_handle_at, iopl/ioperm, unshare/setns, \
+     clone with namespace flags and prlimit of another process";
 
 /// Builds the ruleset for `spec` in the parent (see [`Prepared::install`]).
 /// `Err` only under `confinement = "required"`: the call must not run.

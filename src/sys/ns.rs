@@ -157,11 +157,21 @@ pub fn close_stdout_stderr() {
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
-#[cfg(target_arch = "x86_64")]
 unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+    // SAFETY: as the caller's; the fourth argument is ignored by a call
+    // that takes three.
+    unsafe { raw_syscall4(nr, a, b, c, 0) }
+}
+
+/// See [`raw_syscall3`].
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(target_arch = "x86_64")]
+unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
     // SAFETY: the x86_64 Linux system-call convention: number and result
-    // in rax, arguments in rdi, rsi, rdx; rcx and r11 clobbered.
+    // in rax, arguments in rdi, rsi, rdx, r10; rcx and r11 clobbered.
     unsafe {
         std::arch::asm!(
             "syscall",
@@ -169,6 +179,7 @@ unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize 
             in("rdi") a,
             in("rsi") b,
             in("rdx") c,
+            in("r10") d,
             lateout("rcx") _,
             lateout("r11") _,
             options(nostack),
@@ -177,15 +188,15 @@ unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize 
     ret
 }
 
-/// See the x86_64 version.
+/// See [`raw_syscall3`].
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(target_arch = "aarch64")]
-unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
     // SAFETY: the aarch64 Linux system-call convention: number in x8,
-    // arguments in x0-x2, result in x0.
+    // arguments in x0-x3, result in x0.
     unsafe {
         std::arch::asm!(
             "svc 0",
@@ -193,6 +204,7 @@ unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize 
             inlateout("x0") a as isize => ret,
             in("x1") b,
             in("x2") c,
+            in("x3") d,
             options(nostack),
         );
     }
@@ -204,9 +216,9 @@ unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize 
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
+unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     // SAFETY: as the caller's.
-    unsafe { libc::syscall(nr, a, b, c) as isize }
+    unsafe { libc::syscall(nr, a, b, c, d) as isize }
 }
 
 /// Hook-safe: a close-on-exec pipe (read end, write end).
@@ -802,19 +814,21 @@ where
     // taken once, here.
     let start = unsafe { std::ptr::read(arg as *const VmStart<F>) };
     // Handlers are latchclaw's code, on latchclaw's memory: none runs
-    // here. Then the signals the parent had blocked are let through
-    // again by the caller (`own_group_no_mask`).
-    for sig in 1..=libc::SIGRTMAX() {
-        // SAFETY: sigaction with a zeroed (SIG_DFL) action, or none: it
-        // reads and writes only the two values on this stack.
+    // here, libc's own (which its `sigaction` will not touch) included.
+    // Then the signals the parent had blocked are let through again by
+    // the caller (`own_group_no_mask`).
+    for sig in 1..=64usize {
+        // The kernel's struct sigaction: the handler first, then flags,
+        // restorer and mask; all zero is SIG_DFL.
+        let mut cur = [0u64; 4];
+        let dfl = [0u64; 4];
+        // SAFETY: rt_sigaction reads `dfl` and writes `cur`, both on this
+        // stack and as large as the kernel's struct with an 8-byte mask.
         unsafe {
-            let mut cur: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
-                && cur.sa_sigaction != libc::SIG_DFL
-                && cur.sa_sigaction != libc::SIG_IGN
-            {
-                let dfl: libc::sigaction = std::mem::zeroed();
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            let got = raw_syscall4(libc::SYS_rt_sigaction, sig, 0, cur.as_mut_ptr() as usize, 8);
+            let handler = cur[0] as usize;
+            if got == 0 && handler != libc::SIG_DFL && handler != libc::SIG_IGN {
+                raw_syscall4(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8);
             }
         }
     }
@@ -955,6 +969,44 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+    }
+
+    /// None of this process's handlers is left in the child (they are
+    /// latchclaw's code on latchclaw's memory); ignored signals stay so.
+    #[test]
+    fn a_vm_child_runs_no_handler_of_its_parents() {
+        extern "C" fn handler(_: libc::c_int) {}
+        let sig = libc::SIGWINCH;
+        // SAFETY: a handler that does nothing, for a signal no test sends;
+        // restored below.
+        let before = unsafe { libc::signal(sig, handler as *const () as libc::sighandler_t) };
+        // SAFETY: a query into a value on this stack.
+        let pipe_before = unsafe {
+            let mut b: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut b);
+            b.sa_sigaction
+        };
+        let stack = ChildStack::new(256 * 1024).unwrap();
+        let pid = clone_vm_into(0, &stack, |_fail| {
+            // SAFETY: queries only, into values on this stack.
+            let (own, pipe) = unsafe {
+                let mut a: libc::sigaction = std::mem::zeroed();
+                let mut b: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut a);
+                libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut b);
+                (a.sa_sigaction, b.sa_sigaction)
+            };
+            close_from_3();
+            let ok = own == libc::SIG_DFL
+                && (pipe == pipe_before || ![libc::SIG_DFL, libc::SIG_IGN].contains(&pipe_before));
+            // SAFETY: _exit ends the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 4 }) }
+        })
+        .unwrap();
+        let status = wait_child(pid).unwrap();
+        // SAFETY: restores what was there.
+        unsafe { libc::signal(sig, before) };
+        assert_eq!(libc::WEXITSTATUS(status), 0, "{status:#x}");
     }
 
     /// Only namespace flags: a caller cannot make it share more.

@@ -4,9 +4,10 @@
 //! command needs — reboot, kexec, module loading, mount and pivot_root
 //! (after the namespace view is set up), swap, clock setting, device
 //! `mknod`, ptrace and process_vm_*, keyrings, bpf, perf_event_open,
-//! userfaultfd, open_by_handle_at, iopl/ioperm, unshare, setns and
+//! userfaultfd, open_by_handle_at, iopl/ioperm, unshare, setns,
 //! clone(2) with namespace flags (clone3 is "not implemented", so glibc
-//! falls back to clone(2)) — whatever capabilities a child kept. The rest
+//! falls back to clone(2)) and prlimit64 of another process — whatever
+//! capabilities a child kept. The rest
 //! is the socket wall.
 //!
 //! Landlock refuses TCP from ABI 4, but pathname UNIX socket connects only
@@ -101,6 +102,8 @@ enum Block {
     Pair,
     /// clone: namespace flags.
     Clone,
+    /// prlimit64: whose limits (argument 0).
+    Prlimit,
     /// mknod: the file type (argument 1).
     Mknod,
     /// mknodat: the file type (argument 2).
@@ -293,6 +296,7 @@ fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
         a.jeq(nr(n), To::Ret(errno(libc::EPERM)), To::Next);
     }
     a.jeq(nr(libc::SYS_clone), To::Label(Block::Clone), To::Next);
+    a.jeq(nr(libc::SYS_prlimit64), To::Label(Block::Prlimit), To::Next);
     #[cfg(target_arch = "x86_64")]
     a.jeq(nr(libc::SYS_mknod), To::Label(Block::Mknod), To::Next);
     a.jeq(nr(libc::SYS_mknodat), To::Label(Block::Mknodat), To::Next);
@@ -301,6 +305,12 @@ fn build(arch: u32, tcp: bool) -> Option<Vec<Insn>> {
     // The flags are the first argument on both architectures.
     a.load(arg_low(0));
     a.and(NAMESPACE_FLAGS);
+    a.jeq(0, To::Ret(ALLOW), To::Ret(errno(libc::EPERM)));
+    // prlimit64 of itself only (pid 0: what setrlimit and getrlimit
+    // send): never of another process, init's above all (a CPU limit
+    // would kill it).
+    a.label(Block::Prlimit);
+    a.load(arg_low(0));
     a.jeq(0, To::Ret(ALLOW), To::Ret(errno(libc::EPERM)));
     a.label(Block::Mknod);
     a.load(arg_low(1));

@@ -103,9 +103,10 @@ enum Step {
         /// skipped (its directory is covered too).
         own: bool,
     },
-    /// A procfs of the child's PID namespace at /proc, or the host's bound
-    /// when the kernel refuses a new one (it does in a user namespace when
-    /// the host's /proc has parts masked, as in many containers).
+    /// A procfs of the child's PID namespace at /proc, without entries for
+    /// processes the child may not trace (init), or the host's bound when
+    /// the kernel refuses a new one (it does in a user namespace when the
+    /// host's /proc has parts masked, as in many containers).
     Proc,
     Pivot,
 }
@@ -1191,7 +1192,23 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
         Step::Proc => {
             let proc_ = c"/proc";
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-            match sys::ns::mount(Some(c"proc"), proc_, Some(c"proc"), flags, None) {
+            // hidepid=4 ("ptraceable", Linux 5.8): a process the child
+            // may not trace has no entry there: init (not dumpable), whose
+            // /proc/1 would otherwise show latchclaw's command line, and
+            // its memory use as it changes when init shares latchclaw's
+            // memory. Before 5.8, hidepid=2, which exempts group 0 (a root
+            // child still sees init there).
+            let procfs = |data| sys::ns::mount(Some(c"proc"), proc_, Some(c"proc"), flags, data);
+            let einval =
+                |r: &io::Result<()>| matches!(r, Err(e) if e.raw_os_error() == Some(libc::EINVAL));
+            let mut made = procfs(Some(c"hidepid=4"));
+            if einval(&made) {
+                made = procfs(Some(c"hidepid=2"));
+            }
+            if einval(&made) {
+                made = procfs(None);
+            }
+            match made {
                 Ok(()) => {
                     if let Some(r) = ruleset {
                         sys::ns::landlock_allow_beneath(r, proc_, LANDLOCK_READ)?;
