@@ -1047,3 +1047,54 @@ fn a_sandboxed_program_gets_none_of_latchclaws_environment() {
     assert!(!r.stdout.contains("planted-value-0451"), "{r:?}");
     assert!(!r.stdout.contains("LATCHCLAW_HOME"), "{r:?}");
 }
+
+/// Out of processes (a call may fill the system's pid space, and another
+/// conversation's call then cannot make a thread), a shell call fails with
+/// the reason and latchclaw goes on: it never panics. As `nobody` with a
+/// process limit of 2 (root ignores the limit).
+#[test]
+fn a_call_that_cannot_make_a_thread_fails_without_taking_latchclaw_down() {
+    use std::os::unix::process::CommandExt;
+    if rustix::process::geteuid().as_raw() != 0 {
+        skip("not root: cannot start latchclaw as another user here");
+        return;
+    }
+    let prlimit = Path::new("/usr/bin/prlimit");
+    if !prlimit.exists() {
+        skip("no /usr/bin/prlimit (util-linux)");
+        return;
+    }
+    let env = env_with("", "");
+    let nobody = 65534;
+    for e in walkdir(&env.root) {
+        let _ = std::os::unix::fs::lchown(&e, Some(nobody), Some(nobody));
+    }
+    let base = env.command(&[
+        "tool",
+        "run",
+        "shell",
+        "--json",
+        r#"{"command": "echo hi"}"#,
+    ]);
+    let mut c = std::process::Command::new(prlimit);
+    c.arg("--nproc=2")
+        .arg(base.get_program())
+        .args(base.get_args())
+        .current_dir(base.get_current_dir().unwrap_or(&env.root))
+        .env("LATCHCLAW_HOME", &env.state)
+        .env("HOME", &env.home)
+        .uid(nobody)
+        .gid(nobody);
+    let r = Run::from(c.output().unwrap());
+    assert!(
+        !r.stderr.contains("panicked") && !r.stderr.contains("internal error"),
+        "{r:?}"
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!(v["success"], false, "{v}");
+    assert_ne!(output(&v).trim(), "hi", "{v}");
+    assert!(
+        v["error"].as_str().unwrap_or("").contains("cannot start"),
+        "{v}"
+    );
+}

@@ -952,7 +952,11 @@ impl Spawned {
             .take()
             .and_then(|r| sys::ns::read_status(r.as_fd()))
         {
-            self.reap_apart();
+            if !self.reap_apart() {
+                // No thread to spare: init is ending, waited for here.
+                let _ = sys::ns::wait_child(self.pid);
+                drop(self.stack.take());
+            }
             return Ok(std::process::ExitStatus::from_raw(status));
         }
         let waited = sys::ns::wait_child(self.pid);
@@ -962,27 +966,41 @@ impl Spawned {
     }
 
     /// Hands init and its stack to a thread that reaps it, then frees the
-    /// stack. Without a thread, the stack is left mapped (a dropped closure
-    /// would unmap it under a running init) and init to the system.
-    fn reap_apart(&mut self) {
+    /// stack; false (the stack still here) when no thread could be made.
+    fn reap_apart(&mut self) -> bool {
         let pid = self.pid;
-        let stack = std::mem::ManuallyDrop::new(self.stack.take());
-        let _ = std::thread::Builder::new()
+        // The stack goes over once the thread runs: a closure dropped by a
+        // failed spawn would unmap it under a running init.
+        let (give, take) = std::sync::mpsc::channel::<Option<sys::ns::ChildStack>>();
+        let reaper = std::thread::Builder::new()
             .name("sandbox-reaper".into())
             .stack_size(64 * 1024)
             .spawn(move || {
+                let stack = take.recv().ok().flatten();
                 let _ = sys::ns::wait_child(pid);
-                drop(std::mem::ManuallyDrop::into_inner(stack));
+                drop(stack);
             });
+        if reaper.is_err() {
+            return false;
+        }
+        match give.send(self.stack.take()) {
+            Ok(()) => true,
+            Err(std::sync::mpsc::SendError(stack)) => {
+                self.stack = stack;
+                false
+            }
+        }
     }
 }
 
 impl Drop for Spawned {
     /// Never waited for (an error between its start and its wait): init
-    /// may still run on its stack.
+    /// may still run on its stack. Reaped apart, or killed and reaped here.
     fn drop(&mut self) {
-        if self.stack.is_some() {
-            self.reap_apart();
+        if self.stack.is_some() && !self.reap_apart() {
+            let _ = sys::process::kill(self.pid);
+            let _ = sys::ns::wait_child(self.pid);
+            drop(self.stack.take());
         }
     }
 }

@@ -212,6 +212,20 @@ fn kill_descendants(reap: bool, spare: &[i32]) {
     }
 }
 
+/// A named thread of the call's, or why none could be made (the system's
+/// process or memory limit).
+fn thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<std::thread::JoinHandle<T>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| {
+            format!("cannot start a thread for the command ({e}): the system is out of processes or memory; nothing ran")
+        })
+}
+
 /// A directory of the call's own for temporary files (`sort` spills there):
 /// the sandbox grants it, and it goes when the call ends.
 pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
@@ -669,12 +683,30 @@ fn run_judged_plan_with(
         tmp,
     };
     let cap = ctx.cfg.tool_output_max_bytes;
+    let tmp = call.tmp.clone();
     let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
+        remove_tmp(tmp.as_deref());
         return ToolResult::err("cannot create pipes for the command's output");
     };
-    let out_reader = std::thread::spawn(move || Capture::read_all(std::fs::File::from(out_r), cap));
-    let err_reader =
-        std::thread::spawn(move || Capture::read_all(std::fs::File::from(err_r), cap / 4));
+    // Out of processes (a call may fill the system's pid space), a thread
+    // cannot be made: that ends this call, never latchclaw (a gateway
+    // serves other conversations).
+    let readers = thread("shell-stdout", move || {
+        Capture::read_all(std::fs::File::from(out_r), cap)
+    })
+    .and_then(|out| {
+        thread("shell-stderr", move || {
+            Capture::read_all(std::fs::File::from(err_r), cap / 4)
+        })
+        .map(|err| (out, err))
+    });
+    let (out_reader, err_reader) = match readers {
+        Ok(r) => r,
+        Err(e) => {
+            remove_tmp(tmp.as_deref());
+            return ToolResult::err(e);
+        }
+    };
     let own = ctx.cfg.tools.of(crate::types::ToolName::Shell).timeout_secs;
     let timeout = Duration::from_secs(own.unwrap_or(ctx.cfg.shell_timeout_secs))
         .min(timeout_ms.unwrap_or(Duration::MAX))
@@ -685,7 +717,7 @@ fn run_judged_plan_with(
     let signals = SignalGuard::install();
     let worker = {
         let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
+        thread("shell-runner", move || {
             let io = Outputs {
                 out: out_w,
                 err: err_w,
@@ -695,6 +727,17 @@ fn run_judged_plan_with(
             remove_tmp(call.tmp.as_deref());
             let _ = tx.send(code);
         })
+    };
+    // Not started: nothing ran; its output pipes went with it, so the
+    // readers end.
+    let worker = match worker {
+        Ok(w) => w,
+        Err(e) => {
+            remove_tmp(tmp.as_deref());
+            let _ = out_reader.join();
+            let _ = err_reader.join();
+            return ToolResult::err(e);
+        }
     };
     let estop_path = ctx.gate.estop_path().to_path_buf();
     let mut stopped: Option<&str> = None;
