@@ -506,21 +506,13 @@ fn as_an_unprivileged_user_the_same_walls_hold() {
     let env = env_with("", "shell_allowlist = [\"./show.sh\"]");
     planted_workspace(&env);
     std::fs::write(env.ws.join("a.txt"), "visible\n").unwrap();
-    let nobody = 65534;
-    for e in walkdir(&env.root) {
-        let _ = std::os::unix::fs::lchown(&e, Some(nobody), Some(nobody));
-    }
+    let Some(pol) = handed_to_nobody(&env) else {
+        return;
+    };
     let as_nobody = |args: &[&str]| {
         let mut c = env.command(args);
-        c.uid(nobody).gid(nobody);
+        c.uid(NOBODY).gid(NOBODY);
         c.output().map(Run::from)
-    };
-    let pol = match as_nobody(&["policy", "show"]) {
-        Ok(r) if r.code == 0 => r,
-        other => {
-            skip(format!("cannot run latchclaw as nobody here: {other:?}"));
-            return;
-        }
     };
     if !pol.stdout.contains("namespaces: user+") {
         skip("no unprivileged user namespaces on this machine");
@@ -534,7 +526,7 @@ fn as_an_unprivileged_user_the_same_walls_hold() {
         "show.sh",
         "#!/bin/sh\ncat a.txt .env innocent.txt deploy/id_rsa\necho x > .git/hooks/post-checkout\n",
     );
-    let _ = std::os::unix::fs::lchown(env.ws.join("show.sh"), Some(nobody), Some(nobody));
+    let _ = std::os::unix::fs::lchown(env.ws.join("show.sh"), Some(NOBODY), Some(NOBODY));
     let r = as_nobody(&[
         "tool",
         "run",
@@ -547,6 +539,26 @@ fn as_an_unprivileged_user_the_same_walls_hold() {
     assert!(output(&v).starts_with("visible\n"), "{v}");
     assert!(!output(&v).contains("canary"), "{v}");
     assert!(!env.ws.join(".git/hooks/post-checkout").exists());
+}
+
+const NOBODY: u32 = 65534;
+
+/// Gives `env`'s files to `nobody` and runs `policy show` as `nobody`: its
+/// output, or `None` (said on stderr) where latchclaw cannot run so here.
+fn handed_to_nobody(env: &Env) -> Option<Run> {
+    use std::os::unix::process::CommandExt;
+    for e in walkdir(&env.root) {
+        let _ = std::os::unix::fs::lchown(&e, Some(NOBODY), Some(NOBODY));
+    }
+    let mut c = env.command(&["policy", "show"]);
+    c.uid(NOBODY).gid(NOBODY);
+    match c.output().map(Run::from) {
+        Ok(r) if r.code == 0 => Some(r),
+        other => {
+            skip(format!("cannot run latchclaw as nobody here: {other:?}"));
+            None
+        }
+    }
 }
 
 fn walkdir(root: &Path) -> Vec<std::path::PathBuf> {
@@ -1073,19 +1085,9 @@ fn a_call_that_cannot_make_a_thread_fails_without_taking_latchclaw_down() {
         return;
     }
     let env = env_with("", "");
-    let nobody = 65534;
-    for e in walkdir(&env.root) {
-        let _ = std::os::unix::fs::lchown(&e, Some(nobody), Some(nobody));
-    }
     // Without the limit first: the binary must be reachable by `nobody`.
-    let mut probe = env.command(&["policy", "show"]);
-    probe.uid(nobody).gid(nobody);
-    match probe.output().map(Run::from) {
-        Ok(r) if r.code == 0 => {}
-        other => {
-            skip(format!("cannot run latchclaw as nobody here: {other:?}"));
-            return;
-        }
+    if handed_to_nobody(&env).is_none() {
+        return;
     }
     let base = env.command(&[
         "tool",
@@ -1101,8 +1103,8 @@ fn a_call_that_cannot_make_a_thread_fails_without_taking_latchclaw_down() {
         .current_dir(base.get_current_dir().unwrap_or(&env.root))
         .env("LATCHCLAW_HOME", &env.state)
         .env("HOME", &env.home)
-        .uid(nobody)
-        .gid(nobody);
+        .uid(NOBODY)
+        .gid(NOBODY);
     let r = Run::from(c.output().unwrap());
     assert!(
         !r.stderr.contains("panicked") && !r.stderr.contains("internal error"),

@@ -954,15 +954,19 @@ impl Spawned {
         {
             if !self.reap_apart() {
                 // No thread to spare: init is ending, waited for here.
-                let _ = sys::ns::wait_child(self.pid);
-                drop(self.stack.take());
+                let _ = self.reap_here();
             }
             return Ok(std::process::ExitStatus::from_raw(status));
         }
+        self.reap_here().map(std::process::ExitStatus::from_raw)
+    }
+
+    /// Waits for init here, then frees its stack: reaped, or not ours to
+    /// wait for, it is gone either way.
+    fn reap_here(&mut self) -> io::Result<i32> {
         let waited = sys::ns::wait_child(self.pid);
-        // Reaped, or not ours to wait for: gone either way.
         drop(self.stack.take());
-        waited.map(std::process::ExitStatus::from_raw)
+        waited
     }
 
     /// Hands init and its stack to a thread that reaps it, then frees the
@@ -999,8 +1003,7 @@ impl Drop for Spawned {
     fn drop(&mut self) {
         if self.stack.is_some() && !self.reap_apart() {
             let _ = sys::process::kill(self.pid);
-            let _ = sys::ns::wait_child(self.pid);
-            drop(self.stack.take());
+            let _ = self.reap_here();
         }
     }
 }

@@ -122,7 +122,13 @@ pub fn exit_like(pid: i32) -> ! {
 pub fn kill_all_others() {
     // SAFETY: integer arguments; signals other processes, touches no memory.
     unsafe {
-        raw_syscall3(libc::SYS_kill, -1isize as usize, libc::SIGKILL as usize, 0);
+        raw_syscall(
+            libc::SYS_kill,
+            -1isize as usize,
+            libc::SIGKILL as usize,
+            0,
+            0,
+        );
     }
 }
 
@@ -140,35 +146,15 @@ pub fn reap_all() {
     }
 }
 
-/// Hook-safe, no errno: closes stdout and stderr (init's copies of the
-/// program's: a reader of the program's output sees its end when the
-/// program's processes are gone, not when init is).
-pub fn close_stdout_stderr() {
-    // SAFETY: integer system call; closes descriptors, touches no memory.
-    unsafe {
-        raw_syscall3(libc::SYS_close_range, 1, 2, 0);
-    }
-}
-
 /// A system call made without libc, so no thread-local errno is written:
 /// for a child that shares this process's memory and the thread-local
 /// storage of the thread that made it ([`clone_vm_into`]). The result, or
-/// `-errno`.
-///
-/// # Safety
-/// As the system call `nr` with these arguments.
-unsafe fn raw_syscall3(nr: libc::c_long, a: usize, b: usize, c: usize) -> isize {
-    // SAFETY: as the caller's; the fourth argument is ignored by a call
-    // that takes three.
-    unsafe { raw_syscall4(nr, a, b, c, 0) }
-}
-
-/// See [`raw_syscall3`].
+/// `-errno`; a call that takes fewer arguments ignores the rest.
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(target_arch = "x86_64")]
-unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+unsafe fn raw_syscall(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
     // SAFETY: the x86_64 Linux system-call convention: number and result
     // in rax, arguments in rdi, rsi, rdx, r10; rcx and r11 clobbered.
@@ -188,12 +174,12 @@ unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize)
     ret
 }
 
-/// See [`raw_syscall3`].
+/// See the x86_64 version.
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(target_arch = "aarch64")]
-unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+unsafe fn raw_syscall(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     let ret: isize;
     // SAFETY: the aarch64 Linux system-call convention: number in x8,
     // arguments in x0-x3, result in x0.
@@ -216,7 +202,7 @@ unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize)
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-unsafe fn raw_syscall4(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+unsafe fn raw_syscall(nr: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
     // SAFETY: as the caller's.
     unsafe { libc::syscall(nr, a, b, c, d) as isize }
 }
@@ -227,7 +213,7 @@ pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
 }
 
 /// Hook-safe: makes `fd` this process's stdin (which survives
-/// [`close_from_3`]).
+/// [`close_from`]).
 pub fn onto_stdin(fd: impl std::os::fd::AsFd) -> io::Result<()> {
     Ok(rustix::stdio::dup2_stdin(fd)?)
 }
@@ -259,13 +245,19 @@ pub fn read_status(fd: std::os::fd::BorrowedFd) -> Option<i32> {
     Some(i32::from_ne_bytes(b))
 }
 
-/// Hook-safe, no errno: closes (not just marks) every descriptor from 3
-/// up, so this process holds no pipe end that a reader waits to see
-/// closed.
-pub fn close_from_3() {
+/// Hook-safe, no errno: closes (not just marks) every descriptor from
+/// `first` up, so this process holds no pipe end that a reader waits to
+/// see closed (from 1: not the output of a program it started either).
+pub fn close_from(first: u32) {
     // SAFETY: integer system call; closes descriptors, touches no memory.
     unsafe {
-        raw_syscall3(libc::SYS_close_range, 3, libc::c_uint::MAX as usize, 0);
+        raw_syscall(
+            libc::SYS_close_range,
+            first as usize,
+            libc::c_uint::MAX as usize,
+            0,
+            0,
+        );
     }
 }
 
@@ -728,7 +720,7 @@ struct VmStart<F> {
 /// `child` gets the write end of a close-on-exec pipe. It returns an
 /// error to have it written there (the child then exits 127), or closes
 /// it once it uses nothing of the caller's any more but its own stack
-/// (every descriptor from 3: [`close_from_3`]); this call returns then,
+/// (every descriptor from 3: [`close_from`]); this call returns then,
 /// with the child's pid, or with the error. Until then this thread waits,
 /// so what `child` borrows stays put. The child may not allocate, and
 /// after closing the pipe it may make only calls that write no errno: it
@@ -825,10 +817,10 @@ where
         // SAFETY: rt_sigaction reads `dfl` and writes `cur`, both on this
         // stack and as large as the kernel's struct with an 8-byte mask.
         unsafe {
-            let got = raw_syscall4(libc::SYS_rt_sigaction, sig, 0, cur.as_mut_ptr() as usize, 8);
+            let got = raw_syscall(libc::SYS_rt_sigaction, sig, 0, cur.as_mut_ptr() as usize, 8);
             let handler = cur[0] as usize;
             if got == 0 && handler != libc::SIG_DFL && handler != libc::SIG_IGN {
-                raw_syscall4(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8);
+                raw_syscall(libc::SYS_rt_sigaction, sig, dfl.as_ptr() as usize, 0, 8);
             }
         }
     }
@@ -929,7 +921,7 @@ mod tests {
             seen.store(7, Ordering::SeqCst);
             // Stays in this child's copy of the table past the release.
             let _ = onto_stdin(&go_r);
-            close_from_3();
+            close_from(3);
             // Ends only when the parent says so: it got here first.
             let mut b = [0u8; 1];
             let _ = rustix::io::read(rustix::stdio::stdin(), &mut b);
@@ -996,7 +988,7 @@ mod tests {
                 libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut b);
                 (a.sa_sigaction, b.sa_sigaction)
             };
-            close_from_3();
+            close_from(3);
             let ok = own == libc::SIG_DFL
                 && (pipe == pipe_before || ![libc::SIG_DFL, libc::SIG_IGN].contains(&pipe_before));
             // SAFETY: _exit ends the child at once.

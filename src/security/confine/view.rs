@@ -621,7 +621,7 @@ fn hand_over(
         }
         if holds {
             // Closing std's exec-error pipe tells the parent it is done.
-            sys::ns::close_from_3();
+            sys::ns::close_from(3);
             sys::ns::hold_until_stdin_closes()
         }
         Err(io::Error::from_raw_os_error(DONE))
@@ -1052,7 +1052,7 @@ impl View {
         if let Some(init) = sys::ns::fork()? {
             drop(reporter);
             let _ = sys::ns::onto_stdin(&report);
-            sys::ns::close_from_3();
+            sys::ns::close_from(3);
             match sys::ns::receive_status() {
                 Some(status) => sys::ns::exit_with(status),
                 None => sys::ns::exit_like(init),
@@ -1157,9 +1157,9 @@ impl View {
         walls()?;
         let program = sys::ns::spawn_exec(exec)?;
         let _ = sys::ns::onto_stdin(reporter);
-        // The program's output is read to its end: init holds none of it.
-        sys::ns::close_stdout_stderr();
-        sys::ns::close_from_3();
+        // Init holds none of the program's output either: it is read to
+        // its end when the program's processes are gone.
+        sys::ns::close_from(1);
         let status = sys::ns::wait_for(program).unwrap_or(127 << 8);
         // Nothing the program left behind outlives the report.
         sys::ns::kill_all_others();
