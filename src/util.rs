@@ -22,6 +22,21 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// A named thread, or why none could be made: at the system's process or
+/// memory limit `std::thread::spawn` panics, and one call could then take
+/// a gateway down.
+pub fn thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<std::thread::JoinHandle<T>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| {
+            format!("cannot start a thread ({e}): the system is out of processes or memory")
+        })
+}
+
 /// Seconds and nanoseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_unix() -> (i64, u32) {
     match SystemTime::now().duration_since(UNIX_EPOCH) {

@@ -1074,38 +1074,21 @@ fn a_sandboxed_program_gets_none_of_latchclaws_environment() {
 /// process limit of 2 (root ignores the limit).
 #[test]
 fn a_call_that_cannot_make_a_thread_fails_without_taking_latchclaw_down() {
-    use std::os::unix::process::CommandExt;
-    if rustix::process::geteuid().as_raw() != 0 {
-        skip("not root: cannot start latchclaw as another user here");
-        return;
-    }
-    let prlimit = Path::new("/usr/bin/prlimit");
-    if !prlimit.exists() {
-        skip("no /usr/bin/prlimit (util-linux)");
-        return;
-    }
     let env = env_with("", "");
-    // Without the limit first: the binary must be reachable by `nobody`.
-    if handed_to_nobody(&env).is_none() {
+    if !limits_for_nobody(&env) {
         return;
     }
-    let base = env.command(&[
-        "tool",
-        "run",
-        "shell",
-        "--json",
-        r#"{"command": "echo hi"}"#,
-    ]);
-    let mut c = std::process::Command::new(prlimit);
-    c.arg("--nproc=2")
-        .arg(base.get_program())
-        .args(base.get_args())
-        .current_dir(base.get_current_dir().unwrap_or(&env.root))
-        .env("LATCHCLAW_HOME", &env.state)
-        .env("HOME", &env.home)
-        .uid(NOBODY)
-        .gid(NOBODY);
-    let r = Run::from(c.output().unwrap());
+    let r = limited_as_nobody(
+        &env,
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "echo hi"}"#,
+        ],
+        2,
+    );
     assert!(
         !r.stderr.contains("panicked") && !r.stderr.contains("internal error"),
         "{r:?}"
@@ -1117,4 +1100,146 @@ fn a_call_that_cannot_make_a_thread_fails_without_taking_latchclaw_down() {
         v["error"].as_str().unwrap_or("").contains("cannot start"),
         "{v}"
     );
+}
+
+/// Whether this test can start latchclaw as `nobody` under a process
+/// limit (root, util-linux's prlimit, the binary reachable by `nobody`);
+/// hands `env`'s files to `nobody`.
+fn limits_for_nobody(env: &Env) -> bool {
+    if rustix::process::geteuid().as_raw() != 0 {
+        skip("not root: cannot start latchclaw as another user here");
+        return false;
+    }
+    if !Path::new("/usr/bin/prlimit").exists() {
+        skip("no /usr/bin/prlimit (util-linux)");
+        return false;
+    }
+    // Without the limit first: the binary must be reachable by `nobody`.
+    handed_to_nobody(env).is_some()
+}
+
+/// `args` run as `nobody` with at most `nproc` processes and threads.
+fn limited_as_nobody(env: &Env, args: &[&str], nproc: u32) -> Run {
+    use std::os::unix::process::CommandExt;
+    let base = env.command(args);
+    let mut c = std::process::Command::new("/usr/bin/prlimit");
+    c.arg(format!("--nproc={nproc}"))
+        .arg(base.get_program())
+        .args(base.get_args())
+        .current_dir(base.get_current_dir().unwrap_or(&env.root))
+        .env("LATCHCLAW_HOME", &env.state)
+        .env("HOME", &env.home)
+        .uid(NOBODY)
+        .gid(NOBODY);
+    Run::from(c.output().unwrap())
+}
+
+/// One `tool run` at every process limit from 1 up to the first that lets
+/// it through: below it the call fails saying why, whichever of
+/// latchclaw's threads or processes the limit refused (before its child
+/// started or after); latchclaw never panics and leaves nothing running.
+/// The failures seen, for the caller.
+#[cfg(any(feature = "code", feature = "plugins"))]
+fn at_every_limit(env: &Env, tool: &str, args: &str, marker: &str, want: &str) -> Vec<String> {
+    // The limit counts every task of the user's: one test at a time.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut failures = Vec::new();
+    for nproc in 1..=48 {
+        // An exited latchclaw's last children are reaped by PID 1, which
+        // may take its time; they count until then.
+        let until = Instant::now() + Duration::from_secs(5);
+        while tasks_of(NOBODY) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = limited_as_nobody(env, &["tool", "run", tool, "--json", args], nproc);
+        assert!(
+            !r.stderr.contains("panicked") && !r.stderr.contains("internal error"),
+            "--nproc={nproc}: {r:?}"
+        );
+        let v: Value = serde_json::from_str(&r.stdout)
+            .unwrap_or_else(|e| panic!("--nproc={nproc}: {e}: {r:?}"));
+        assert!(
+            processes_with(marker).is_empty(),
+            "--nproc={nproc}: left running"
+        );
+        if v["success"] == true {
+            assert!(output(&v).contains(want), "--nproc={nproc}: {v}");
+            return failures;
+        }
+        let error = v["error"].as_str().unwrap_or("").to_string();
+        assert!(!error.is_empty(), "--nproc={nproc}: {v}");
+        assert!(!output(&v).contains(want), "--nproc={nproc}: {v}");
+        failures.push(error);
+    }
+    panic!("no limit up to 48 let the call run: {failures:?}");
+}
+
+/// How many processes, zombies included, run as `uid`.
+#[cfg(any(feature = "code", feature = "plugins"))]
+fn tasks_of(uid: u32) -> usize {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("status")).is_ok_and(|st| {
+                st.lines()
+                    .find_map(|l| l.strip_prefix("Uid:"))
+                    .and_then(|ids| ids.split_whitespace().next())
+                    .is_some_and(|real| real == uid.to_string())
+            })
+        })
+        .count()
+}
+
+#[test]
+#[cfg(feature = "code")]
+fn code_run_fails_cleanly_at_every_process_limit() {
+    if !Path::new("/usr/bin/python3").exists() {
+        skip("no /usr/bin/python3");
+        return;
+    }
+    let env = Env::new();
+    env.config(
+        "[security]\nautonomy = \"full\"\n[channels.cli]\ntools_allow = [\"code_run\"]\n\
+         [tools.code_run]\nrisk = \"low\"\n",
+    );
+    if !limits_for_nobody(&env) {
+        return;
+    }
+    let args = r#"{"language": "python", "code": "print(6 * 7, 'nproc-code')"}"#;
+    let failures = at_every_limit(&env, "code_run", args, "snippet.py", "42 nproc-code");
+    eprintln!("code_run below the limit: {failures:?}");
+}
+
+#[test]
+#[cfg(feature = "plugins")]
+fn a_plugin_fails_cleanly_at_every_process_limit() {
+    let env = Env::new();
+    env.config("[security]\nautonomy = \"full\"\n");
+    let dir = env.root.join("src-limited");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("manifest.toml"),
+        "name = \"limited\"\nversion = \"1.0.0\"\ncapabilities = [\"tool\"]\n\
+         [[tools]]\nname = \"limited\"\ndescription = \"d\"\ncommand = \"limited.sh\"\n\
+         schema = { type = \"object\", properties = {} }\nrisk = \"low\"\nread_only = true\n",
+    )
+    .unwrap();
+    let script = dir.join("limited.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\nprintf '{\"output\": \"ran nproc-plugin\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = env.run(&["plugin", "install", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    if !limits_for_nobody(&env) {
+        return;
+    }
+    let failures = at_every_limit(&env, "limited", "{}", "limited.sh", "ran nproc-plugin");
+    eprintln!("the plugin below the limit: {failures:?}");
 }

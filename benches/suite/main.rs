@@ -1287,6 +1287,31 @@ fn gate_figure(report: &mut Report, root: &Path) {
         }
     }
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    // The rate is a mean, so a few costly cases can carry it: name them.
+    if let Some(k) = std::env::var("LATCHCLAW_BENCH_GATE_SLOWEST")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        let mut costs: Vec<(Duration, usize)> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, (t, a))| {
+                let t0 = Instant::now();
+                for _ in 0..20 {
+                    std::hint::black_box(gate.decide(*t, a));
+                }
+                (t0.elapsed() / 20, i)
+            })
+            .collect();
+        costs.sort_unstable_by(|a, b| b.cmp(a));
+        let total: Duration = costs.iter().map(|c| c.0).sum();
+        eprintln!("gate: one pass {total:?}; the {k} costliest cases:");
+        for (d, i) in costs.iter().take(k) {
+            let (t, a) = &cases[*i];
+            let shown: String = a.to_string().chars().take(90).collect();
+            eprintln!("  {d:>10.1?}  line {:>4}  {} {shown}", i + 1, t.as_str());
+        }
+    }
     report.row(
         format!("gate decisions/s ({}-case hostile corpus)", cases.len()),
         format!("{rate:.0}"),

@@ -94,42 +94,61 @@ pub fn call(
     };
     let pid = child.id() as i32;
     let input = args.to_string();
+    let mut made = Ok(());
     if let Some(mut stdin) = child.stdin.take() {
         // A plugin that never reads its stdin must not block the call.
-        std::thread::spawn(move || {
-            // A plugin that exits without reading fails its call, not latchclaw.
-            crate::sys::signal::QuietPipes::for_this_thread();
-            let _ = stdin.write_all(input.as_bytes());
-        });
+        made = made.and(
+            crate::util::thread("plugin-stdin", move || {
+                // A plugin that exits without reading fails its call, not latchclaw.
+                crate::sys::signal::QuietPipes::for_this_thread();
+                let _ = stdin.write_all(input.as_bytes());
+            })
+            .map(drop),
+        );
     }
     let flood = Arc::new(AtomicBool::new(false));
     let (out_tx, out_rx) = mpsc::channel();
     if let Some(mut out) = child.stdout.take() {
         let flood = Arc::clone(&flood);
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let over = (&mut out)
-                .take(STDOUT_MAX as u64 + 1)
-                .read_to_end(&mut buf)
-                .is_ok()
-                && buf.len() > STDOUT_MAX;
-            if over {
-                flood.store(true, Ordering::SeqCst);
-                buf.truncate(STDOUT_MAX);
-            }
-            let _ = out_tx.send(buf);
-        });
+        made = made.and(
+            crate::util::thread("plugin-stdout", move || {
+                let mut buf = Vec::new();
+                let over = (&mut out)
+                    .take(STDOUT_MAX as u64 + 1)
+                    .read_to_end(&mut buf)
+                    .is_ok()
+                    && buf.len() > STDOUT_MAX;
+                if over {
+                    flood.store(true, Ordering::SeqCst);
+                    buf.truncate(STDOUT_MAX);
+                }
+                let _ = out_tx.send(buf);
+            })
+            .map(drop),
+        );
     }
     let (err_tx, err_rx) = mpsc::channel();
     if let Some(mut err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let _ = (&mut err).take(STDERR_KEPT as u64).read_to_end(&mut kept);
-            // The rest is drained, so a plugin writing stderr without end
-            // is stopped by its deadline, not by a full pipe.
-            let _ = std::io::copy(&mut err, &mut std::io::sink());
-            let _ = err_tx.send(kept);
-        });
+        made = made.and(
+            crate::util::thread("plugin-stderr", move || {
+                let mut kept = Vec::new();
+                let _ = (&mut err).take(STDERR_KEPT as u64).read_to_end(&mut kept);
+                // The rest is drained, so a plugin writing stderr without end
+                // is stopped by its deadline, not by a full pipe.
+                let _ = std::io::copy(&mut err, &mut std::io::sink());
+                let _ = err_tx.send(kept);
+            })
+            .map(drop),
+        );
+    }
+    if let Err(e) = made {
+        let _ = child.kill();
+        let _ = crate::sys::process::kill_group(pid);
+        let _ = child.wait();
+        return ToolResult::err(format!(
+            "plugin \"{}\": {e}; the plugin was stopped",
+            tool.provider
+        ));
     }
     let deadline = ctx.deadline;
     let mut stopped = None;

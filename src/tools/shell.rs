@@ -212,18 +212,12 @@ fn kill_descendants(reap: bool, spare: &[i32]) {
     }
 }
 
-/// A named thread of the call's, or why none could be made (the system's
-/// process or memory limit).
+/// A named thread of the call's, or why none could be made.
 fn thread<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<std::thread::JoinHandle<T>, String> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
-        .map_err(|e| {
-            format!("cannot start a thread for the command ({e}): the system is out of processes or memory; nothing ran")
-        })
+    crate::util::thread(name, f).map_err(|e| format!("{e}; nothing ran"))
 }
 
 /// A directory of the call's own for temporary files (`sort` spills there):

@@ -392,9 +392,9 @@ fn capped_reader(
     cap: usize,
     over: Arc<AtomicBool>,
     buf: Buffer,
-) -> mpsc::Receiver<()> {
+) -> Result<mpsc::Receiver<()>, String> {
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    crate::util::thread("code-output", move || {
         let mut chunk = vec![0u8; 16 * 1024];
         loop {
             let n = match pipe.read(&mut chunk) {
@@ -412,8 +412,8 @@ fn capped_reader(
             }
         }
         let _ = tx.send(());
-    });
-    rx
+    })?;
+    Ok(rx)
 }
 
 /// A copy of what `buf` holds now.
@@ -592,7 +592,8 @@ fn background(
     let (language, code) = (a.language.to_string(), a.code.to_string());
     let conversation = ctx.conversation_id.to_string();
     let finished = Arc::clone(&end);
-    let thread = std::thread::spawn(move || {
+    let tmp = spawned.tmp.clone();
+    let thread = crate::util::thread("code-job", move || {
         let gate = Gate::new(&cfg, &cfg.channels.cli.tools_allow);
         // Ctrl-C ends the run, and the run its jobs.
         let never = || false;
@@ -641,6 +642,16 @@ fn background(
         body["error"] = json!(error);
         *finished.lock().unwrap_or_else(|e| e.into_inner()) = Some(body);
     });
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => {
+            // Its waiter reaps it.
+            let _ = crate::sys::process::kill(pid);
+            let _ = crate::sys::process::kill_group(pid);
+            crate::tools::shell::remove_tmp(Some(&tmp));
+            return ToolResult::err(format!("code_run: {e}; the snippet was stopped"));
+        }
+    };
     jobs.add(Job {
         id: id.clone(),
         pid,
@@ -984,13 +995,37 @@ fn start(
     };
     drop((req_w, resp_r));
     let pid = started.pid;
+    // Held by the waiter thread, or taken back here when a thread cannot be
+    // made: the snippet is then stopped and reaped in place.
+    let wait = Arc::new(Mutex::new(Some(started.wait)));
+    let fail = |e: String| {
+        let _ = crate::sys::process::kill(pid);
+        let _ = crate::sys::process::kill_group(pid);
+        let taken = wait.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = taken {
+            w();
+        }
+        format!("{e}; the snippet was stopped")
+    };
+    let (tx, events) = mpsc::channel();
+    let waiter = {
+        let (wait, tx) = (Arc::clone(&wait), tx.clone());
+        crate::util::thread("code-wait", move || {
+            let taken = wait.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(w) = taken {
+                let _ = tx.send(Event::Exited(w()));
+            }
+        })
+    };
+    waiter.map_err(fail)?;
     if let (Some(mut stdin), Some(input)) = (started.stdin, a.stdin) {
         let input = input.to_string();
         // A snippet that never reads its stdin must not block the call.
-        std::thread::spawn(move || {
+        crate::util::thread("code-stdin", move || {
             crate::sys::signal::QuietPipes::for_this_thread();
             let _ = stdin.write_all(input.as_bytes());
-        });
+        })
+        .map_err(fail)?;
     }
     let cap = cfg.tools.code_run.max_output_bytes;
     let flood = Arc::new(AtomicBool::new(false));
@@ -1000,19 +1035,13 @@ fn start(
         None => {
             let (tx, rx) = mpsc::channel();
             let _ = tx.send(());
-            rx
+            Ok(rx)
         }
     };
-    let out_done = done(started.stdout, &out);
-    let err_done = done(started.stderr, &err);
-    let (tx, events) = mpsc::channel();
-    reader(req_r, tx.clone());
-    let answers = writer(resp_w);
-    let wait = started.wait;
-    std::thread::spawn(move || {
-        let status = wait();
-        let _ = tx.send(Event::Exited(status));
-    });
+    let out_done = done(started.stdout, &out).map_err(fail)?;
+    let err_done = done(started.stderr, &err).map_err(fail)?;
+    reader(req_r, tx).map_err(fail)?;
+    let answers = writer(resp_w).map_err(fail)?;
     Ok(Spawned {
         pid,
         events,
@@ -1103,8 +1132,8 @@ fn wait_exit(events: &mpsc::Receiver<Event>) -> Option<ExitStatus> {
 }
 
 /// The snippet's requests, a line each, onto the loop's channel.
-fn reader(pipe: OwnedFd, tx: mpsc::Sender<Event>) {
-    std::thread::spawn(move || {
+fn reader(pipe: OwnedFd, tx: mpsc::Sender<Event>) -> Result<(), String> {
+    crate::util::thread("code-requests", move || {
         let mut r = BufReader::new(std::fs::File::from(pipe));
         loop {
             let mut line = Vec::new();
@@ -1124,14 +1153,15 @@ fn reader(pipe: OwnedFd, tx: mpsc::Sender<Event>) {
                 }
             }
         }
-    });
+    })?;
+    Ok(())
 }
 
 /// Answers, a line each, to the snippet: written from a thread of their
 /// own, so a snippet that stops reading cannot stall the loop.
-fn writer(pipe: OwnedFd) -> mpsc::Sender<String> {
+fn writer(pipe: OwnedFd) -> Result<mpsc::Sender<String>, String> {
     let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
+    crate::util::thread("code-answers", move || {
         crate::sys::signal::QuietPipes::for_this_thread();
         let mut w = std::fs::File::from(pipe);
         for mut line in rx {
@@ -1140,8 +1170,8 @@ fn writer(pipe: OwnedFd) -> mpsc::Sender<String> {
                 return;
             }
         }
-    });
-    tx
+    })?;
+    Ok(tx)
 }
 
 #[cfg(test)]
