@@ -331,7 +331,7 @@ pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Result<Output, Sp
             _ => Spawn::Io(e),
         })?;
     let reader = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
+        std::thread::Builder::new().spawn(move || {
             let mut buf = Vec::new();
             if let Some(mut r) = r {
                 // Capped: status lines, not a journal.
@@ -343,6 +343,14 @@ pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Result<Output, Sp
     };
     let out = reader(child.stdout.take().map(|r| Box::new(r) as _));
     let err = reader(child.stderr.take().map(|r| Box::new(r) as _));
+    let (out, err) = match (out, err) {
+        (Ok(out), Ok(err)) => (out, err),
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Spawn::Io(e));
+        }
+    };
     let end = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {

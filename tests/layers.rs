@@ -1093,17 +1093,14 @@ fn the_file_reader_finds_a_cycle_through_every_spelling() {
     );
 }
 
-/// A slice sort written at a call site outside the tests (`code_only`
-/// text), as `file:line`. `util::sort` is the one place that may.
-fn direct_sorts(rel: &str, text: &str) -> Vec<String> {
-    if rel == "util/sort.rs" {
-        return Vec::new();
-    }
+/// The lines of `text` before its test module, comments and strings
+/// blanked (`code_only`), numbered from 1. A test-only item elsewhere is
+/// still included.
+fn lines_before_tests(text: &str) -> Vec<(usize, String)> {
     let code = code_only(text);
     let lines: Vec<&str> = code.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        // The test module (a test-only item elsewhere is still scanned).
         let test_mod = line.trim() == "#[cfg(test)]"
             && lines[i + 1..]
                 .iter()
@@ -1112,6 +1109,19 @@ fn direct_sorts(rel: &str, text: &str) -> Vec<String> {
         if test_mod {
             break;
         }
+        out.push((i + 1, line.to_string()));
+    }
+    out
+}
+
+/// A slice sort written at a call site outside the tests, as `file:line`.
+/// `util::sort` is the one place that may.
+fn direct_sorts(rel: &str, text: &str) -> Vec<String> {
+    if rel == "util/sort.rs" {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (n, line) in lines_before_tests(text) {
         let b = line.as_bytes();
         for (at, _) in line.match_indices(".sort") {
             let rest = &line[at + ".sort".len()..];
@@ -1130,29 +1140,60 @@ fn direct_sorts(rel: &str, text: &str) -> Vec<String> {
                     | "_unstable_by_key"
             );
             if method && after.trim_start().starts_with('(') && at > 0 && b[at - 1] != b':' {
-                out.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                out.push(format!("{rel}:{n}: {}", line.trim()));
             }
         }
     }
     out
 }
 
+/// What `find` reports in each file under `src/` (given its path relative
+/// to `src/` and its text).
+fn each_src_file(find: fn(&str, &str) -> Vec<String>) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy();
+        found.extend(find(&rel, &std::fs::read_to_string(file).unwrap()));
+    }
+    found
+}
+
+/// `thread::spawn(` outside the tests, as `file:line`: it panics when the
+/// system cannot make a thread (a call that filled the process table
+/// would then take latchclaw down); `util::thread` and
+/// `std::thread::Builder` return the error instead.
+fn panicking_spawns(rel: &str, text: &str) -> Vec<String> {
+    lines_before_tests(text)
+        .into_iter()
+        .filter(|(_, line)| line.contains("thread::spawn("))
+        .map(|(n, line)| format!("{rel}:{n}: {}", line.trim()))
+        .collect()
+}
+
+#[test]
+fn threads_are_made_only_where_failing_to_make_one_is_handled() {
+    let bad = each_src_file(panicking_spawns);
+    assert!(
+        bad.is_empty(),
+        "make threads with crate::util::thread (or std::thread::Builder) and handle the error:\n{}",
+        bad.join("\n")
+    );
+    let sample = "fn f() {\n    std::thread::spawn(|| {});\n    // thread::spawn(x)\n    \
+                  crate::util::thread(\"t\", || {});\n}\n#[cfg(test)]\nmod t { fn g() { std::thread::spawn(|| {}); } }\n";
+    assert_eq!(
+        panicking_spawns("x.rs", sample),
+        ["x.rs:2: std::thread::spawn(|| {});"]
+    );
+}
+
 /// Each `sort_by` on a new type or closure compiles its own copy of the
 /// standard merge sort (3–4 KB); `util::sort` funnels them into one.
 #[test]
 fn slices_are_sorted_only_through_util_sort() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut bad = Vec::new();
-    for file in &files {
-        let rel = file
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        bad.extend(direct_sorts(&rel, &std::fs::read_to_string(file).unwrap()));
-    }
+    let bad = each_src_file(direct_sorts);
     assert!(
         bad.is_empty(),
         "sort through crate::util::sort (sort, sort_by, sort_by_key):\n{}",
