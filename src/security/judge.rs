@@ -977,10 +977,7 @@ pub fn destructive_text(text: &str) -> Option<&'static str> {
             return Some(":(){ :|:& };:");
         }
     }
-    let tokens: Vec<&str> = folded
-        .split([' ', ';', '|', '&', '(', ')', '`', '{', '}', '$'])
-        .filter(|t| !t.is_empty())
-        .collect();
+    let tokens = tokens(&folded);
     for (i, t) in tokens.iter().enumerate() {
         let base = basename(t);
         let after = &tokens[i + 1..tokens.len().min(i + 6)];
@@ -1014,32 +1011,68 @@ pub fn destructive_text(text: &str) -> Option<&'static str> {
     None
 }
 
+/// The words of folded text, split at spaces and shell punctuation.
+fn tokens(folded: &str) -> Vec<&str> {
+    // Split at ASCII bytes, so always between characters.
+    let mut tokens: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (i, b) in folded.bytes().enumerate() {
+        if matches!(
+            b,
+            b' ' | b';' | b'|' | b'&' | b'(' | b')' | b'`' | b'{' | b'}' | b'$'
+        ) {
+            if i > start {
+                tokens.push(&folded[start..i]);
+            }
+            start = i + 1;
+        }
+    }
+    if folded.len() > start {
+        tokens.push(&folded[start..]);
+    }
+    tokens
+}
+
 /// `text` lowercased, without quotes and backslashes, each run of
 /// whitespace one space.
 fn fold(text: &str) -> String {
-    // Folded byte by byte where the text is ASCII: per-character
-    // `to_lowercase` and `String::push` made this net a tenth of the
-    // gate's time on long commands.
+    // Plain ASCII is copied a run at a time: per-character `to_lowercase`
+    // and `String::push` made this net a tenth of the gate's time on long
+    // commands.
     let mut folded: Vec<u8> = Vec::with_capacity(text.len());
     let space = |folded: &mut Vec<u8>| {
         if folded.last() != Some(&b' ') {
             folded.push(b' ');
         }
     };
-    let mut rest = text;
-    while let Some(&b) = rest.as_bytes().first() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        // `char::is_whitespace` in ASCII: tab to carriage return, space.
+        let special =
+            |x: u8| !x.is_ascii() || matches!(x, b'\'' | b'"' | b'\\' | b'\t'..=b'\r' | b' ');
+        if !special(b) {
+            // A run of plain ASCII, lowercased in one copy.
+            let end = bytes[i..]
+                .iter()
+                .position(|&x| special(x))
+                .map_or(bytes.len(), |p| i + p);
+            folded.extend(bytes[i..end].iter().map(u8::to_ascii_lowercase));
+            i = end;
+            continue;
+        }
         if b.is_ascii() {
-            rest = &rest[1..];
-            match b {
-                b'\'' | b'"' | b'\\' => {}
-                // `char::is_whitespace` in ASCII: tab to carriage return, space.
-                b'\t'..=b'\r' | b' ' => space(&mut folded),
-                _ => folded.push(b.to_ascii_lowercase()),
+            i += 1;
+            if !matches!(b, b'\'' | b'"' | b'\\') {
+                space(&mut folded);
             }
             continue;
         }
-        let Some(c) = rest.chars().next() else { break };
-        rest = &rest[c.len_utf8()..];
+        // A character starts here: the byte before was ASCII or ended one.
+        let Some(c) = text.get(i..).and_then(|r| r.chars().next()) else {
+            break;
+        };
+        i += c.len_utf8();
         if c.is_whitespace() {
             space(&mut folded);
         } else {
@@ -1076,7 +1109,7 @@ mod tests {
     }
 
     #[test]
-    fn folding_by_byte_matches_folding_by_character() {
+    fn folding_and_splitting_by_byte_match_doing_it_by_character() {
         let alphabet: Vec<char> = "aZrRmM -/*:(){}|&;$`'\"\\\t\n\u{b}\u{c}\r\u{85}\u{a0}\u{1680}\u{2028}\u{3000}\u{200b}İΣσéÉß\u{e9}\u{1F600}K"
             .chars()
             .collect();
@@ -1087,6 +1120,11 @@ mod tests {
                 .map(|_| alphabet[rng.usize(..alphabet.len())])
                 .collect();
             assert_eq!(fold(&text), fold_by_char(&text), "{text:?}");
+            let by_char: Vec<&str> = text
+                .split([' ', ';', '|', '&', '(', ')', '`', '{', '}', '$'])
+                .filter(|t| !t.is_empty())
+                .collect();
+            assert_eq!(tokens(&text), by_char, "{text:?}");
         }
         assert_eq!(destructive_text("RM  -RF\t/"), Some("rm -rf /"));
         assert_eq!(destructive_text("r'm' -r\u{a0}/"), Some("rm -rf /"));
