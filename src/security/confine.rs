@@ -404,7 +404,7 @@ impl Drop for Ahead {
 /// Whether this machine lets latchclaw give a child namespaces of its own
 /// (see [`view::shared`]).
 pub fn namespace_status() -> Result<(), String> {
-    view::shared().map(|_| ())
+    view::shared().map(|_| ()).map_err(String::from)
 }
 
 /// The view for `spec`, and its lines for the description. `Err` only
@@ -415,7 +415,7 @@ fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, St
     // Built before asking whether namespaces hold here, so the walk runs
     // while they are still being made (unless they are known not to).
     let built = (!view::shared_refused()).then(|| view::build(spec));
-    let why = match namespace_status() {
+    let why = match view::shared().map(|_| ()) {
         // This workspace's view, not the machine: refused whatever the mode
         // (falling back would drop the masks a child may have set out to
         // defeat).
@@ -431,7 +431,17 @@ fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, St
                 ));
             }
         },
-        Err(e) => e,
+        // Out of processes or memory this moment: not this machine's
+        // answer, so no fallback (a call that filled the process table
+        // would otherwise make the next ones run behind fewer walls).
+        Err(u) if !u.lasting => {
+            return Err(format!(
+                "the sandbox's namespaces cannot be made now ({}); the call is refused rather \
+                 than run behind fewer walls (the next call tries again)",
+                u.why
+            ));
+        }
+        Err(u) => u.why,
     };
     if required {
         return Err(format!(
@@ -1113,7 +1123,7 @@ fn walls(
 pub fn describe_for(cfg: &Config, workspace: &Path, autonomy: Autonomy) -> String {
     match prepare(&Spec::new(cfg, workspace, autonomy, None)) {
         Ok(p) => p.description,
-        Err(e) => format!("required (refused: {e})"),
+        Err(e) => format!("{} (refused: {e})", cfg.security.confinement.as_str()),
     }
 }
 

@@ -40,8 +40,8 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Where the new root is staged before `pivot_root`: hidden by it only in
 /// the child's own mount namespace, and found again under `OLD` after.
@@ -485,32 +485,97 @@ pub struct Shared {
     net: OwnedFd,
 }
 
-/// The shared namespaces, made once per process (see [`apart`]):
-/// `Err` says why this machine gives children no namespaces (then the
-/// walls below them hold alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set
-/// makes it say no (for tests of the fallback).
-pub fn shared() -> Result<&'static Shared, String> {
-    SHARED
-        .get_or_init(make_shared)
-        .as_ref()
-        .map_err(Clone::clone)
+/// Why children get no namespaces of their own here.
+#[derive(Debug, Clone)]
+pub struct Unavailable {
+    pub why: String,
+    /// This kernel or its policy: known for the rest of the process, and
+    /// the walls below hold alone. Else a shortage of the moment
+    /// (processes, memory): the call is refused and the next one tries
+    /// again, so a call that fills the process table cannot make the
+    /// calls after it run behind fewer walls.
+    pub lasting: bool,
+}
+
+impl From<Unavailable> for String {
+    fn from(u: Unavailable) -> String {
+        u.why
+    }
+}
+
+/// The shared namespaces, made once per process (see [`apart`]), or why
+/// this machine gives children none (then the walls below them hold
+/// alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set makes it say no, and
+/// `LATCHCLAW_SIMULATE_NAMESPACES_BUSY` that it cannot now (for tests).
+pub fn shared() -> Result<&'static Shared, Unavailable> {
+    remembered(&SHARED, make_shared)
+}
+
+/// What `slot` holds, else what `make` gives, kept when it lasts: the
+/// namespaces once made, or a refusal of this kernel's; not a shortage.
+fn remembered(
+    slot: &Mutex<Option<Result<&'static Shared, String>>>,
+    make: impl FnOnce() -> Result<Shared, Unavailable>,
+) -> Result<&'static Shared, Unavailable> {
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+    match &*slot {
+        Some(Ok(s)) => return Ok(s),
+        Some(Err(why)) => {
+            return Err(Unavailable {
+                why: why.clone(),
+                lasting: true,
+            });
+        }
+        None => {}
+    }
+    match make() {
+        Ok(made) => {
+            // Made once and kept for the process, as a static would be.
+            let made: &'static Shared = Box::leak(Box::new(made));
+            *slot = Some(Ok(made));
+            Ok(made)
+        }
+        Err(u) => {
+            if u.lasting {
+                *slot = Some(Err(u.why.clone()));
+            }
+            Err(u)
+        }
+    }
 }
 
 /// Whether [`shared`] has its answer already.
 pub fn shared_made() -> bool {
-    SHARED.get().is_some()
+    SHARED.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// Whether [`shared`] has answered that this machine gives no namespaces.
 pub fn shared_refused() -> bool {
-    matches!(SHARED.get(), Some(Err(_)))
+    matches!(
+        *SHARED.lock().unwrap_or_else(|e| e.into_inner()),
+        Some(Err(_))
+    )
 }
 
-static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+static SHARED: Mutex<Option<Result<&'static Shared, String>>> = Mutex::new(None);
 
-fn make_shared() -> Result<Shared, String> {
+/// A shortage of the moment, not this kernel's answer: out of processes
+/// (`EAGAIN`: the process limit, or no thread to make the namespaces on)
+/// or of memory.
+fn short_now(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOMEM))
+}
+
+fn make_shared() -> Result<Shared, Unavailable> {
+    let lasting = |why: String| Unavailable { why, lasting: true };
     if std::env::var_os("LATCHCLAW_SIMULATE_NO_NAMESPACES").is_some() {
-        return Err("LATCHCLAW_SIMULATE_NO_NAMESPACES is set".into());
+        return Err(lasting("LATCHCLAW_SIMULATE_NO_NAMESPACES is set".into()));
+    }
+    if std::env::var_os("LATCHCLAW_SIMULATE_NAMESPACES_BUSY").is_some() {
+        return Err(Unavailable {
+            why: "LATCHCLAW_SIMULATE_NAMESPACES_BUSY is set".into(),
+            lasting: false,
+        });
     }
     let user = needs_user_namespace();
     let mut flags = sys::ns::NEWNET;
@@ -518,13 +583,16 @@ fn make_shared() -> Result<Shared, String> {
     if user {
         flags |= sys::ns::NEWUSER;
         let (uid, gid) = sys::process::ids();
-        maps.push((cstr("/proc/self/setgroups")?, b"deny".to_vec()));
         maps.push((
-            cstr("/proc/self/uid_map")?,
+            cstr("/proc/self/setgroups").map_err(lasting)?,
+            b"deny".to_vec(),
+        ));
+        maps.push((
+            cstr("/proc/self/uid_map").map_err(lasting)?,
             format!("{uid} {uid} 1").into_bytes(),
         ));
         maps.push((
-            cstr("/proc/self/gid_map")?,
+            cstr("/proc/self/gid_map").map_err(lasting)?,
             format!("{gid} {gid} 1").into_bytes(),
         ));
     }
@@ -547,11 +615,14 @@ fn make_shared() -> Result<Shared, String> {
             [Some(net), None]
         })
     })
-    .map_err(|e| why_not(&e))?;
+    .map_err(|e| Unavailable {
+        why: why_not(&e),
+        lasting: !short_now(&e),
+    })?;
     let mut fds = fds.into_iter();
     let mut next = || {
         fds.next()
-            .ok_or("the namespace maker sent too few descriptors")
+            .ok_or_else(|| lasting("the namespace maker sent too few descriptors".into()))
     };
     Ok(Shared {
         user: if user { Some(next()?) } else { None },
@@ -1272,6 +1343,55 @@ const LANDLOCK_READ: u64 = (1 << 2) | (1 << 3);
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// A shortage is not remembered: the next call tries again. The
+    /// namespaces once made, or this kernel's refusal, are.
+    #[test]
+    fn only_lasting_answers_about_namespaces_are_remembered() {
+        let fake = || Shared {
+            user: None,
+            net: std::fs::File::open("/dev/null").unwrap().into(),
+        };
+        let short = || {
+            Err(Unavailable {
+                why: "out of processes".into(),
+                lasting: false,
+            })
+        };
+        let slot = Mutex::new(None);
+        let e = remembered(&slot, short).unwrap_err();
+        assert!(!e.lasting && e.why == "out of processes");
+        assert!(slot.lock().unwrap().is_none());
+        assert!(remembered(&slot, || Ok(fake())).is_ok());
+        let again = remembered(&slot, || -> Result<Shared, Unavailable> {
+            panic!("made twice")
+        });
+        assert!(again.is_ok());
+        let refused = Mutex::new(None);
+        let no = || {
+            Err(Unavailable {
+                why: "user namespaces are off".into(),
+                lasting: true,
+            })
+        };
+        assert!(remembered(&refused, no).is_err());
+        let e = remembered(&refused, || Ok(fake())).unwrap_err();
+        assert!(e.lasting && e.why == "user namespaces are off");
+        for (errno, now) in [
+            (libc::EAGAIN, true),
+            (libc::ENOMEM, true),
+            (libc::EPERM, false),
+            (libc::EACCES, false),
+            (libc::ENOSPC, false),
+            (libc::EINVAL, false),
+        ] {
+            assert_eq!(
+                short_now(&io::Error::from_raw_os_error(errno)),
+                now,
+                "{errno}"
+            );
+        }
+    }
 
     /// A namespace made apart is made on a thread that ends (as root) or
     /// in a child: never on the calling thread, whose connections
