@@ -107,7 +107,12 @@ pub fn work_tree_top(dir: &Path) -> Option<PathBuf> {
     dir.ancestors()
         .find(|d| {
             let git = d.join(".git");
-            git.is_dir() || (git.is_file() && is_gitfile(&git))
+            // One `stat` a level: every run walks up from where it starts.
+            match std::fs::metadata(&git) {
+                Ok(m) if m.is_dir() => true,
+                Ok(m) => m.is_file() && is_gitfile(&git),
+                Err(_) => false,
+            }
         })
         .map(Path::to_path_buf)
 }
