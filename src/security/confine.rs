@@ -162,7 +162,9 @@ pub const PRIVILEGED_RULE: &str = "refused (seccomp, EPERM): reboot, kexec, modu
      clone with namespace flags and prlimit of another process";
 
 /// Builds the ruleset for `spec` in the parent (see [`Prepared::install`]).
-/// `Err` only under `confinement = "required"`: the call must not run.
+/// `Err`, the call must not run: under `confinement = "required"` where
+/// a wall is missing, and in every mode where one this machine has cannot
+/// be set up now.
 pub fn prepare(spec: &Spec) -> Result<Prepared, String> {
     prepare_with(spec, &status())
 }
@@ -407,8 +409,9 @@ pub fn namespace_status() -> Result<(), String> {
     view::shared().map(|_| ()).map_err(String::from)
 }
 
-/// The view for `spec`, and its lines for the description. `Err` only
-/// under `required`.
+/// The view for `spec`, and its lines for the description. `Err` under
+/// `required` without namespaces, and in every mode when they or the
+/// view cannot be made now.
 #[allow(clippy::type_complexity)]
 fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, String), String> {
     let required = spec.mode == Mode::Required;
@@ -1066,9 +1069,10 @@ fn exec_of(cmd: &Command, arg0: Option<&OsStr>, keep: Vec<i32>) -> Result<sys::n
     Ok(sys::ns::Exec::new(c(path.as_os_str())?, argv, envp, keep))
 }
 
-/// Runs in the forked child: hook-safe calls only. Under `required` a
-/// failure fails the spawn; under `best_effort` the child runs without the
-/// part that failed.
+/// Runs in the forked child: hook-safe calls only. A failure to enter the
+/// seccomp filter or the Landlock ruleset (given only where this kernel
+/// has them) fails the spawn in every mode; of the steps before them, only
+/// under `required`.
 fn walls(
     ruleset: Option<&io::Result<OwnedFd>>,
     filter: Option<&[seccomp::Insn]>,
@@ -1091,12 +1095,12 @@ fn walls(
     if !sys::sandbox::close_inherited() && required {
         return Err(io::Error::from_raw_os_error(libc::EMFILE));
     }
-    // Needs no_new_privs (set above) now that CAP_SYS_ADMIN is gone.
-    if let Some(prog) = filter
-        && let Err(e) = seccomp::install(prog)
-        && required
-    {
-        return Err(e);
+    // Needs no_new_privs (set above) now that CAP_SYS_ADMIN is gone. The
+    // filter and the ruleset are here only where this kernel has them:
+    // failing to enter one (out of memory this moment) fails the spawn in
+    // every mode, never runs the child behind fewer walls.
+    if let Some(prog) = filter {
+        seccomp::install(prog)?;
     }
     match ruleset {
         None => Ok(()),
@@ -1105,17 +1109,12 @@ fn walls(
             // value and error types (it allocates), which is not safe after
             // fork in a multithreaded process. The crate built the ruleset
             // in the parent; entering it is this single syscall.
-            if let Err(e) = sys::sandbox::landlock_restrict_self(fd.as_fd())
-                && required
-            {
-                return Err(e);
-            }
-            Ok(())
+            sys::sandbox::landlock_restrict_self(fd.as_fd())
         }
-        Some(Err(e)) if required => Err(io::Error::from_raw_os_error(
+        // The ruleset could not be handed to the child (no descriptor).
+        Some(Err(e)) => Err(io::Error::from_raw_os_error(
             e.raw_os_error().unwrap_or(libc::EBADF),
         )),
-        Some(Err(_)) => Ok(()),
     }
 }
 
@@ -1274,7 +1273,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_restrict_fails_the_spawn_only_when_required() {
+    fn a_failed_restrict_fails_the_spawn_in_every_mode() {
         // Not a ruleset: landlock_restrict_self refuses it in the child.
         let bogus = || Some(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()));
         let required = Prepared {
@@ -1296,7 +1295,7 @@ mod tests {
         };
         let mut cmd = Command::new("/bin/true");
         best.install(&mut cmd);
-        assert!(cmd.status().unwrap().success());
+        assert!(cmd.status().is_err(), "the child must not run");
     }
 
     #[test]
@@ -1451,7 +1450,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_filter_fails_the_spawn_only_when_required() {
+    fn a_failed_filter_fails_the_spawn_in_every_mode() {
         // Not a BPF instruction: seccomp(2) refuses the program in the child.
         static BOGUS: [seccomp::Insn; 1] = [libc::sock_filter {
             code: 0xffff,
@@ -1472,7 +1471,8 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
         let mut cmd = Command::new("/bin/true");
         with(Mode::BestEffort).install(&mut cmd);
-        assert!(cmd.status().unwrap().success());
+        let err = cmd.status().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
     }
 
     /// What the namespace view adds to a spawn, printed for the record

@@ -490,10 +490,10 @@ pub struct Shared {
 pub struct Unavailable {
     pub why: String,
     /// This kernel or its policy: known for the rest of the process, and
-    /// the walls below hold alone. Else a shortage of the moment
-    /// (processes, memory): the call is refused and the next one tries
-    /// again, so a call that fills the process table cannot make the
-    /// calls after it run behind fewer walls.
+    /// the walls below hold alone. Else a failure of the moment (out of
+    /// processes, memory, descriptors in flight): the call is refused and
+    /// the next one tries again, so a call that causes one cannot make the
+    /// calls after it, in this process or another, run behind fewer walls.
     pub lasting: bool,
 }
 
@@ -559,11 +559,20 @@ pub fn shared_refused() -> bool {
 
 static SHARED: Mutex<Option<Result<&'static Shared, String>>> = Mutex::new(None);
 
-/// A shortage of the moment, not this kernel's answer: out of processes
-/// (`EAGAIN`: the process limit, or no thread to make the namespaces on)
-/// or of memory.
-fn short_now(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOMEM))
+/// Whether `e` is this kernel's lasting refusal of namespaces (a policy,
+/// a missing feature, user namespaces turned off) and not a failure of
+/// the moment. Anything else, from a shortage of processes or memory to a
+/// descriptor that could not be passed back (`ETOOMANYREFS`, which other
+/// processes of the same user can cause), refuses only the call: the next
+/// one tries again, and nothing falls back to fewer walls for it.
+fn lasting_refusal(e: &io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES | libc::EINVAL | libc::ENOSYS | libc::EUSERS) => true,
+        // The count of user namespaces: turned off when its limit is 0.
+        Some(libc::ENOSPC) => std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .is_ok_and(|v| v.trim() == "0"),
+        _ => false,
+    }
 }
 
 fn make_shared() -> Result<Shared, Unavailable> {
@@ -617,12 +626,14 @@ fn make_shared() -> Result<Shared, Unavailable> {
     })
     .map_err(|e| Unavailable {
         why: why_not(&e),
-        lasting: !short_now(&e),
+        lasting: lasting_refusal(&e),
     })?;
     let mut fds = fds.into_iter();
     let mut next = || {
-        fds.next()
-            .ok_or_else(|| lasting("the namespace maker sent too few descriptors".into()))
+        fds.next().ok_or_else(|| Unavailable {
+            why: "the namespace maker sent too few descriptors".into(),
+            lasting: false,
+        })
     };
     Ok(Shared {
         user: if user { Some(next()?) } else { None },
@@ -1377,20 +1388,23 @@ mod tests {
         assert!(remembered(&refused, no).is_err());
         let e = remembered(&refused, || Ok(fake())).unwrap_err();
         assert!(e.lasting && e.why == "user namespaces are off");
-        for (errno, now) in [
-            (libc::EAGAIN, true),
-            (libc::ENOMEM, true),
-            (libc::EPERM, false),
-            (libc::EACCES, false),
-            (libc::ENOSPC, false),
-            (libc::EINVAL, false),
+        for (errno, lasting) in [
+            (libc::EPERM, true),
+            (libc::EACCES, true),
+            (libc::EINVAL, true),
+            (libc::ENOSYS, true),
+            (libc::EAGAIN, false),
+            (libc::ENOMEM, false),
+            (libc::ETOOMANYREFS, false),
+            (libc::EMFILE, false),
+            (libc::ENOBUFS, false),
+            (libc::EINTR, false),
         ] {
-            assert_eq!(
-                short_now(&io::Error::from_raw_os_error(errno)),
-                now,
-                "{errno}"
-            );
+            let e = io::Error::from_raw_os_error(errno);
+            assert_eq!(lasting_refusal(&e), lasting, "{errno}");
         }
+        // A maker that died says no errno: not this kernel's answer either.
+        assert!(!lasting_refusal(&io::Error::other("the maker died")));
     }
 
     /// A namespace made apart is made on a thread that ends (as root) or
