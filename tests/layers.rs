@@ -402,6 +402,7 @@ const ALLOWED: &[&str] = &[
     "AVAILABLE",  // security/confine/seccomp: the kernel probe for it
     "STATUS",     // security/confine: the kernel's Landlock ABI, probed once
     "SHARED",     // security/confine/view: the namespaces every child joins, made once
+    "MAKING",     // security/confine/view: one maker of them at a time
     "NO_OPENAT2", // tools/beneath: the kernel has no openat2 (ENOSYS)
     "ROOTS",      // transport: the system's CA bundle, read once
     // Once-only guards of facts about the process itself.

@@ -434,9 +434,9 @@ fn namespaces_for(spec: &Spec) -> Result<(Option<std::sync::Arc<view::View>>, St
                 ));
             }
         },
-        // Out of processes or memory this moment: not this machine's
-        // answer, so no fallback (a call that filled the process table
-        // would otherwise make the next ones run behind fewer walls).
+        // A failure of the moment, not this kernel's refusal: no fallback
+        // (a call that caused it would otherwise make the next ones run
+        // behind fewer walls).
         Err(u) if !u.lasting => {
             return Err(format!(
                 "the sandbox's namespaces cannot be made now ({}); the call is refused rather \

@@ -1045,12 +1045,11 @@ fn fold(text: &str) -> String {
             folded.push(b' ');
         }
     };
+    // `char::is_whitespace` in ASCII: tab to carriage return, space.
+    let special = |x: u8| !x.is_ascii() || matches!(x, b'\'' | b'"' | b'\\' | b'\t'..=b'\r' | b' ');
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        // `char::is_whitespace` in ASCII: tab to carriage return, space.
-        let special =
-            |x: u8| !x.is_ascii() || matches!(x, b'\'' | b'"' | b'\\' | b'\t'..=b'\r' | b' ');
         if !special(b) {
             // A run of plain ASCII, lowercased in one copy.
             let end = bytes[i..]

@@ -508,56 +508,52 @@ impl From<Unavailable> for String {
 /// alone). `LATCHCLAW_SIMULATE_NO_NAMESPACES` set makes it say no, and
 /// `LATCHCLAW_SIMULATE_NAMESPACES_BUSY` that it cannot now (for tests).
 pub fn shared() -> Result<&'static Shared, Unavailable> {
-    remembered(&SHARED, make_shared)
+    remembered(&SHARED, &MAKING, make_shared)
 }
 
 /// What `slot` holds, else what `make` gives, kept when it lasts: the
 /// namespaces once made, or a refusal of this kernel's; not a shortage.
-fn remembered(
-    slot: &Mutex<Option<Result<&'static Shared, String>>>,
+/// One maker at a time (`making`); a reader never waits for it.
+fn remembered<'a>(
+    slot: &'a OnceLock<Result<Shared, String>>,
+    making: &Mutex<()>,
     make: impl FnOnce() -> Result<Shared, Unavailable>,
-) -> Result<&'static Shared, Unavailable> {
-    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-    match &*slot {
-        Some(Ok(s)) => return Ok(s),
-        Some(Err(why)) => {
-            return Err(Unavailable {
-                why: why.clone(),
-                lasting: true,
-            });
-        }
-        None => {}
+) -> Result<&'a Shared, Unavailable> {
+    let kept = |r: &'a Result<Shared, String>| {
+        r.as_ref().map_err(|why| Unavailable {
+            why: why.clone(),
+            lasting: true,
+        })
+    };
+    if let Some(r) = slot.get() {
+        return kept(r);
+    }
+    let _one = making.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = slot.get() {
+        return kept(r);
     }
     match make() {
-        Ok(made) => {
-            // Made once and kept for the process, as a static would be.
-            let made: &'static Shared = Box::leak(Box::new(made));
-            *slot = Some(Ok(made));
-            Ok(made)
-        }
-        Err(u) => {
-            if u.lasting {
-                *slot = Some(Err(u.why.clone()));
-            }
-            Err(u)
-        }
+        Ok(made) => kept(slot.get_or_init(|| Ok(made))),
+        Err(u) if u.lasting => kept(slot.get_or_init(|| Err(u.why))),
+        Err(u) => Err(u),
     }
 }
 
-/// Whether [`shared`] has its answer already.
+/// Whether [`shared`] has its lasting answer already (never waits while
+/// the namespaces are being made).
 pub fn shared_made() -> bool {
-    SHARED.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    SHARED.get().is_some()
 }
 
 /// Whether [`shared`] has answered that this machine gives no namespaces.
 pub fn shared_refused() -> bool {
-    matches!(
-        *SHARED.lock().unwrap_or_else(|e| e.into_inner()),
-        Some(Err(_))
-    )
+    matches!(SHARED.get(), Some(Err(_)))
 }
 
-static SHARED: Mutex<Option<Result<&'static Shared, String>>> = Mutex::new(None);
+/// Only lasting answers: a failure of the moment is not kept.
+static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+/// Makes one maker at a time of the shared namespaces.
+static MAKING: Mutex<()> = Mutex::new(());
 
 /// Whether `e` is this kernel's lasting refusal of namespaces (a policy,
 /// a missing feature, user namespaces turned off) and not a failure of
@@ -1369,24 +1365,25 @@ mod tests {
                 lasting: false,
             })
         };
-        let slot = Mutex::new(None);
-        let e = remembered(&slot, short).unwrap_err();
+        let making = Mutex::new(());
+        let slot = OnceLock::new();
+        let e = remembered(&slot, &making, short).unwrap_err();
         assert!(!e.lasting && e.why == "out of processes");
-        assert!(slot.lock().unwrap().is_none());
-        assert!(remembered(&slot, || Ok(fake())).is_ok());
-        let again = remembered(&slot, || -> Result<Shared, Unavailable> {
+        assert!(slot.get().is_none());
+        assert!(remembered(&slot, &making, || Ok(fake())).is_ok());
+        let again = remembered(&slot, &making, || -> Result<Shared, Unavailable> {
             panic!("made twice")
         });
         assert!(again.is_ok());
-        let refused = Mutex::new(None);
+        let refused = OnceLock::new();
         let no = || {
             Err(Unavailable {
                 why: "user namespaces are off".into(),
                 lasting: true,
             })
         };
-        assert!(remembered(&refused, no).is_err());
-        let e = remembered(&refused, || Ok(fake())).unwrap_err();
+        assert!(remembered(&refused, &making, no).is_err());
+        let e = remembered(&refused, &making, || Ok(fake())).unwrap_err();
         assert!(e.lasting && e.why == "user namespaces are off");
         for (errno, lasting) in [
             (libc::EPERM, true),
