@@ -409,6 +409,7 @@ const ALLOWED: &[&str] = &[
     "DONE",    // tools/shell: PR_SET_CHILD_SUBREAPER set once
     "WARNED",  // security/confine: a missing kernel feature warned of once
     "STARTED", // security/confine: the shared namespaces' thread started once
+    "SWEPT",   // tools/shell: the tmp dirs of killed calls swept once
     // Tests only.
     "FORCE_WALK", // tools/beneath (cfg(test)): a thread's opens take the walk
     "BOGUS",      // security/confine (test): a filter the kernel refuses

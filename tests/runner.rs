@@ -781,3 +781,67 @@ fn a_command_runs_in_the_directory_the_gate_judged_even_outside_the_workspace() 
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(output(&v), format!("{}\n", outside.display()));
 }
+
+/// A call killed with SIGKILL cannot remove its own tmp dir: the next run
+/// that makes one removes those of processes that are gone, and nothing
+/// else (a live pid's, a recent one, a symlink, another name).
+#[test]
+fn the_tmp_dirs_of_killed_calls_are_swept_by_a_later_run() {
+    use std::time::SystemTime;
+    let env = env_with("");
+    let tmp = env.root.join("tmp");
+    let elsewhere = env.root.join("elsewhere");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep.txt"), "keep").unwrap();
+    // A pid no process has: one that ran and was reaped.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
+    let dir = |name: String, modified: SystemTime| {
+        let d = tmp.join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/spill"), "x").unwrap();
+        std::fs::set_permissions(d.join("sub"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        std::fs::File::open(&d)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        d
+    };
+    let abandoned = dir(format!("latchclaw-call-{dead}-0000abcd"), hours_ago);
+    let recent = dir(format!("latchclaw-call-{dead}-0000abce"), SystemTime::now());
+    let live = dir(
+        format!("latchclaw-call-{}-0000abcf", std::process::id()),
+        hours_ago,
+    );
+    let other = dir(format!("latchclaw-caller-{dead}-0000abd0"), hours_ago);
+    let link = tmp.join(format!("latchclaw-call-{dead}-0000abd1"));
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    let r = env.run_env(
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "echo hi"}"#,
+        ],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!abandoned.exists(), "the abandoned dir is still there");
+    for kept in [&recent, &live, &other] {
+        assert!(kept.join("sub").exists(), "{} was removed", kept.display());
+        std::fs::set_permissions(kept.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    assert!(link.symlink_metadata().is_ok() && elsewhere.join("keep.txt").exists());
+    // Only the run's own dir came and went: nothing else of the call's is left.
+    let mut left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 4, "{left:?}");
+}

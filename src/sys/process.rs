@@ -90,6 +90,17 @@ pub fn kill(pid: i32) -> io::Result<()> {
     }
 }
 
+/// Whether a process `pid` exists (this user's or not): kill(pid, 0).
+pub fn exists(pid: i32) -> bool {
+    match Pid::from_raw(pid) {
+        Some(p) if pid > 0 => match rustix::process::test_kill_process(p) {
+            Ok(()) => true,
+            Err(e) => e != rustix::io::Errno::SRCH,
+        },
+        _ => false,
+    }
+}
+
 /// SIGKILLs every process of the process group `pgid`.
 pub fn kill_group(pgid: i32) -> io::Result<()> {
     match Pid::from_raw(pgid) {

@@ -225,6 +225,7 @@ fn thread<T: Send + 'static>(
 pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = std::env::temp_dir();
+    sweep_once(&base);
     for _ in 0..4 {
         let p = base.join(format!(
             "latchclaw-call-{}-{:08x}",
@@ -236,6 +237,56 @@ pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
         }
     }
     None
+}
+
+/// A call dir is only taken for abandoned once untouched this long: a
+/// latchclaw in another PID namespace sharing this tmp may have a pid that
+/// looks dead from here.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+/// The most entries of the tmp dir one sweep reads.
+const SWEEP_MAX: usize = 10_000;
+
+/// Removes, once per process, the call dirs of latchclaw processes that
+/// are gone: one killed (SIGKILL, OOM) during a call could not remove its
+/// own. Only this user's, only where no process has the pid in the name,
+/// only when untouched for [`ABANDONED_AFTER`].
+fn sweep_once(base: &std::path::Path) {
+    static SWEPT: AtomicBool = AtomicBool::new(false);
+    if !SWEPT.swap(true, Ordering::Relaxed) {
+        sweep(base, ABANDONED_AFTER);
+    }
+}
+
+fn sweep(base: &std::path::Path, after: Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    let me = sys::process::effective_uid();
+    for e in entries.take(SWEEP_MAX).flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("latchclaw-call-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        let old = |m: &std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= after)
+        };
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() && m.uid() == me && old(&m) && !sys::process::exists(pid) => {
+                remove_tmp(Some(&path));
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The spec of a call that runs `plan` (without its tmp).
