@@ -215,6 +215,11 @@ fn shell_spellings_of_a_secret_are_refused() {
         "cp .env x.txt",
         "cp -r deploy copy",
         "mv .env x.txt",
+        // A backup renames the destination over a secret: `tls/server`
+        // backed up as `tls/server.key`.
+        "cp -b -S .key notes.txt tls/server",
+        "cp --suffix=.key notes.txt tls",
+        "mv --backup=simple --suffix=.pem keys.md tls/cert",
         "git show HEAD:.env",
         "git config --list",
         "git config --get remote.origin.url",

@@ -830,7 +830,7 @@ pub(super) const CP: Entry = Entry {
     name: "cp",
     parse: |a| copy_move(&CP_SPEC, a),
     spec: Some(&CP_SPEC),
-    summary: "sources read (trees with -r/-a), destination WRITTEN; -l/-s refused",
+    summary: "sources read (trees with -r/-a), destination (and its backup) WRITTEN; -l/-s refused",
 };
 
 const MV_OPTS: &[O] = &[
@@ -854,7 +854,7 @@ pub(super) const MV: Entry = Entry {
     name: "mv",
     parse: |a| copy_move(&MV_SPEC, a),
     spec: Some(&MV_SPEC),
-    summary: "sources and destination WRITTEN",
+    summary: "sources and destination (and its backup) WRITTEN",
 };
 
 fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
@@ -919,12 +919,52 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
             }
         }
     }
+    // A backup renames an existing destination to DEST + SUFFIX first (a
+    // file named `server` backed up with `-S .key` replaces `server.key`):
+    // each is judged as a write too. Numbered backups (`DEST.~N~`) are
+    // named after a destination already judged.
+    if let Some(suffix) = backup_suffix(prog, &w.items)? {
+        let backups: Vec<String> =
+            w.p.writes
+                .iter()
+                .map(|p| format!("{}{suffix}", p.trim_end_matches('/')))
+                .collect();
+        w.p.writes.extend(backups);
+    }
     if rec {
         w.p.write_dirs_recursive.extend(dests);
     }
     w.p.follows_symlinks_recursively = rec && w.bits & FOLLOW != 0;
     w.p.writes_anything = true;
     Ok(w.p)
+}
+
+/// The suffix of the backups `cp`/`mv` would make, when any: `-b`,
+/// `--backup[=CONTROL]` and `-S`/`--suffix` (which turns backups on) all
+/// count, `--backup=none` included (a later option may turn them on again).
+/// A suffix with a `/` would put the backup in another directory (GNU falls
+/// back to `~`, others may not): refused.
+fn backup_suffix(prog: &str, items: &[Item]) -> Result<Option<String>, Refused> {
+    let mut on = false;
+    let mut suffix = "~";
+    for it in items {
+        let Item::Opt(h) = it else { continue };
+        match (h.o.s, h.o.l) {
+            ('b', _) | (_, "backup") => on = true,
+            (_, "suffix") => {
+                on = true;
+                suffix = h.val.unwrap_or("~");
+                if suffix.contains('/') {
+                    return Err(Refused::command(format!(
+                        "`{prog}` with a backup suffix containing '/' ({suffix:?}) would put \
+                         the backup in another directory; use a suffix without '/'"
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(on.then(|| suffix.to_string()))
 }
 
 fn base_name(s: &str) -> &str {

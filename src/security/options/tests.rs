@@ -483,6 +483,36 @@ fn cp_and_mv() {
     );
 }
 
+#[test]
+fn cp_and_mv_backups_are_writes_too() {
+    let has = |p: &Parsed, w: &str| p.writes.iter().any(|x| x == w);
+    let p = ok("cp", &["-b", "-S", ".key", "server", "d"]);
+    assert!(
+        has(&p, "d/server.key") && has(&p, "d.key"),
+        "{:?}",
+        p.writes
+    );
+    assert!(has(&ok("cp", &["--suffix=.key", "a", "b"]), "b.key"));
+    assert!(has(&ok("cp", &["--backup=simple", "a", "b"]), "b~"));
+    assert!(has(
+        &ok("cp", &["--backup=none", "-S", ".pem", "a", "b"]),
+        "b.pem"
+    ));
+    let p = ok("mv", &["-b", "a", "b/"]);
+    assert!(has(&p, "b/a~") && has(&p, "a~"), "{:?}", p.writes);
+    let p = ok("mv", &["-t", "d", "-S", ".env", "x"]);
+    assert!(has(&p, "d/x.env"), "{:?}", p.writes);
+    assert!(
+        !ok("cp", &["a", "b"])
+            .writes
+            .iter()
+            .any(|w| w.ends_with('~'))
+    );
+    refused("cp", &["-b", "-S", "/../.git", "a", "b"], "containing '/'");
+    refused("mv", &["--suffix=x/y", "a", "b"], "containing '/'");
+    refused("cp", &["--suffix", "/", "a", "b"], "containing '/'");
+}
+
 // ------------------------------------------------------------ grep, rg
 
 #[test]
