@@ -337,6 +337,92 @@ fn the_git_views_hold_by_themselves() {
     assert!(!env.ws.join(".git/hooks/pre-commit").exists());
 }
 
+/// A process an earlier call left running (a background `code_run`, an MCP
+/// server) may swap the workspace's directories between the walk that
+/// finds what to mask and the child's view: a mask put by path would then
+/// land on its decoy and leave the secret in view. Each mask and protected
+/// directory is put on the object the walk found, or the child is refused.
+#[test]
+fn a_directory_swapped_after_the_walk_refuses_the_child_instead_of_showing_a_secret() {
+    use latchclaw::security::confine::{self, Mode, Spec};
+    use std::process::Command;
+    let env = Env::new();
+    let ws = &env.ws;
+    for d in ["p/a", "p/c", "decoy", "g/.git", "h"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("p/a/.env"), "NESTED-SECRET\n").unwrap();
+    std::fs::write(ws.join("p/c/notes.txt"), "plain\n").unwrap();
+    std::fs::write(ws.join("decoy/.env"), "decoy\n").unwrap();
+    std::fs::write(ws.join("g/.git/config"), "[core]\n").unwrap();
+    let spec = Spec {
+        workspace: ws.clone(),
+        workspace_writable: true,
+        tmp_dir: None,
+        mode: Mode::BestEffort,
+        state_dir: Some(env.state.clone()),
+        secret_allow: Default::default(),
+        forbidden: Vec::new(),
+        egress: None,
+        cwd: None,
+        read_only_dirs: Vec::new(),
+    };
+    let run = |p: &confine::Prepared, script: &str| {
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", script]).current_dir(ws);
+        p.install(&mut c);
+        c.output()
+    };
+    let read = "cat p/a/.env p/b/.env p/c/.env p/a/notes.txt 2>/dev/null; echo x >> g/.git/config";
+    // The control: unswapped, the child runs and sees the secret empty.
+    let p = confine::prepare(&spec).unwrap();
+    if !p.has_namespaces() {
+        skip("no namespace sandbox on this machine");
+        return;
+    }
+    let o = run(&p, read).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("SECRET"),
+        "{o:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("g/.git/config")).unwrap(),
+        "[core]\n"
+    );
+    let swap = |a: &str, b: &str| {
+        let t = ws.join("p/swap");
+        std::fs::rename(ws.join(a), &t).unwrap();
+        std::fs::rename(ws.join(b), ws.join(a)).unwrap();
+        std::fs::rename(&t, ws.join(b)).unwrap();
+    };
+    // A link put where the directory was (the directory moved beside it),
+    // and two directories swapped; both after the walk, before the child.
+    std::os::unix::fs::symlink("../decoy", ws.join("p/b")).unwrap();
+    for (a, b) in [("p/a", "p/b"), ("p/a", "p/c")] {
+        let p = confine::prepare(&spec).unwrap();
+        swap(a, b);
+        match run(&p, read) {
+            Ok(o) => panic!("{a} <-> {b}: the child ran: {o:?}"),
+            Err(e) => {
+                let why = confine::start_failure(&e);
+                assert!(why.contains("the workspace changed"), "{a} <-> {b}: {why}");
+            }
+        }
+        swap(a, b);
+    }
+    // The same for a protected directory: `.git` swapped for a plain one.
+    std::fs::rename(ws.join("h"), ws.join("g/h")).unwrap();
+    let p = confine::prepare(&spec).unwrap();
+    std::fs::rename(ws.join("g/.git"), ws.join("g/old")).unwrap();
+    std::fs::rename(ws.join("g/h"), ws.join("g/.git")).unwrap();
+    std::fs::rename(ws.join("g/old"), ws.join("g/h")).unwrap();
+    assert!(run(&p, "echo x >> g/h/config").is_err());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("g/h/config")).unwrap(),
+        "[core]\n"
+    );
+}
+
 /// A chain of processes each of which forks the next and exits: no pid
 /// lives long enough to be killed one by one.
 const CHAIN: &str = "#!/bin/sh\nf() { echo t >> ticks; sleep 0.01; f & }\nf\nsleep 30\n";

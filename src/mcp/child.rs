@@ -265,8 +265,9 @@ impl Child {
             Ok(Ok(started)) => started,
             Ok(Err(e)) => {
                 return Err(fail(format!(
-                    "cannot start {} in the sandbox: {e}",
-                    prog.display()
+                    "cannot start {} in the sandbox: {}",
+                    prog.display(),
+                    crate::security::confine::start_failure(&e)
                 )));
             }
             Err(_) => return Err(fail("the server's thread ended before it started".into())),

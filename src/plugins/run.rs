@@ -86,9 +86,10 @@ pub fn call(
         Ok(c) => c,
         Err(e) => {
             return ToolResult::err(format!(
-                "plugin \"{}\": cannot start {}: {e}",
+                "plugin \"{}\": cannot start {}: {}",
                 tool.provider,
-                command.display()
+                command.display(),
+                crate::security::confine::start_failure(&e)
             ));
         }
     };

@@ -744,7 +744,7 @@ impl Prepared {
             }
             for &k in kinds {
                 if let Err(e) = v.base(k) {
-                    log::warn!(target: "event::confinement_unavailable", "{e}");
+                    log::warn!(target: "event::confinement_unavailable", "{}", e.why);
                 }
             }
         }
@@ -930,8 +930,8 @@ fn child_start(v: &view::View, kind: view::Kind) -> io::Result<ChildStart> {
             .map_or(ChildStart::Build(kind), ChildStart::Made));
     }
     let base = v.base(kind).map_err(|e| {
-        log::warn!(target: "event::confinement_unavailable", "{e}");
-        io::Error::from_raw_os_error(libc::EPERM)
+        log::warn!(target: "event::confinement_unavailable", "{}", e.why);
+        io::Error::from_raw_os_error(if e.stale { libc::ESTALE } else { libc::EPERM })
     })?;
     Ok(ChildStart::Join(base.try_clone_to_owned()?))
 }
@@ -1115,6 +1115,22 @@ fn walls(
         Some(Err(e)) => Err(io::Error::from_raw_os_error(
             e.raw_os_error().unwrap_or(libc::EBADF),
         )),
+    }
+}
+
+/// Why a child could not be started in the sandbox, for its caller's
+/// error: a workspace that changed under the view being made (a masked
+/// file or a protected directory no longer where the walk found it) says
+/// so instead of the bare errno.
+pub fn start_failure(e: &io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ESTALE) {
+        "the workspace changed while its sandbox was being made (a directory holding a \
+         masked or protected entry was renamed, swapped or replaced by a link since it was \
+         walked, perhaps by a process an earlier call left running); nothing ran: run the \
+         call again"
+            .to_string()
+    } else {
+        e.to_string()
     }
 }
 

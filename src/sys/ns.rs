@@ -286,6 +286,15 @@ pub fn mount(
 /// mount below it) read-only, leaving its other flags as they are
 /// (`mount_setattr`, Linux 5.12). ENOSYS on older kernels.
 pub fn set_read_only(target: &CStr, recursive: bool) -> io::Result<()> {
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    set_read_only_at(libc::AT_FDCWD, target, flags)
+}
+
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const AT_EMPTY_PATH: libc::c_uint = libc::AT_EMPTY_PATH as libc::c_uint;
+
+/// mount_setattr(2) of `dir`/`target` with `flags` (`AT_*`): read-only.
+fn set_read_only_at(dir: libc::c_int, target: &CStr, flags: libc::c_uint) -> io::Result<()> {
     #[repr(C)]
     struct MountAttr {
         attr_set: u64,
@@ -294,21 +303,19 @@ pub fn set_read_only(target: &CStr, recursive: bool) -> io::Result<()> {
         userns_fd: u64,
     }
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    const AT_RECURSIVE: libc::c_uint = 0x8000;
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    let flags = if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: the path is NUL-terminated and `attr` is the kernel's
     // `struct mount_attr` (size passed), both alive across the call; the
     // kernel only reads them.
     let r = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
+            dir,
             target.as_ptr(),
             flags,
             &attr as *const MountAttr,
@@ -320,6 +327,49 @@ pub fn set_read_only(target: &CStr, recursive: bool) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Hook-safe: binds `src` (or, when `src` is `None`, the object itself)
+/// read-only over the file or directory at `dst`, only if that is still
+/// the object `id` (st_dev, st_ino) found before. `dst` is opened with no
+/// symbolic link followed anywhere on its path and the bind is attached to
+/// that descriptor (open_tree, mount_setattr, move_mount), so a directory
+/// renamed, swapped or replaced by a link since the object was found cannot
+/// send the bind elsewhere. ESTALE when `dst` is another object now, ELOOP
+/// when a link is on its path; ENOSYS before Linux 5.12.
+pub fn cover_object(src: Option<&CStr>, dst: &CStr, id: (u64, u64)) -> io::Result<()> {
+    use rustix::fs::{CWD, Mode, OFlags, ResolveFlags};
+    use rustix::mount::{MoveMountFlags, OpenTreeFlags};
+    use std::os::fd::AsRawFd;
+    let target = rustix::fs::openat2(
+        CWD,
+        dst,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let st = rustix::fs::fstat(&target)?;
+    // `as`: st_dev and st_ino are u64 on every 64-bit Linux, not on all.
+    #[allow(clippy::unnecessary_cast)]
+    let object = (st.st_dev as u64, st.st_ino as u64);
+    if object != id {
+        return Err(io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let clone = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_RECURSIVE;
+    let tree = match src {
+        Some(src) => rustix::mount::open_tree(CWD, src, clone)?,
+        None => rustix::mount::open_tree(&target, c"", clone | OpenTreeFlags::AT_EMPTY_PATH)?,
+    };
+    set_read_only_at(tree.as_raw_fd(), c"", AT_EMPTY_PATH | AT_RECURSIVE)?;
+    Ok(rustix::mount::move_mount(
+        &tree,
+        c"",
+        &target,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?)
 }
 
 /// Hook-safe: pivot_root(2).

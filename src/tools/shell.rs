@@ -564,7 +564,14 @@ fn run_pipeline(step: &Step, call: &CallEnv, io: &Outputs, stop: &AtomicBool) ->
         match spawn(cmd, fds, call) {
             Ok(c) => children.push(Some(c)),
             Err(e) => {
-                report(&io.err, &format!("cannot start `{}`: {e}", cmd.argv[0]));
+                report(
+                    &io.err,
+                    &format!(
+                        "cannot start `{}`: {}",
+                        cmd.argv[0],
+                        confine::start_failure(&e)
+                    ),
+                );
                 children.push(None);
             }
         }

@@ -102,6 +102,13 @@ enum Step {
         /// latchclaw's own file (a journal comes and goes): gone, it is
         /// skipped (its directory is covered too).
         own: bool,
+        /// The object the walk found at `dst` (st_dev, st_ino): covered
+        /// only if `dst` still is it, by descriptor (`sys::ns::cover_object`),
+        /// else the child is refused (`ESTALE`). A process of an earlier
+        /// call still running (a background `code_run`, an MCP server) can
+        /// swap directories of the workspace between the walk and the
+        /// cover; a cover by path would then land on its decoy.
+        id: Option<Id>,
     },
     /// A procfs of the child's PID namespace at /proc, without entries for
     /// processes the child may not trace (init), or the host's bound when
@@ -144,7 +151,7 @@ pub struct View {
     /// is changed by path after a child ran (covers are mounts on the
     /// directory entries: they follow a rename).
     bases: [Vec<Step>; 3],
-    made: [OnceLock<Result<Base, String>>; 3],
+    made: [OnceLock<Result<Base, Unmade>>; 3],
     /// Set by [`View::direct`]: the next child of this kind builds the
     /// view in its own init instead of joining a base.
     direct: [AtomicBool; 3],
@@ -158,6 +165,20 @@ pub struct View {
     /// latchclaw's files inside the workspace that were not there to cover
     /// when the view was planned.
     missing: Vec<PathBuf>,
+}
+
+/// Why a call's base view could not be made.
+#[derive(Debug, Clone)]
+pub struct Unmade {
+    pub why: String,
+    /// The workspace changed under it since the walk (`ESTALE`).
+    pub stale: bool,
+}
+
+impl From<String> for Unmade {
+    fn from(why: String) -> Unmade {
+        Unmade { why, stale: false }
+    }
 }
 
 /// How a child gets its mount namespace ([`View::enter`]).
@@ -287,36 +308,49 @@ impl Builder {
 }
 
 /// A bind of `p` over itself, read-only (inside an already bound tree).
-fn read_only_over_itself(p: &Path, out: &mut Vec<Step>) -> Result<(), String> {
+fn read_only_over_itself(p: &Path, id: Option<Id>, out: &mut Vec<Step>) -> Result<(), String> {
     let c = cstr(p)?;
     out.push(Step::Cover {
         src: c.clone(),
         dst: c,
         own: false,
+        id,
     });
     Ok(())
 }
 
 /// An empty read-only file or directory bound over `p`.
-fn mask(p: &Path, dir: bool, own: bool, out: &mut Vec<Step>) -> Result<(), String> {
+fn mask(p: &Path, dir: bool, own: bool, id: Option<Id>, out: &mut Vec<Step>) -> Result<(), String> {
     out.push(Step::Cover {
         src: cstr(if dir { EMPTY_DIR } else { EMPTY_FILE })?,
         dst: cstr(p)?,
         own,
+        id,
     });
     Ok(())
 }
 
-/// What the walk of the workspace found.
+/// A file's st_dev and st_ino: which object a path led to.
+type Id = (u64, u64);
+
+/// The object at `p` (not following a link at its end).
+fn id_of(p: &Path) -> Option<Id> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// What the walk of the workspace found, each with the object it was.
 #[derive(Default)]
 struct Found {
-    /// (path, is a directory) to mask in every child.
-    masks: Vec<(PathBuf, bool)>,
+    /// (path, is a directory, object) to mask in every child.
+    masks: Vec<(PathBuf, bool, Option<Id>)>,
     /// Secret-named files inside git directories (git's config, a
     /// submodule's, a worktree's): masked for every program but git.
-    git_masks: Vec<PathBuf>,
+    git_masks: Vec<(PathBuf, Option<Id>)>,
     /// `.git` and `.latchclaw` entries, and git directories by shape.
-    protected: Vec<PathBuf>,
+    protected: Vec<(PathBuf, Option<Id>)>,
 }
 
 /// Walks the workspace for what to mask and protect. Fails closed: a
@@ -406,11 +440,12 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
                     && to.starts_with(ws)
                     && to != ws
                 {
+                    let id = id_of(&to);
                     if protected {
-                        found.protected.push(to);
+                        found.protected.push((to, id));
                     } else {
                         let dir = to.is_dir();
-                        found.masks.push((to, dir));
+                        found.masks.push((to, dir, id));
                     }
                 }
                 continue;
@@ -425,7 +460,7 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
                     && path.join("objects").is_dir()
                     && path.join("refs").is_dir();
                 if protected || by_shape {
-                    found.protected.push(path.clone());
+                    found.protected.push((path.clone(), id_of(&path)));
                 }
                 // Object stores too: a child can move a secret's directory
                 // into one.
@@ -440,10 +475,12 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
                 stack.push((path, depth + 1, git));
                 continue;
             }
+            let mut object = None;
             if ft.is_file()
                 && let Ok(md) = e.metadata()
             {
                 let id = (md.dev(), md.ino());
+                object = Some(id);
                 if secret {
                     secret_inodes.insert(id);
                 } else if md.nlink() > 1 {
@@ -451,10 +488,11 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
                 }
             }
             if secret {
+                let object = object.or_else(|| id_of(&path));
                 if in_git {
-                    found.git_masks.push(path);
+                    found.git_masks.push((path, object));
                 } else {
-                    found.masks.push((path, false));
+                    found.masks.push((path, false, object));
                 }
             }
         }
@@ -465,7 +503,7 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
     // A hard link is the same file under a name no rule matches.
     for (p, id) in linked {
         if secret_inodes.contains(&id) {
-            found.masks.push((p, false));
+            found.masks.push((p, false, Some(id)));
         }
     }
     Ok(Some(found))
@@ -918,21 +956,21 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         });
     }
     let mut masked = Vec::new();
-    for (p, dir) in &found.masks {
-        mask(p, *dir, false, &mut b.steps)?;
+    for (p, dir, id) in &found.masks {
+        mask(p, *dir, false, *id, &mut b.steps)?;
         masked.push(p.clone());
     }
     for (p, dir) in &state {
-        mask(p, *dir, true, &mut b.steps)?;
+        mask(p, *dir, true, None, &mut b.steps)?;
         masked.push(p.clone());
     }
     let common = b.steps;
     let mut other = common.clone();
     let mut git_read = common.clone();
     let mut git_write = common;
-    for p in &found.protected {
-        read_only_over_itself(p, &mut other)?;
-        read_only_over_itself(p, &mut git_read)?;
+    for (p, id) in &found.protected {
+        read_only_over_itself(p, *id, &mut other)?;
+        read_only_over_itself(p, *id, &mut git_read)?;
         let is_git = p
             .file_name()
             .is_some_and(|n| n.eq_ignore_ascii_case(".git"));
@@ -940,15 +978,15 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             for c in GIT_CODE {
                 let q = p.join(c);
                 if q.symlink_metadata().is_ok() {
-                    read_only_over_itself(&q, &mut git_write)?;
+                    read_only_over_itself(&q, id_of(&q), &mut git_write)?;
                 }
             }
         } else {
-            read_only_over_itself(p, &mut git_write)?;
+            read_only_over_itself(p, *id, &mut git_write)?;
         }
     }
-    for p in &found.git_masks {
-        mask(p, false, false, &mut other)?;
+    for (p, id) in &found.git_masks {
+        mask(p, false, false, *id, &mut other)?;
         masked.push(p.clone());
     }
     // The old root stays mounted, read-only, under an empty cover: an
@@ -965,6 +1003,7 @@ pub fn build(spec: &Spec) -> Result<View, String> {
             src: cstr(EMPTY_DIR)?,
             dst: cstr(OLD)?,
             own: false,
+            id: None,
         },
         Step::ReadOnly {
             dst: cstr("/")?,
@@ -1001,7 +1040,7 @@ impl View {
 
     /// The call's base mount namespace, made on first use: by the parent,
     /// before the first child of the call starts.
-    pub fn base(&self, kind: Kind) -> Result<BorrowedFd<'_>, String> {
+    pub fn base(&self, kind: Kind) -> Result<BorrowedFd<'_>, Unmade> {
         let i = kind as usize;
         match self.made[i].get_or_init(|| self.make_base(&self.bases[i])) {
             Ok(b) => Ok(b.ns.as_fd()),
@@ -1050,12 +1089,12 @@ impl View {
         self.made_ahead[kind as usize].lock().ok()?.take()
     }
 
-    fn make_base(&self, base: &[Step]) -> Result<Base, String> {
-        let (hold, release) = std::io::pipe().map_err(|e| format!("a pipe: {e}"))?;
+    fn make_base(&self, base: &[Step]) -> Result<Base, Unmade> {
+        let (hold, release) = std::io::pipe().map_err(|e| Unmade::from(format!("a pipe: {e}")))?;
         let user = match &self.shared.user {
             Some(u) => Some(
                 u.try_clone()
-                    .map_err(|e| format!("the user namespace: {e}"))?,
+                    .map_err(|e| Unmade::from(format!("the user namespace: {e}")))?,
             ),
             None => None,
         };
@@ -1075,8 +1114,13 @@ impl View {
             },
             Some(hold),
         )
-        .map_err(|e| format!("the call's view could not be set up: {e}"))?;
-        let ns = fds.pop().ok_or("the call's view was not handed over")?;
+        .map_err(|e| Unmade {
+            why: format!("the call's view could not be set up: {e}"),
+            stale: e.raw_os_error() == Some(libc::ESTALE),
+        })?;
+        let ns = fds
+            .pop()
+            .ok_or_else(|| Unmade::from("the call's view was not handed over".to_string()))?;
         Ok(Base {
             ns,
             holder,
@@ -1230,7 +1274,12 @@ impl View {
         // allocates: init may share latchclaw's memory.
         run(&Step::Proc, ruleset)?;
         read_only(c"/proc", true)?;
-        cover(c"/.latchclaw-masked.d", c"/.latchclaw-host-proc", false)?;
+        cover(
+            c"/.latchclaw-masked.d",
+            c"/.latchclaw-host-proc",
+            false,
+            None,
+        )?;
         sys::ns::chdir(&self.cwd)?;
         walls()?;
         let program = sys::ns::spawn_exec(exec)?;
@@ -1265,7 +1314,7 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
             *flags,
             data.as_deref(),
         ),
-        Step::Cover { src, dst, own } => cover(src, dst, *own),
+        Step::Cover { src, dst, own, id } => cover(src, dst, *own, *id),
         Step::ReadOnly { dst, recursive } => read_only(dst, *recursive),
         Step::Proc => {
             let proc_ = c"/proc";
@@ -1311,7 +1360,25 @@ fn run(step: &Step, ruleset: Option<BorrowedFd>) -> io::Result<()> {
 }
 
 /// `src` bound over `dst`, read-only (see [`Step::Cover`]).
-fn cover(src: &std::ffi::CStr, dst: &std::ffi::CStr, own: bool) -> io::Result<()> {
+fn cover(src: &std::ffi::CStr, dst: &std::ffi::CStr, own: bool, id: Option<Id>) -> io::Result<()> {
+    if let Some(id) = id {
+        let from = (src != dst).then_some(src);
+        match sys::ns::cover_object(from, dst, id) {
+            // Before Linux 5.12: by path, below.
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {}
+            // Gone, or a link now on its path: what the walk found may be
+            // elsewhere, uncovered.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                ) =>
+            {
+                return Err(io::Error::from_raw_os_error(libc::ESTALE));
+            }
+            r => return r,
+        }
+    }
     match sys::ns::mount(Some(src), dst, None, MS_BIND | MS_REC, None) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
             if own {
@@ -1464,7 +1531,10 @@ mod tests {
                 Ok(found) => {
                     ok += 1;
                     assert!(
-                        found.masks.iter().any(|(p, _)| p.ends_with("deep/id_rsa")),
+                        found
+                            .masks
+                            .iter()
+                            .any(|(p, _, _)| p.ends_with("deep/id_rsa")),
                         "a walk missed the secret: {:?}",
                         found.masks
                     );

@@ -965,7 +965,13 @@ fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let cannot = |e: std::io::Error| format!("cannot start {}: {e}", exe.display());
+    let cannot = |e: std::io::Error| {
+        format!(
+            "cannot start {}: {}",
+            exe.display(),
+            crate::security::confine::start_failure(&e)
+        )
+    };
     let started = if walls.spawns_direct() {
         direct(&mut cmd, walls, a.stdin.is_some(), [&req_w, &resp_r]).map_err(cannot)?
     } else {
