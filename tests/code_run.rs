@@ -402,6 +402,35 @@ fn runaway_snippets_end_cleanly() {
         json!({"timeout_secs": 60}),
     );
     assert_eq!(inner["error_category"], "output_limit", "{inner}");
+    // Requests sent without their answers read (each answer waits in
+    // latchclaw until read): stopped at once, not grown until the deadline
+    // (before, 780 MB in 8 s). A prelude that reads each answer is not
+    // affected: 500 tool() calls in a row.
+    let t = Instant::now();
+    let (_, _, inner) = code(
+        &env,
+        "python",
+        r#"import os
+w = int(os.environ['LATCHCLAW_CODE_FDS'].split(',')[0])
+req = b'{"op": "secrets"}\n' * 4096
+while True:
+    os.write(w, req)
+"#,
+        json!({"timeout_secs": 60}),
+    );
+    assert_eq!(inner["error_category"], "output_limit", "{inner}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    let (_, _, inner) = code(
+        &env,
+        "python",
+        r#"import latchclaw
+for _ in range(500):
+    latchclaw.secrets()
+latchclaw.output('done')
+"#,
+        json!({"timeout_secs": 60}),
+    );
+    assert_eq!(inner["output"], "done", "{inner}");
     // A sleep past the deadline, in the interpreter and through the prelude.
     for src in [
         "import time\ntime.sleep(300)\n",

@@ -28,6 +28,10 @@ pub const PRELUDE_JS: &str = include_str!("prelude.js");
 /// The longest request line a snippet may send (an `http()` body, a
 /// tool's arguments); a longer one stops the run.
 const REQUEST_MAX: usize = 8 * 1024 * 1024;
+/// Answers a snippet may leave unread (beyond what its pipe holds) before
+/// it is stopped: the prelude reads each before its next request, and one
+/// that keeps asking without reading would grow them without bound.
+const ANSWERS_UNREAD: usize = 64;
 /// How often the emergency stop and Ctrl-C are looked at while a snippet runs.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -761,8 +765,11 @@ fn summarize(
             ),
             Category::OutputLimit => format!(
                 "wrote more than {} bytes on stdout or stderr \
-                 ([tools.code_run] max_output_bytes); it was stopped",
-                cfg.tools.code_run.max_output_bytes
+                 ([tools.code_run] max_output_bytes), a request line over {} MiB, or \
+                 requests whose answers it left unread (more than {ANSWERS_UNREAD}); \
+                 it was stopped",
+                cfg.tools.code_run.max_output_bytes,
+                REQUEST_MAX >> 20
             ),
             Category::Cancelled => "cancelled (Ctrl-C or a signal); killed".into(),
             Category::Estop => "stopped by the emergency stop; killed".into(),
@@ -825,7 +832,7 @@ struct Spawned {
     pid: i32,
     /// Its requests and its exit.
     events: mpsc::Receiver<Event>,
-    answers: mpsc::Sender<String>,
+    answers: mpsc::SyncSender<String>,
     flood: Arc<AtomicBool>,
     out: Buffer,
     err: Buffer,
@@ -1094,7 +1101,10 @@ fn serve_loop(served: &mut Served, s: Spawned, estop: &Path) -> End {
             Ok(Event::Exited(st)) => break st,
             Ok(Event::Request(line)) => {
                 let answer = served.answer(&line);
-                let _ = s.answers.send(answer.to_string());
+                // Disconnected: it closed its end; nothing to keep.
+                if let Err(mpsc::TrySendError::Full(_)) = s.answers.try_send(answer.to_string()) {
+                    s.flood.store(true, Ordering::SeqCst);
+                }
             }
             Ok(Event::TooLong) => {
                 s.flood.store(true, Ordering::SeqCst);
@@ -1165,8 +1175,8 @@ fn reader(pipe: OwnedFd, tx: mpsc::Sender<Event>) -> Result<(), String> {
 
 /// Answers, a line each, to the snippet: written from a thread of their
 /// own, so a snippet that stops reading cannot stall the loop.
-fn writer(pipe: OwnedFd) -> Result<mpsc::Sender<String>, String> {
-    let (tx, rx) = mpsc::channel::<String>();
+fn writer(pipe: OwnedFd) -> Result<mpsc::SyncSender<String>, String> {
+    let (tx, rx) = mpsc::sync_channel::<String>(ANSWERS_UNREAD);
     crate::util::thread("code-answers", move || {
         crate::sys::signal::QuietPipes::for_this_thread();
         let mut w = std::fs::File::from(pipe);
