@@ -845,3 +845,59 @@ fn the_tmp_dirs_of_killed_calls_are_swept_by_a_later_run() {
     left.sort();
     assert_eq!(left.len(), 4, "{left:?}");
 }
+
+/// A redirection is opened when its command starts, by path: a process
+/// left running by an earlier call (here the test itself) may swap a
+/// directory on that path after the gate judged it. What is opened then is
+/// held to the gate's rule again: a hard link to a secret, swapped in for a
+/// decoy the gate allowed, is refused and nothing of it is read; nothing is
+/// truncated either.
+#[test]
+fn a_redirection_swapped_after_the_gate_judged_it_is_refused_at_open() {
+    use std::io::Write as _;
+    let env = env_with("");
+    let ws = &env.ws;
+    std::fs::write(ws.join(".env"), "TOKEN=swapped-in-secret-0317\n").unwrap();
+    for d in ["d", "bk"] {
+        std::fs::create_dir(ws.join(d)).unwrap();
+    }
+    std::fs::write(ws.join("d/notes.txt"), "decoy\n").unwrap();
+    std::fs::hard_link(ws.join(".env"), ws.join("bk/notes.txt")).unwrap();
+    let fifo = ws.join("sync");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (command, what) in [
+        ("cat sync; cat < d/notes.txt", "read"),
+        ("cat sync; echo x > d/notes.txt", "truncate"),
+    ] {
+        let runner = {
+            let cmd = env.shell_command(command);
+            std::thread::spawn(move || {
+                let mut cmd = cmd;
+                Run::from(cmd.output().unwrap())
+            })
+        };
+        // Opens once `cat sync` runs: the gate has judged, the view is made.
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        std::fs::rename(ws.join("d"), ws.join("t")).unwrap();
+        std::fs::rename(ws.join("bk"), ws.join("d")).unwrap();
+        std::fs::rename(ws.join("t"), ws.join("bk")).unwrap();
+        w.write_all(b"go\n").unwrap();
+        drop(w);
+        let r = runner.join().unwrap();
+        assert!(!r.stdout.contains("swapped-in-secret"), "{what}: {r:?}");
+        assert!(r.stdout.contains("hard links now"), "{what}: {r:?}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".env")).unwrap(),
+            "TOKEN=swapped-in-secret-0317\n",
+            "{what}"
+        );
+        // Back as the gate saw it, for the next.
+        std::fs::rename(ws.join("d"), ws.join("t")).unwrap();
+        std::fs::rename(ws.join("bk"), ws.join("d")).unwrap();
+        std::fs::rename(ws.join("t"), ws.join("bk")).unwrap();
+    }
+}

@@ -376,16 +376,40 @@ fn null() -> std::io::Result<OwnedFd> {
 /// directory swapped for a link after the decision cannot redirect it.
 fn open_redir(call: &CallEnv, path: &std::path::Path, mode: OpenMode) -> std::io::Result<OwnedFd> {
     use super::beneath::{Symlinks, open_beneath};
+    // Truncated only once the file is known to be the one to write.
     let flags = match mode {
         OpenMode::Read => libc::O_RDONLY,
-        OpenMode::Truncate => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        OpenMode::Truncate => libc::O_WRONLY | libc::O_CREAT,
         OpenMode::Append => libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
     };
     if path == std::path::Path::new("/dev/null") {
         return null();
     }
     let (base, rel) = beneath::split(&call.ws, path);
-    open_beneath(call.fd_for(base), rel, flags, 0o644, Symlinks::Refuse)
+    let f = std::fs::File::from(open_beneath(
+        call.fd_for(base),
+        rel,
+        flags,
+        0o644,
+        Symlinks::Refuse,
+    )?);
+    // Opened when its command starts, by path: a process an earlier call
+    // left running may have swapped a directory on that path since the
+    // gate judged it (a decoy then, a hard link to a secret now). What was
+    // opened is held to the gate's rule again, before a byte is read or
+    // written: no regular file with another name.
+    let md = f.metadata()?;
+    if md.is_file() && std::os::unix::fs::MetadataExt::nlink(&md) > 1 {
+        return Err(std::io::Error::other(format!(
+            "it has {} hard links now; files with more than one link are refused because \
+             the other name may be a secret's or outside the workspace",
+            std::os::unix::fs::MetadataExt::nlink(&md)
+        )));
+    }
+    if mode == OpenMode::Truncate && md.is_file() {
+        f.set_len(0)?;
+    }
+    Ok(OwnedFd::from(f))
 }
 
 impl Fds {
