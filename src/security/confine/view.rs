@@ -399,6 +399,11 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
             )
         })
     };
+    // Every directory listed, as it was: looked at again once all are, since
+    // an entry moved from a directory not yet listed into one already
+    // listed (a process of an earlier call may be renaming meanwhile) is
+    // seen in neither.
+    let mut listed = Vec::new();
     while let Some((dir, depth, in_git)) = stack.pop() {
         let before = stamp(&dir);
         let rd = match std::fs::read_dir(&dir) {
@@ -499,6 +504,10 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
         if before.is_none() || stamp(&dir) != before {
             return Ok(None);
         }
+        listed.push((dir, before));
+    }
+    if listed.iter().any(|(d, was)| stamp(d) != *was) {
+        return Ok(None);
     }
     // A hard link is the same file under a name no rule matches.
     for (p, id) in linked {
@@ -1549,5 +1558,47 @@ mod tests {
         renamer.join().unwrap();
         let _ = std::fs::remove_dir_all(&root);
         assert!(ok + refused == 300);
+    }
+
+    /// The secret moved between two directories, back and forth: a walk
+    /// that lists the one it is about to enter, then the one it just left,
+    /// sees it in neither; every directory is looked at again at the end.
+    #[test]
+    fn a_walk_raced_by_a_move_between_directories_misses_nothing_it_returns() {
+        let root = std::env::temp_dir().join(format!("lc-walk2-{}", std::process::id()));
+        let ws = root.join("ws");
+        for i in 0..100 {
+            std::fs::create_dir_all(ws.join(format!("x/pad{i:03}"))).unwrap();
+            std::fs::create_dir_all(ws.join(format!("y/pad{i:03}"))).unwrap();
+        }
+        std::fs::write(ws.join("x/pad050/.env"), "k").unwrap();
+        let spec = Spec::bare(&ws, crate::config::Confinement::BestEffort);
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let mover = {
+            let (stop, ws) = (std::sync::Arc::clone(&stop), ws.clone());
+            std::thread::spawn(move || {
+                let (a, b) = (ws.join("x/pad050/.env"), ws.join("y/pad050/.env"));
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(&a, &b);
+                    std::thread::sleep(std::time::Duration::from_micros(700));
+                    let _ = std::fs::rename(&b, &a);
+                    std::thread::sleep(std::time::Duration::from_micros(700));
+                }
+            })
+        };
+        let mut ok = 0;
+        for _ in 0..400 {
+            if let Ok(found) = walk(&spec, &ws) {
+                ok += 1;
+                assert!(
+                    found.masks.iter().any(|(p, _, _)| p.ends_with(".env")),
+                    "a walk missed the secret"
+                );
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        mover.join().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        eprintln!("walks that returned: {ok} of 400");
     }
 }
