@@ -901,3 +901,85 @@ fn a_redirection_swapped_after_the_gate_judged_it_is_refused_at_open() {
         std::fs::rename(ws.join("t"), ws.join("bk")).unwrap();
     }
 }
+
+/// A git directory by another name (`git init --separate-git-dir`, a bare
+/// repository): its config and hooks run code as `.git`'s do, so no write
+/// reaches them, and its config (a remote's credentials) is masked for
+/// every program but git.
+#[test]
+fn a_git_directory_by_another_name_is_protected_like_dot_git() {
+    let env = env_with("");
+    let ws = &env.ws;
+    let sep = env.root.join("sep");
+    std::fs::create_dir_all(&sep).unwrap();
+    git(
+        &sep,
+        &[
+            "init",
+            "-q",
+            "--separate-git-dir",
+            ws.join("gitdata").to_str().unwrap(),
+        ],
+    );
+    git(
+        &sep,
+        &[
+            "config",
+            "remote.origin.url",
+            "https://u:gitdata-token-7731@example.invalid/r",
+        ],
+    );
+    let before = std::fs::read_to_string(ws.join("gitdata/config")).unwrap();
+    for command in [
+        "printf '[core]\\n\\tfsmonitor = touch planted\\n' >> gitdata/config",
+        "echo x > gitdata/hooks/pre-commit",
+        "cp notes.txt gitdata/hooks/post-checkout",
+    ] {
+        std::fs::write(ws.join("notes.txt"), "n\n").unwrap();
+        let (r, v) = env.shell(command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("a git directory"),
+            "{command}: {v}"
+        );
+    }
+    let (r, v) = env.tool(
+        "file_write",
+        serde_json::json!({"path": "gitdata/hooks/pre-push", "content": "x"}),
+    );
+    assert_eq!(r.code, 4, "{r:?}: {v}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gitdata/config")).unwrap(),
+        before
+    );
+    assert!(!ws.join("gitdata/hooks/pre-commit").exists());
+    // Its config reads empty to any other program (a mask of the
+    // namespace sandbox).
+    if latchclaw::security::confine::namespace_status().is_err() {
+        common::skip("no namespace sandbox on this machine: the mask is not checked");
+        return;
+    }
+    let (r, v) = env.shell("cat gitdata/config");
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("a git directory's config"),
+        "{v}"
+    );
+    // A recursive read, which the gate lets through (it skips secrets by
+    // name), meets the mask.
+    std::fs::create_dir_all(ws.join("other")).unwrap();
+    std::fs::write(ws.join("other/config"), "x\n").unwrap();
+    // diff's exit 1 (the trees differ) is a failed call, exit 3.
+    let (r, _) = env.shell("diff -r gitdata other");
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains("> x"), "{r:?}");
+    // Nothing of it, not only the token (which the output's redaction
+    // would catch in a URL anyway).
+    assert!(!r.stdout.contains("repositoryformatversion"), "{r:?}");
+}

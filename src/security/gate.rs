@@ -6,8 +6,8 @@
 //! (`Gate::decide`, which calls the judges above this file).
 
 use super::paths::{
-    PROTECTED_WORKSPACE_DIRS, both_forms, lexical_normalize, protected_workspace_dir, resolve,
-    resolve_from, under,
+    PROTECTED_WORKSPACE_DIRS, both_forms, git_dir_by_shape, lexical_normalize,
+    protected_workspace_dir, resolve, resolve_from, under,
 };
 use super::refusal::Refused;
 use super::secret_files::{self, git_dir_name, normal_parts, rule_for};
@@ -289,6 +289,21 @@ impl Gate {
                 d.name, d.why
             )));
         }
+        // A git directory by any other name: its config and hooks run code
+        // the same way (the sandbox makes them read-only too, but a
+        // redirection or a tool's write is latchclaw's own).
+        if let Some(git) = resolved
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a.starts_with(workspace))
+            .find(|a| git_dir_by_shape(a))
+        {
+            return Err(Refused::path(format!(
+                "\"{raw}\" is inside {}, a git directory (its HEAD, objects and refs), \
+                 where hooks and config run code",
+                git.display()
+            )));
+        }
         Ok(resolved)
     }
 
@@ -360,6 +375,18 @@ impl Gate {
         }
         if let Some(why) = self.secret_refusal(&lexical, &resolved) {
             return Err(Refused::path(why));
+        }
+        // A git directory's config by another name than `.git` (a remote's
+        // credentials), refused as `.git/config` is by its name (which the
+        // rules above judged, `secret_files_allow` included).
+        if resolved.file_name().is_some_and(|n| n == "config")
+            && rule_for(resolved.strip_prefix(workspace).unwrap_or(&resolved)).is_none()
+            && resolved.parent().is_some_and(git_dir_by_shape)
+        {
+            return Err(Refused::path(format!(
+                "\"{raw}\" is a git directory's config (its HEAD, objects and refs are beside \
+                 it), a secret-named file like .git/config"
+            )));
         }
         if let Ok(md) = std::fs::metadata(&resolved)
             && md.is_file()

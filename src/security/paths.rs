@@ -43,6 +43,14 @@ pub const PROTECTED_WORKSPACE_DIRS: &[ProtectedDir] = &[
     },
 ];
 
+/// Whether `dir` is a git directory by its shape, whatever its name (a
+/// gitfile's target such as `git init --separate-git-dir gitdata`, a bare
+/// repository): a `HEAD` file, `objects` and `refs` directories. Its
+/// config and hooks run code as `.git`'s do.
+pub fn git_dir_by_shape(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+}
+
 /// The protected directory `rel` (a path relative to the workspace) is in,
 /// or is.
 pub fn protected_workspace_dir(rel: &Path) -> Option<&'static ProtectedDir> {

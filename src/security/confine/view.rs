@@ -459,13 +459,22 @@ fn walk_once(spec: &Spec, ws: &Path) -> Result<Option<Found>, String> {
                 // A git directory by its shape, whatever its name (a
                 // gitfile's target, a bare repository): its hooks and
                 // config run code.
-                let by_shape = !in_git
-                    && !protected
-                    && path.join("HEAD").is_file()
-                    && path.join("objects").is_dir()
-                    && path.join("refs").is_dir();
+                let by_shape =
+                    !in_git && !protected && crate::security::paths::git_dir_by_shape(&path);
                 if protected || by_shape {
                     found.protected.push((path.clone(), id_of(&path)));
+                }
+                // Its config may hold credentials, as `.git/config` does
+                // (masked by name): masked for every program but git.
+                if by_shape {
+                    let config = path.join("config");
+                    let by_name = super::super::secret_files::rule_for(
+                        config.strip_prefix(ws).unwrap_or(&config),
+                    )
+                    .is_some();
+                    if !by_name && let Some(id) = id_of(&config) {
+                        found.git_masks.push((config, Some(id)));
+                    }
                 }
                 // Object stores too: a child can move a secret's directory
                 // into one.
