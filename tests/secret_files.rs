@@ -467,3 +467,35 @@ fn an_agent_asking_for_secrets_never_sees_one() {
         );
     }
 }
+
+/// `-` is standard input to most programs but a file named `-` to some
+/// options (git's `--ignore-revs-file`, `-O`, `-X`; `sort --random-source`;
+/// `date -r`; `touch -r`): a `-` that leads to a secret is refused, and
+/// with no such file `-` is judged as standard input, as before.
+#[test]
+fn a_file_named_dash_is_judged_where_a_program_would_read_it() {
+    let env = env_with("");
+    symlink(".env", env.ws.join("-")).unwrap();
+    let commands = [
+        "git blame --ignore-revs-file - notes.txt",
+        "git log -O - -1",
+        "git ls-files -X -",
+        "sort -R --random-source=- notes.txt",
+        "date -r -",
+        "touch -r - notes.txt",
+    ];
+    for command in commands {
+        let (r, v) = env.shell(command);
+        assert_eq!(r.code, 4, "{command}: {r:?}");
+        assert!(
+            v["reason"].as_str().unwrap_or("").contains("secret-named"),
+            "{command}: {v}"
+        );
+        assert_no_canary(command, &r);
+    }
+    // A plain file of that name is judged like any other.
+    std::fs::remove_file(env.ws.join("-")).unwrap();
+    std::fs::write(env.ws.join("-"), "random bytes\n").unwrap();
+    let (r, _) = env.shell("date -r - +%Y");
+    assert_eq!(r.code, 0, "{r:?}");
+}

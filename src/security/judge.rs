@@ -767,6 +767,13 @@ fn judge_program(
             outside.get_or_insert_with(|| r.clone());
         }
     }
+    // A `-` that may be read as a file of that name: judged when there is one.
+    for d in &parsed.dash_reads {
+        let abs = absolute(cwd, d);
+        if Path::new(&abs).symlink_metadata().is_ok() {
+            gate.check_path(&abs)?;
+        }
+    }
     for w in &parsed.writes {
         let resolved = gate.check_write_dir_ok(&absolute(cwd, w))?;
         // A directory written to may be written throughout (`git rm -r .`,

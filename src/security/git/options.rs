@@ -61,6 +61,8 @@ const fn last(l: &'static str) -> O {
 }
 
 const OUT: &str = "writes a file";
+const PER_DIRECTORY: &str = "reads the file of that name in every directory, a secret's too \
+                             (use --exclude-standard or -X FILE)";
 const EXT: &str = "runs the external diff program named in git's configuration";
 const TEXTCONV: &str = "runs the textconv programs named in git's configuration";
 const GPG: &str = "runs gpg";
@@ -579,7 +581,8 @@ impl Scan<'_> {
         for (o, val) in &self.hits {
             let Some(val) = val else { continue };
             match o.v {
-                V::Read if *val != "-" => p.reads.push(cx.at(val)),
+                V::Read if *val == "-" => p.dash_reads.push(cx.at(val)),
+                V::Read => p.reads.push(cx.at(val)),
                 V::Write => {
                     p.writes.push(cx.at(val));
                     p.writes_anything = true;
@@ -1008,7 +1011,7 @@ const LS_FILES: &[O] = &[
     f('\0', "resolve-undo"),
     v('x', "exclude"),
     v('X', "exclude-from").rd(),
-    v('\0', "exclude-per-directory"),
+    v('\0', "exclude-per-directory").no(PER_DIRECTORY),
     f('\0', "exclude-standard"),
     f('\0', "full-name"),
     f('\0', "recurse-submodules"),

@@ -921,16 +921,18 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
     }
     // A backup renames an existing destination to DEST + SUFFIX first (a
     // file named `server` backed up with `-S .key` replaces `server.key`):
-    // each is judged as a write too. Numbered backups (`DEST.~N~`) are
-    // named after a destination already judged.
-    if let Some(suffix) = backup_suffix(prog, &w.items)? {
-        let backups: Vec<String> =
-            w.p.writes
-                .iter()
-                .map(|p| format!("{}{suffix}", p.trim_end_matches('/')))
-                .collect();
-        w.p.writes.extend(backups);
-    }
+    // each is judged as a write too.
+    let suffixes = backup_suffixes(prog, &w.items)?;
+    let backups: Vec<String> =
+        w.p.writes
+            .iter()
+            .flat_map(|p| {
+                suffixes
+                    .iter()
+                    .map(move |s| format!("{}{s}", p.trim_end_matches('/')))
+            })
+            .collect();
+    w.p.writes.extend(backups);
     if rec {
         w.p.write_dirs_recursive.extend(dests);
     }
@@ -939,18 +941,26 @@ fn copy_move(spec: &Spec, args: &[String]) -> Result<Parsed, Refused> {
     Ok(w.p)
 }
 
-/// The suffix of the backups `cp`/`mv` would make, when any: `-b`,
+/// The suffixes of the backups `cp`/`mv` would make, when any: `-b`,
 /// `--backup[=CONTROL]` and `-S`/`--suffix` (which turns backups on) all
 /// count, `--backup=none` included (a later option may turn them on again).
+/// A simple backup is DEST+SUFFIX; a numbered one DEST.~N~ (judged as that
+/// name: no rule looks at the number), made by `numbered`/`t`, and by
+/// `existing`/`nil`, the default, where numbered ones are there already.
 /// A suffix with a `/` would put the backup in another directory (GNU falls
 /// back to `~`, others may not): refused.
-fn backup_suffix(prog: &str, items: &[Item]) -> Result<Option<String>, Refused> {
+fn backup_suffixes(prog: &str, items: &[Item]) -> Result<Vec<String>, Refused> {
     let mut on = false;
+    let mut simple_only = false;
     let mut suffix = "~";
     for it in items {
         let Item::Opt(h) = it else { continue };
         match (h.o.s, h.o.l) {
-            ('b', _) | (_, "backup") => on = true,
+            (_, "backup") => {
+                on = true;
+                simple_only = matches!(h.val, Some("simple" | "never"));
+            }
+            ('b', _) => on = true,
             (_, "suffix") => {
                 on = true;
                 suffix = h.val.unwrap_or("~");
@@ -964,7 +974,11 @@ fn backup_suffix(prog: &str, items: &[Item]) -> Result<Option<String>, Refused> 
             _ => {}
         }
     }
-    Ok(on.then(|| suffix.to_string()))
+    Ok(match (on, simple_only) {
+        (false, _) => Vec::new(),
+        (true, true) => vec![suffix.to_string()],
+        (true, false) => vec![suffix.to_string(), ".~N~".to_string()],
+    })
 }
 
 fn base_name(s: &str) -> &str {

@@ -36,6 +36,11 @@ pub struct Parsed {
     /// from latchclaw's directory.
     pub git_operands: Vec<String>,
     pub git_pathspecs: Vec<String>,
+    /// Where a `-` given as a file to read would be a file named `-`:
+    /// standard input to most programs, a file to some options (`git blame
+    /// --ignore-revs-file -`, `sort --random-source=-`, `date -r -`). Judged
+    /// as a read whenever such a file is there.
+    pub dash_reads: Vec<String>,
 }
 
 pub(in crate::security) struct Entry {
@@ -462,16 +467,20 @@ pub(crate) fn apply(prog: &str, p: &mut Parsed, h: &Hit) -> Result<(), Refused> 
     Ok(())
 }
 
-/// A read, except `-` (standard input).
+/// A read; `-` (standard input, or a file of that name) in `dash_reads`.
 pub(crate) fn push_read(p: &mut Parsed, path: &str) {
-    if path != "-" {
+    if path == "-" {
+        p.dash_reads.push(path.to_string());
+    } else {
         p.reads.push(path.to_string());
     }
 }
 
 /// A tree walked (and read).
 pub(crate) fn push_tree(p: &mut Parsed, path: &str) {
-    if path != "-" {
+    if path == "-" {
+        p.dash_reads.push(path.to_string());
+    } else {
         p.reads.push(path.to_string());
         p.read_dirs_recursive.push(path.to_string());
     }

@@ -508,6 +508,17 @@ fn cp_and_mv_backups_are_writes_too() {
             .iter()
             .any(|w| w.ends_with('~'))
     );
+    // Numbered backups (`numbered`, `t`; `existing`, the default, where
+    // some are there): DEST.~N~.
+    let p = ok("cp", &["--backup=numbered", "a.txt", "d/"]);
+    assert!(has(&p, "d/a.txt.~N~"), "{:?}", p.writes);
+    assert!(has(&ok("mv", &["-b", "a", "b"]), "b.~N~"));
+    let p = ok("cp", &["--backup=simple", "a", "b"]);
+    assert!(
+        !p.writes.iter().any(|w| w.ends_with(".~N~")),
+        "{:?}",
+        p.writes
+    );
     refused("cp", &["-b", "-S", "/../.git", "a", "b"], "containing '/'");
     refused("mv", &["--suffix=x/y", "a", "b"], "containing '/'");
     refused("cp", &["--suffix", "/", "a", "b"], "containing '/'");
@@ -1023,6 +1034,11 @@ fn git_refusals() {
     refused("git", &["merge", "--strategy=evil", "x"], "git-merge-evil");
     refused("git", &["revert", "-e", "HEAD"], "editor");
     refused("git", &["apply", "--unsafe-paths", "p.diff"], "outside");
+    refused(
+        "git",
+        &["ls-files", "-o", "--exclude-per-directory=.env"],
+        "every directory",
+    );
     refused("git", &["apply", "--directory=../x", "p.diff"], "moves");
     refused("git", &["clean", "-i"], "interactive");
     refused("git", &["rebase", "-x", "sh"], "not a git subcommand");
