@@ -291,6 +291,46 @@ prompt = 3
     assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{r:?}");
 }
 
+/// A model can make links in the workspace (a snippet, `ln -s` under
+/// `full`): a workspace SOP reached through one, a `SOP.toml` or a
+/// directory leading out, is neither listed nor read, so latchclaw never
+/// runs or quotes what it points at.
+#[test]
+fn a_sop_behind_a_symbolic_link_is_neither_listed_nor_read() {
+    let env = env("full");
+    daily_check(&env);
+    let outside = env.root.join("outside");
+    std::fs::create_dir_all(outside.join("elsewhere")).unwrap();
+    std::fs::write(outside.join("secret.txt"), "TOKEN_OUTSIDE_5521\n").unwrap();
+    let text = std::fs::read_to_string(fixture("sops/daily-check/SOP.toml")).unwrap();
+    std::fs::write(outside.join("elsewhere/SOP.toml"), text).unwrap();
+    std::fs::create_dir_all(env.ws.join("sops/leak")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("secret.txt"),
+        env.ws.join("sops/leak/SOP.toml"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.join("elsewhere"), env.ws.join("sops/away")).unwrap();
+    let (_, list) = env.json(&["sop", "list", "--json"]);
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["daily-check"], "{list}");
+    for name in ["leak", "away"] {
+        for args in [["sop", "run", name], ["sop", "validate", name]] {
+            let r = env.run(&args);
+            assert_ne!(r.code, 0, "{args:?}: {r:?}");
+            assert!(
+                !r.stdout.contains("TOKEN_OUTSIDE") && !r.stderr.contains("TOKEN_OUTSIDE"),
+                "{args:?}: {r:?}"
+            );
+        }
+    }
+}
+
 /// A canary write, a read-only wait for `go.txt` (a step boundary to be
 /// killed at), a shell step that sleeps (to be killed in), a last write.
 const CANARY: &str = r#"name = "canary"

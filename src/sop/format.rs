@@ -176,9 +176,28 @@ fn to_json(v: &toml::Value) -> Value {
     }
 }
 
+/// A SOP file's bytes. One in the workspace is read with no symbolic link
+/// followed below the workspace: a model can make links there (a
+/// `SOP.toml` or a directory leading out), and latchclaw would read, run
+/// and quote in its errors whatever they point at. The state directory's
+/// are the operator's own.
+fn read(cfg: &Config, path: &Path) -> std::io::Result<Vec<u8>> {
+    use crate::tools::beneath::{Symlinks, open_beneath, open_workspace};
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let Ok(rel) = path.strip_prefix(&cfg.workspace_dir) else {
+        return std::fs::read(path);
+    };
+    let root = open_workspace(&cfg.workspace_dir)?;
+    let fd = open_beneath(root.as_fd(), rel, libc::O_RDONLY, 0, Symlinks::Refuse)?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Reads and checks one SOP file; `Err` holds every error found.
 pub fn load(path: &Path, dir_name: &str, cfg: &Config) -> Result<Sop, Vec<String>> {
-    let bytes = std::fs::read(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let bytes = read(cfg, path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
     parse(&bytes, path, dir_name, cfg)
 }
 

@@ -12,7 +12,7 @@ pub use format::{Sop, valid_id};
 pub use run::{Operator, Report, Resume, Runner, new_run_id, run_lock, run_of_conversation};
 
 use crate::config::Config;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where SOPs are found, lowest precedence first.
 pub fn dirs(cfg: &Config) -> Vec<PathBuf> {
@@ -40,7 +40,13 @@ pub fn found(cfg: &Config) -> Vec<Found> {
         crate::util::sort::sort(&mut names);
         for name in names {
             let path = dir.join(&name).join("SOP.toml");
-            if !path.is_file() {
+            // Not through a link: a model may make links in the workspace
+            // (`format::read` refuses them too).
+            let real = |p: &Path, dir: bool| {
+                std::fs::symlink_metadata(p)
+                    .is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+            };
+            if !real(&dir, true) || !real(&dir.join(&name), true) || !real(&path, false) {
                 continue;
             }
             out.retain(|f| f.name != name);
