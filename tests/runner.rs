@@ -837,13 +837,41 @@ fn the_tmp_dirs_of_killed_calls_are_swept_by_a_later_run() {
         std::fs::set_permissions(kept.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
     assert!(link.symlink_metadata().is_ok() && elsewhere.join("keep.txt").exists());
-    // Only the run's own dir came and went: nothing else of the call's is left.
+    // Only the run's own dir came and went, and the sweep's stamp stays.
+    let stamp = format!("latchclaw-swept-{}", effective_uid());
     let mut left: Vec<_> = std::fs::read_dir(&tmp)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     left.sort();
-    assert_eq!(left.len(), 4, "{left:?}");
+    assert_eq!(left.len(), 5, "{left:?}");
+    assert!(left.contains(&stamp), "{left:?}");
+    // Within the hour the next run does not list the tmp dir again.
+    let again = dir(format!("latchclaw-call-{dead}-0000abd2"), hours_ago);
+    let r = env.run_env(
+        &[
+            "tool",
+            "run",
+            "shell",
+            "--json",
+            r#"{"command": "echo hi"}"#,
+        ],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(again.join("sub").exists());
+    std::fs::set_permissions(again.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// This process's effective user id, from /proc.
+fn effective_uid() -> u32 {
+    let st = std::fs::read_to_string("/proc/self/status").unwrap();
+    st.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 /// A redirection is opened when its command starts, by path: a process

@@ -246,15 +246,43 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 /// The most entries of the tmp dir one sweep reads.
 const SWEEP_MAX: usize = 10_000;
 
-/// Removes, once per process, the call dirs of latchclaw processes that
-/// are gone: one killed (SIGKILL, OOM) during a call could not remove its
-/// own. Only this user's, only where no process has the pid in the name,
-/// only when untouched for [`ABANDONED_AFTER`].
+/// Removes the call dirs of latchclaw processes that are gone: one killed
+/// (SIGKILL, OOM) during a call could not remove its own. Only this user's,
+/// only where no process has the pid in the name, only when untouched for
+/// [`ABANDONED_AFTER`]. At most once per process, and once an hour per
+/// user and tmp dir (a stamp file's age: listing a large tmp dir on every
+/// one-shot call cost 0.45 ms on a test machine's /tmp).
 fn sweep_once(base: &std::path::Path) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     static SWEPT: AtomicBool = AtomicBool::new(false);
-    if !SWEPT.swap(true, Ordering::Relaxed) {
-        sweep(base, ABANDONED_AFTER);
+    if SWEPT.swap(true, Ordering::Relaxed) {
+        return;
     }
+    let me = sys::process::effective_uid();
+    let stamp = base.join(format!("latchclaw-swept-{me}"));
+    let recent = std::fs::symlink_metadata(&stamp).is_ok_and(|m| {
+        m.is_file()
+            && m.uid() == me
+            && m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age < ABANDONED_AFTER)
+    });
+    if recent {
+        return;
+    }
+    // Not through a link another user planted; its age is all it holds.
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&stamp)
+    {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+    sweep(base, ABANDONED_AFTER);
 }
 
 fn sweep(base: &std::path::Path, after: Duration) {
