@@ -389,14 +389,9 @@ impl Gate {
             )));
         }
         if let Ok(md) = std::fs::metadata(&resolved)
-            && md.is_file()
-            && md.nlink() > 1
+            && let Some(why) = linked_refusal(&format!("\"{raw}\""), &md)
         {
-            return Err(Refused::path(format!(
-                "\"{raw}\" has {} hard links; files with more than one link are refused \
-                 because the other name may be outside the workspace",
-                md.nlink()
-            )));
+            return Err(Refused::path(why));
         }
         Ok(resolved)
     }
@@ -680,4 +675,19 @@ impl Gate {
             .iter()
             .any(|c| git_dir_name(&c.to_lowercase()))
     }
+}
+
+/// Why a regular file with more than one name is refused (`what`: the
+/// file as the message names it): another name may be a secret's or outside the
+/// workspace. For a path the gate judges, and again for a file latchclaw
+/// itself opened for a call (a redirection), whose path a process of an
+/// earlier call may have changed since.
+pub fn linked_refusal(what: &str, md: &std::fs::Metadata) -> Option<String> {
+    (md.is_file() && md.nlink() > 1).then(|| {
+        format!(
+            "{what} has {} hard links now; files with more than one link are refused \
+             because the other name may be a secret's or outside the workspace",
+            md.nlink()
+        )
+    })
 }

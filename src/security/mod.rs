@@ -24,7 +24,7 @@ mod refusal;
 pub mod secret_files;
 
 pub use decision::{Decision, External, Risk, Verdict};
-pub use gate::{Gate, SAFE_PATH};
+pub use gate::{Gate, SAFE_PATH, linked_refusal};
 pub use paths::resolve;
 pub use refusal::{Refusal, Refused};
 

@@ -228,7 +228,7 @@ pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     sweep_once(&base);
     for _ in 0..4 {
         let p = base.join(format!(
-            "latchclaw-call-{}-{:08x}",
+            "{CALL_DIR}{}-{:08x}",
             std::process::id(),
             fastrand::u32(..)
         ));
@@ -239,12 +239,20 @@ pub(super) fn private_tmp() -> Option<std::path::PathBuf> {
     None
 }
 
+/// A call dir's name: this, the pid of the latchclaw that made it, `-`, a
+/// random part.
+const CALL_DIR: &str = "latchclaw-call-";
 /// A call dir is only taken for abandoned once untouched this long: a
 /// latchclaw in another PID namespace sharing this tmp may have a pid that
-/// looks dead from here.
+/// looks dead from here. Also how often a user's tmp dir is swept.
 const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 /// The most entries of the tmp dir one sweep reads.
 const SWEEP_MAX: usize = 10_000;
+
+/// How long ago `m` was modified (none for a time in the future).
+fn untouched_for(m: &std::fs::Metadata) -> Option<Duration> {
+    m.modified().ok()?.elapsed().ok()
+}
 
 /// Removes the call dirs of latchclaw processes that are gone: one killed
 /// (SIGKILL, OOM) during a call could not remove its own. Only this user's,
@@ -261,12 +269,7 @@ fn sweep_once(base: &std::path::Path) {
     let me = sys::process::effective_uid();
     let stamp = base.join(format!("latchclaw-swept-{me}"));
     let recent = std::fs::symlink_metadata(&stamp).is_ok_and(|m| {
-        m.is_file()
-            && m.uid() == me
-            && m.modified()
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age < ABANDONED_AFTER)
+        m.is_file() && m.uid() == me && untouched_for(&m).is_some_and(|t| t < ABANDONED_AFTER)
     });
     if recent {
         return;
@@ -282,37 +285,28 @@ fn sweep_once(base: &std::path::Path) {
     {
         let _ = f.set_modified(std::time::SystemTime::now());
     }
-    sweep(base, ABANDONED_AFTER);
-}
-
-fn sweep(base: &std::path::Path, after: Duration) {
-    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let me = sys::process::effective_uid();
     for e in entries.take(SWEEP_MAX).flatten() {
         let name = e.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("latchclaw-call-"))
+            .and_then(|n| n.strip_prefix(CALL_DIR))
             .and_then(|rest| rest.split_once('-'))
             .and_then(|(pid, _)| pid.parse::<i32>().ok())
         else {
             continue;
         };
         let path = e.path();
-        let old = |m: &std::fs::Metadata| {
-            m.modified()
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= after)
-        };
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() && m.uid() == me && old(&m) && !sys::process::exists(pid) => {
-                remove_tmp(Some(&path));
-            }
-            _ => {}
+        let abandoned = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+            m.is_dir()
+                && m.uid() == me
+                && untouched_for(&m).is_some_and(|t| t >= ABANDONED_AFTER)
+                && !sys::process::exists(pid)
+        });
+        if abandoned {
+            remove_tmp(Some(&path));
         }
     }
 }
@@ -425,14 +419,10 @@ fn open_redir(call: &CallEnv, path: &std::path::Path, mode: OpenMode) -> std::io
     // left running may have swapped a directory on that path since the
     // gate judged it (a decoy then, a hard link to a secret now). What was
     // opened is held to the gate's rule again, before a byte is read or
-    // written: no regular file with another name.
+    // written.
     let md = f.metadata()?;
-    if md.is_file() && std::os::unix::fs::MetadataExt::nlink(&md) > 1 {
-        return Err(std::io::Error::other(format!(
-            "it has {} hard links now; files with more than one link are refused because \
-             the other name may be a secret's or outside the workspace",
-            std::os::unix::fs::MetadataExt::nlink(&md)
-        )));
+    if let Some(why) = crate::security::linked_refusal("it", &md) {
+        return Err(std::io::Error::other(why));
     }
     if mode == OpenMode::Truncate && md.is_file() {
         f.set_len(0)?;
