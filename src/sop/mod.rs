@@ -29,7 +29,17 @@ pub struct Found {
 /// Every `NAME/SOP.toml`, by name; a state-dir SOP hides a workspace one.
 pub fn found(cfg: &Config) -> Vec<Found> {
     let mut out: Vec<Found> = Vec::new();
+    // In the workspace, not through a link: a model may make links there
+    // (`format::read` refuses them too). The state directory's are the
+    // operator's own.
+    let real = |p: &Path, dir: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+    };
     for dir in dirs(cfg) {
+        let in_workspace = dir.starts_with(&cfg.workspace_dir);
+        if in_workspace && !real(&dir, true) {
+            continue;
+        }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -40,13 +50,12 @@ pub fn found(cfg: &Config) -> Vec<Found> {
         crate::util::sort::sort(&mut names);
         for name in names {
             let path = dir.join(&name).join("SOP.toml");
-            // Not through a link: a model may make links in the workspace
-            // (`format::read` refuses them too).
-            let real = |p: &Path, dir: bool| {
-                std::fs::symlink_metadata(p)
-                    .is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+            let usable = if in_workspace {
+                real(&dir.join(&name), true) && real(&path, false)
+            } else {
+                path.is_file()
             };
-            if !real(&dir, true) || !real(&dir.join(&name), true) || !real(&path, false) {
+            if !usable {
                 continue;
             }
             out.retain(|f| f.name != name);
