@@ -820,17 +820,21 @@ fn the_tmp_dirs_of_killed_calls_are_swept_by_a_later_run() {
     let other = dir(format!("latchclaw-caller-{dead}-0000abd0"), hours_ago);
     let link = tmp.join(format!("latchclaw-call-{dead}-0000abd1"));
     std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
-    let r = env.run_env(
-        &[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "echo hi"}"#,
-        ],
-        &[("TMPDIR", tmp.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
+    // A shell call with this tmp dir as its TMPDIR.
+    let run_with_tmp = || {
+        let r = env.run_env(
+            &[
+                "tool",
+                "run",
+                "shell",
+                "--json",
+                r#"{"command": "echo hi"}"#,
+            ],
+            &[("TMPDIR", tmp.to_str().unwrap())],
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+    };
+    run_with_tmp();
     assert!(!abandoned.exists(), "the abandoned dir is still there");
     for kept in [&recent, &live, &other] {
         assert!(kept.join("sub").exists(), "{} was removed", kept.display());
@@ -848,17 +852,7 @@ fn the_tmp_dirs_of_killed_calls_are_swept_by_a_later_run() {
     assert!(left.contains(&stamp), "{left:?}");
     // Within the hour the next run does not list the tmp dir again.
     let again = dir(format!("latchclaw-call-{dead}-0000abd2"), hours_ago);
-    let r = env.run_env(
-        &[
-            "tool",
-            "run",
-            "shell",
-            "--json",
-            r#"{"command": "echo hi"}"#,
-        ],
-        &[("TMPDIR", tmp.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
+    run_with_tmp();
     assert!(again.join("sub").exists());
     std::fs::set_permissions(again.join("sub"), std::fs::Permissions::from_mode(0o700)).unwrap();
 }

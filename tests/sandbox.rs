@@ -263,17 +263,11 @@ fn a_git_write_the_gate_approved_changes_objects_but_not_what_runs_code() {
     assert_eq!(std::fs::read(env.ws.join(".git/config")).unwrap(), before);
 }
 
-/// git itself in the three views, through the library: a write view lets
-/// it commit but not change its config or hooks; a read view lets it
-/// change nothing in `.git`.
-#[test]
-fn the_git_views_hold_by_themselves() {
-    use latchclaw::security::confine::{self, Mode, Spec, view::Kind};
-    use std::process::Command;
-    let env = Env::new();
-    std::fs::write(env.ws.join("a.txt"), "one\n").unwrap();
-    git(&env.ws, &["init", "-q"]);
-    let spec = Spec {
+/// The sandbox of `env`'s workspace through the library API, as the shell
+/// runner prepares it (writable, best effort, the state dir out of view).
+fn library_spec(env: &Env) -> latchclaw::security::confine::Spec {
+    use latchclaw::security::confine::{Mode, Spec};
+    Spec {
         workspace: env.ws.clone(),
         workspace_writable: true,
         tmp_dir: None,
@@ -284,7 +278,20 @@ fn the_git_views_hold_by_themselves() {
         egress: None,
         cwd: None,
         read_only_dirs: Vec::new(),
-    };
+    }
+}
+
+/// git itself in the three views, through the library: a write view lets
+/// it commit but not change its config or hooks; a read view lets it
+/// change nothing in `.git`.
+#[test]
+fn the_git_views_hold_by_themselves() {
+    use latchclaw::security::confine::{self, view::Kind};
+    use std::process::Command;
+    let env = Env::new();
+    std::fs::write(env.ws.join("a.txt"), "one\n").unwrap();
+    git(&env.ws, &["init", "-q"]);
+    let spec = library_spec(&env);
     let p = confine::prepare(&spec).unwrap();
     if !p.has_namespaces() {
         skip("no namespace sandbox on this machine");
@@ -344,7 +351,7 @@ fn the_git_views_hold_by_themselves() {
 /// directory is put on the object the walk found, or the child is refused.
 #[test]
 fn a_directory_swapped_after_the_walk_refuses_the_child_instead_of_showing_a_secret() {
-    use latchclaw::security::confine::{self, Mode, Spec};
+    use latchclaw::security::confine;
     use std::process::Command;
     let env = Env::new();
     let ws = &env.ws;
@@ -355,18 +362,7 @@ fn a_directory_swapped_after_the_walk_refuses_the_child_instead_of_showing_a_sec
     std::fs::write(ws.join("p/c/notes.txt"), "plain\n").unwrap();
     std::fs::write(ws.join("decoy/.env"), "decoy\n").unwrap();
     std::fs::write(ws.join("g/.git/config"), "[core]\n").unwrap();
-    let spec = Spec {
-        workspace: ws.clone(),
-        workspace_writable: true,
-        tmp_dir: None,
-        mode: Mode::BestEffort,
-        state_dir: Some(env.state.clone()),
-        secret_allow: Default::default(),
-        forbidden: Vec::new(),
-        egress: None,
-        cwd: None,
-        read_only_dirs: Vec::new(),
-    };
+    let spec = library_spec(&env);
     let run = |p: &confine::Prepared, script: &str| {
         let mut c = Command::new("/bin/sh");
         c.args(["-c", script]).current_dir(ws);

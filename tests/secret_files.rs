@@ -105,6 +105,18 @@ fn assert_refused(what: &str, r: &Run, v: &Value, rule: &str) {
     assert_no_canary(what, r);
 }
 
+/// `command` run through the shell tool: denied (exit 4) as a secret, and
+/// nothing of one in its output.
+fn shell_refused_as_secret(env: &Env, command: &str) {
+    let (r, v) = env.shell(command);
+    assert_eq!(r.code, 4, "{command}: {r:?}");
+    assert!(
+        v["reason"].as_str().unwrap_or("").contains("secret-named"),
+        "{command}: {v}"
+    );
+    assert_no_canary(command, &r);
+}
+
 #[test]
 fn secret_files_are_refused_by_every_tool_with_the_rule_named() {
     let env = env_with("");
@@ -238,13 +250,7 @@ fn shell_spellings_of_a_secret_are_refused() {
         "cd proj && git status -v",
         "git -C proj diff",
     ] {
-        let (r, v) = env.shell(command);
-        assert_eq!(r.code, 4, "{command}: {r:?}");
-        assert!(
-            v["reason"].as_str().unwrap_or("").contains("secret-named"),
-            "{command}: {v}"
-        );
-        assert_no_canary(command, &r);
+        shell_refused_as_secret(&env, command);
     }
     assert!(!env.ws.join("x.txt").exists() && !env.ws.join("copy").exists());
     assert!(env.ws.join(".env").exists());
@@ -485,13 +491,7 @@ fn a_file_named_dash_is_judged_where_a_program_would_read_it() {
         "touch -r - notes.txt",
     ];
     for command in commands {
-        let (r, v) = env.shell(command);
-        assert_eq!(r.code, 4, "{command}: {r:?}");
-        assert!(
-            v["reason"].as_str().unwrap_or("").contains("secret-named"),
-            "{command}: {v}"
-        );
-        assert_no_canary(command, &r);
+        shell_refused_as_secret(&env, command);
     }
     // A plain file of that name is judged like any other.
     std::fs::remove_file(env.ws.join("-")).unwrap();
