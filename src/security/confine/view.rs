@@ -995,8 +995,8 @@ pub fn build(spec: &Spec) -> Result<View, String> {
         if is_git && p.is_dir() {
             for c in GIT_CODE {
                 let q = p.join(c);
-                if q.symlink_metadata().is_ok() {
-                    read_only_over_itself(&q, id_of(&q), &mut git_write)?;
+                if let Some(id) = id_of(&q) {
+                    read_only_over_itself(&q, Some(id), &mut git_write)?;
                 }
             }
         } else {
